@@ -57,43 +57,41 @@ def batch_mat_mul_v2_grad(grad, x, y, *, output=None, adj_x=False, adj_y=False):
             grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `np.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
-                i.e. `np.swapaxes(t1, -1, -2) @ t2`
+                i.e. `np.swapaxes(t0, -1, -2) @ x`
         adj_x=True, adj_y=False:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
-                i.e. `t1 @ np.swapaxes(t0, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
+                i.e. `y @ np.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
         adj_x=True, adj_y=True:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
                 i.e. `np.swapaxes(y, -1, -2) @ np.swapaxes(t0, -1, -2)`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
                 i.e. `np.swapaxes(t0, -1, -2) @ np.swapaxes(x, -1, -2)`
     """
-    x = _conj(x)
-    y = _conj(y)
     if not adj_x and not adj_y:
+        x = _conj(x)
+        y = _conj(y)
         grad_x = grad @ np.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = np.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        t0 = _conj(y)
-        grad_x = grad @ t0
+        grad_x = grad @ y
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        t1 = _conj(grad)
-        t2 = _conj(x)
-        grad_y = np.swapaxes(t1, -1, -2) @ t2
+        t0 = _conj(grad)
+        grad_y = np.swapaxes(t0, -1, -2) @ x
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
         t0 = _conj(grad)
-        t1 = _conj(y)
-        grad_x = t1 @ np.swapaxes(t0, -1, -2)
+        grad_x = y @ np.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        t2 = _conj(x)
-        grad_y = t2 @ grad
+        grad_y = x @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
+        x = _conj(x)
+        y = _conj(y)
         t0 = _conj(grad)
         grad_x = np.swapaxes(y, -1, -2) @ np.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
@@ -146,43 +144,41 @@ def batch_mat_mul_grad(grad, x, y, *, output=None, adj_x=False, adj_y=False):
             grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `np.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
-                i.e. `np.swapaxes(t1, -1, -2) @ t2`
+                i.e. `np.swapaxes(t0, -1, -2) @ x`
         adj_x=True, adj_y=False:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
-                i.e. `t1 @ np.swapaxes(t0, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
+                i.e. `y @ np.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
         adj_x=True, adj_y=True:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
                 i.e. `np.swapaxes(y, -1, -2) @ np.swapaxes(t0, -1, -2)`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
                 i.e. `np.swapaxes(t0, -1, -2) @ np.swapaxes(x, -1, -2)`
     """
-    x = _conj(x)
-    y = _conj(y)
     if not adj_x and not adj_y:
+        x = _conj(x)
+        y = _conj(y)
         grad_x = grad @ np.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = np.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        t0 = _conj(y)
-        grad_x = grad @ t0
+        grad_x = grad @ y
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        t1 = _conj(grad)
-        t2 = _conj(x)
-        grad_y = np.swapaxes(t1, -1, -2) @ t2
+        t0 = _conj(grad)
+        grad_y = np.swapaxes(t0, -1, -2) @ x
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
         t0 = _conj(grad)
-        t1 = _conj(y)
-        grad_x = t1 @ np.swapaxes(t0, -1, -2)
+        grad_x = y @ np.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        t2 = _conj(x)
-        grad_y = t2 @ grad
+        grad_y = x @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
+        x = _conj(x)
+        y = _conj(y)
         t0 = _conj(grad)
         grad_x = np.swapaxes(y, -1, -2) @ np.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
@@ -235,43 +231,41 @@ def batch_mat_mul_v3_grad(grad, x, y, *, output=None, adj_x=False, adj_y=False):
             grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `np.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
-                i.e. `np.swapaxes(t1, -1, -2) @ t2`
+                i.e. `np.swapaxes(t0, -1, -2) @ x`
         adj_x=True, adj_y=False:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
-                i.e. `t1 @ np.swapaxes(t0, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
+                i.e. `y @ np.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
         adj_x=True, adj_y=True:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
                 i.e. `np.swapaxes(y, -1, -2) @ np.swapaxes(t0, -1, -2)`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
                 i.e. `np.swapaxes(t0, -1, -2) @ np.swapaxes(x, -1, -2)`
     """
-    x = _conj(x)
-    y = _conj(y)
     if not adj_x and not adj_y:
+        x = _conj(x)
+        y = _conj(y)
         grad_x = grad @ np.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = np.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        t0 = _conj(y)
-        grad_x = grad @ t0
+        grad_x = grad @ y
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        t1 = _conj(grad)
-        t2 = _conj(x)
-        grad_y = np.swapaxes(t1, -1, -2) @ t2
+        t0 = _conj(grad)
+        grad_y = np.swapaxes(t0, -1, -2) @ x
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
         t0 = _conj(grad)
-        t1 = _conj(y)
-        grad_x = t1 @ np.swapaxes(t0, -1, -2)
+        grad_x = y @ np.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        t2 = _conj(x)
-        grad_y = t2 @ grad
+        grad_y = x @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
+        x = _conj(x)
+        y = _conj(y)
         t0 = _conj(grad)
         grad_x = np.swapaxes(y, -1, -2) @ np.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))

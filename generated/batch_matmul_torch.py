@@ -74,43 +74,41 @@ def batch_mat_mul_v2_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
             grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `torch.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
-                i.e. `torch.swapaxes(t1, -1, -2) @ t2`
+                i.e. `torch.swapaxes(t0, -1, -2) @ x`
         adj_x=True, adj_y=False:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
-                i.e. `t1 @ torch.swapaxes(t0, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
+                i.e. `y @ torch.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
         adj_x=True, adj_y=True:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
                 i.e. `torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
                 i.e. `torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)`
     """
-    x = _conj(x)
-    y = _conj(y)
     if not adj_x and not adj_y:
+        x = _conj(x)
+        y = _conj(y)
         grad_x = grad @ torch.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = torch.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        t0 = _conj(y)
-        grad_x = grad @ t0
+        grad_x = grad @ y
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        t1 = _conj(grad)
-        t2 = _conj(x)
-        grad_y = torch.swapaxes(t1, -1, -2) @ t2
+        t0 = _conj(grad)
+        grad_y = torch.swapaxes(t0, -1, -2) @ x
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
         t0 = _conj(grad)
-        t1 = _conj(y)
-        grad_x = t1 @ torch.swapaxes(t0, -1, -2)
+        grad_x = y @ torch.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        t2 = _conj(x)
-        grad_y = t2 @ grad
+        grad_y = x @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
+        x = _conj(x)
+        y = _conj(y)
         t0 = _conj(grad)
         grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
@@ -175,43 +173,41 @@ def batch_mat_mul_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
             grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `torch.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
-                i.e. `torch.swapaxes(t1, -1, -2) @ t2`
+                i.e. `torch.swapaxes(t0, -1, -2) @ x`
         adj_x=True, adj_y=False:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
-                i.e. `t1 @ torch.swapaxes(t0, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
+                i.e. `y @ torch.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
         adj_x=True, adj_y=True:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
                 i.e. `torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
                 i.e. `torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)`
     """
-    x = _conj(x)
-    y = _conj(y)
     if not adj_x and not adj_y:
+        x = _conj(x)
+        y = _conj(y)
         grad_x = grad @ torch.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = torch.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        t0 = _conj(y)
-        grad_x = grad @ t0
+        grad_x = grad @ y
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        t1 = _conj(grad)
-        t2 = _conj(x)
-        grad_y = torch.swapaxes(t1, -1, -2) @ t2
+        t0 = _conj(grad)
+        grad_y = torch.swapaxes(t0, -1, -2) @ x
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
         t0 = _conj(grad)
-        t1 = _conj(y)
-        grad_x = t1 @ torch.swapaxes(t0, -1, -2)
+        grad_x = y @ torch.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        t2 = _conj(x)
-        grad_y = t2 @ grad
+        grad_y = x @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
+        x = _conj(x)
+        y = _conj(y)
         t0 = _conj(grad)
         grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
@@ -276,43 +272,41 @@ def batch_mat_mul_v3_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
             grad_y[batch, k, j] = sum_i grad[batch, i, j] * conj(x[batch, i, k])
                 i.e. `torch.swapaxes(x, -1, -2) @ grad`
         adj_x=False, adj_y=True:
-            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ t0`
+            grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k], i.e. `grad @ y`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
-                i.e. `torch.swapaxes(t1, -1, -2) @ t2`
+                i.e. `torch.swapaxes(t0, -1, -2) @ x`
         adj_x=True, adj_y=False:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
-                i.e. `t1 @ torch.swapaxes(t0, -1, -2)`
-            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `t2 @ grad`
+                i.e. `y @ torch.swapaxes(t0, -1, -2)`
+            grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i], i.e. `x @ grad`
         adj_x=True, adj_y=True:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
                 i.e. `torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
                 i.e. `torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)`
     """
-    x = _conj(x)
-    y = _conj(y)
     if not adj_x and not adj_y:
+        x = _conj(x)
+        y = _conj(y)
         grad_x = grad @ torch.swapaxes(y, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = torch.swapaxes(x, -1, -2) @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        t0 = _conj(y)
-        grad_x = grad @ t0
+        grad_x = grad @ y
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        t1 = _conj(grad)
-        t2 = _conj(x)
-        grad_y = torch.swapaxes(t1, -1, -2) @ t2
+        t0 = _conj(grad)
+        grad_y = torch.swapaxes(t0, -1, -2) @ x
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
         t0 = _conj(grad)
-        t1 = _conj(y)
-        grad_x = t1 @ torch.swapaxes(t0, -1, -2)
+        grad_x = y @ torch.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))
-        t2 = _conj(x)
-        grad_y = t2 @ grad
+        grad_y = x @ grad
         grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
+        x = _conj(x)
+        y = _conj(y)
         t0 = _conj(grad)
         grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)
         grad_x = _sum_to_shape(grad_x, np.shape(x))

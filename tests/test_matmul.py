@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 import sys
 
@@ -222,3 +223,22 @@ def test_batch_matmul_adjoints_of_complex_inputs_match_tensorflow(tf, tf_module,
         moved = lambda s: [v + s * direction if n == k else v for n, v in enumerate((grad, x, y))]
         slope = (loss(*moved(step)) - loss(*moved(-step))) / (2 * step)
         np.testing.assert_allclose(np.real(np.vdot(second[k], direction)), slope, rtol=1e-6)
+
+
+def test_an_adjoint_reads_its_input_as_it_is_not_conjugated_twice(derived):
+    """The derived gradient reads x and y conjugated, except where adj_x / adj_y conjugate
+    them again: a branch reads them as they are there, instead of the gradient conjugating
+    them before the branches and again inside one; each branch conjugates at most grad and
+    the inputs it reads conjugated."""
+    _, files = derived
+    source = files["batch_matmul_tf.py"]
+    vjp = source[source.index("def batch_mat_mul_v2_vjp"): source.index("def batch_mat_mul_v2_grad")]
+    body = vjp.split('"""')[2]
+    conjugated = {branch.split(":", 1)[0]: sorted(re.findall(r"tf\.math\.conj\((\w+)\)", branch))
+                  for branch in re.split(r"\n    (?:el)?if ", body)[1:]}
+    assert conjugated == {
+        "not adj_x and not adj_y": ["x", "y"],
+        "not adj_x and adj_y": ["grad"],
+        "adj_x and not adj_y": ["grad"],
+        "adj_x and adj_y": ["grad", "x", "y"],
+    }

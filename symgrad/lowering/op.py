@@ -24,7 +24,6 @@ from symgrad.ir import (
     Assign,
     ScatterAdd,
     Branch,
-    Conj,
     Elementwise,
     Function,
     FusedCall,
@@ -34,6 +33,7 @@ from symgrad.ir import (
 )
 from symgrad.functions import as_dtype, like_dtype, promoted
 from symgrad.fused import find_kernel
+from symgrad.lowering.conjugation import conjugations
 from symgrad.lowering.shared import share_within_statements, without_idle_temporaries
 from symgrad.lowering.signature import OpSignature
 from symgrad.lowering.staged import lower_stage_grads, stages_accepted, stages_passed
@@ -94,7 +94,7 @@ def _vjp_function(op: OpSignature, derivations: list[Derivation], params: tuple,
     # conjugate only what the gradient reads: Exp's gradient never touches x
     integer = {t.name for d in derivations for t in d.variant.inputs if t.integer}
     inputs = _params(op, first)
-    conj = tuple(Assign(n, Conj(n)) for n in inputs + used if n in read and n not in integer) if op.complex_ok else ()
+    conj, branches = conjugations(tuple(n for n in inputs + used if n in read and n not in integer), branches) if op.complex_ok else ((), branches)
     conj += _promoted_upstream(op, first, derivations[0].grad_names)
     results = ("grads",) if op.variadic else _some_grad_names(derivations)
     if op.cast_grads:

@@ -9,44 +9,42 @@ def batch_mat_mul_v2_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
                 i.e. `tf.linalg.matmul(x, grad, transpose_a=True)`
         adj_x=False, adj_y=True:
             grad_x[batch, i, k] = sum_j grad[batch, i, j] * y[batch, j, k]
-                i.e. `tf.linalg.matmul(grad, t0)`
+                i.e. `tf.linalg.matmul(grad, y)`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * x[batch, i, k]
-                i.e. `tf.linalg.matmul(t1, t2, transpose_a=True)`
+                i.e. `tf.linalg.matmul(t0, x, transpose_a=True)`
         adj_x=True, adj_y=False:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * y[batch, k, j]
-                i.e. `tf.linalg.matmul(t1, t0, transpose_b=True)`
+                i.e. `tf.linalg.matmul(y, t0, transpose_b=True)`
             grad_y[batch, k, j] = sum_i grad[batch, i, j] * x[batch, k, i]
-                i.e. `tf.linalg.matmul(t2, grad)`
+                i.e. `tf.linalg.matmul(x, grad)`
         adj_x=True, adj_y=True:
             grad_x[batch, k, i] = sum_j conj(grad[batch, i, j]) * conj(y[batch, j, k])
                 i.e. `tf.linalg.matmul(y, t0, transpose_a=True, transpose_b=True)`
             grad_y[batch, j, k] = sum_i conj(grad[batch, i, j]) * conj(x[batch, k, i])
                 i.e. `tf.linalg.matmul(t0, x, transpose_a=True, transpose_b=True)`
     """
-    x = tf.math.conj(x)
-    y = tf.math.conj(y)
     if not adj_x and not adj_y:
+        x = tf.math.conj(x)
+        y = tf.math.conj(y)
         grad_x = tf.linalg.matmul(grad, y, transpose_b=True)
         grad_x = _sum_to_shape(grad_x, x)
         grad_y = tf.linalg.matmul(x, grad, transpose_a=True)
         grad_y = _sum_to_shape(grad_y, y)
     elif not adj_x and adj_y:
-        t0 = tf.math.conj(y)
-        grad_x = tf.linalg.matmul(grad, t0)
+        grad_x = tf.linalg.matmul(grad, y)
         grad_x = _sum_to_shape(grad_x, x)
-        t1 = tf.math.conj(grad)
-        t2 = tf.math.conj(x)
-        grad_y = tf.linalg.matmul(t1, t2, transpose_a=True)
+        t0 = tf.math.conj(grad)
+        grad_y = tf.linalg.matmul(t0, x, transpose_a=True)
         grad_y = _sum_to_shape(grad_y, y)
     elif adj_x and not adj_y:
         t0 = tf.math.conj(grad)
-        t1 = tf.math.conj(y)
-        grad_x = tf.linalg.matmul(t1, t0, transpose_b=True)
+        grad_x = tf.linalg.matmul(y, t0, transpose_b=True)
         grad_x = _sum_to_shape(grad_x, x)
-        t2 = tf.math.conj(x)
-        grad_y = tf.linalg.matmul(t2, grad)
+        grad_y = tf.linalg.matmul(x, grad)
         grad_y = _sum_to_shape(grad_y, y)
     elif adj_x and adj_y:
+        x = tf.math.conj(x)
+        y = tf.math.conj(y)
         t0 = tf.math.conj(grad)
         grad_x = tf.linalg.matmul(y, t0, transpose_a=True, transpose_b=True)
         grad_x = _sum_to_shape(grad_x, x)
