@@ -148,7 +148,7 @@ class minimum(_Extremum):
     kind = "min"
 
 
-class _Position(ExprWithLimits):
+class Position(ExprWithLimits):
     """The position along one index range of the first entry attaining the extremum (numpy's
     `argmax`, TensorFlow's ArgMax): an integer, piecewise constant in the entries, so its
     derivative is zero. Subclasses name which extremum."""
@@ -165,17 +165,17 @@ class _Position(ExprWithLimits):
         return sp.S.Zero
 
 
-class argmax(_Position):
+class argmax(Position):
     """The first position of the maximum over an index range: `argmax(x[i, k], (k, 0, N - 1))`."""
 
     kind = "argmax"
 
 
-class argmin(_Position):
+class argmin(Position):
     """The first position of the minimum over an index range."""
 
     kind = "argmin"
 
 
 # over index ranges: what lowers to a reduction or a scan
-REDUCTIONS = (sp.Sum, product, maximum, minimum, logsumexp, _Position)
+REDUCTIONS = (sp.Sum, product, maximum, minimum, logsumexp, Position)

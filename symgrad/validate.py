@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import numpy as np
 import sympy as sp
 from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.declare import OpVariant
 from symgrad.errors import DeclarationError
+from symgrad.extrema import Position
 from symgrad.functions import at_position
 from symgrad.integers import computed_position
 
@@ -25,6 +27,7 @@ def index_ranges(variant: OpVariant) -> dict[sp.Symbol, Range]:
     inputs = {t.name: t for t in variant.inputs}
     ranges: dict[sp.Symbol, Range] = {}
     for out in variant.outputs:
+        _check_position_dtype(variant, out)
         uses = list(_subscript_uses(out.expr, {}))
         _check_tensors(variant, inputs, uses)
         _check_free_indices(variant, out, uses)
@@ -191,6 +194,30 @@ def index_symbols(expr) -> set:
 
 def _dims(variant) -> set:
     return {s for t in variant.inputs for d in t.shape for s in sp.sympify(d).free_symbols}
+
+
+def _check_position_dtype(variant, out) -> None:
+    """An output that is a position (argmax, argmin) is an integer: its declared dtype must
+    be an integer one, not the inputs' float dtype."""
+    if not (out.expr.is_integer and _positions_read(out.expr)):
+        return
+    kind = dict(variant.decl.output_dtypes).get(out.name)
+    attr = next((a for a in variant.decl.attrs if a.name == kind and a.is_dtype), None)
+    values = [] if attr is None else [attr.default, *(attr.samples or ())]
+    if attr is None or not all(v is not None and np.issubdtype(np.dtype(str(v)), np.integer) for v in values):
+        declared = "the inputs' dtype" if kind is None else f"{kind!r} (values {values})"
+        _fail(variant, f"output {out.name!r} is a position ({out.expr.func.__name__}), an integer, but is declared "
+                       f"in {declared}: give it an integer DType() attribute, e.g. attrs={{'index_type': DType()}}, "
+                       f"defaults={{'index_type': 'int64'}}, output_dtypes={{{out.name!r}: 'index_type'}}")
+
+
+def _positions_read(expr) -> bool:
+    """`expr` holds a position (argmax, argmin) other than as a subscript (a gather at it)."""
+    if isinstance(expr, Position):
+        return True
+    if isinstance(expr, sp.Indexed):
+        return False
+    return any(_positions_read(a) for a in expr.args)
 
 
 def _names(symbols) -> str:

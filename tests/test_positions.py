@@ -85,3 +85,48 @@ def test_torch_gather_at_the_argmax_has_the_max_gradient(torch, torch_module):
     (got,) = torch.autograd.grad(torch.gather(x, -1, position[:, None]).sum(), x)
     (want,) = torch.autograd.grad(torch.amax(x, dim=-1).sum(), x)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+ROW_ARGMAX = '''from symgrad import DType, argmax, dims, indices, op, tensor
+
+N, M = dims("N M")
+i, k = indices("i k")
+
+
+@op("RowArgmax"{attrs})
+def row_argmax({params}):
+    """Where each row's maximum is."""
+    x = tensor("x", (N, M))
+    return {{"index": ((i,), argmax(x[i, k], (k, 0, M - 1)))}}
+'''
+INDEX_TYPE = ', attrs={"index_type": DType()}, defaults={"index_type": "int64"}, output_dtypes={"index": "index_type"}'
+
+
+def test_a_position_output_in_the_inputs_float_dtype_is_a_declaration_error(tmp_path):
+    """An argmax output promised in the inputs' dtype would come back int64 from every target:
+    `symgrad derive` refuses it, naming the op, the file and line and the fix, and writes nothing."""
+    from test_cli import symgrad
+
+    path = tmp_path / "row_ops.py"
+    path.write_text(ROW_ARGMAX.format(attrs="", params=""))
+    result = symgrad("derive", path, "-o", tmp_path / "out", "--target", "numpy")
+    assert result.returncode != 0
+    assert f"RowArgmax ({path}:7)" in result.stderr
+    assert "output 'index' is a position (argmax)" in result.stderr and "output_dtypes={'index': 'index_type'}" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_position_output_of_an_integer_dtype_attribute_comes_back_in_it(tmp_path):
+    from conftest import import_path
+    from symgrad.generate import generate
+
+    path = tmp_path / "row_ops.py"
+    path.write_text(ROW_ARGMAX.format(attrs=INDEX_TYPE, params="index_type"))
+    for name, text in generate([path], ("numpy",)).items():
+        (tmp_path / name).write_text(text)
+    module = import_path(tmp_path / "row_ops_numpy.py")
+    x = with_ties(1)[0, 0]
+    for dtype in ("int64", "int32"):
+        got = module.row_argmax(x, index_type=dtype)
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got, np.argmax(x, axis=1))

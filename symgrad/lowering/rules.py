@@ -16,7 +16,7 @@ from typing import Callable
 import sympy as sp
 
 from symgrad.functions import at_position, logsumexp, product, read_outside
-from symgrad.extrema import _Position, first_attained, maximum, minimum
+from symgrad.extrema import Position, first_attained, maximum, minimum
 from symgrad.lowering import contraction, convolution, entries, indices, pooling, recurrences, reductions, scatters, sums
 from symgrad.lowering.symbols import free_indices, is_index
 
@@ -73,7 +73,7 @@ EXPRESSION_RULES = (
     Rule("a sum, by the sum rules below", _kind(sp.Sum), lower_sum),
     Rule("a product, maximum or minimum over the entries ids select", _kind(product, maximum, minimum), scatters.segment_extremum),
     Rule("a product, maximum, minimum or log-sum-exp", _kind(product, maximum, minimum, logsumexp), reductions.reduction),
-    Rule("the first position of a maximum or minimum (argmax)", _kind(_Position), reductions.position),
+    Rule("the first position of a maximum or minimum (argmax)", _kind(Position), reductions.position),
     Rule("a scatter-add at positions other axes name", _kind(sp.Mul, sp.KroneckerDelta), scatters.scatter_term),
     Rule("an identity or one-hot", _kind(sp.KroneckerDelta), indices.delta),
     Rule("an index's positions (iota)", is_index, indices.iota),
