@@ -7,7 +7,7 @@ from typing import Iterator
 import sympy as sp
 from sympy.concrete.expr_with_limits import ExprWithLimits
 
-from symgrad.declare import OpVariant
+from symgrad.declaration import OpVariant
 from symgrad.errors import DeclarationError
 from symgrad.functions import at_position
 from symgrad.integers import computed_position
