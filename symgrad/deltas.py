@@ -134,26 +134,33 @@ def _invert_index_map(factor, sums, outputs, ranges):
             continue
         rest_factor = sp.Mul(*[a for a in sp.Mul.make_args(factor) if a is not delta])
         for i in _solvable(index_symbols(e) & set(summed), summed, outputs, ranges.get(u)):
-            c = sp.diff(e, i)
-            rest = sp.expand(e - c * i)
-            if rest.has(i) or not _range_kept_by_entry(rest_factor, i, summed[i]):
-                continue
-            if any(f.has(i) and not isinstance(f, sp.Indexed) and not _of_indices_only(f) for f in sp.Mul.make_args(rest_factor)):
-                continue  # a function of i (a window's count, ties): computed once per output, scattered
-            solved = exact_div(u - rest, c)
-            rest_factor = renamed_apart(rest_factor, solved.free_symbols)
-            new_factor = rest_factor.replace(
-                lambda x: isinstance(x, sp.Indexed) and x.has(i),
-                lambda x: x.func(x.base, *[_solved_subscript(s, i, c, u - rest, solved) for s in x.indices]),
-            )
-            # a condition on i alone (a mirror image's side) holds or not at the solved i;
-            # where there is none (-1), the entries read there are zero anyway
-            new_factor = new_factor.replace(
-                lambda x: x in sp.Mul.make_args(new_factor) and not isinstance(x, sp.Indexed) and x.has(i),
-                lambda x: x.subs(i, solved),
-            )
-            return new_factor, tuple(lim for lim in sums if lim[0] != i)
+            new_factor = _solved_for(rest_factor, u, e, i, summed[i])
+            if new_factor is not None:
+                return new_factor, tuple(lim for lim in sums if lim[0] != i)
     return None
+
+
+def _solved_for(rest_factor, u, e, i, i_range):
+    """`rest_factor` (the term without `KroneckerDelta(u, e)`) with the delta summed out over
+    i by solving `u = e` for it, or None where that is not done here (`_invert_index_map`)."""
+    c = sp.diff(e, i)
+    rest = sp.expand(e - c * i)
+    if rest.has(i) or not _range_kept_by_entry(rest_factor, i, i_range):
+        return None
+    if any(f.has(i) and not isinstance(f, sp.Indexed) and not _of_indices_only(f) for f in sp.Mul.make_args(rest_factor)):
+        return None  # a function of i (a window's count, ties): computed once per output, scattered
+    solved = exact_div(u - rest, c)
+    rest_factor = renamed_apart(rest_factor, solved.free_symbols)
+    new_factor = rest_factor.replace(
+        lambda x: isinstance(x, sp.Indexed) and x.has(i),
+        lambda x: x.func(x.base, *[_solved_subscript(s, i, c, u - rest, solved) for s in x.indices]),
+    )
+    # a condition on i alone (a mirror image's side) holds or not at the solved i;
+    # where there is none (-1), the entries read there are zero anyway
+    return new_factor.replace(
+        lambda x: x in sp.Mul.make_args(new_factor) and not isinstance(x, sp.Indexed) and x.has(i),
+        lambda x: x.subs(i, solved),
+    )
 
 
 def _solvable(candidates: set, summed: dict, outputs: tuple, u_range) -> list:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from symgrad.declare import OpVariant
+from symgrad.declaration import OpVariant
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from symgrad.backends.numpy.printer import NumpyPrinter
-from symgrad.declare import ELEMENTWISE, OpDecl, OpVariant
+from symgrad.declaration import ELEMENTWISE, OpDecl, OpVariant
 from symgrad.instantiate import instantiate
 from symgrad.derivation import Derivation
 from symgrad.derive import (

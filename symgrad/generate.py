@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from symgrad.cache import Cache, CachedOp, cache_key, default_cache_dir
-from symgrad.declare import OpDecl
+from symgrad.declaration import OpDecl
 from symgrad.instantiate import instantiate
 from symgrad.derive import derive
 from symgrad.errors import LoweringError, SymgradError

@@ -8,18 +8,8 @@ from typing import Any
 
 import sympy as sp
 
-from symgrad.declare import (
-    BATCH,
-    ELEMENTWISE,
-    Location,
-    OpDecl,
-    OpVariant,
-    Output,
-    TensorInput,
-    collected_stages,
-    collected_tensors,
-    with_batch,
-)
+from symgrad.declare import BATCH, collected_stages, collected_tensors, with_batch
+from symgrad.declaration import ELEMENTWISE, Location, OpDecl, OpVariant, Output, TensorInput
 from symgrad.errors import DeclarationError
 from symgrad.integers import computed_position
 from symgrad.validate import index_symbols

@@ -8,7 +8,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from symgrad.declare import OpDecl, declared
+from symgrad.declare import declared
+from symgrad.declaration import OpDecl
 from symgrad.errors import LoadError, SymgradError
 
 # an @op("Name") or @elementwise("Name") decorator line, to name the op a syntax error is in

@@ -28,7 +28,8 @@ import itertools
 import sympy as sp
 from sympy.concrete.expr_with_limits import ExprWithLimits
 
-from symgrad.declare import BATCH, BATCH_DIM, ELEMENTWISE, OpVariant, Output, Tensor, TensorInput, stop_gradient
+from symgrad.declare import BATCH, BATCH_DIM, Tensor, stop_gradient
+from symgrad.declaration import ELEMENTWISE, OpVariant, Output, TensorInput
 from symgrad.derivation import Derivation
 from symgrad.derive import derive, elementwise_vjp, partial_derivative, upstream_symbol
 from symgrad.errors import SymgradError

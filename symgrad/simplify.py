@@ -17,7 +17,7 @@ import dataclasses
 import sympy as sp
 from sympy.concrete.expr_with_limits import ExprWithLimits
 
-from symgrad.declare import ELEMENTWISE
+from symgrad.declaration import ELEMENTWISE
 from symgrad.derivation import Derivation, TensorValue, Term
 from symgrad.derive import strip_stop_gradient
 from symgrad.guards import guarded, safe_where

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from symgrad.declare import BATCH, BATCH_DIM, OpVariant, Output, Tensor, TensorInput
+from symgrad.declare import BATCH, BATCH_DIM, Tensor
+from symgrad.declaration import OpVariant, Output, TensorInput
 from symgrad.functions import logsumexp
 from symgrad.extrema import _Extremum, extremum_from
 from symgrad.validate import index_ranges, index_symbols

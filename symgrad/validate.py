@@ -8,7 +8,7 @@ import numpy as np
 import sympy as sp
 from sympy.concrete.expr_with_limits import ExprWithLimits
 
-from symgrad.declare import OpVariant
+from symgrad.declaration import OpVariant
 from symgrad.errors import DeclarationError
 from symgrad.extrema import Position
 from symgrad.functions import at_position

@@ -14,7 +14,7 @@ import pytest
 import sympy as sp
 
 from symgrad import ir
-from symgrad.declare import Location
+from symgrad.declaration import Location
 from symgrad.errors import LoweringError
 from symgrad.backends.numpy import runtime
 from symgrad.extrema import argmax

@@ -15,7 +15,7 @@ import pytest
 import sympy as sp
 
 from conftest import OPS
-from symgrad.declare import INDEX
+from symgrad.declaration import INDEX
 from symgrad.instantiate import instantiate
 from symgrad.generate import compile_op
 from symgrad.load import load_op_file, op_file_paths

@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 
 from conftest import OPS as OP_LIBRARY
+from symgrad.verify.gradient_op import gradient_groups, gradient_variant
 from symgrad.verify.ops_under_test import load_derived, variants_of
 from symgrad.verify.second_order import (
     GRAPH_TARGET,
     GraphGradients,
-    gradient_groups,
-    gradient_variant,
     registered_tapes,
     run_second_order_check,
     wrapper_tapes,

@@ -1,7 +1,7 @@
 """Lower one op's derivations to IR functions: one branch per attribute variant, never a Jacobian.
 
-Elementwise gradients become (shared) elementwise statements summed back to each input's
-shape; tensor values are lowered by `TensorLowering` with the table of `rules`.
+An elementwise op's branches are lowered by `elementwise` (shared elementwise statements,
+summed back to each input's shape); tensor values by `TensorLowering` with the table of `rules`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from symgrad.declare import BATCH_DIM
 from symgrad.derivation import Derivation
 from symgrad.ir import (
     AsTuple,
-    BroadcastToShape,
     IntArray,
     Length,
     NegativeAxes,
@@ -26,19 +25,17 @@ from symgrad.ir import (
     Branch,
     Elementwise,
     Function,
-    FusedCall,
     OpCode,
     Rank,
     SumToShape,
 )
 from symgrad.functions import as_dtype, like_dtype, promoted
-from symgrad.fused import find_kernel
 from symgrad.lowering.conjugation import conjugations
+from symgrad.lowering.elementwise import lower_elementwise_forward, lower_elementwise_vjp
 from symgrad.lowering.shared import share_within_statements, without_idle_temporaries
 from symgrad.lowering.signature import OpSignature
 from symgrad.lowering.staged import lower_stage_grads, stages_accepted, stages_passed
 from symgrad.lowering.tensor import TensorLowering, viewed
-from symgrad.simplify import share_subexpressions
 from symgrad.validate import index_symbols
 
 
@@ -239,11 +236,7 @@ def _names_read(branches) -> set[str]:
 
 def _lower_forward(op: OpSignature, derivation: Derivation) -> Branch:
     if op.elementwise:
-        body = _lower_elementwise_forward(op, derivation)
-        if not any(v.has(sp.Piecewise) for v in derivation.forward.values()):
-            return Branch(derivation.variant.attr_values, body)
-        guarded = _lower_elementwise_forward(op, derivation, guard=True)
-        return Branch(derivation.variant.attr_values, body, guarded_body=guarded if guarded != body else None)
+        return lower_elementwise_forward(op, derivation)
     lowering = TensorLowering(op, dim_sources(derivation.variant), derivation.ranges)
     views = _input_views(lowering, derivation.variant)
     forward = {name: viewed(value, views) for name, value in derivation.forward.items()}
@@ -265,11 +258,7 @@ def _lower_forward(op: OpSignature, derivation: Derivation) -> Branch:
 
 def _lower_vjp(op: OpSignature, derivation: Derivation) -> Branch:
     if op.elementwise:
-        body = tuple(_lower_elementwise_vjp(op, derivation))
-        if not any(v is not None and v.has(sp.Piecewise) for v in derivation.vjp.values()):
-            return Branch(derivation.variant.attr_values, body)  # nothing to guard: lowered once
-        guarded = tuple(_lower_elementwise_vjp(op, derivation, guard=True))
-        return Branch(derivation.variant.attr_values, body, guarded_body=guarded if guarded != body else None)
+        return lower_elementwise_vjp(op, derivation)
     lowering = _lower_tensor_vjp(op, derivation)
     bound = rank_bound(derivation)
     return Branch(
@@ -366,46 +355,6 @@ def _lower_tensor_vjp(op: OpSignature, derivation: Derivation) -> TensorLowering
     without_idle_temporaries(lowering)
     lowering.body = stages_passed(lowering.body, op)
     return lowering
-
-
-def _lower_elementwise_forward(op: OpSignature, derivation: Derivation, guard: bool = False) -> tuple[Assign, ...]:
-    """The outputs' expressions, each subexpression they repeat computed once before them."""
-    temps, reduced = share_subexpressions(list(derivation.forward.values()), prefix="tmp", guard=guard)
-    body = [Assign(str(symbol), Elementwise(expr)) for symbol, expr in temps]
-    shape = op.broadcast_to
-    for name, expr in zip(derivation.forward, reduced):
-        body.append(Assign(name, BroadcastToShape(Elementwise(expr), shape) if shape else Elementwise(expr)))
-    return tuple(body)
-
-
-def _lower_elementwise_vjp(op: OpSignature, derivation: Derivation, guard: bool = False) -> list[Assign]:
-    names = [n for n, e in derivation.vjp.items() if e is not None]
-    temps, reduced = share_subexpressions([derivation.vjp[n] for n in names], prefix="tmp", guard=guard)
-    body = [Assign(str(symbol), Elementwise(expr)) for symbol, expr in temps]
-    broadcasting = len(derivation.variant.inputs) > 1 or op.broadcast_to is not None
-    for name, expr in zip(names, reduced):
-        if broadcasting:
-            value = SumToShape(Elementwise(expr), name)
-        else:  # every array has one shape, as fused kernels need
-            arrays = _array_names(derivation) | {str(symbol) for symbol, _ in temps}
-            value = _fused_or_plain(expr, arrays, op.complex_ok)
-        body.append(Assign(f"grad_{name}", value))
-    return body
-
-
-def _array_names(derivation: Derivation) -> set[str]:
-    """The arrays an elementwise gradient reads: upstream gradients, inputs, outputs."""
-    variant = derivation.variant
-    return {*derivation.grad_names, *(t.name for t in variant.inputs), *(o.name for o in variant.outputs)}
-
-
-def _fused_or_plain(expr: sp.Expr, arrays: set[str], complex_ok: bool) -> FusedCall | Elementwise:
-    """A fused kernel call where one computes exactly `expr`, else `expr` itself."""
-    found = find_kernel(expr, arrays, complex_ok)
-    if found is None:
-        return Elementwise(expr)
-    operands = tuple((param, Elementwise(operand)) for param, operand in found.operands)
-    return FusedCall(found.kernel.name, operands, Elementwise(expr))
 
 
 def _rows_of_positions_given(lowering, target: str, integer_inputs: set) -> None:

@@ -37,12 +37,13 @@ def _scatter(lowering, function, limits: tuple, axes: tuple) -> sp.Expr | None:
         return None
     placed = _placed(deltas, axes, summed, next(iter(deltas.values())))
     first, last = _block(placed, axes)
-    if BATCH in axes[first : last + 1]:
+    block = axes[first : last + 1]
+    if BATCH in block:
         lowering.fail(
             f"{function}: positions that depend on the leading axes `...` are not scattered yet; "
             "declare those axes with names"
         )
-    carried = tuple(a for a in axes[first : last + 1] if a not in placed)
+    carried = tuple(a for a in block if a not in placed)
     group = carried + tuple(i for i in summed if any(i in free_indices(e) for e, _ in placed.values()))
     rest = sp.Mul(*[a for a in sp.Mul.make_args(function) if a not in [d for _, d in placed.values()]])
     for u, (e, _) in placed.items() if limits else ():  # where the delta holds, u is its position
@@ -58,10 +59,14 @@ def _scatter(lowering, function, limits: tuple, axes: tuple) -> sp.Expr | None:
         values = lowering.temp(Constant(values, lowering.like()))
     else:
         values = lowering.variable(values)
-    block = axes[first : last + 1]
+    return _scattered(lowering, values, block, placed, carried, group, len(axes) - last - 1)
+
+
+def _scattered(lowering, values: str, block: tuple, placed: dict, carried: tuple, group: tuple, trailing: int) -> sp.Symbol:
+    """`values` scatter-added into the axes `block` (before `trailing` axes), merged into one
+    axis and split again: each at its position, a placed axis's map, a carried axis's own."""
     components = [placed[a][0] if a in placed else a for a in block]
     sizes = [lowering.size_of(a) for a in block]
-    trailing = len(axes) - last - 1
     if len(block) == 1:
         positions, size = positions_of(lowering, components[0], group), sizes[0]
     else:

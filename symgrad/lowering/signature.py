@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from symgrad.attributes import Attr, AttributeGroups
-from symgrad.declare import ELEMENTWISE, Location, OpDecl
+from symgrad.declaration import ELEMENTWISE, Location, OpDecl
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ cases use the first kept one (the widest range that works, in `DOMAINS` order).
 
 Edge probes, kept only where the forward is finite in the dtype under test:
 * elementwise ops: every combination of the values in `SMALL_PROBES` (zeros, repeated
-  zeros, signs, ties between inputs) and the op's own kinks (the roots of its branch
+  zeros, signs, ties between inputs) and the op's own kinks (`kinks`: the roots of its branch
   conditions and of its `Abs`/`sign` arguments), another with `LARGE_PROBES`; shapes with
   size-1 axes that broadcast, a scalar input, and size-1 inputs;
 * index ops: per dimension symbol a size (distinct sizes, all equal, all 1), leading batch
@@ -27,10 +27,10 @@ import zlib
 from dataclasses import dataclass, replace
 
 import numpy as np
-import sympy as sp
 
 from symgrad.dtypes import complex_dtype, output_dtype
 from symgrad.targets import COMPLEX_DTYPES, REAL_DTYPES
+from symgrad.verify.kinks import kink_points
 from symgrad.verify.ops_under_test import DerivedOp, Variant, variants_of
 from symgrad.verify.positions import bound, position_bounds, positions, with_distinct_room
 from symgrad.verify.shapes import broadcast_shapes, shape_configs, shapes_broadcasting_to
@@ -225,38 +225,6 @@ def grid_case(label: str, values: list[list[float]], keep) -> Case:
     return Case(
         label, tuple(np.array(column, dtype=float) for column in zip(*combos)), aligned=True
     )
-
-
-def kink_points(variant: Variant) -> dict[str, set[float]]:
-    """Input name -> real points where the declaration's branch conditions or `Abs`/`sign`
-    arguments change, for conditions and arguments of that input alone."""
-    names = {sp.Symbol(n, real=True): n for n in variant.inputs}
-    found: dict[str, set[float]] = {}
-    for expr in variant.exprs:
-        expr = expr.subs(variant.symbols)
-        boundaries = [
-            r.lhs - r.rhs
-            for p in expr.atoms(sp.Piecewise)
-            for _, c in p.args
-            for r in sp.sympify(c).atoms(sp.core.relational.Relational)
-        ]
-        boundaries += [f.args[0] for f in expr.atoms(sp.Abs, sp.sign, sp.Heaviside)]
-        for boundary in boundaries:
-            free = boundary.free_symbols & set(names)
-            if len(free) == 1 and boundary.free_symbols == free:
-                symbol = free.pop()
-                found.setdefault(names[symbol], set()).update(_real_roots(boundary, symbol))
-    return found
-
-
-def _real_roots(expr, symbol) -> set[float]:
-    try:
-        roots = sp.solveset(expr, symbol, domain=sp.S.Reals)
-    except Exception:  # SymPy cannot solve it: no kink probes from this condition
-        return set()
-    if not isinstance(roots, sp.FiniteSet) or len(roots) > 4:
-        return set()
-    return {float(r) for r in roots if r.is_real}
 
 
 # --- index-summation ops -----------------------------------------------------------------------

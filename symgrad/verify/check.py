@@ -27,7 +27,8 @@ from dataclasses import replace
 import numpy as np
 import sympy as sp
 
-from symgrad.declare import ELEMENTWISE, stop_gradient
+from symgrad.declare import stop_gradient
+from symgrad.declaration import ELEMENTWISE
 from symgrad.errors import SymgradError
 from symgrad.targets import CHECK_DTYPES, REGISTRY
 from symgrad.verify.cases import Case, bound_forward, case_groups, make_cases

@@ -24,7 +24,7 @@ import numpy as np
 import sympy as sp
 
 from symgrad.attributes import Ints
-from symgrad.declare import OpDecl
+from symgrad.declaration import OpDecl
 from symgrad.instantiate import instantiate
 from symgrad.errors import SymgradError
 from symgrad.load import check_unique, load_op_file, op_file_paths

@@ -59,6 +59,30 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         f", {name}={_read_attr(name, default, const, stored)}" for name, default in op.enumerated_attrs
     ) + "".join(f", {name}={_read_numeric(name, const, op.list_inputs, stored)}" for name, _ in op.numeric_attrs)
     pass_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
+    return {
+        **common_context(op, printer),
+        **vjp_context(op, printer),
+        # in the custom_gradient wrapper the prologue runs outside the nested forward, whose
+        # assignments would otherwise make the attributes it rewrites local to it
+        "forward_prologue": "\n".join(print_statement(st, printer, op) for st in op.forward.prologue),
+        "forward_body": print_forward_body(op, printer, prologue=False),
+        "forward_signature": signature(op.inputs, attrs),
+        "get_attrs": get_attrs,
+        "pass_attrs": pass_attrs,
+        "pass_stages": "".join(f", {name}={name}" for name in op.stages),
+        "stages_unset": stages_unset(op, every=True),  # TensorFlow's kernel computes none
+        **_vjp_call(op, attrs, const),
+        # a list output's upstream gradients arrive one per tensor; the vjp takes them as one
+        "grad_params": f"*{op.grads[0]}" if op.list_output else ", ".join(op.grads),
+        "outputs_again": _outputs_again(op),
+        **_kernel_call(op),
+    }
+
+
+def _vjp_call(op: ir.OpCode, attrs: list, const: dict) -> dict:
+    """How `<op>_grad(op, *grads)` calls `<op>_vjp`: the vjp's signature, the op's tensor
+    inputs and outputs it passes, and the positions of the constant inputs (their gradient
+    None)."""
     tensor_positions = [n for n in range(len(op.inputs) + len(const)) if n not in const.values()]
     op_inputs = "*op.inputs" if not const else ", ".join(f"op.inputs[{n}]" for n in tensor_positions)
     none_positions = tuple(sorted(const.values()))
@@ -71,26 +95,11 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         vjp_signature = signature(op.grads + op.inputs + op.outputs, attrs + stage_params(op))
         op_outputs, outputs_pass = _op_outputs(op, None), ", ".join(op.outputs)
     return {
-        **common_context(op, printer),
-        **vjp_context(op, printer),
-        # in the custom_gradient wrapper the prologue runs outside the nested forward, whose
-        # assignments would otherwise make the attributes it rewrites local to it
-        "forward_prologue": "\n".join(print_statement(st, printer, op) for st in op.forward.prologue),
-        "forward_body": print_forward_body(op, printer, prologue=False),
         "vjp_signature": vjp_signature,
-        "forward_signature": signature(op.inputs, attrs),
-        "get_attrs": get_attrs,
-        "pass_attrs": pass_attrs,
-        "pass_stages": "".join(f", {name}={name}" for name in op.stages),
-        "stages_unset": stages_unset(op, every=True),  # TensorFlow's kernel computes none
         "op_inputs": op_inputs,
         "op_outputs": op_outputs,
         "outputs_pass": outputs_pass,
         "none_positions": none_positions,
-        # a list output's upstream gradients arrive one per tensor; the vjp takes them as one
-        "grad_params": f"*{op.grads[0]}" if op.list_output else ", ".join(op.grads),
-        "outputs_again": _outputs_again(op),
-        **_kernel_call(op),
     }
 
 
