@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import sympy as sp
-from sympy.codegen.cfunctions import expm1, log1p
 from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter, _known_functions_math
 
 from symgrad import ir
-from symgrad.functions import dawsn, nextafter, rint, sigmoid, softplus
 from symgrad.guards import guarded
 from symgrad.backends.printing import ArrayCodeMixin, integer_form, merged_shape, nested as _nested
+from symgrad.backends.tensorflow.function_calls import TensorflowFunctions
 
 
-class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
+class TensorflowPrinter(TensorflowFunctions, ArrayCodeMixin, PythonCodePrinter):
     """Prints TensorFlow code: `tf.where` for Piecewise, operators where TensorFlow has them.
 
     Not SymPy's TensorflowPrinter: importing that imports TensorFlow itself, and deriving
@@ -25,48 +24,6 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
     int_extreme = "tensorflow.math.{}"
     sqrt = "tensorflow.math.sqrt"
     aliases = {"tensorflow": "tf"}
-    mapping = {
-        **{
-            f: f"tensorflow.math.{f.__name__}"
-            for f in (sp.exp, sp.log, sp.sin, sp.cos, sp.tan, sp.asin, sp.acos, sp.atan, sp.atan2)
-        },
-        **{
-            f: f"tensorflow.math.{f.__name__}"
-            for f in (sp.sinh, sp.cosh, sp.tanh, sp.asinh, sp.acosh, sp.atanh, sp.erf, sp.erfc, sp.sign)
-        },
-        sp.Abs: "tensorflow.math.abs",
-        sp.floor: "tensorflow.math.floor",
-        sp.ceiling: "tensorflow.math.ceil",
-        sp.loggamma: "tensorflow.math.lgamma",
-        sp.conjugate: "tensorflow.math.conj",
-        sp.re: "tensorflow.math.real",
-        sp.im: "tensorflow.math.imag",
-        expm1: "tensorflow.math.expm1",
-        log1p: "tensorflow.math.log1p",
-        sp.erfinv: "tensorflow.math.erfinv",
-        sp.zeta: "tensorflow.math.zeta",
-        sp.Ei: "tensorflow.math.special.expint",
-        sp.fresnelc: "tensorflow.math.special.fresnel_cos",
-        sp.fresnels: "tensorflow.math.special.fresnel_sin",
-        rint: "tensorflow.math.rint",
-        dawsn: "tensorflow.math.special.dawsn",
-        nextafter: "tensorflow.math.nextafter",
-        sigmoid: "tensorflow.math.sigmoid",
-        softplus: "tensorflow.math.softplus",
-    }
-    # Bessel functions of orders 0 and 1, the ones TensorFlow has
-    bessel = {
-        # the module's own: TensorFlow's overflow where I is finite, and its I1' is 1 at 0
-        (sp.besseli, 0): "_bessel_i0",
-        (sp.besseli, 1): "_bessel_i1",
-        (sp.besselj, 0): "tensorflow.math.special.bessel_j0",
-        (sp.besselj, 1): "tensorflow.math.special.bessel_j1",
-        (sp.besselk, 0): "tensorflow.math.special.bessel_k0",
-        (sp.besselk, 1): "tensorflow.math.special.bessel_k1",
-        (sp.bessely, 0): "tensorflow.math.special.bessel_y0",
-        (sp.bessely, 1): "tensorflow.math.special.bessel_y1",
-    }
-
     # a variable of the dtype being computed in, set by `render` for each function it prints
     dtype_source: str | None = None
 
@@ -101,52 +58,8 @@ class TensorflowPrinter(ArrayCodeMixin, PythonCodePrinter):
         one = self._print_branch(sp.S.One) if self.dtype_source is not None else f"{self._module_format('tensorflow.ones_like')}({self._print(x)})"
         return f"{self._module_format(self.where)}({self._print_condition(mask)}, {one}, {self._print(x)})"
 
-    def _print_Function(self, expr):
-        name = self.mapping.get(type(expr))
-        if name is None:
-            return self._print_not_supported(expr)
-        args = [self._print(a) for a in expr.args]
-        return f"{self._module_format(name)}({', '.join(args)})"
-
     def _print_recomputed_or_reused(self, expr):
         return self._print(expr.recomputed)  # TensorFlow's erf & co. cost about a division
-
-    def _print_Pi(self, expr):
-        return repr(float(expr))
-
-    def _print_polygamma(self, expr):
-        order, x = expr.args
-        if order == 0:
-            return f"{self._module_format('tensorflow.math.digamma')}({self._print(x)})"
-        n = self._print_branch(order) if order.is_number else self._print(order)
-        return f"{self._module_format('tensorflow.math.polygamma')}({n}, {self._print(x)})"
-
-    def _print_polylog(self, expr):
-        order, z = expr.args
-        if order == 1:  # what the derivative of order 2 gives, a negation as one factor
-            return f"(-{self._print(sp.log(1 - z))})"
-        if order != 2:
-            return self._print_not_supported(expr)
-        # Li2(z) = spence(1 - z)
-        return f"{self._module_format('tensorflow.math.special.spence')}({self._print(1 - z)})"
-
-    def _print_BesselBase(self, expr):
-        order, x = expr.args
-        name = self.bessel.get((type(expr), order))
-        if name is not None and name.startswith("_"):  # the module's own (symgrad's runtime)
-            return f"{name}({self._print(x)})"
-        if name is not None:
-            return f"{self._module_format(name)}({self._print(x)})"
-        return self._print_bessel_of_order_two(expr)
-
-    def _print_scaled_besseli(self, expr):
-        order, x = expr.args
-        if order in (0, 1):
-            return f"{self._module_format(f'tensorflow.math.special.bessel_i{order}e')}({self._print(x)})"
-        return self._print_bessel_of_order_two(expr)
-
-    def _print_Exp1(self, expr):
-        return repr(float(expr))
 
     def _print_Equality(self, expr):
         return f"{self._module_format('tensorflow.equal')}({self._print(expr.lhs)}, {self._print(expr.rhs)})"
