@@ -61,15 +61,13 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
         sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `np.sum(x, axis=-1)`
         affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
             i.e. `epsilon + t2 / t0`
-        grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
-            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
-        grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
-            + 2 * grad_affine1[batch] * (x[batch, j] - sum1[batch] / N) / N
+        grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
+            - sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * (x[batch, k] - sum1[batch] /
+                N) * scale[i] / (N * affine1[batch]**(3/2))
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            - sum_k 2 * grad_affine1[batch] * (x[batch, k] - sum1[batch] / N) / N**2
-            i.e. `grad * scale * t12 - t12 * t13 * t9 + t13 * t14 * (-t13 * t4 + x) - t14 * ...`
+            i.e. `(grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / np.sqrt(t3)`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t15, t5, optimize=True)`
+            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t12, t8, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))`
     """
@@ -79,24 +77,18 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
         t1 = sum1[..., None]
         t2 = np.sum((x - t1 / t0) ** 2, axis=-1)
         affine1 = epsilon + t2 / t0
-    t3 = np.shape(x)[-1]
-    t4 = sum1[..., None]
-    t5 = grad * (x - t4 / t3)
-    t6 = np.einsum("a,...a->...", scale, t5, optimize=True)
-    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
-    t7 = affine1[..., None]
-    t8 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t9 = t8[..., None]
-    t10 = np.sum(x, axis=-1, keepdims=True)
-    t11 = grad_affine1[..., None]
-    t12 = 1 / np.sqrt(t7)
-    t13 = 1 / t3
-    t14 = 2 * t11
-    grad_x = (
-        grad * scale * t12 - t12 * t13 * t9 + t13 * t14 * (-t13 * t4 + x) - t14 * (t10 - t4) / t3**2
-    )
-    t15 = 1 / np.sqrt(affine1)
-    grad_scale = np.einsum("...,...a->a", t15, t5, optimize=True)
+    t3 = affine1[..., None]
+    t4 = np.shape(x)[-1]
+    t5 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t6 = t5[..., None]
+    t7 = sum1[..., None]
+    t8 = grad * (x - t7 / t4)
+    t9 = np.einsum("a,...a->...", scale, t8, optimize=True)
+    t10 = t9[..., None]
+    t11 = 1 / t4
+    grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / np.sqrt(t3)
+    t12 = 1 / np.sqrt(affine1)
+    grad_scale = np.einsum("...,...a->a", t12, t8, optimize=True)
     grad_offset = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -130,66 +122,66 @@ def layer_norm_grad_grad(
         vjp_affine1 = -1 / 2 * t4 / affine1 ** (3 / 2)
     grad_vjp_sum1 = np.sum(grad_vjp_x, axis=-1)
     t5 = np.shape(grad)[-1]
-    t6 = np.sum(x, axis=-1)
-    t7 = sum1[..., None]
-    t8 = np.sum(grad_vjp_x * (x - t7 / t5), axis=-1)
-    t9 = 1 / t5
-    grad_vjp_affine1 = 2 * t9 * (-grad_vjp_sum1 * t9 * (-sum1 + t6) + t8)
-    t10 = grad * (x - t7 / t5)
-    t11 = np.einsum("a,...a->...", grad_vjp_scale, t10, optimize=True)
-    t12 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
-    t13 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t14 = np.einsum("a,...a->...", scale, t10, optimize=True)
-    grad_affine1 = (
-        (1 / 4)
-        * (2 * grad_vjp_sum1 * t13 / t5 - 2 * t11 - 2 * t12 + 3 * grad_vjp_affine1 * t14 / affine1)
-        / affine1 ** (3 / 2)
-    )
-    t15 = affine1[..., None]
-    t16 = grad_vjp_sum1[..., None]
-    t17 = grad_vjp_affine1[..., None]
-    t18 = 1 / np.sqrt(t15)
-    t19 = scale * t18
-    t20 = 1 / t5
-    t21 = -t20 * t7 + x
+    t6 = sum1[..., None]
+    t7 = np.sum(grad_vjp_x * (x - t6 / t5), axis=-1)
+    grad_vjp_affine1 = 2 * t7 / t5
+    t8 = affine1[..., None]
+    t9 = grad_vjp_sum1[..., None]
+    t10 = grad_vjp_affine1[..., None]
+    t11 = 1 / np.sqrt(t8)
+    t12 = scale * t11
+    t13 = 1 / t5
+    t14 = -t13 * t6 + x
     grad_grad = (
         grad_vjp_offset
-        + grad_vjp_scale * t18 * t21
-        + grad_vjp_x * t19
-        - 1 / 2 * scale * t17 * t21 / t15 ** (3 / 2)
-        - t16 * t19 * t20
+        + grad_vjp_scale * t11 * t14
+        + grad_vjp_x * t12
+        - 1 / 2 * scale * t10 * t14 / t8 ** (3 / 2)
+        - t12 * t13 * t9
     )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t22 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
+    t15 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
+    t16 = t15[..., None]
+    t17 = vjp_affine1[..., None]
+    t18 = np.sum(grad_vjp_x, axis=-1, keepdims=True)
+    t19 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t20 = t19[..., None]
+    t21 = grad * (x - t6 / t5)
+    t22 = np.einsum("a,...a->...", grad_vjp_scale, t21, optimize=True)
     t23 = t22[..., None]
-    t24 = np.sum(x, axis=-1, keepdims=True)
-    t25 = grad_affine1[..., None]
-    t26 = vjp_affine1[..., None]
-    t27 = np.sum(grad_vjp_x, axis=-1, keepdims=True)
-    t28 = t13[..., None]
-    t29 = 1 / np.sqrt(t15)
-    t30 = 1 / t5
-    t31 = 2 * t30
-    t32 = 2 / t5**2
-    t33 = (1 / 2) * t17 / t15 ** (3 / 2)
+    t24 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
+    t25 = t24[..., None]
+    t26 = np.einsum("a,...a->...", scale, t21, optimize=True)
+    t27 = t26[..., None]
+    t28 = 1 / np.sqrt(t8)
+    t29 = 1 / t5
+    t30 = 2 * t17
+    t31 = 1 / t5**2
+    t32 = 1 / t8 ** (3 / 2)
+    t33 = (1 / 2) * t10
+    t34 = t29 * t32
+    t35 = -t29 * t6 + x
+    t36 = t34 * t35
     grad_x = (
-        grad * grad_vjp_scale * t29
-        - grad * scale * t33
-        + grad_vjp_x * t26 * t31
-        - t23 * t29 * t30
-        + t25 * t31 * (-t30 * t7 + x)
-        - t25 * t32 * (t24 - t7)
-        - t26 * t27 * t32
-        + t28 * t30 * t33
+        grad * grad_vjp_scale * t28
+        - grad * scale * t32 * t33
+        + grad_vjp_x * t29 * t30
+        + (3 / 2) * t10 * t27 * t29 * t35 / t8 ** (5 / 2)
+        - t16 * t28 * t29
+        - t18 * t30 * t31
+        + t20 * t31 * t32 * t35 * t9
+        + t20 * t33 * t34
+        - t23 * t36
+        - t25 * t36
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t34 = grad_vjp_affine1 / affine1 ** (3 / 2)
-    t35 = np.einsum("...,...a->a", t34, t10, optimize=True)
-    t36 = grad_vjp_sum1 / np.sqrt(affine1)
-    t37 = np.einsum("...,...a->a", t36, grad, optimize=True)
-    t38 = 1 / np.sqrt(affine1)
-    t39 = np.einsum("...,...a,...a->a", t38, grad, grad_vjp_x, optimize=True)
-    grad_scale = -1 / 2 * t35 - t37 / t5 + t39
+    t37 = grad_vjp_affine1 / affine1 ** (3 / 2)
+    t38 = np.einsum("...,...a->a", t37, t21, optimize=True)
+    t39 = grad_vjp_sum1 / np.sqrt(affine1)
+    t40 = np.einsum("...,...a->a", t39, grad, optimize=True)
+    t41 = 1 / np.sqrt(affine1)
+    t42 = np.einsum("...,...a,...a->a", t41, grad, grad_vjp_x, optimize=True)
+    grad_scale = -1 / 2 * t38 - t40 / t5 + t42
     return grad_grad, grad_x, grad_scale, None
 
 

@@ -19,7 +19,7 @@ from symgrad.deltas import eliminate_deltas
 from symgrad.derivation import Derivation, Staging, TensorValue, Term
 from symgrad.errors import DerivationError
 from symgrad.stability import stabilized_outputs
-from symgrad.stages import Staged, scalar_entry, split_stages
+from symgrad.stages import Staged, scalar_entry, split_stages, without_vanishing_terms
 from symgrad.terms import counted, hoist_deltas, masks_as_indicators, merged_elementwise, normalize
 from symgrad.dtypes import output_real
 from symgrad.validate import index_ranges
@@ -68,7 +68,8 @@ def _derive_staged(variant: OpVariant, staged: Staged) -> Derivation:
         part = _derive_index(staged.part(variant, n), (f"grad_{name}",))
         _merge_ranges(variant, ranges, part.ranges)
         for read, value in part.vjp.items():
-            if value is not None:
+            value = value and without_vanishing_terms(value, staged.stages)
+            if value is not None and value.terms:
                 contributions.setdefault(read, []).append(value)
     vjp = {t.name: None if t.integer else _accumulated(contributions.get(t.name, [])) for t in variant.inputs}
     values = {

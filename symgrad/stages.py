@@ -27,6 +27,7 @@ import sympy as sp
 
 from symgrad.declare import BATCH, BATCH_DIM, Tensor
 from symgrad.declaration import OpVariant, Output, TensorInput
+from symgrad.derivation import TensorValue, Term
 from symgrad.functions import logsumexp
 from symgrad.extrema import _Extremum, extremum_from
 from symgrad.validate import index_ranges, index_symbols
@@ -307,3 +308,55 @@ def _unshadowed(expr, bound: set):
     if not expr.args or isinstance(expr, sp.Indexed):
         return expr
     return expr.func(*[_unshadowed(a, bound) for a in expr.args])
+
+
+# --- terms that vanish by a stage's definition -------------------------------------------------
+
+
+def without_vanishing_terms(value: TensorValue, stages: tuple[Output, ...]) -> TensorValue:
+    """`value` without the terms that are identically zero once each sum a stage is defined
+    as reads that stage: a layer norm's `sum_k (x[k] - sum1 / N)`, its mean's gradient through
+    the variance, is `sum1 - sum1`. Reverse mode over stages treats a stage as a variable of
+    its own, so it cannot see that; a hand-written gradient leaves such a term out."""
+    terms = tuple(t for t in value.terms if not _vanishes(t, stages))
+    return dataclasses.replace(value, terms=terms) if len(terms) < len(value.terms) else value
+
+
+def _vanishes(term: Term, stages: tuple[Output, ...]) -> bool:
+    """`term` sums to zero: each monomial of its factor summed in closed form (free of the
+    summed index: times the count; one entry: the stage defined as its sum)."""
+    if len(term.sums) != 1:
+        return False
+    index, low, high = term.sums[0]
+    total = sp.S.Zero
+    for monomial in sp.Add.make_args(sp.expand(term.factor)):
+        if not monomial.has(index):
+            total += monomial * (high - low + 1)
+            continue
+        coefficient, read = monomial.as_independent(index, as_Add=False)
+        entry = _stage_summing(read, (index, low, high), stages, term.factor)
+        if entry is None:
+            return False
+        total += coefficient * entry
+    return sp.expand(total) == 0
+
+
+def _stage_summing(read: sp.Expr, limit: tuple, stages: tuple[Output, ...], factor: sp.Expr) -> sp.Expr | None:
+    """The entry of the stage defined as `Sum(read, limit)` (up to its indices' names), as
+    `factor` reads it, else None."""
+    index, low, high = limit
+    for stage in stages:
+        if not (isinstance(stage.expr, sp.Sum) and len(stage.expr.limits) == 1):
+            continue
+        bound, stage_low, stage_high = stage.expr.limits[0]
+        if (stage_low, stage_high) != (low, high):
+            continue
+        wilds = {i: sp.Wild(f"w_{n}") for n, i in enumerate(stage.indices)}
+        found = read.xreplace({index: bound}).match(stage.expr.function.xreplace(wilds))
+        if found is None or not all(w in found for w in wilds.values()):
+            continue
+        if not stage.indices:
+            return scalar_entry(stage.name)
+        at = tuple(found[w] for w in wilds.values())
+        return next((e for e in factor.atoms(sp.Indexed) if str(e.base.label) == stage.name and e.indices == at), None)
+    return None

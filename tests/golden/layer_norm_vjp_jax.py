@@ -5,15 +5,13 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
         sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `jnp.sum(x, axis=-1)`
         affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N
             i.e. `epsilon + t2 / t0`
-        grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
-            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
-        grad_x[batch, j] = grad[batch, j] * scale[j] / sqrt(affine1[batch])
-            + 2 * grad_affine1[batch] * (x[batch, j] - sum1[batch] / N) / N
+        grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
+            - sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * (x[batch, k] - sum1[batch] /
+                N) * scale[i] / (N * affine1[batch]**(3/2))
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            - sum_k 2 * grad_affine1[batch] * (x[batch, k] - sum1[batch] / N) / N**2
-            i.e. `grad * scale * t12 - t12 * t13 * t9 + t13 * t14 * (-t13 * t4 + x) - t14 * ...`
+            i.e. `(grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / jnp.sqrt(t3)`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `jnp.einsum("...,...a->a", t15, t5, optimize=True)`
+            sqrt(affine1[batch]), i.e. `jnp.einsum("...,...a->a", t12, t8, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))`
     """
@@ -23,23 +21,17 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
         t1 = sum1[..., None]
         t2 = jnp.sum((x - t1 / t0) ** 2, axis=-1)
         affine1 = epsilon + t2 / t0
-    t3 = jnp.shape(x)[-1]
-    t4 = sum1[..., None]
-    t5 = grad * (x - t4 / t3)
-    t6 = jnp.einsum("a,...a->...", scale, t5, optimize=True)
-    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
-    t7 = affine1[..., None]
-    t8 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
-    t9 = t8[..., None]
-    t10 = jnp.sum(x, axis=-1, keepdims=True)
-    t11 = grad_affine1[..., None]
-    t12 = 1 / jnp.sqrt(t7)
-    t13 = 1 / t3
-    t14 = 2 * t11
-    grad_x = (
-        grad * scale * t12 - t12 * t13 * t9 + t13 * t14 * (-t13 * t4 + x) - t14 * (t10 - t4) / t3**2
-    )
-    t15 = 1 / jnp.sqrt(affine1)
-    grad_scale = jnp.einsum("...,...a->a", t15, t5, optimize=True)
+    t3 = affine1[..., None]
+    t4 = jnp.shape(x)[-1]
+    t5 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
+    t6 = t5[..., None]
+    t7 = sum1[..., None]
+    t8 = grad * (x - t7 / t4)
+    t9 = jnp.einsum("a,...a->...", scale, t8, optimize=True)
+    t10 = t9[..., None]
+    t11 = 1 / t4
+    grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / jnp.sqrt(t3)
+    t12 = 1 / jnp.sqrt(affine1)
+    grad_scale = jnp.einsum("...,...a->a", t12, t8, optimize=True)
     grad_offset = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
