@@ -52,13 +52,19 @@ def test_a_composed_op_states_its_stages_and_their_gradients_first():
         "sum1[batch] = sum_{k_1} x[batch, k_1]",
         "affine1[batch] = epsilon + sum_k (x[batch, k] - sum1[batch] / N)**2 / N",
     ]
-    assert [s.partition(" = ")[0] for s in stated[2:]] == [
+    # the mean's gradient through the variance, sum_k (x - sum1 / N), is zero and left out:
+    # the variance's gradient, then read once, is stated inside grad_x
+    assert [s.partition(" = ")[0] for s in stated[2:]] == ["grad_x[batch, k]", "grad_scale[i]", "grad_offset[i]"]
+    assert stated[-1] == "grad_offset[i] = sum_batch grad[batch, i]"
+    moments = formulas("composed.py", "LayerNormMoments")  # its variance's gradient read twice
+    assert [s.partition(" = ")[0] for s in moments] == [
+        "sum1[batch]",
+        "affine1[batch]",
         "grad_affine1[batch]",
-        "grad_x[batch, j]",
+        "grad_x[batch, k]",
         "grad_scale[i]",
         "grad_offset[i]",
     ]
-    assert stated[-1] == "grad_offset[i] = sum_batch grad[batch, i]"
 
 
 def test_an_elementwise_gradient_reads_the_forward_output_it_reuses():
