@@ -103,12 +103,12 @@ def _merge_ranges(variant, ranges: dict, more: dict) -> None:
 
 
 def _check_names(variant: OpVariant) -> None:
-    taken = [t.name for t in variant.inputs] + [o.name for o in variant.outputs]
+    taken = [t.name for t in variant.inputs] + [o.name for o in variant.outputs] + [s.name for s in variant.stages]
     taken += [a.name for a in variant.decl.attrs] + list(grad_names(variant))
     clashes = sorted({n for n in taken if taken.count(n) > 1})
     if clashes:
         raise DerivationError(
-            f"names {clashes} are used for more than one input, output, attribute or gradient",
+            f"names {clashes} are used for more than one input, output, stage, attribute or gradient",
             variant.decl.name,
             variant.decl.location,
         )

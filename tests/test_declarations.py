@@ -188,3 +188,25 @@ def test_valid_accepting_nothing_is_a_declaration_error(tmp_path):
     (tmp_path / "none_ops.py").write_text(VALID_OPS.replace("b < a", "b > 5"))
     with pytest.raises(DeclarationError, match=r"Scaled .*valid\(\) accepts none"):
         load_op_file(tmp_path / "none_ops.py")
+
+
+def test_a_stage_named_like_an_output_is_an_error_naming_the_op(tmp_path):
+    """A layer norm that also returns its mean stage under the stage's name would generate a
+    signature with `mean=None` twice: derive refuses it, naming the op and its line."""
+    from symgrad.generate import SymgradErrors, generate
+
+    (tmp_path / "stats_ops.py").write_text('''import sympy as sp
+from symgrad import dims, indices, op, stage, tensor
+
+(N,) = dims("N")
+i, k = indices("i k")
+
+
+@op("NormStats")
+def norm_stats():
+    x = tensor("x", (..., N))
+    mean = stage("mean", (...,), sp.Sum(x[..., k], (k, 0, N - 1)) / N)
+    return {"y": ((..., i), (x[..., i] - mean[...]) ** 2), "mean": ((...,), mean[...])}
+''')
+    with pytest.raises(SymgradErrors, match=r"NormStats \(.*stats_ops.py:8\): names \['mean'\] are used for more than one"):
+        generate([tmp_path / "stats_ops.py"], ("numpy",))

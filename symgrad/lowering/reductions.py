@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad.declare import BATCH
+from symgrad.declare import BATCH, BATCH_DIM
 from symgrad.functions import logsumexp, product
 from symgrad.ir import Elementwise, Reduce, Scan
 from symgrad.lowering.symbols import free_indices, has_dependent_range, layout
@@ -34,6 +34,7 @@ def reduce(lowering, kind, body, summed, axes, keepdims=True) -> sp.Expr:
     """Reduce `body` over `summed`, each taking the place of an axis `body` does not vary
     along (keepdims, unless told not to), or else laid out as `body`'s own tensors are (no
     transpose)."""
+    body, summed, axes = _batch_read_again(lowering, body, summed, axes)
     # a slot before the body's first axis would not exist in its (broadcast) array
     first = min((n for n, a in enumerate(axes) if a in free_indices(body)), default=len(axes))
     unused = [n for n, a in enumerate(axes) if a not in free_indices(body) and a != BATCH and n > first]
@@ -53,6 +54,20 @@ def reduce(lowering, kind, body, summed, axes, keepdims=True) -> sp.Expr:
         inner = str(inner.expr) if inner.expr.is_Symbol else lowering.temp(inner)
         return sp.Symbol(lowering.temp(Reduce(kind, inner, negative, False, len(extended) - 1)))
     return sp.Symbol(lowering.temp(Reduce(kind, inner, negative, keepdims)))
+
+
+def _batch_read_again(lowering, body, summed: tuple, axes: tuple) -> tuple:
+    """A summed index the leading `...` axes were renamed to (a sum over every axis inside an
+    expression that keeps them, `x[...] / sqrt(all_entries(x[...]**2))`, or its gradient)
+    read as `...` again: one array has one set of leading axes, so such a sum reduces them all,
+    and its result broadcasts against the free `...` instead of holding it."""
+    renamed = [i for i in summed if i != BATCH and lowering.ranges.get(i) == (sp.S.Zero, BATCH_DIM - 1)]
+    if not renamed:
+        return body, summed, axes
+    if len(renamed) > 1 or BATCH in free_indices(body):
+        lowering.fail(f"{sp.Sum(body, *((i,) for i in summed))}: sums the leading axes `...` against themselves")
+    body = body.xreplace({renamed[0]: BATCH})
+    return body, tuple(BATCH if i == renamed[0] else i for i in summed), tuple(a for a in axes if a != BATCH)
 
 
 LOG_OF_ZERO = sp.Float(-1e30)  # log(0) in a log-space scan: finite, so no inf - inf in it or its gradient

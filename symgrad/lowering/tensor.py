@@ -236,9 +236,17 @@ class TensorLowering:
         if expr.has(sp.Sum):
             expr = expr.doit()
         value = expr.xreplace({d: self.dim(d) for d in sizes_in(expr)})
-        if not value.is_number and transcendental(value):  # a Python float, not numpy's float64
-            return python_float(value)
+        if not value.is_number and transcendental(value) and not self._reads_arrays(value):
+            return python_float(value)  # a Python float, not numpy's float64
         return value
+
+    def _reads_arrays(self, value) -> bool:
+        """`value` reads a 0-d array (a scalar stage, a scalar output's upstream gradient), not
+        only attributes and sizes: it stays an array of the op's dtype, which JAX traces and
+        PyTorch differentiates."""
+        attributes = {a.name for a in self.op.attrs}
+        sizes = {v for key, v in self.memo.items() if key[0] == "dim"}
+        return any(s not in sizes and s.name.split("[")[0] not in attributes for s in value.free_symbols)
 
     def dim(self, dim) -> sp.Symbol:
         """A variable holding dimension `dim`, as the arrays' dtype reads it."""
