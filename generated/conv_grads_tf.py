@@ -296,8 +296,25 @@ def _raw_conv(x, f, strides, dilations, padding="VALID", explicit=()):
     )
 
 
+def _one_spatial_axis(kernel, operands, unit_axes, squeezed, strides, dilations, geometry):
+    """`kernel` over one spatial axis, which TensorFlow's kernels (2-D and 3-D) lack: run over
+    a unit height (each operand given a size-1 axis at `unit_axes`, no padding there; its
+    stride the other's, which a depthwise kernel needs equal, and which one entry ignores)
+    and that axis taken away again (axis `squeezed` of the result)."""
+    lifted = [tf.expand_dims(x, axis) for x, axis in zip(operands, unit_axes)]
+
+    def geometry_2d(size):
+        pads, sizes = geometry(size)
+        return [0] + list(pads), [1] + list(sizes)
+
+    result = kernel(*lifted, [strides[0]] + list(strides), [1] + list(dilations), geometry_2d)
+    return tf.squeeze(result, squeezed)
+
+
 def _conv(x, f, strides, dilations, geometry):
     """`y[n, *u, o] = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, o], k, c)`, zero outside `x`."""
+    if len(strides) == 1:
+        return _one_spatial_axis(_conv, (x, f), (1, 0), 1, strides, dilations, geometry)
     pads, sizes = _conv_geometry(geometry)
     rank = len(strides)
     spans = _conv_spans(strides, dilations, sizes, _sizes(f, 0, rank))
@@ -311,6 +328,10 @@ def _conv(x, f, strides, dilations, geometry):
 
 def _conv_backprop_filter(x, g, strides, dilations, geometry):
     """`df[*k, c, o] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, o], n, u)`."""
+    if len(strides) == 1:
+        return _one_spatial_axis(
+            _conv_backprop_filter, (x, g), (1, 1), 0, strides, dilations, geometry
+        )
     pads, sizes = _conv_geometry(geometry)
     rank = len(strides)
     spans = _conv_spans(strides, dilations, _sizes(g, 1, rank + 1), sizes)
@@ -359,6 +380,10 @@ def _zero_inserted(g, axis, stride, rank):
 
 def _conv_backprop_input(g, f, strides, dilations, geometry):
     """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), o] * f[*k, c, o], k, o)`, where s divides."""
+    if len(strides) == 1:
+        return _one_spatial_axis(
+            _conv_backprop_input, (g, f), (1, 0), 1, strides, dilations, geometry
+        )
     pads, sizes = _conv_geometry(geometry)
     rank = len(strides)
     kernel = _sizes(f, 0, rank)
@@ -419,6 +444,8 @@ def _merged_channels(g):
 
 def _depthwise_conv(x, f, strides, dilations, geometry):
     """`y[n, *u, c, m] = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, m], k)`, zero outside `x`."""
+    if len(strides) == 1:
+        return _one_spatial_axis(_depthwise_conv, (x, f), (1, 0), 1, strides, dilations, geometry)
     pads, sizes = _conv_geometry(geometry)
     rank = len(strides)
     kernel = _sizes(f, 0, rank)
@@ -452,6 +479,10 @@ def _depthwise_conv(x, f, strides, dilations, geometry):
 
 def _depthwise_conv_backprop_filter(x, g, strides, dilations, geometry):
     """`df[*k, c, m] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, c, m], n, u)`."""
+    if len(strides) == 1:
+        return _one_spatial_axis(
+            _depthwise_conv_backprop_filter, (x, g), (1, 1), 0, strides, dilations, geometry
+        )
     pads, sizes = _conv_geometry(geometry)
     rank = len(strides)
     spans = _conv_spans(strides, dilations, _sizes(g, 1, rank + 1), sizes)
@@ -487,6 +518,10 @@ def _depthwise_conv_backprop_filter(x, g, strides, dilations, geometry):
 
 def _depthwise_conv_backprop_input(g, f, strides, dilations, geometry):
     """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), c, m] * f[*k, c, m], k, m)`, where s divides."""
+    if len(strides) == 1:
+        return _one_spatial_axis(
+            _depthwise_conv_backprop_input, (g, f), (1, 0), 1, strides, dilations, geometry
+        )
     pads, sizes = _conv_geometry(geometry)
     rank = len(strides)
     kernel = _sizes(f, 0, rank)
