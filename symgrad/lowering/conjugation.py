@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from types import SimpleNamespace
 
 import sympy as sp
 
 from symgrad.ir import Assign, Branch, Conj, Elementwise, Recompute, reads, statements
-from symgrad.lowering.shared import without_idle_temporaries
+from symgrad.lowering.shared import idle_temporaries_dropped
 
 
 def conjugations(names: tuple[str, ...], branches: tuple[Branch, ...]) -> tuple[tuple[Assign, ...], tuple[Branch, ...]]:
@@ -63,6 +62,4 @@ def _as_read(name: str, body: tuple) -> tuple:
     """`body` reading `name` where it read `t = conj(name)`, each such `t` gone."""
     copies = [Assign(s.target, Elementwise(sp.Symbol(name))) if _conjugate_of(name, s) else s for s in body]
     numbers = [int(m.group(1)) for s in copies if (m := re.fullmatch(r"t(\d+)", s.target))]
-    lowering = SimpleNamespace(body=copies, prefix="t", numbered_from=min(numbers, default=0))
-    without_idle_temporaries(lowering)
-    return tuple(lowering.body)
+    return tuple(idle_temporaries_dropped(copies, "t", min(numbers, default=0)))

@@ -106,8 +106,14 @@ def _elementwise_field(statement) -> str | None:
 def without_idle_temporaries(lowering) -> None:
     """`lowering.body` without a temporary that only copies another (`t0 = t6`: it reads t6
     instead) or that nothing after it reads."""
-    body = list(lowering.body)
-    is_temp = lambda name: re.fullmatch(rf"{lowering.prefix}\d+", name) is not None
+    lowering.body = idle_temporaries_dropped(lowering.body, lowering.prefix, lowering.numbered_from)
+
+
+def idle_temporaries_dropped(body, prefix: str, start: int) -> list:
+    """`body` without its idle temporaries (as `without_idle_temporaries`), the others
+    named `prefix` and numbered from `start` in order."""
+    body = list(body)
+    is_temp = lambda name: re.fullmatch(rf"{prefix}\d+", name) is not None
     assigned = [s.target for s in statements(body)]
     n = 0
     while n < len(body):
@@ -124,7 +130,7 @@ def without_idle_temporaries(lowering) -> None:
             continue
         kept.append(statement)
         read |= set().union(*(names_in(s.value) for s in statements([statement])))
-    lowering.body = _renumbered(kept[::-1], is_temp, lowering.prefix, lowering.numbered_from)
+    return _renumbered(kept[::-1], is_temp, prefix, start)
 
 
 def _renumbered(body: list, is_temp, prefix: str, start: int) -> list:
