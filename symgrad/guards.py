@@ -57,8 +57,10 @@ def guarded(piecewise: sp.Piecewise, read=safe_where) -> sp.Piecewise:
     def safe(value, mask):
         return _read_safely(value, mask, read) if has_partial_function(value) else value
 
+    # the negation evaluated (`x < 0`, not `~(x >= 0)`): a later step that rebuilds the mask
+    # evaluates it, and whether one does must not change the generated code
     pairs = [
-        (safe(v, sp.Or(sp.Not(c, evaluate=False), *conditions[:k], evaluate=False)), c)
+        (safe(v, sp.Or(sp.Not(c), *conditions[:k], evaluate=False)), c)
         for k, (v, c) in enumerate(branches)
     ]
     pairs.append((safe(last, sp.Or(*conditions, evaluate=False)), sp.true))

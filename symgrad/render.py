@@ -236,6 +236,8 @@ def common_context(op: ir.OpCode, printer) -> dict:
         "grads": ", ".join(op.grads),
         "forward_body": print_forward_body(op, printer),
         "forward_results": forward_results if len(op.outputs) == 1 else f"({forward_results})",
+        # the public function's call of the op's framework function: the forward's arguments
+        "forward_arguments": ", ".join(list(op.inputs) + [f"{a}={a}" for a, _ in op.enumerated_attrs + op.numeric_attrs]),
     }
 
 
@@ -243,6 +245,18 @@ def attr_params(op: ir.OpCode) -> list[str]:
     params = [f"{name}={default!r}" for name, default in op.enumerated_attrs]
     params += [name if default is None else f"{name}={default!r}" for name, default in op.numeric_attrs]
     return params
+
+
+def names_literal(names) -> str:
+    """`names` as one string literal, "a b", as namedtuple takes field names: the runtime's
+    factories of framework functions (`_custom_vjp`, `_autograd_function`) split it."""
+    return f'"{" ".join(names)}"'
+
+
+def outputs_literal(op: ir.OpCode) -> str:
+    """The op's outputs for the runtime's factories, a list output's name starred as a list
+    input's is."""
+    return names_literal(f"*{o}" if op.list_output else o for o in op.outputs)
 
 
 def signature(positional, keyword_only) -> str:

@@ -68,6 +68,16 @@ def import_path(path: Path, name: str | None = None):
     return module
 
 
+def import_altered(path: Path, old: str, new: str, folder: Path):
+    """The Python file `path` imported from a copy in `folder` with each `old` replaced by
+    `new`: a fault injected into generated code, which must show where that code is called."""
+    text = path.read_text()
+    assert old in text, f"{old!r} is not in {path}"
+    copy = folder / path.name
+    copy.write_text(text.replace(old, new))
+    return import_path(copy, f"_symgrad_altered_{folder.name}_{path.stem}")
+
+
 @pytest.fixture(scope="session")
 def tf():
     return require_tf()

@@ -443,3 +443,46 @@ def test_verdict_of_a_reference_that_runs_in_float32_only(tmp_path):
     assert {r["status"] for r in rows(report, "Sub")} == {"match"}
     wrong = rows(report, "Sigmoid")
     assert wrong and all(r["status"] == "mismatch" and r["verdict"] == REFERENCE_WRONG for r in wrong)
+
+
+SQRT_OPS = '''import sympy as sp
+
+from symgrad import elementwise
+
+
+@elementwise("SqrtNoDomain")
+def sqrt_no_domain(x):
+    """sqrt(x), differenced across 0 too."""
+    return sp.sqrt(x)
+'''
+
+
+class _Fixed:
+    """A gradient source returning the given gradients on every case."""
+
+    def __init__(self, grads):
+        self.grads = grads
+
+    def run(self, variant, cases):
+        from symgrad.verify.sources import Gradients
+
+        return [Gradients([np.asarray(self.grads, dtype=np.float64)]) for _ in cases]
+
+
+def test_verdict_cannot_tell_where_differences_are_not_finite_and_a_gradient_is_not(tmp_path):
+    """At x = 0, sqrt's central differences read sqrt(-h), NaN: they confirm nothing. Two
+    gradients that differ there (the derived inf, a reference's NaN) get the verdict that
+    differences cannot tell, not that both agree with them; where the differences are finite,
+    the verdict still sides with the right gradient."""
+    from symgrad.verify.cases import Case
+    from symgrad.verify.ops_under_test import load_derived, variants_of
+    from symgrad.verify.verdict import REFERENCE_WRONG, UNDECIDED, fd_verdict
+
+    (tmp_path / "sqrt_ops.py").write_text(SQRT_OPS)
+    (op,) = load_derived([tmp_path / "sqrt_ops.py"], derived_folder(tmp_path / "sqrt_ops.py"))
+    (variant,) = variants_of(op)
+    at_zero = Case("at 0", (np.array([0.0, 1.0]),), (np.array([1.0, 1.0]),), aligned=True)
+    derived, nan_there = _Fixed([np.inf, 0.5]), _Fixed([np.nan, 0.5])
+    assert fd_verdict(variant, [at_zero], derived, nan_there) == UNDECIDED
+    inside = Case("inside", (np.array([1.0, 4.0]),), (np.array([1.0, 1.0]),), aligned=True)
+    assert fd_verdict(variant, [inside], _Fixed([0.5, 0.25]), _Fixed([0.5, 0.5])) == REFERENCE_WRONG

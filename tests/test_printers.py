@@ -66,6 +66,22 @@ def test_tensorflow_where_branch_numbers_take_the_dtype(tf):
     assert result.numpy().tolist() == [0.0, 0.5, -0.5]
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32", "complex128"])
+def test_tensorflow_indicator_is_a_cast_of_its_condition(tf, dtype):
+    """1 where a condition holds, else 0 (a max-pool's first-maximum mask): the condition cast
+    to the computation's dtype, as one writes it, in a graph too; not a where of two typed
+    constants, which has no branch to guard."""
+    y = sp.Symbol("y", real=True)
+    printer = TensorflowPrinter()
+    printer.dtype_source = "grad"
+    text = printer._print(sp.Piecewise((1, sp.Eq(x, y) & (x > 0)), (0, True)))
+    assert text == "tf.cast(tf.equal(x, y) & (x > 0), grad.dtype)"
+    selected = tf.function(eval(f"lambda x, y, grad: {text}", {"tf": tf}))
+    values = tf.constant([1.0, -2.0, 3.0], dtype=tf.float64)
+    result = selected(values, tf.constant([1.0, -2.0, 2.0], dtype=tf.float64), tf.ones((1,), dtype=dtype))
+    assert result.dtype == dtype and result.numpy().tolist() == [1, 0, 0]
+
+
 @pytest.mark.parametrize("printer", [NumpyPrinter, TensorflowPrinter], ids=lambda p: p.target)
 def test_irrational_constants_fold_to_one_literal(printer):
     assert printer()._print(2 * x / sp.sqrt(sp.pi)) == "1.1283791670955126*x"

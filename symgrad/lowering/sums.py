@@ -105,7 +105,15 @@ def expanded_terms(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     expanded = sp.expand(body)
     if not isinstance(expanded, sp.Add):
         return None
-    return lowering.array(sp.Add(*[sp.Sum(term, *expr.limits) for term in expanded.args]), axes)
+    terms = lowering.array(sp.Add(*[sp.Sum(term, *expr.limits) for term in expanded.args]), axes)
+    # a sum of squares stays one in floating point (`|x|^2 + |y|^2 - 2 x.y` may round below 0,
+    # and a square root after it be NaN), as hand-written pairwise distances clamp theirs
+    return sp.Max(terms, 0) if not lowering.op.complex_ok and _nonnegative(body, entries) else terms
+
+
+def _nonnegative(body: sp.Expr, entries) -> bool:
+    """Whether `body` is non-negative for every real value of its `entries` (a square)."""
+    return bool(body.subs({e: sp.Dummy(real=True) for e in entries}).is_nonnegative)
 
 
 def plain_sum(lowering, expr: sp.Sum, axes) -> sp.Expr:

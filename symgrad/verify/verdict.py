@@ -21,6 +21,8 @@ REFERENCE_WRONG = "reference disagrees with finite differences"
 DERIVED_WRONG = "derived disagrees with finite differences"
 BOTH_WRONG = "both disagree with finite differences"
 BOTH_RIGHT = "both agree with finite differences"  # e.g. a convention where no derivative exists
+# a gradient NaN or inf where the differences are not finite either: nothing to judge it by
+UNDECIDED = "finite differences cannot tell (not finite where a gradient is not)"
 VERDICTS = {
     (True, False): REFERENCE_WRONG,
     (False, True): DERIVED_WRONG,
@@ -35,7 +37,7 @@ def fd_verdict(variant: Variant, failing: list[Case], our, their) -> str | None:
     forward, boundary = bound_forward(variant), BranchConditions(variant)
     cases = [_widened(c) for c in sorted(failing, key=lambda c: c.size)[:MAX_CASES]]
     ours, theirs = our.run(variant, cases), their.run(variant, cases)
-    agree = {"ours": True, "theirs": True}
+    agree, finite = {"ours": True, "theirs": True}, True
     compared = 0
     for case, o, t in zip(cases, ours, theirs):
         if not (isinstance(o, Gradients) and isinstance(t, Gradients)):
@@ -44,6 +46,7 @@ def fd_verdict(variant: Variant, failing: list[Case], our, their) -> str | None:
         for side, grads in (("ours", o.grads), ("theirs", t.grads)):
             _, findings, _ = check_case(variant, forward, boundary, case, grads)
             agree[side] = agree[side] and not findings
+            finite = finite and _finite(grads)
     if not compared:  # a gradient that runs in the failing dtype only (TensorFlow's float32-only ops)
         narrow = sorted(failing, key=lambda c: c.size)[:MAX_CASES]
         # its inputs are the widened case's exactly; its rounding is the narrow dtype's
@@ -63,7 +66,16 @@ def fd_verdict(variant: Variant, failing: list[Case], our, their) -> str | None:
             for side, (grads, loose) in judged.items():
                 _, findings, _ = check_case(variant, forward, boundary, case, grads, rounding=loose)
                 agree[side] = agree[side] and not findings
-    return VERDICTS[(agree["ours"], agree["theirs"])] if compared else None
+                finite = finite and _finite(grads)
+    if not compared:
+        return None
+    # differences skip what they cannot judge: two gradients agreeing with them there, one of
+    # them NaN or inf, were not both confirmed
+    return UNDECIDED if agree["ours"] and agree["theirs"] and not finite else VERDICTS[(agree["ours"], agree["theirs"])]
+
+
+def _finite(grads) -> bool:
+    return all(g is None or np.all(np.isfinite(np.asarray(g))) for g in grads)
 
 
 def _real_dtype(case: Case):

@@ -15,6 +15,8 @@ from symgrad.render import (
     attr_params,
     common_context,
     gradient_function,
+    names_literal,
+    outputs_literal,
     render_framework_module,
     signature,
     staged_forward,
@@ -48,27 +50,19 @@ def unavailable_reason(op) -> str | None:
 
 
 def _op(op: ir.OpCode, printer) -> dict:
-    attrs = [name for name, _ in op.enumerated_attrs + op.numeric_attrs]
     forward = f"{op.func_name}_forward"
-    inputs = [name.lstrip("*") for name in op.inputs]
-    grads = "cotangents" if len(op.grads) > 1 else op.grads[0]
-    outputs = op.outputs[0] if len(op.outputs) == 1 else f"({', '.join(op.outputs)})"
     return {
         **common_context(op, printer),
         **gradient_function(op, printer, forward=forward),
         **staged_forward(op),
         "forward_signature": signature(op.inputs, attr_params(op)),
         "forward": forward,
-        "attr_params": "".join(f"{name}, " for name in attrs),
-        "nondiff": tuple(range(len(attrs))),
-        "pass_attrs": "".join(f", {name}={name}" for name in attrs),
-        "saved_inputs": ", ".join(inputs) + ("," if len(inputs) == 1 else ""),
-        "outputs_value": outputs,
-        "outputs_pass": "".join(f", {o}={o}" for o in op.outputs),
-        "cotangents": grads,
-        "pass_cotangents": f"*{grads}" if len(op.grads) > 1 else grads,
-        # JAX's cotangents of complex inputs are the conjugates of TensorFlow's (and of the
-        # derived gradient's): `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`
-        "conjugated": op.complex_ok,
-        "conjugate_cotangents": f"[_conj(c) for c in {grads}]" if len(op.grads) > 1 or op.list_output else f"_conj({grads})",
+        "custom_vjp": f"_{op.func_name}_custom_vjp",
+        "custom_vjp_call": _custom_vjp_call(op, forward),
     }
+
+
+def _custom_vjp_call(op: ir.OpCode, forward: str) -> str:
+    """The runtime's `_custom_vjp(...)` making the op's `jax.custom_vjp` function."""
+    options = ["stages=True"] if op.stages else []
+    return f"_custom_vjp({', '.join([forward, f'{op.func_name}_vjp', outputs_literal(op)] + options)})"

@@ -12,13 +12,14 @@ from symgrad.render import (
     attr_params,
     common_context,
     environment,
+    names_literal,
+    outputs_literal,
     format_module,
     module_helpers,
-    print_forward_body,
     print_statement,
     signature,
     stage_params,
-    stages_unset,
+    staged_forward,
     vjp_context,
 )
 from symgrad.verify.sources import derived_import_lines
@@ -35,7 +36,7 @@ def render_module(source: str, ops: list[ir.OpCode]) -> str:
     context = {
         "source": source,
         "ops": contexts,
-        "uses_outputs_again": any(c["outputs_again"] for c in contexts),
+        "uses_outputs_again": any(op.outputs_used for op in ops),
         "uses_stages": any(op.stages for op in ops),
     }
     helpers = module_helpers(lambda h: template.render(**context, helpers=h), RUNTIME, [printer], TensorflowPrinter)
@@ -58,24 +59,22 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
     get_attrs = "".join(
         f", {name}={_read_attr(name, default, const, stored)}" for name, default in op.enumerated_attrs
     ) + "".join(f", {name}={_read_numeric(name, const, op.list_inputs, stored)}" for name, _ in op.numeric_attrs)
-    pass_attrs = "".join(f", {name}={name}" for name, _ in op.enumerated_attrs + op.numeric_attrs)
+    forward = f"{op.func_name}_forward"
     return {
         **common_context(op, printer),
         **vjp_context(op, printer),
-        # in the custom_gradient wrapper the prologue runs outside the nested forward, whose
-        # assignments would otherwise make the attributes it rewrites local to it
+        **staged_forward(op),
+        "forward": forward,
+        # the kernel's guard repeats the prologue, which computes what it tests (a rank, N)
         "forward_prologue": "\n".join(print_statement(st, printer, op) for st in op.forward.prologue),
-        "forward_body": print_forward_body(op, printer, prologue=False),
         "forward_signature": signature(op.inputs, attrs),
         "get_attrs": get_attrs,
-        "pass_attrs": pass_attrs,
-        "pass_stages": "".join(f", {name}={name}" for name in op.stages),
-        "stages_unset": stages_unset(op, every=True),  # TensorFlow's kernel computes none
         **_vjp_call(op, attrs, const),
         # a list output's upstream gradients arrive one per tensor; the vjp takes them as one
         "grad_params": f"*{op.grads[0]}" if op.list_output else ", ".join(op.grads),
-        "outputs_again": _outputs_again(op),
-        **_kernel_call(op),
+        "declared": _declared_values(op.forward.branches),
+        "custom_gradient": f"_{op.func_name}_custom_gradient",
+        "custom_gradient_call": _custom_gradient_call(op, forward),
     }
 
 
@@ -89,55 +88,33 @@ def _vjp_call(op: ir.OpCode, attrs: list, const: dict) -> dict:
     if op.variadic:  # after `*inputs`, outputs can only be passed by keyword
         vjp_signature = signature(op.grads + op.inputs, [f"{o}=None" for o in op.outputs] + attrs + stage_params(op))
         op_outputs = ", ".join(f"{o}={_op_outputs(op, n)}" for n, o in enumerate(op.outputs))
-        outputs_pass = ", ".join(f"{o}={o}" for o in op.outputs)
         op_inputs, none_positions = _list_input_positions(const)
     else:
         vjp_signature = signature(op.grads + op.inputs + op.outputs, attrs + stage_params(op))
-        op_outputs, outputs_pass = _op_outputs(op, None), ", ".join(op.outputs)
+        op_outputs = _op_outputs(op, None)
     return {
         "vjp_signature": vjp_signature,
         "op_inputs": op_inputs,
         "op_outputs": op_outputs,
-        "outputs_pass": outputs_pass,
         "none_positions": none_positions,
     }
 
 
-def _outputs_again(op: ir.OpCode) -> str:
-    """The wrapper's outputs as its backward reads them again, one `tf.identity` each (a list
-    output's per tensor), or "" where the gradient reads no output: the forward's outputs
-    themselves would be differentiated, at second order, through TensorFlow's own gradient of
-    its kernel (NaN where the derived one is finite, wrong where TensorFlow's is)."""
-    if not op.outputs_used:
-        return ""
-    if op.list_output:
-        return f"[tf.identity(t) for t in {op.outputs[0]}]"
-    again = [f"tf.identity({o})" for o in op.outputs]
-    return again[0] if len(again) == 1 else f"({', '.join(again)})"
-
-
-def _kernel_call(op: ir.OpCode) -> dict:
-    """How the `tf.custom_gradient` wrapper's forward calls TensorFlow's own kernel of the op
-    type (`_tf_kernel`, None where TensorFlow has none for these inputs): the inputs by their
-    names (TensorFlow's), the attributes as the caller gave them (`kernel_attrs`, read before
-    the prologue normalises them for the formula), and only for the attribute values declared,
-    so that others still raise as the formula does. Whether TensorFlow has the op and a kernel
-    for the dtypes is decided when the wrapper runs, not here: generated files do not depend on
-    the TensorFlow that derives them."""
-    names = [name for name, _ in op.enumerated_attrs + op.numeric_attrs]
-    attrs = "{" + ", ".join(f"{name!r}: {name}" for name in names) + "}"
-    inputs = "{" + ", ".join(f"{name.lstrip('*')!r}: {name.lstrip('*')}" for name in op.inputs) + "}"
-    passed = "kernel_attrs" if op.forward.prologue else attrs
-    flag = ", list_output=True" if op.list_output else ""
-    call = f"_tf_kernel({op.name!r}, {len(op.outputs)}, {inputs}, {passed}{flag})"
-    guard = _declared_values(op.forward.branches)
-    single = len(op.outputs) == 1
-    return {
-        "kernel_attrs": attrs,
-        "kernel_call": f"{call} if {guard} else None" if guard else call,
-        "kernel_targets": op.outputs[0] if single else ", ".join(op.outputs),
-        "kernel_pick": "[0]" if single else "",
-    }
+def _custom_gradient_call(op: ir.OpCode, forward: str) -> str:
+    """The runtime's `_custom_gradient(...)` making the op's `tf.custom_gradient` function: its
+    forward TensorFlow's own kernel of the op type where TensorFlow has one for the inputs
+    (given by TensorFlow's names of them) and the formula declares the attribute values, else
+    the formula. Whether TensorFlow has the op and a kernel for the dtypes is decided when it
+    runs, not here: generated files do not depend on the TensorFlow that derives them. Where
+    the gradient reads the outputs (`read=True`), it reads them again differentiably by the
+    derived gradient: the forward's outputs themselves would be differentiated, at second
+    order, through TensorFlow's own gradient of its kernel (NaN where the derived one is
+    finite, wrong where TensorFlow's is)."""
+    options = ["read=True"] if op.outputs_used else []
+    options += ["stages=True"] if op.stages else []
+    options += [f"declares=_{op.func_name}_declares"] if _declared_values(op.forward.branches) else []
+    arguments = [repr(op.name), names_literal(op.inputs), forward, f"{op.func_name}_vjp", outputs_literal(op)]
+    return f"_custom_gradient({', '.join(arguments + options)})"
 
 
 def _declared_values(branches) -> str:

@@ -46,11 +46,18 @@ class TensorflowPrinter(TensorflowFunctions, ArrayCodeMixin, PythonCodePrinter):
         (`guarded`: the double-where idiom)."""
         if expr.args[-1][1] != sp.true or self._integer_context:
             return super()._print_Piecewise(expr)
+        if self._is_indicator(expr):  # 1 where the condition holds, else 0: no branch to guard
+            return f"{self._module_format('tensorflow.cast')}({self._print_condition(expr.args[0][1])}, {self.dtype_source}.dtype)"
         *branches, (last, _) = (guarded(expr) if self.guards_branches else expr).args
         text = self._print_branch(last)
         for value, condition in reversed(branches):
             text = f"{self._module_format(self.where)}({self._print_condition(condition)}, {self._print_branch(value)}, {text})"
         return text
+
+    def _is_indicator(self, expr) -> bool:
+        """Whether Piecewise `expr` is (1 where a condition holds, 0 elsewhere), in a known dtype."""
+        return (len(expr.args) == 2 and self.dtype_source is not None
+                and expr.args[0][0] == sp.S.One and expr.args[1][0] == sp.S.Zero)
 
     def _print_safe_where(self, expr):
         x, mask = expr.args

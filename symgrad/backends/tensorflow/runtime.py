@@ -24,6 +24,59 @@ def _register(op_type, gradient_fn):
     REGISTERED[op_type] = tuple(names)
 
 
+def _custom_gradient(op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(op_type, len(outputs), _named(names, values), attrs, listed)
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
+
+
 _KERNELS = {}
 
 
