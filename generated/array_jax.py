@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,6 +22,39 @@ _python_slice = slice  # the builtin: a module with an op named Slice defines it
 def _conj(x):
     """Complex conjugate; real arrays are returned as they are."""
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _gather(x, positions, axis, fill=0):
@@ -108,7 +139,7 @@ def _slice_start(size, begin, stride, masked):
 
 def pad(input, *, paddings):
     """Pad: Zeros around the input: `paddings[k]` holds (before, after) for axis k (declared at ops/array.py:26); differentiated by pad_vjp."""
-    return _pad_custom_vjp(paddings, input)
+    return _pad_custom_vjp(input, paddings=paddings)
 
 
 def pad_forward(input, *, paddings):
@@ -215,27 +246,12 @@ def pad_vjp(grad, input, *, output=None, paddings):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _pad_custom_vjp(paddings, input):
-    return pad_forward(input, paddings=paddings)
-
-
-def _pad_fwd(paddings, input):
-    output = pad_forward(input, paddings=paddings)
-    return output, ((input,), output)
-
-
-def _pad_bwd(paddings, saved, grad):
-    (input,), output = saved
-    return pad_vjp(grad, input, output=output, paddings=paddings)
-
-
-_pad_custom_vjp.defvjp(_pad_fwd, _pad_bwd)
+_pad_custom_vjp = _custom_vjp(pad_forward, pad_vjp, "output")
 
 
 def pad_v2(input, *, paddings, constant_values):
     """PadV2: Pad with `constant_values` around the input instead of zeros: a number read at run (declared at ops/array.py:38); differentiated by pad_v2_vjp."""
-    return _pad_v2_custom_vjp(paddings, constant_values, input)
+    return _pad_v2_custom_vjp(input, paddings=paddings, constant_values=constant_values)
 
 
 def pad_v2_forward(input, *, paddings, constant_values):
@@ -423,29 +439,12 @@ def pad_v2_vjp(grad, input, *, output=None, paddings, constant_values):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _pad_v2_custom_vjp(paddings, constant_values, input):
-    return pad_v2_forward(input, paddings=paddings, constant_values=constant_values)
-
-
-def _pad_v2_fwd(paddings, constant_values, input):
-    output = pad_v2_forward(input, paddings=paddings, constant_values=constant_values)
-    return output, ((input,), output)
-
-
-def _pad_v2_bwd(paddings, constant_values, saved, grad):
-    (input,), output = saved
-    return pad_v2_vjp(
-        grad, input, output=output, paddings=paddings, constant_values=constant_values
-    )
-
-
-_pad_v2_custom_vjp.defvjp(_pad_v2_fwd, _pad_v2_bwd)
+_pad_v2_custom_vjp = _custom_vjp(pad_v2_forward, pad_v2_vjp, "output")
 
 
 def slice(input, *, begin, size):
     """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end) (declared at ops/array.py:53); differentiated by slice_vjp."""
-    return _slice_custom_vjp(begin, size, input)
+    return _slice_custom_vjp(input, begin=begin, size=size)
 
 
 def slice_forward(input, *, begin, size):
@@ -554,27 +553,12 @@ def slice_vjp(grad, input, *, output=None, begin, size):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _slice_custom_vjp(begin, size, input):
-    return slice_forward(input, begin=begin, size=size)
-
-
-def _slice_fwd(begin, size, input):
-    output = slice_forward(input, begin=begin, size=size)
-    return output, ((input,), output)
-
-
-def _slice_bwd(begin, size, saved, grad):
-    (input,), output = saved
-    return slice_vjp(grad, input, output=output, begin=begin, size=size)
-
-
-_slice_custom_vjp.defvjp(_slice_fwd, _slice_bwd)
+_slice_custom_vjp = _custom_vjp(slice_forward, slice_vjp, "output")
 
 
 def reverse_v2(tensor, *, axis=(-1,)):
     """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:71); differentiated by reverse_v2_vjp."""
-    return _reverse_v2_custom_vjp(axis, tensor)
+    return _reverse_v2_custom_vjp(tensor, axis=axis)
 
 
 def reverse_v2_forward(tensor, *, axis=(-1,)):
@@ -652,27 +636,12 @@ def reverse_v2_vjp(grad, tensor, *, output=None, axis=(-1,)):
     return (grad_tensor,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _reverse_v2_custom_vjp(axis, tensor):
-    return reverse_v2_forward(tensor, axis=axis)
-
-
-def _reverse_v2_fwd(axis, tensor):
-    output = reverse_v2_forward(tensor, axis=axis)
-    return output, ((tensor,), output)
-
-
-def _reverse_v2_bwd(axis, saved, grad):
-    (tensor,), output = saved
-    return reverse_v2_vjp(grad, tensor, output=output, axis=axis)
-
-
-_reverse_v2_custom_vjp.defvjp(_reverse_v2_fwd, _reverse_v2_bwd)
+_reverse_v2_custom_vjp = _custom_vjp(reverse_v2_forward, reverse_v2_vjp, "output")
 
 
 def reverse(tensor, *, dims=(True, False)):
     """Reverse: ReverseV2 with the axes given as a bool per axis: entries reversed along each axis (declared at ops/array.py:86); differentiated by reverse_vjp."""
-    return _reverse_custom_vjp(dims, tensor)
+    return _reverse_custom_vjp(tensor, dims=dims)
 
 
 def reverse_forward(tensor, *, dims=(True, False)):
@@ -755,31 +724,12 @@ def reverse_vjp(grad, tensor, *, output=None, dims=(True, False)):
     return (grad_tensor,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _reverse_custom_vjp(dims, tensor):
-    return reverse_forward(tensor, dims=dims)
-
-
-def _reverse_fwd(dims, tensor):
-    output = reverse_forward(tensor, dims=dims)
-    return output, ((tensor,), output)
-
-
-def _reverse_bwd(dims, saved, grad):
-    (tensor,), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(
-        None if g is None else _conj(g) for g in reverse_vjp(grad, tensor, output=output, dims=dims)
-    )
-
-
-_reverse_custom_vjp.defvjp(_reverse_fwd, _reverse_bwd)
+_reverse_custom_vjp = _custom_vjp(reverse_forward, reverse_vjp, "output")
 
 
 def transpose(x, *, perm=(1, 0)):
     """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:101); differentiated by transpose_vjp."""
-    return _transpose_custom_vjp(perm, x)
+    return _transpose_custom_vjp(x, perm=perm)
 
 
 def transpose_forward(x, *, perm=(1, 0)):
@@ -815,22 +765,7 @@ def transpose_vjp(grad, x, *, y=None, perm=(1, 0)):
     return (grad_x,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _transpose_custom_vjp(perm, x):
-    return transpose_forward(x, perm=perm)
-
-
-def _transpose_fwd(perm, x):
-    y = transpose_forward(x, perm=perm)
-    return y, ((x,), y)
-
-
-def _transpose_bwd(perm, saved, grad):
-    (x,), y = saved
-    return transpose_vjp(grad, x, y=y, perm=perm)
-
-
-_transpose_custom_vjp.defvjp(_transpose_fwd, _transpose_bwd)
+_transpose_custom_vjp = _custom_vjp(transpose_forward, transpose_vjp, "y")
 
 
 def strided_slice(
@@ -847,15 +782,15 @@ def strided_slice(
 ):
     """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:160); differentiated by strided_slice_vjp."""
     return _strided_slice_custom_vjp(
-        shrink_axis_mask,
-        ellipsis_mask,
-        new_axis_mask,
-        begin,
-        end,
-        strides,
-        begin_mask,
-        end_mask,
         input,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
     )
 
 
@@ -1136,69 +1071,7 @@ def strided_slice_vjp(
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4, 5, 6, 7))
-def _strided_slice_custom_vjp(
-    shrink_axis_mask, ellipsis_mask, new_axis_mask, begin, end, strides, begin_mask, end_mask, input
-):
-    return strided_slice_forward(
-        input,
-        shrink_axis_mask=shrink_axis_mask,
-        ellipsis_mask=ellipsis_mask,
-        new_axis_mask=new_axis_mask,
-        begin=begin,
-        end=end,
-        strides=strides,
-        begin_mask=begin_mask,
-        end_mask=end_mask,
-    )
-
-
-def _strided_slice_fwd(
-    shrink_axis_mask, ellipsis_mask, new_axis_mask, begin, end, strides, begin_mask, end_mask, input
-):
-    output = strided_slice_forward(
-        input,
-        shrink_axis_mask=shrink_axis_mask,
-        ellipsis_mask=ellipsis_mask,
-        new_axis_mask=new_axis_mask,
-        begin=begin,
-        end=end,
-        strides=strides,
-        begin_mask=begin_mask,
-        end_mask=end_mask,
-    )
-    return output, ((input,), output)
-
-
-def _strided_slice_bwd(
-    shrink_axis_mask,
-    ellipsis_mask,
-    new_axis_mask,
-    begin,
-    end,
-    strides,
-    begin_mask,
-    end_mask,
-    saved,
-    grad,
-):
-    (input,), output = saved
-    return strided_slice_vjp(
-        grad,
-        input,
-        output=output,
-        shrink_axis_mask=shrink_axis_mask,
-        ellipsis_mask=ellipsis_mask,
-        new_axis_mask=new_axis_mask,
-        begin=begin,
-        end=end,
-        strides=strides,
-        begin_mask=begin_mask,
-        end_mask=end_mask,
-    )
-
-
-_strided_slice_custom_vjp.defvjp(_strided_slice_fwd, _strided_slice_bwd)
+_strided_slice_custom_vjp = _custom_vjp(strided_slice_forward, strided_slice_vjp, "output")
 
 
 def strided_slice_backprop(
@@ -1216,16 +1089,16 @@ def strided_slice_backprop(
 ):
     """StridedSliceGrad: StridedSlice's gradient: `dy` placed at the entries the slice takes of a zero array of (declared at ops/array.py:203); differentiated by strided_slice_backprop_vjp."""
     return _strided_slice_backprop_custom_vjp(
-        shrink_axis_mask,
-        ellipsis_mask,
-        new_axis_mask,
-        shape,
-        begin,
-        end,
-        strides,
-        begin_mask,
-        end_mask,
         dy,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        shape=shape,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
     )
 
 
@@ -1410,91 +1283,9 @@ def strided_slice_backprop_vjp(
     return (grad_dy,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4, 5, 6, 7, 8))
-def _strided_slice_backprop_custom_vjp(
-    shrink_axis_mask,
-    ellipsis_mask,
-    new_axis_mask,
-    shape,
-    begin,
-    end,
-    strides,
-    begin_mask,
-    end_mask,
-    dy,
-):
-    return strided_slice_backprop_forward(
-        dy,
-        shrink_axis_mask=shrink_axis_mask,
-        ellipsis_mask=ellipsis_mask,
-        new_axis_mask=new_axis_mask,
-        shape=shape,
-        begin=begin,
-        end=end,
-        strides=strides,
-        begin_mask=begin_mask,
-        end_mask=end_mask,
-    )
-
-
-def _strided_slice_backprop_fwd(
-    shrink_axis_mask,
-    ellipsis_mask,
-    new_axis_mask,
-    shape,
-    begin,
-    end,
-    strides,
-    begin_mask,
-    end_mask,
-    dy,
-):
-    output = strided_slice_backprop_forward(
-        dy,
-        shrink_axis_mask=shrink_axis_mask,
-        ellipsis_mask=ellipsis_mask,
-        new_axis_mask=new_axis_mask,
-        shape=shape,
-        begin=begin,
-        end=end,
-        strides=strides,
-        begin_mask=begin_mask,
-        end_mask=end_mask,
-    )
-    return output, ((dy,), output)
-
-
-def _strided_slice_backprop_bwd(
-    shrink_axis_mask,
-    ellipsis_mask,
-    new_axis_mask,
-    shape,
-    begin,
-    end,
-    strides,
-    begin_mask,
-    end_mask,
-    saved,
-    grad,
-):
-    (dy,), output = saved
-    return strided_slice_backprop_vjp(
-        grad,
-        dy,
-        output=output,
-        shrink_axis_mask=shrink_axis_mask,
-        ellipsis_mask=ellipsis_mask,
-        new_axis_mask=new_axis_mask,
-        shape=shape,
-        begin=begin,
-        end=end,
-        strides=strides,
-        begin_mask=begin_mask,
-        end_mask=end_mask,
-    )
-
-
-_strided_slice_backprop_custom_vjp.defvjp(_strided_slice_backprop_fwd, _strided_slice_backprop_bwd)
+_strided_slice_backprop_custom_vjp = _custom_vjp(
+    strided_slice_backprop_forward, strided_slice_backprop_vjp, "output"
+)
 
 
 def tensor_strided_slice_update(
@@ -1512,16 +1303,16 @@ def tensor_strided_slice_update(
 ):
     """TensorStridedSliceUpdate: `input` with the entries StridedSlice would take replaced by `value`'s (declared at ops/array.py:221); differentiated by tensor_strided_slice_update_vjp."""
     return _tensor_strided_slice_update_custom_vjp(
-        shrink_axis_mask,
-        ellipsis_mask,
-        new_axis_mask,
-        begin,
-        end,
-        strides,
-        begin_mask,
-        end_mask,
         input,
         value,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
     )
 
 
@@ -1743,89 +1534,6 @@ def tensor_strided_slice_update_vjp(
     return grad_input, grad_value
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4, 5, 6, 7))
-def _tensor_strided_slice_update_custom_vjp(
-    shrink_axis_mask,
-    ellipsis_mask,
-    new_axis_mask,
-    begin,
-    end,
-    strides,
-    begin_mask,
-    end_mask,
-    input,
-    value,
-):
-    return tensor_strided_slice_update_forward(
-        input,
-        value,
-        shrink_axis_mask=shrink_axis_mask,
-        ellipsis_mask=ellipsis_mask,
-        new_axis_mask=new_axis_mask,
-        begin=begin,
-        end=end,
-        strides=strides,
-        begin_mask=begin_mask,
-        end_mask=end_mask,
-    )
-
-
-def _tensor_strided_slice_update_fwd(
-    shrink_axis_mask,
-    ellipsis_mask,
-    new_axis_mask,
-    begin,
-    end,
-    strides,
-    begin_mask,
-    end_mask,
-    input,
-    value,
-):
-    output = tensor_strided_slice_update_forward(
-        input,
-        value,
-        shrink_axis_mask=shrink_axis_mask,
-        ellipsis_mask=ellipsis_mask,
-        new_axis_mask=new_axis_mask,
-        begin=begin,
-        end=end,
-        strides=strides,
-        begin_mask=begin_mask,
-        end_mask=end_mask,
-    )
-    return output, ((input, value), output)
-
-
-def _tensor_strided_slice_update_bwd(
-    shrink_axis_mask,
-    ellipsis_mask,
-    new_axis_mask,
-    begin,
-    end,
-    strides,
-    begin_mask,
-    end_mask,
-    saved,
-    grad,
-):
-    (input, value), output = saved
-    return tensor_strided_slice_update_vjp(
-        grad,
-        input,
-        value,
-        output=output,
-        shrink_axis_mask=shrink_axis_mask,
-        ellipsis_mask=ellipsis_mask,
-        new_axis_mask=new_axis_mask,
-        begin=begin,
-        end=end,
-        strides=strides,
-        begin_mask=begin_mask,
-        end_mask=end_mask,
-    )
-
-
-_tensor_strided_slice_update_custom_vjp.defvjp(
-    _tensor_strided_slice_update_fwd, _tensor_strided_slice_update_bwd
+_tensor_strided_slice_update_custom_vjp = _custom_vjp(
+    tensor_strided_slice_update_forward, tensor_strided_slice_update_vjp, "output"
 )

@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,6 +22,39 @@ _python_slice = slice  # the builtin: a module with an op named Slice defines it
 def _conj(x):
     """Complex conjugate; real arrays are returned as they are."""
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _sum_to_shape(g, shape):
@@ -91,7 +122,7 @@ def _mirrored(position, size, edge):
 
 def tile(input, *, multiples):
     """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:24); differentiated by tile_vjp."""
-    return _tile_custom_vjp(multiples, input)
+    return _tile_custom_vjp(input, multiples=multiples)
 
 
 def tile_forward(input, *, multiples):
@@ -186,27 +217,12 @@ def tile_vjp(grad, input, *, output=None, multiples):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _tile_custom_vjp(multiples, input):
-    return tile_forward(input, multiples=multiples)
-
-
-def _tile_fwd(multiples, input):
-    output = tile_forward(input, multiples=multiples)
-    return output, ((input,), output)
-
-
-def _tile_bwd(multiples, saved, grad):
-    (input,), output = saved
-    return tile_vjp(grad, input, output=output, multiples=multiples)
-
-
-_tile_custom_vjp.defvjp(_tile_fwd, _tile_bwd)
+_tile_custom_vjp = _custom_vjp(tile_forward, tile_vjp, "output")
 
 
 def mirror_pad(input, *, mode="REFLECT", paddings):
     """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:32); differentiated by mirror_pad_vjp."""
-    return _mirror_pad_custom_vjp(mode, paddings, input)
+    return _mirror_pad_custom_vjp(input, mode=mode, paddings=paddings)
 
 
 def mirror_pad_forward(input, *, mode="REFLECT", paddings):
@@ -322,27 +338,12 @@ def mirror_pad_vjp(grad, input, *, output=None, mode="REFLECT", paddings):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _mirror_pad_custom_vjp(mode, paddings, input):
-    return mirror_pad_forward(input, mode=mode, paddings=paddings)
-
-
-def _mirror_pad_fwd(mode, paddings, input):
-    output = mirror_pad_forward(input, mode=mode, paddings=paddings)
-    return output, ((input,), output)
-
-
-def _mirror_pad_bwd(mode, paddings, saved, grad):
-    (input,), output = saved
-    return mirror_pad_vjp(grad, input, output=output, mode=mode, paddings=paddings)
-
-
-_mirror_pad_custom_vjp.defvjp(_mirror_pad_fwd, _mirror_pad_bwd)
+_mirror_pad_custom_vjp = _custom_vjp(mirror_pad_forward, mirror_pad_vjp, "output")
 
 
 def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
     """MirrorPadGrad: MirrorPad's gradient: each entry of the padded `input` added to the entry it mirrors (declared at ops/array_more.py:51); differentiated by mirror_pad_backprop_vjp."""
-    return _mirror_pad_backprop_custom_vjp(mode, paddings, input)
+    return _mirror_pad_backprop_custom_vjp(input, mode=mode, paddings=paddings)
 
 
 def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
@@ -535,27 +536,14 @@ def mirror_pad_backprop_vjp(grad, input, *, output=None, mode="REFLECT", padding
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _mirror_pad_backprop_custom_vjp(mode, paddings, input):
-    return mirror_pad_backprop_forward(input, mode=mode, paddings=paddings)
-
-
-def _mirror_pad_backprop_fwd(mode, paddings, input):
-    output = mirror_pad_backprop_forward(input, mode=mode, paddings=paddings)
-    return output, ((input,), output)
-
-
-def _mirror_pad_backprop_bwd(mode, paddings, saved, grad):
-    (input,), output = saved
-    return mirror_pad_backprop_vjp(grad, input, output=output, mode=mode, paddings=paddings)
-
-
-_mirror_pad_backprop_custom_vjp.defvjp(_mirror_pad_backprop_fwd, _mirror_pad_backprop_bwd)
+_mirror_pad_backprop_custom_vjp = _custom_vjp(
+    mirror_pad_backprop_forward, mirror_pad_backprop_vjp, "output"
+)
 
 
 def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
     """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:76); differentiated by reverse_sequence_vjp."""
-    return _reverse_sequence_custom_vjp(seq_dim, batch_dim, input, seq_lengths)
+    return _reverse_sequence_custom_vjp(input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim)
 
 
 def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
@@ -651,24 +639,7 @@ def reverse_sequence_vjp(grad, input, seq_lengths, *, output=None, seq_dim=1, ba
     return grad_input, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _reverse_sequence_custom_vjp(seq_dim, batch_dim, input, seq_lengths):
-    return reverse_sequence_forward(input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim)
-
-
-def _reverse_sequence_fwd(seq_dim, batch_dim, input, seq_lengths):
-    output = reverse_sequence_forward(input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim)
-    return output, ((input, seq_lengths), output)
-
-
-def _reverse_sequence_bwd(seq_dim, batch_dim, saved, grad):
-    (input, seq_lengths), output = saved
-    return reverse_sequence_vjp(
-        grad, input, seq_lengths, output=output, seq_dim=seq_dim, batch_dim=batch_dim
-    )
-
-
-_reverse_sequence_custom_vjp.defvjp(_reverse_sequence_fwd, _reverse_sequence_bwd)
+_reverse_sequence_custom_vjp = _custom_vjp(reverse_sequence_forward, reverse_sequence_vjp, "output")
 
 
 def select_v2(condition, t, e):
@@ -696,26 +667,7 @@ def select_v2_vjp(grad, condition, t, e, *, output=None):
     return None, grad_t, grad_e
 
 
-@jax.custom_vjp
-def _select_v2_custom_vjp(condition, t, e):
-    return select_v2_forward(condition, t, e)
-
-
-def _select_v2_fwd(condition, t, e):
-    output = select_v2_forward(condition, t, e)
-    return output, ((condition, t, e), output)
-
-
-def _select_v2_bwd(saved, grad):
-    (condition, t, e), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(
-        None if g is None else _conj(g) for g in select_v2_vjp(grad, condition, t, e, output=output)
-    )
-
-
-_select_v2_custom_vjp.defvjp(_select_v2_fwd, _select_v2_bwd)
+_select_v2_custom_vjp = _custom_vjp(select_v2_forward, select_v2_vjp, "output")
 
 
 def select(condition, x, y):
@@ -763,23 +715,4 @@ def select_vjp(grad, condition, x, y, *, output=None):
     return None, grad_x, grad_y
 
 
-@jax.custom_vjp
-def _select_custom_vjp(condition, x, y):
-    return select_forward(condition, x, y)
-
-
-def _select_fwd(condition, x, y):
-    output = select_forward(condition, x, y)
-    return output, ((condition, x, y), output)
-
-
-def _select_bwd(saved, grad):
-    (condition, x, y), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(
-        None if g is None else _conj(g) for g in select_vjp(grad, condition, x, y, output=output)
-    )
-
-
-_select_custom_vjp.defvjp(_select_fwd, _select_bwd)
+_select_custom_vjp = _custom_vjp(select_forward, select_vjp, "output")

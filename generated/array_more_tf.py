@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +30,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -194,8 +252,54 @@ def _mirrored(position, size, edge):
     )
 
 
+def tile(input, *, multiples):
+    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:24), with its derived gradient tile_vjp."""
+    return _tile_custom_gradient(input, multiples=multiples)
+
+
+def tile_forward(input, *, multiples):
+    """Tile's formula."""
+    rank = len(input.shape)
+    multiples = tf.cast(multiples, tf.int64)
+    if rank == 1:
+        t0 = tf.shape(input, out_type=tf.int64)[-1]
+        output = tf.reshape(tf.broadcast_to(input, [multiples[0], t0]), [multiples[0] * t0])
+    elif rank == 2:
+        t0 = input[..., None, :]
+        t1 = tf.shape(input, out_type=tf.int64)[-2]
+        t2 = tf.shape(input, out_type=tf.int64)[-1]
+        output = tf.reshape(
+            tf.broadcast_to(t0, [multiples[0], t1, multiples[1], t2]),
+            [multiples[0] * t1, multiples[1] * t2],
+        )
+    elif rank == 3:
+        t0 = input[..., None, :, None, :]
+        t1 = tf.shape(input, out_type=tf.int64)[-3]
+        t2 = tf.shape(input, out_type=tf.int64)[-2]
+        t3 = tf.shape(input, out_type=tf.int64)[-1]
+        output = tf.reshape(
+            tf.broadcast_to(t0, [multiples[0], t1, multiples[1], t2, multiples[2], t3]),
+            [multiples[0] * t1, multiples[1] * t2, multiples[2] * t3],
+        )
+    elif rank == 4:
+        t0 = input[..., None, :, None, :, None, :]
+        t1 = tf.shape(input, out_type=tf.int64)[-4]
+        t2 = tf.shape(input, out_type=tf.int64)[-3]
+        t3 = tf.shape(input, out_type=tf.int64)[-2]
+        t4 = tf.shape(input, out_type=tf.int64)[-1]
+        output = tf.reshape(
+            tf.broadcast_to(
+                t0, [multiples[0], t1, multiples[1], t2, multiples[2], t3, multiples[3], t4]
+            ),
+            [multiples[0] * t1, multiples[1] * t2, multiples[2] * t3, multiples[3] * t4],
+        )
+    else:
+        raise ValueError(f"Tile: unsupported attributes rank={rank!r}")
+    return output
+
+
 def tile_vjp(grad, input, output, *, multiples):
-    """Gradient of Tile (declared at ops/array_more.py:24): one per input (input).
+    """Gradient of Tile: one per input (input).
 
     In index notation, next to the code computing it, per variant:
         rank=1:
@@ -323,69 +427,86 @@ def tile_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def tile(input, *, multiples):
-    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position), with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"multiples": multiples}
+def _tile_declares(input, *, multiples):
+    """Whether Tile's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     rank = len(input.shape)
     multiples = tf.cast(multiples, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return tile_vjp(grad, input, output, multiples=multiples)
-
-        kernel_outputs = (
-            _tf_kernel("Tile", 1, {"input": input}, kernel_attrs) if rank in (1, 2, 3, 4) else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if rank == 1:
-            t0 = tf.shape(input, out_type=tf.int64)[-1]
-            output = tf.reshape(tf.broadcast_to(input, [multiples[0], t0]), [multiples[0] * t0])
-        elif rank == 2:
-            t0 = input[..., None, :]
-            t1 = tf.shape(input, out_type=tf.int64)[-2]
-            t2 = tf.shape(input, out_type=tf.int64)[-1]
-            output = tf.reshape(
-                tf.broadcast_to(t0, [multiples[0], t1, multiples[1], t2]),
-                [multiples[0] * t1, multiples[1] * t2],
-            )
-        elif rank == 3:
-            t0 = input[..., None, :, None, :]
-            t1 = tf.shape(input, out_type=tf.int64)[-3]
-            t2 = tf.shape(input, out_type=tf.int64)[-2]
-            t3 = tf.shape(input, out_type=tf.int64)[-1]
-            output = tf.reshape(
-                tf.broadcast_to(t0, [multiples[0], t1, multiples[1], t2, multiples[2], t3]),
-                [multiples[0] * t1, multiples[1] * t2, multiples[2] * t3],
-            )
-        elif rank == 4:
-            t0 = input[..., None, :, None, :, None, :]
-            t1 = tf.shape(input, out_type=tf.int64)[-4]
-            t2 = tf.shape(input, out_type=tf.int64)[-3]
-            t3 = tf.shape(input, out_type=tf.int64)[-2]
-            t4 = tf.shape(input, out_type=tf.int64)[-1]
-            output = tf.reshape(
-                tf.broadcast_to(
-                    t0, [multiples[0], t1, multiples[1], t2, multiples[2], t3, multiples[3], t4]
-                ),
-                [multiples[0] * t1, multiples[1] * t2, multiples[2] * t3, multiples[3] * t4],
-            )
-        else:
-            raise ValueError(f"Tile: unsupported attributes rank={rank!r}")
-        return output, backward
-
-    return forward(input)
+    return rank in (1, 2, 3, 4)
 
 
+_tile_custom_gradient = _custom_gradient(
+    "Tile", "input", tile_forward, tile_vjp, "output", declares=_tile_declares
+)
 _register("Tile", tile_grad)
 
 
+def mirror_pad(input, *, mode="REFLECT", paddings):
+    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:32), with its derived gradient mirror_pad_vjp."""
+    return _mirror_pad_custom_gradient(input, mode=mode, paddings=paddings)
+
+
+def mirror_pad_forward(input, *, mode="REFLECT", paddings):
+    """MirrorPad's formula."""
+    rank = len(input.shape)
+    paddings = tf.cast(paddings, tf.int64)
+    t0 = tf.shape(input, out_type=tf.int64)[-1]
+    if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = paddings[0][0] + paddings[0][1] + t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = _mirrored(-paddings[0][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
+        output = _gather(input, t3, -1)
+    elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = paddings[1][0] + paddings[1][1] + t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = _mirrored(-paddings[1][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = paddings[0][0] + paddings[0][1] + t5
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = _mirrored(-paddings[0][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
+        output = _gather(t4, t8, -2)
+    elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = paddings[2][0] + paddings[2][1] + t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = _mirrored(-paddings[2][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = paddings[1][0] + paddings[1][1] + t5
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = _mirrored(-paddings[1][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = paddings[0][0] + paddings[0][1] + t10
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = _mirrored(-paddings[0][0] + t12, t10, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
+        output = _gather(t9, t13, -3)
+    elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = paddings[3][0] + paddings[3][1] + t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = _mirrored(-paddings[3][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = paddings[2][0] + paddings[2][1] + t5
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = _mirrored(-paddings[2][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = paddings[1][0] + paddings[1][1] + t10
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = _mirrored(-paddings[1][0] + t12, t10, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
+        t14 = _gather(t9, t13, -3)
+        t15 = tf.shape(input, out_type=tf.int64)[-4]
+        t16 = paddings[0][0] + paddings[0][1] + t15
+        t17 = tf.range(tf.cast(t16, tf.int64))
+        t18 = _mirrored(-paddings[0][0] + t17, t15, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
+        output = _gather(t14, t18, -4)
+    else:
+        raise ValueError(f"MirrorPad: unsupported attributes rank={rank!r}, mode={mode!r}")
+    return output
+
+
 def mirror_pad_vjp(grad, input, output, *, mode="REFLECT", paddings):
-    """Gradient of MirrorPad (declared at ops/array_more.py:32): one per input (input).
+    """Gradient of MirrorPad: one per input (input).
 
     In index notation, next to the code computing it, for rank=1, mode='REFLECT' (other values of
     mode change it):
@@ -445,90 +566,128 @@ def mirror_pad_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def mirror_pad(input, *, mode="REFLECT", paddings):
-    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"mode": mode, "paddings": paddings}
+def _mirror_pad_declares(input, *, mode="REFLECT", paddings):
+    """Whether MirrorPad's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     rank = len(input.shape)
     paddings = tf.cast(paddings, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return mirror_pad_vjp(grad, input, output, mode=mode, paddings=paddings)
-
-        kernel_outputs = (
-            _tf_kernel("MirrorPad", 1, {"input": input}, kernel_attrs)
-            if rank in (1, 2, 3, 4) and mode in ("REFLECT", "SYMMETRIC")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-1]
-        if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
-            t1 = paddings[0][0] + paddings[0][1] + t0
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = _mirrored(-paddings[0][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
-            output = _gather(input, t3, -1)
-        elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
-            t1 = paddings[1][0] + paddings[1][1] + t0
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = _mirrored(-paddings[1][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = paddings[0][0] + paddings[0][1] + t5
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = _mirrored(-paddings[0][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
-            output = _gather(t4, t8, -2)
-        elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
-            t1 = paddings[2][0] + paddings[2][1] + t0
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = _mirrored(-paddings[2][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = paddings[1][0] + paddings[1][1] + t5
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = _mirrored(-paddings[1][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
-            t9 = _gather(t4, t8, -2)
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = paddings[0][0] + paddings[0][1] + t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = _mirrored(-paddings[0][0] + t12, t10, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
-            output = _gather(t9, t13, -3)
-        elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
-            t1 = paddings[3][0] + paddings[3][1] + t0
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = _mirrored(-paddings[3][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = paddings[2][0] + paddings[2][1] + t5
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = _mirrored(-paddings[2][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
-            t9 = _gather(t4, t8, -2)
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = paddings[1][0] + paddings[1][1] + t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = _mirrored(-paddings[1][0] + t12, t10, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
-            t14 = _gather(t9, t13, -3)
-            t15 = tf.shape(input, out_type=tf.int64)[-4]
-            t16 = paddings[0][0] + paddings[0][1] + t15
-            t17 = tf.range(tf.cast(t16, tf.int64))
-            t18 = _mirrored(-paddings[0][0] + t17, t15, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
-            output = _gather(t14, t18, -4)
-        else:
-            raise ValueError(f"MirrorPad: unsupported attributes rank={rank!r}, mode={mode!r}")
-        return output, backward
-
-    return forward(input)
+    return rank in (1, 2, 3, 4) and mode in ("REFLECT", "SYMMETRIC")
 
 
+_mirror_pad_custom_gradient = _custom_gradient(
+    "MirrorPad",
+    "input",
+    mirror_pad_forward,
+    mirror_pad_vjp,
+    "output",
+    declares=_mirror_pad_declares,
+)
 _register("MirrorPad", mirror_pad_grad)
 
 
+def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
+    """MirrorPadGrad: MirrorPad's gradient: each entry of the padded `input` added to the entry it mirrors (declared at ops/array_more.py:51), with its derived gradient mirror_pad_backprop_vjp."""
+    return _mirror_pad_backprop_custom_gradient(input, mode=mode, paddings=paddings)
+
+
+def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
+    """MirrorPadGrad's formula."""
+    rank = len(input.shape)
+    paddings = tf.cast(paddings, tf.int64)
+    t0 = tf.shape(input, out_type=tf.int64)[-1]
+    t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+    if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[0][0] - paddings[0][1] + t0
+        t3 = _mirrored(
+            -paddings[0][0] + t2,
+            -paddings[0][0] - paddings[0][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+    elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[1][0] - paddings[1][1] + t0
+        t3 = _mirrored(
+            -paddings[1][0] + t2,
+            -paddings[1][0] - paddings[1][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = -paddings[0][0] - paddings[0][1] + t5
+        t7 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t8 = _mirrored(
+            -paddings[0][0] + t7,
+            -paddings[0][0] - paddings[0][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+    elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[2][0] - paddings[2][1] + t0
+        t3 = _mirrored(
+            -paddings[2][0] + t2,
+            -paddings[2][0] - paddings[2][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = -paddings[1][0] - paddings[1][1] + t5
+        t7 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t8 = _mirrored(
+            -paddings[1][0] + t7,
+            -paddings[1][0] - paddings[1][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = -paddings[0][0] - paddings[0][1] + t10
+        t12 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t13 = _mirrored(
+            -paddings[0][0] + t12,
+            -paddings[0][0] - paddings[0][1] + t10,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
+    elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        t1 = -paddings[3][0] - paddings[3][1] + t0
+        t3 = _mirrored(
+            -paddings[3][0] + t2,
+            -paddings[3][0] - paddings[3][1] + t0,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = -paddings[2][0] - paddings[2][1] + t5
+        t7 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t8 = _mirrored(
+            -paddings[2][0] + t7,
+            -paddings[2][0] - paddings[2][1] + t5,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = -paddings[1][0] - paddings[1][1] + t10
+        t12 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t13 = _mirrored(
+            -paddings[1][0] + t12,
+            -paddings[1][0] - paddings[1][1] + t10,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        t14 = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
+        t15 = tf.shape(input, out_type=tf.int64)[-4]
+        t16 = -paddings[0][0] - paddings[0][1] + t15
+        t17 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+        t18 = _mirrored(
+            -paddings[0][0] + t17,
+            -paddings[0][0] - paddings[0][1] + t15,
+            {"REFLECT": 1, "SYMMETRIC": 0}[mode],
+        )
+        output = _scatter_add(t14, t18, 3, t16)  # no gather form: an explicit scatter-add
+    else:
+        raise ValueError(f"MirrorPadGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
+    return output
+
+
 def mirror_pad_backprop_vjp(grad, input, output, *, mode="REFLECT", paddings):
-    """Gradient of MirrorPadGrad (declared at ops/array_more.py:51): one per input (input).
+    """Gradient of MirrorPadGrad: one per input (input).
 
     In index notation, next to the code computing it, for rank=1, mode='REFLECT' (other values of
     mode change it):
@@ -628,127 +787,76 @@ def mirror_pad_backprop_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
-    """MirrorPadGrad: MirrorPad's gradient: each entry of the padded `input` added to the entry it mirrors, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"mode": mode, "paddings": paddings}
+def _mirror_pad_backprop_declares(input, *, mode="REFLECT", paddings):
+    """Whether MirrorPadGrad's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     rank = len(input.shape)
     paddings = tf.cast(paddings, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return mirror_pad_backprop_vjp(grad, input, output, mode=mode, paddings=paddings)
-
-        kernel_outputs = (
-            _tf_kernel("MirrorPadGrad", 1, {"input": input}, kernel_attrs)
-            if rank in (1, 2, 3, 4) and mode in ("REFLECT", "SYMMETRIC")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-        if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
-            t1 = -paddings[0][0] - paddings[0][1] + t0
-            t3 = _mirrored(
-                -paddings[0][0] + t2,
-                -paddings[0][0] - paddings[0][1] + t0,
-                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
-            )
-            output = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
-        elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
-            t1 = -paddings[1][0] - paddings[1][1] + t0
-            t3 = _mirrored(
-                -paddings[1][0] + t2,
-                -paddings[1][0] - paddings[1][1] + t0,
-                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
-            )
-            t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = -paddings[0][0] - paddings[0][1] + t5
-            t7 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t8 = _mirrored(
-                -paddings[0][0] + t7,
-                -paddings[0][0] - paddings[0][1] + t5,
-                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
-            )
-            output = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
-        elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
-            t1 = -paddings[2][0] - paddings[2][1] + t0
-            t3 = _mirrored(
-                -paddings[2][0] + t2,
-                -paddings[2][0] - paddings[2][1] + t0,
-                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
-            )
-            t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = -paddings[1][0] - paddings[1][1] + t5
-            t7 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t8 = _mirrored(
-                -paddings[1][0] + t7,
-                -paddings[1][0] - paddings[1][1] + t5,
-                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
-            )
-            t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = -paddings[0][0] - paddings[0][1] + t10
-            t12 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-            t13 = _mirrored(
-                -paddings[0][0] + t12,
-                -paddings[0][0] - paddings[0][1] + t10,
-                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
-            )
-            output = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
-        elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
-            t1 = -paddings[3][0] - paddings[3][1] + t0
-            t3 = _mirrored(
-                -paddings[3][0] + t2,
-                -paddings[3][0] - paddings[3][1] + t0,
-                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
-            )
-            t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = -paddings[2][0] - paddings[2][1] + t5
-            t7 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t8 = _mirrored(
-                -paddings[2][0] + t7,
-                -paddings[2][0] - paddings[2][1] + t5,
-                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
-            )
-            t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = -paddings[1][0] - paddings[1][1] + t10
-            t12 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-            t13 = _mirrored(
-                -paddings[1][0] + t12,
-                -paddings[1][0] - paddings[1][1] + t10,
-                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
-            )
-            t14 = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
-            t15 = tf.shape(input, out_type=tf.int64)[-4]
-            t16 = -paddings[0][0] - paddings[0][1] + t15
-            t17 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
-            t18 = _mirrored(
-                -paddings[0][0] + t17,
-                -paddings[0][0] - paddings[0][1] + t15,
-                {"REFLECT": 1, "SYMMETRIC": 0}[mode],
-            )
-            output = _scatter_add(t14, t18, 3, t16)  # no gather form: an explicit scatter-add
-        else:
-            raise ValueError(f"MirrorPadGrad: unsupported attributes rank={rank!r}, mode={mode!r}")
-        return output, backward
-
-    return forward(input)
+    return rank in (1, 2, 3, 4) and mode in ("REFLECT", "SYMMETRIC")
 
 
+_mirror_pad_backprop_custom_gradient = _custom_gradient(
+    "MirrorPadGrad",
+    "input",
+    mirror_pad_backprop_forward,
+    mirror_pad_backprop_vjp,
+    "output",
+    declares=_mirror_pad_backprop_declares,
+)
 _register("MirrorPadGrad", mirror_pad_backprop_grad)
 
 
+def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
+    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:76), with its derived gradient reverse_sequence_vjp."""
+    return _reverse_sequence_custom_gradient(
+        input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim
+    )
+
+
+def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
+    """ReverseSequence's formula."""
+    if batch_dim != 0:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
+    t0 = tf.shape(input, out_type=tf.int64)[-3]
+    t1 = tf.shape(input, out_type=tf.int64)[-2]
+    t2 = tf.shape(input, out_type=tf.int64)[-1]
+    t4 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+    t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+    if seq_dim == 1:
+        t3 = tf.reshape(input, [t0 * t1, t2])
+        t5 = t4[..., None]
+        t7 = seq_lengths[..., None]
+        t8 = tf.cast(t7, tf.int64)
+        t9 = tf.where(t6 < t8, -t6 + t8 - 1, t6)
+        t10 = tf.cast(t5, tf.int64)
+        t11 = tf.cast(t9, tf.int64)
+        t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
+        output = _gather(t3, t12, -2)
+    elif seq_dim == 2:
+        t3 = tf.reshape(input, [t0 * t1 * t2])
+        t5 = t4[..., None, None]
+        t7 = t6[..., None]
+        t8 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+        t9 = seq_lengths[..., None, None]
+        t10 = tf.cast(t9, tf.int64)
+        t11 = tf.where(t10 > t8, t10 - t8 - 1, t8)
+        t12 = tf.cast(t5, tf.int64)
+        t13 = tf.cast(t7, tf.int64)
+        t14 = tf.cast(t11, tf.int64)
+        t15 = tf.where(
+            (t14 >= 0) & (t14 < t2), t14 + t2 * (t1 * t12 + t13), tf.constant(-1, tf.int64)
+        )
+        output = _gather(t3, t15, -1)
+    else:
+        raise ValueError(
+            f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
+        )
+    return output
+
+
 def reverse_sequence_vjp(grad, input, seq_lengths, output, *, seq_dim=1, batch_dim=0):
-    """Gradient of ReverseSequence (declared at ops/array_more.py:76): one per input (input, seq_lengths).
+    """Gradient of ReverseSequence: one per input (input, seq_lengths).
 
     In index notation, next to the code computing it, for seq_dim=1, batch_dim=0 (other values of
     seq_dim, batch_dim change it):
@@ -825,78 +933,35 @@ def reverse_sequence_grad(op, grad):
     )
 
 
-def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
-    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are:, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input, seq_lengths):
-        def backward(grad):
-            return reverse_sequence_vjp(
-                grad, input, seq_lengths, output, seq_dim=seq_dim, batch_dim=batch_dim
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "ReverseSequence",
-                1,
-                {"input": input, "seq_lengths": seq_lengths},
-                {"seq_dim": seq_dim, "batch_dim": batch_dim},
-            )
-            if seq_dim in (1, 2) and batch_dim in (0,)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if batch_dim != 0:
-            raise ValueError(
-                f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
-            )
-        t0 = tf.shape(input, out_type=tf.int64)[-3]
-        t1 = tf.shape(input, out_type=tf.int64)[-2]
-        t2 = tf.shape(input, out_type=tf.int64)[-1]
-        t4 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        if seq_dim == 1:
-            t3 = tf.reshape(input, [t0 * t1, t2])
-            t5 = t4[..., None]
-            t7 = seq_lengths[..., None]
-            t8 = tf.cast(t7, tf.int64)
-            t9 = tf.where(t6 < t8, -t6 + t8 - 1, t6)
-            t10 = tf.cast(t5, tf.int64)
-            t11 = tf.cast(t9, tf.int64)
-            t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
-            output = _gather(t3, t12, -2)
-        elif seq_dim == 2:
-            t3 = tf.reshape(input, [t0 * t1 * t2])
-            t5 = t4[..., None, None]
-            t7 = t6[..., None]
-            t8 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-            t9 = seq_lengths[..., None, None]
-            t10 = tf.cast(t9, tf.int64)
-            t11 = tf.where(t10 > t8, t10 - t8 - 1, t8)
-            t12 = tf.cast(t5, tf.int64)
-            t13 = tf.cast(t7, tf.int64)
-            t14 = tf.cast(t11, tf.int64)
-            t15 = tf.where(
-                (t14 >= 0) & (t14 < t2), t14 + t2 * (t1 * t12 + t13), tf.constant(-1, tf.int64)
-            )
-            output = _gather(t3, t15, -1)
-        else:
-            raise ValueError(
-                f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
-            )
-        return output, backward
-
-    return forward(input, seq_lengths)
+def _reverse_sequence_declares(input, seq_lengths, *, seq_dim=1, batch_dim=0):
+    """Whether ReverseSequence's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return seq_dim in (1, 2) and batch_dim in (0,)
 
 
+_reverse_sequence_custom_gradient = _custom_gradient(
+    "ReverseSequence",
+    "input seq_lengths",
+    reverse_sequence_forward,
+    reverse_sequence_vjp,
+    "output",
+    declares=_reverse_sequence_declares,
+)
 _register("ReverseSequence", reverse_sequence_grad)
 
 
+def select_v2(condition, t, e):
+    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:91), with its derived gradient select_v2_vjp."""
+    return _select_v2_custom_gradient(condition, t, e)
+
+
+def select_v2_forward(condition, t, e):
+    """SelectV2's formula."""
+    output = tf.where(condition, t, e)
+    return output
+
+
 def select_v2_vjp(grad, condition, t, e, output):
-    """Gradient of SelectV2 (declared at ops/array_more.py:91): one per input (condition, t, e).
+    """Gradient of SelectV2: one per input (condition, t, e).
 
     In index notation, next to the code computing it:
         grad_t = (grad if condition else 0)
@@ -914,50 +979,52 @@ def select_v2_grad(op, grad):
     return select_v2_vjp(grad, *op.inputs, *op.outputs)
 
 
-def select_v2(condition, t, e):
-    """SelectV2: output = t where condition, else e (numpy's where), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(condition, t, e):
-        def backward(grad):
-            return select_v2_vjp(grad, condition, t, e, output)
-
-        kernel_outputs = _tf_kernel("SelectV2", 1, {"condition": condition, "t": t, "e": e}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = tf.where(condition, t, e)
-        return output, backward
-
-    return forward(condition, t, e)
-
-
+_select_v2_custom_gradient = _custom_gradient(
+    "SelectV2", "condition t e", select_v2_forward, select_v2_vjp, "output"
+)
 _register("SelectV2", select_v2_grad)
 
 
+def select(condition, x, y):
+    """Select: output = x where condition, else y, of one shape; a vector condition chooses whole rows (declared at ops/array_more.py:99), with its derived gradient select_vjp."""
+    return _select_custom_gradient(condition, x, y)
+
+
+def select_forward(condition, x, y):
+    """Select's formula."""
+    rank = len(condition.shape)
+    if rank == 1:
+        t0 = condition[..., None]
+        output = tf.where(t0, x, y)
+    elif rank == 2:
+        output = tf.where(condition, x, y)
+    else:
+        raise ValueError(f"Select: unsupported attributes rank={rank!r}")
+    return output
+
+
 def select_vjp(grad, condition, x, y, output):
-    """Gradient of Select (declared at ops/array_more.py:99): one per input (condition, x, y).
+    """Gradient of Select: one per input (condition, x, y).
 
     In index notation, next to the code computing it, per variant:
         rank=1:
             grad_x[i0, i1] = grad[i0, i1] * mask(condition[i0])
-                i.e. `grad * tf.where(t0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+                i.e. `grad * tf.cast(t0, grad.dtype)`
             grad_y[i0, i1] = grad[i0, i1] * (0 if condition[i0] else 1)
                 i.e. `grad * tf.where(t0, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))`
         rank=2:
             grad_x[i0, i1] = grad[i0, i1] * mask(condition[i0, i1])
-                i.e. `grad * tf.where(condition, tf.constant(1, grad.dtype), tf.constant(0, ...`
+                i.e. `grad * tf.cast(condition, grad.dtype)`
             grad_y[i0, i1] = grad[i0, i1] * (0 if condition[i0, i1] else 1)
                 i.e. `grad * tf.where(condition, tf.constant(0, grad.dtype), tf.constant(1, ...`
     """
     rank = len(condition.shape)
     if rank == 1:
         t0 = condition[..., None]
-        grad_x = grad * tf.where(t0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_x = grad * tf.cast(t0, grad.dtype)
         grad_y = grad * tf.where(t0, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
     elif rank == 2:
-        grad_x = grad * tf.where(condition, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_x = grad * tf.cast(condition, grad.dtype)
         grad_y = grad * tf.where(condition, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
     else:
         raise ValueError(f"Select: unsupported attributes rank={rank!r}")
@@ -969,36 +1036,13 @@ def select_grad(op, grad):
     return select_vjp(grad, *op.inputs, *op.outputs)
 
 
-def select(condition, x, y):
-    """Select: output = x where condition, else y, of one shape; a vector condition chooses whole rows, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {}
+def _select_declares(condition, x, y):
+    """Whether Select's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     rank = len(condition.shape)
-
-    @tf.custom_gradient
-    def forward(condition, x, y):
-        def backward(grad):
-            return select_vjp(grad, condition, x, y, output)
-
-        kernel_outputs = (
-            _tf_kernel("Select", 1, {"condition": condition, "x": x, "y": y}, kernel_attrs)
-            if rank in (1, 2)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if rank == 1:
-            t0 = condition[..., None]
-            output = tf.where(t0, x, y)
-        elif rank == 2:
-            output = tf.where(condition, x, y)
-        else:
-            raise ValueError(f"Select: unsupported attributes rank={rank!r}")
-        return output, backward
-
-    return forward(condition, x, y)
+    return rank in (1, 2)
 
 
+_select_custom_gradient = _custom_gradient(
+    "Select", "condition x y", select_forward, select_vjp, "output", declares=_select_declares
+)
 _register("Select", select_grad)

@@ -21,6 +21,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
     `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
@@ -93,7 +168,7 @@ def _mirrored(position, size, edge):
 
 def tile(input, *, multiples):
     """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:24); differentiated by tile_vjp."""
-    return _TileFunction.apply(multiples, input)
+    return _tile_autograd(input, multiples=multiples)
 
 
 def tile_forward(input, *, multiples):
@@ -188,29 +263,12 @@ def tile_vjp(grad, input, *, output=None, multiples):
     return (grad_input,)
 
 
-class _TileFunction(torch.autograd.Function):
-    """Tile for autograd: the backward is tile_vjp."""
-
-    @staticmethod
-    def forward(multiples, input):
-        return tile_forward(input, multiples=multiples)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (multiples,) = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = tile_vjp(grad, input, multiples=multiples)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_tile_autograd = _autograd_function("Tile", tile_forward, tile_vjp, "output")
 
 
 def mirror_pad(input, *, mode="REFLECT", paddings):
     """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:32); differentiated by mirror_pad_vjp."""
-    return _MirrorPadFunction.apply(mode, paddings, input)
+    return _mirror_pad_autograd(input, mode=mode, paddings=paddings)
 
 
 def mirror_pad_forward(input, *, mode="REFLECT", paddings):
@@ -326,29 +384,12 @@ def mirror_pad_vjp(grad, input, *, output=None, mode="REFLECT", paddings):
     return (grad_input,)
 
 
-class _MirrorPadFunction(torch.autograd.Function):
-    """MirrorPad for autograd: the backward is mirror_pad_vjp."""
-
-    @staticmethod
-    def forward(mode, paddings, input):
-        return mirror_pad_forward(input, mode=mode, paddings=paddings)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        mode, paddings = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = mirror_pad_vjp(grad, input, mode=mode, paddings=paddings)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_mirror_pad_autograd = _autograd_function("MirrorPad", mirror_pad_forward, mirror_pad_vjp, "output")
 
 
 def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
     """MirrorPadGrad: MirrorPad's gradient: each entry of the padded `input` added to the entry it mirrors (declared at ops/array_more.py:51); differentiated by mirror_pad_backprop_vjp."""
-    return _MirrorPadGradFunction.apply(mode, paddings, input)
+    return _mirror_pad_backprop_autograd(input, mode=mode, paddings=paddings)
 
 
 def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
@@ -541,29 +582,14 @@ def mirror_pad_backprop_vjp(grad, input, *, output=None, mode="REFLECT", padding
     return (grad_input,)
 
 
-class _MirrorPadGradFunction(torch.autograd.Function):
-    """MirrorPadGrad for autograd: the backward is mirror_pad_backprop_vjp."""
-
-    @staticmethod
-    def forward(mode, paddings, input):
-        return mirror_pad_backprop_forward(input, mode=mode, paddings=paddings)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        mode, paddings = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = mirror_pad_backprop_vjp(grad, input, mode=mode, paddings=paddings)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_mirror_pad_backprop_autograd = _autograd_function(
+    "MirrorPadGrad", mirror_pad_backprop_forward, mirror_pad_backprop_vjp, "output"
+)
 
 
 def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
     """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:76); differentiated by reverse_sequence_vjp."""
-    return _ReverseSequenceFunction.apply(seq_dim, batch_dim, input, seq_lengths)
+    return _reverse_sequence_autograd(input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim)
 
 
 def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
@@ -659,29 +685,14 @@ def reverse_sequence_vjp(grad, input, seq_lengths, *, output=None, seq_dim=1, ba
     return grad_input, None
 
 
-class _ReverseSequenceFunction(torch.autograd.Function):
-    """ReverseSequence for autograd: the backward is reverse_sequence_vjp."""
-
-    @staticmethod
-    def forward(seq_dim, batch_dim, input, seq_lengths):
-        return reverse_sequence_forward(input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        seq_dim, batch_dim = ctx.attrs
-        input, seq_lengths = ctx.saved_tensors
-        grads = reverse_sequence_vjp(grad, input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_reverse_sequence_autograd = _autograd_function(
+    "ReverseSequence", reverse_sequence_forward, reverse_sequence_vjp, "output"
+)
 
 
 def select_v2(condition, t, e):
     """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:91); differentiated by select_v2_vjp."""
-    return _SelectV2Function.apply(condition, t, e)
+    return _select_v2_autograd(condition, t, e)
 
 
 def select_v2_forward(condition, t, e):
@@ -704,27 +715,12 @@ def select_v2_vjp(grad, condition, t, e, *, output=None):
     return None, grad_t, grad_e
 
 
-class _SelectV2Function(torch.autograd.Function):
-    """SelectV2 for autograd: the backward is select_v2_vjp."""
-
-    @staticmethod
-    def forward(condition, t, e):
-        return select_v2_forward(condition, t, e)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        condition, t, e = ctx.saved_tensors
-        grads = select_v2_vjp(grad, condition, t, e)
-        return _needed(grads, ctx.needs_input_grad)
+_select_v2_autograd = _autograd_function("SelectV2", select_v2_forward, select_v2_vjp, "output")
 
 
 def select(condition, x, y):
     """Select: output = x where condition, else y, of one shape; a vector condition chooses whole rows (declared at ops/array_more.py:99); differentiated by select_vjp."""
-    return _SelectFunction.apply(condition, x, y)
+    return _select_autograd(condition, x, y)
 
 
 def select_forward(condition, x, y):
@@ -767,19 +763,4 @@ def select_vjp(grad, condition, x, y, *, output=None):
     return None, grad_x, grad_y
 
 
-class _SelectFunction(torch.autograd.Function):
-    """Select for autograd: the backward is select_vjp."""
-
-    @staticmethod
-    def forward(condition, x, y):
-        return select_forward(condition, x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        condition, x, y = ctx.saved_tensors
-        grads = select_vjp(grad, condition, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_select_autograd = _autograd_function("Select", select_forward, select_vjp, "output")

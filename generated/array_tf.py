@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +30,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -228,8 +286,73 @@ def _slice_start(size, begin, stride, masked):
     )
 
 
+def pad(input, *, paddings):
+    """Pad: Zeros around the input: `paddings[k]` holds (before, after) for axis k (declared at ops/array.py:26), with its derived gradient pad_vjp."""
+    return _pad_custom_gradient(input, paddings=paddings)
+
+
+def pad_forward(input, *, paddings):
+    """Pad's formula."""
+    rank = len(input.shape)
+    paddings = tf.cast(paddings, tf.int64)
+    t0 = tf.shape(input, out_type=tf.int64)[-1]
+    if rank == 1:
+        t1 = paddings[0][0] + paddings[0][1] + t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = -paddings[0][0] + t2
+        output = _gather(input, t3, -1)
+    elif rank == 2:
+        t1 = paddings[1][0] + paddings[1][1] + t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = -paddings[1][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = paddings[0][0] + paddings[0][1] + t5
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = -paddings[0][0] + t7
+        output = _gather(t4, t8, -2)
+    elif rank == 3:
+        t1 = paddings[2][0] + paddings[2][1] + t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = -paddings[2][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = paddings[1][0] + paddings[1][1] + t5
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = -paddings[1][0] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = paddings[0][0] + paddings[0][1] + t10
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = -paddings[0][0] + t12
+        output = _gather(t9, t13, -3)
+    elif rank == 4:
+        t1 = paddings[3][0] + paddings[3][1] + t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = -paddings[3][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = paddings[2][0] + paddings[2][1] + t5
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = -paddings[2][0] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = paddings[1][0] + paddings[1][1] + t10
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = -paddings[1][0] + t12
+        t14 = _gather(t9, t13, -3)
+        t15 = tf.shape(input, out_type=tf.int64)[-4]
+        t16 = paddings[0][0] + paddings[0][1] + t15
+        t17 = tf.range(tf.cast(t16, tf.int64))
+        t18 = -paddings[0][0] + t17
+        output = _gather(t14, t18, -4)
+    else:
+        raise ValueError(f"Pad: unsupported attributes rank={rank!r}")
+    return output
+
+
 def pad_vjp(grad, input, output, *, paddings):
-    """Gradient of Pad (declared at ops/array.py:26): one per input (input).
+    """Gradient of Pad: one per input (input).
 
     In index notation, next to the code computing it, for rank=1 (other values of  change it):
         grad_input[i] = grad[paddings[0][0] + i], i.e. `_gather(grad, t1, -1)`
@@ -278,93 +401,125 @@ def pad_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def pad(input, *, paddings):
-    """Pad: Zeros around the input: `paddings[k]` holds (before, after) for axis k, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"paddings": paddings}
+def _pad_declares(input, *, paddings):
+    """Whether Pad's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     rank = len(input.shape)
     paddings = tf.cast(paddings, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return pad_vjp(grad, input, output, paddings=paddings)
-
-        kernel_outputs = (
-            _tf_kernel("Pad", 1, {"input": input}, kernel_attrs) if rank in (1, 2, 3, 4) else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-1]
-        if rank == 1:
-            t1 = paddings[0][0] + paddings[0][1] + t0
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = -paddings[0][0] + t2
-            output = _gather(input, t3, -1)
-        elif rank == 2:
-            t1 = paddings[1][0] + paddings[1][1] + t0
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = -paddings[1][0] + t2
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = paddings[0][0] + paddings[0][1] + t5
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = -paddings[0][0] + t7
-            output = _gather(t4, t8, -2)
-        elif rank == 3:
-            t1 = paddings[2][0] + paddings[2][1] + t0
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = -paddings[2][0] + t2
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = paddings[1][0] + paddings[1][1] + t5
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = -paddings[1][0] + t7
-            t9 = _gather(t4, t8, -2)
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = paddings[0][0] + paddings[0][1] + t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = -paddings[0][0] + t12
-            output = _gather(t9, t13, -3)
-        elif rank == 4:
-            t1 = paddings[3][0] + paddings[3][1] + t0
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = -paddings[3][0] + t2
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = paddings[2][0] + paddings[2][1] + t5
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = -paddings[2][0] + t7
-            t9 = _gather(t4, t8, -2)
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = paddings[1][0] + paddings[1][1] + t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = -paddings[1][0] + t12
-            t14 = _gather(t9, t13, -3)
-            t15 = tf.shape(input, out_type=tf.int64)[-4]
-            t16 = paddings[0][0] + paddings[0][1] + t15
-            t17 = tf.range(tf.cast(t16, tf.int64))
-            t18 = -paddings[0][0] + t17
-            output = _gather(t14, t18, -4)
-        else:
-            raise ValueError(f"Pad: unsupported attributes rank={rank!r}")
-        return output, backward
-
-    return forward(input)
+    return rank in (1, 2, 3, 4)
 
 
+_pad_custom_gradient = _custom_gradient(
+    "Pad", "input", pad_forward, pad_vjp, "output", declares=_pad_declares
+)
 _register("Pad", pad_grad)
 
 
+def pad_v2(input, *, paddings, constant_values):
+    """PadV2: Pad with `constant_values` around the input instead of zeros: a number read at run (declared at ops/array.py:38), with its derived gradient pad_v2_vjp."""
+    return _pad_v2_custom_gradient(input, paddings=paddings, constant_values=constant_values)
+
+
+def pad_v2_forward(input, *, paddings, constant_values):
+    """PadV2's formula."""
+    rank = len(input.shape)
+    paddings = tf.cast(paddings, tf.int64)
+    t0 = tf.shape(input, out_type=tf.int64)[-1]
+    if rank == 1:
+        t1 = paddings[0][0] + paddings[0][1] + t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = -paddings[0][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = (paddings[0][0] <= t2) & (t2 < paddings[0][0] + t0)
+        output = tf.where(t5, t4, constant_values)
+    elif rank == 2:
+        t1 = paddings[1][0] + paddings[1][1] + t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = -paddings[1][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = paddings[0][0] + paddings[0][1] + t5
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = -paddings[0][0] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = t7[..., None]
+        t11 = (
+            (paddings[0][0] <= t10)
+            & (paddings[1][0] <= t2)
+            & (t10 < paddings[0][0] + t5)
+            & (t2 < paddings[1][0] + t0)
+        )
+        output = tf.where(t11, t9, constant_values)
+    elif rank == 3:
+        t1 = paddings[2][0] + paddings[2][1] + t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = -paddings[2][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = paddings[1][0] + paddings[1][1] + t5
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = -paddings[1][0] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = paddings[0][0] + paddings[0][1] + t10
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = -paddings[0][0] + t12
+        t14 = _gather(t9, t13, -3)
+        t15 = t12[..., None, None]
+        t16 = t7[..., None]
+        t17 = (
+            (paddings[0][0] <= t15)
+            & (paddings[1][0] <= t16)
+            & (paddings[2][0] <= t2)
+            & (t15 < paddings[0][0] + t10)
+            & (t16 < paddings[1][0] + t5)
+            & (t2 < paddings[2][0] + t0)
+        )
+        output = tf.where(t17, t14, constant_values)
+    elif rank == 4:
+        t1 = paddings[3][0] + paddings[3][1] + t0
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = -paddings[3][0] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = paddings[2][0] + paddings[2][1] + t5
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = -paddings[2][0] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = paddings[1][0] + paddings[1][1] + t10
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = -paddings[1][0] + t12
+        t14 = _gather(t9, t13, -3)
+        t15 = tf.shape(input, out_type=tf.int64)[-4]
+        t16 = paddings[0][0] + paddings[0][1] + t15
+        t17 = tf.range(tf.cast(t16, tf.int64))
+        t18 = -paddings[0][0] + t17
+        t19 = _gather(t14, t18, -4)
+        t20 = t17[..., None, None, None]
+        t21 = t12[..., None, None]
+        t22 = t7[..., None]
+        t23 = (
+            (paddings[0][0] <= t20)
+            & (paddings[1][0] <= t21)
+            & (paddings[2][0] <= t22)
+            & (paddings[3][0] <= t2)
+            & (t2 < paddings[3][0] + t0)
+            & (t20 < paddings[0][0] + t15)
+            & (t21 < paddings[1][0] + t10)
+            & (t22 < paddings[2][0] + t5)
+        )
+        output = tf.where(t23, t19, constant_values)
+    else:
+        raise ValueError(f"PadV2: unsupported attributes rank={rank!r}")
+    return output
+
+
 def pad_v2_vjp(grad, input, output, *, paddings, constant_values):
-    """Gradient of PadV2 (declared at ops/array.py:38): one per input (input).
+    """Gradient of PadV2: one per input (input).
 
     In index notation, next to the code computing it, for rank=1 (other values of  change it):
         grad_input[i] = grad[paddings[0][0] + i] * (1 if paddings[0][0] <= paddings[0][0] + i and
-            paddings[0][0] + D0 > paddings[0][0] + i else 0)
-            i.e. `t2 * tf.where(t4, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+            paddings[0][0] + D0 > paddings[0][0] + i else 0), i.e. `t2 * tf.cast(t4, grad.dtype)`
     """
     rank = len(input.shape)
     paddings = tf.cast(paddings, tf.int64)
@@ -374,7 +529,7 @@ def pad_v2_vjp(grad, input, output, *, paddings, constant_values):
         t2 = _gather(grad, t1, -1)
         t3 = tf.shape(input, out_type=tf.int64)[-1]
         t4 = (paddings[0][0] <= paddings[0][0] + t0) & (paddings[0][0] + t3 > paddings[0][0] + t0)
-        grad_input = t2 * tf.where(t4, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_input = t2 * tf.cast(t4, grad.dtype)
     elif rank == 2:
         t1 = paddings[1][0] + t0
         t2 = _gather(grad, t1, -1)
@@ -390,7 +545,7 @@ def pad_v2_vjp(grad, input, output, *, paddings, constant_values):
             & (paddings[0][0] + t7 > paddings[0][0] + t6)
             & (paddings[1][0] + t8 > paddings[1][0] + t0)
         )
-        grad_input = t5 * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_input = t5 * tf.cast(t9, grad.dtype)
     elif rank == 3:
         t1 = paddings[2][0] + t0
         t2 = _gather(grad, t1, -1)
@@ -413,7 +568,7 @@ def pad_v2_vjp(grad, input, output, *, paddings, constant_values):
             & (paddings[1][0] + t12 > paddings[1][0] + t10)
             & (paddings[2][0] + t13 > paddings[2][0] + t0)
         )
-        grad_input = t8 * tf.where(t14, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_input = t8 * tf.cast(t14, grad.dtype)
     elif rank == 4:
         t1 = paddings[3][0] + t0
         t2 = _gather(grad, t1, -1)
@@ -443,7 +598,7 @@ def pad_v2_vjp(grad, input, output, *, paddings, constant_values):
             & (paddings[2][0] + t17 > paddings[2][0] + t14)
             & (paddings[3][0] + t18 > paddings[3][0] + t0)
         )
-        grad_input = t11 * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_input = t11 * tf.cast(t19, grad.dtype)
     else:
         raise ValueError(f"PadV2: unsupported attributes rank={rank!r}")
     return (grad_input,)
@@ -461,125 +616,87 @@ def pad_v2_grad(op, grad):
     return _insert_none(grads, (1, 2))
 
 
-def pad_v2(input, *, paddings, constant_values):
-    """PadV2: Pad with `constant_values` around the input instead of zeros: a number read at run, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"paddings": paddings, "constant_values": constant_values}
+def _pad_v2_declares(input, *, paddings, constant_values):
+    """Whether PadV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     rank = len(input.shape)
     paddings = tf.cast(paddings, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return pad_v2_vjp(
-                grad, input, output, paddings=paddings, constant_values=constant_values
-            )
-
-        kernel_outputs = (
-            _tf_kernel("PadV2", 1, {"input": input}, kernel_attrs) if rank in (1, 2, 3, 4) else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-1]
-        if rank == 1:
-            t1 = paddings[0][0] + paddings[0][1] + t0
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = -paddings[0][0] + t2
-            t4 = _gather(input, t3, -1)
-            t5 = (paddings[0][0] <= t2) & (t2 < paddings[0][0] + t0)
-            output = tf.where(t5, t4, constant_values)
-        elif rank == 2:
-            t1 = paddings[1][0] + paddings[1][1] + t0
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = -paddings[1][0] + t2
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = paddings[0][0] + paddings[0][1] + t5
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = -paddings[0][0] + t7
-            t9 = _gather(t4, t8, -2)
-            t10 = t7[..., None]
-            t11 = (
-                (paddings[0][0] <= t10)
-                & (paddings[1][0] <= t2)
-                & (t10 < paddings[0][0] + t5)
-                & (t2 < paddings[1][0] + t0)
-            )
-            output = tf.where(t11, t9, constant_values)
-        elif rank == 3:
-            t1 = paddings[2][0] + paddings[2][1] + t0
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = -paddings[2][0] + t2
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = paddings[1][0] + paddings[1][1] + t5
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = -paddings[1][0] + t7
-            t9 = _gather(t4, t8, -2)
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = paddings[0][0] + paddings[0][1] + t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = -paddings[0][0] + t12
-            t14 = _gather(t9, t13, -3)
-            t15 = t12[..., None, None]
-            t16 = t7[..., None]
-            t17 = (
-                (paddings[0][0] <= t15)
-                & (paddings[1][0] <= t16)
-                & (paddings[2][0] <= t2)
-                & (t15 < paddings[0][0] + t10)
-                & (t16 < paddings[1][0] + t5)
-                & (t2 < paddings[2][0] + t0)
-            )
-            output = tf.where(t17, t14, constant_values)
-        elif rank == 4:
-            t1 = paddings[3][0] + paddings[3][1] + t0
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = -paddings[3][0] + t2
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = paddings[2][0] + paddings[2][1] + t5
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = -paddings[2][0] + t7
-            t9 = _gather(t4, t8, -2)
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = paddings[1][0] + paddings[1][1] + t10
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = -paddings[1][0] + t12
-            t14 = _gather(t9, t13, -3)
-            t15 = tf.shape(input, out_type=tf.int64)[-4]
-            t16 = paddings[0][0] + paddings[0][1] + t15
-            t17 = tf.range(tf.cast(t16, tf.int64))
-            t18 = -paddings[0][0] + t17
-            t19 = _gather(t14, t18, -4)
-            t20 = t17[..., None, None, None]
-            t21 = t12[..., None, None]
-            t22 = t7[..., None]
-            t23 = (
-                (paddings[0][0] <= t20)
-                & (paddings[1][0] <= t21)
-                & (paddings[2][0] <= t22)
-                & (paddings[3][0] <= t2)
-                & (t2 < paddings[3][0] + t0)
-                & (t20 < paddings[0][0] + t15)
-                & (t21 < paddings[1][0] + t10)
-                & (t22 < paddings[2][0] + t5)
-            )
-            output = tf.where(t23, t19, constant_values)
-        else:
-            raise ValueError(f"PadV2: unsupported attributes rank={rank!r}")
-        return output, backward
-
-    return forward(input)
+    return rank in (1, 2, 3, 4)
 
 
+_pad_v2_custom_gradient = _custom_gradient(
+    "PadV2", "input", pad_v2_forward, pad_v2_vjp, "output", declares=_pad_v2_declares
+)
 _register("PadV2", pad_v2_grad)
 
 
+def slice(input, *, begin, size):
+    """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end) (declared at ops/array.py:53), with its derived gradient slice_vjp."""
+    return _slice_custom_gradient(input, begin=begin, size=size)
+
+
+def slice_forward(input, *, begin, size):
+    """Slice's formula."""
+    rank = len(input.shape)
+    begin = tf.cast(begin, tf.int64)
+    size = tf.cast(size, tf.int64)
+    t0 = tf.shape(input, out_type=tf.int64)[-1]
+    if rank == 1:
+        t1 = tf.where(tf.equal(size[0], -1), -begin[0] + t0, size[0])
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = begin[0] + t2
+        output = _gather(input, t3, -1)
+    elif rank == 2:
+        t1 = tf.where(tf.equal(size[1], -1), -begin[1] + t0, size[1])
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = begin[1] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = tf.where(tf.equal(size[0], -1), -begin[0] + t5, size[0])
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = begin[0] + t7
+        output = _gather(t4, t8, -2)
+    elif rank == 3:
+        t1 = tf.where(tf.equal(size[2], -1), -begin[2] + t0, size[2])
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = begin[2] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = tf.where(tf.equal(size[1], -1), -begin[1] + t5, size[1])
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = begin[1] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = tf.where(tf.equal(size[0], -1), -begin[0] + t10, size[0])
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = begin[0] + t12
+        output = _gather(t9, t13, -3)
+    elif rank == 4:
+        t1 = tf.where(tf.equal(size[3], -1), -begin[3] + t0, size[3])
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = begin[3] + t2
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = tf.where(tf.equal(size[2], -1), -begin[2] + t5, size[2])
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = begin[2] + t7
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = tf.where(tf.equal(size[1], -1), -begin[1] + t10, size[1])
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = begin[1] + t12
+        t14 = _gather(t9, t13, -3)
+        t15 = tf.shape(input, out_type=tf.int64)[-4]
+        t16 = tf.where(tf.equal(size[0], -1), -begin[0] + t15, size[0])
+        t17 = tf.range(tf.cast(t16, tf.int64))
+        t18 = begin[0] + t17
+        output = _gather(t14, t18, -4)
+    else:
+        raise ValueError(f"Slice: unsupported attributes rank={rank!r}")
+    return output
+
+
 def slice_vjp(grad, input, output, *, begin, size):
-    """Gradient of Slice (declared at ops/array.py:53): one per input (input).
+    """Gradient of Slice: one per input (input).
 
     In index notation, next to the code computing it, for rank=1 (other values of  change it):
         grad_input[i] = grad[-begin[0] + i], i.e. `_gather(grad, t1, -1)`
@@ -631,89 +748,62 @@ def slice_grad(op, grad):
     return _insert_none(grads, (1, 2))
 
 
-def slice(input, *, begin, size):
-    """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end), with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"begin": begin, "size": size}
+def _slice_declares(input, *, begin, size):
+    """Whether Slice's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     rank = len(input.shape)
     begin = tf.cast(begin, tf.int64)
     size = tf.cast(size, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return slice_vjp(grad, input, output, begin=begin, size=size)
-
-        kernel_outputs = (
-            _tf_kernel("Slice", 1, {"input": input}, kernel_attrs) if rank in (1, 2, 3, 4) else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-1]
-        if rank == 1:
-            t1 = tf.where(tf.equal(size[0], -1), -begin[0] + t0, size[0])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = begin[0] + t2
-            output = _gather(input, t3, -1)
-        elif rank == 2:
-            t1 = tf.where(tf.equal(size[1], -1), -begin[1] + t0, size[1])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = begin[1] + t2
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = tf.where(tf.equal(size[0], -1), -begin[0] + t5, size[0])
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = begin[0] + t7
-            output = _gather(t4, t8, -2)
-        elif rank == 3:
-            t1 = tf.where(tf.equal(size[2], -1), -begin[2] + t0, size[2])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = begin[2] + t2
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = tf.where(tf.equal(size[1], -1), -begin[1] + t5, size[1])
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = begin[1] + t7
-            t9 = _gather(t4, t8, -2)
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = tf.where(tf.equal(size[0], -1), -begin[0] + t10, size[0])
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = begin[0] + t12
-            output = _gather(t9, t13, -3)
-        elif rank == 4:
-            t1 = tf.where(tf.equal(size[3], -1), -begin[3] + t0, size[3])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = begin[3] + t2
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = tf.where(tf.equal(size[2], -1), -begin[2] + t5, size[2])
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = begin[2] + t7
-            t9 = _gather(t4, t8, -2)
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = tf.where(tf.equal(size[1], -1), -begin[1] + t10, size[1])
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = begin[1] + t12
-            t14 = _gather(t9, t13, -3)
-            t15 = tf.shape(input, out_type=tf.int64)[-4]
-            t16 = tf.where(tf.equal(size[0], -1), -begin[0] + t15, size[0])
-            t17 = tf.range(tf.cast(t16, tf.int64))
-            t18 = begin[0] + t17
-            output = _gather(t14, t18, -4)
-        else:
-            raise ValueError(f"Slice: unsupported attributes rank={rank!r}")
-        return output, backward
-
-    return forward(input)
+    return rank in (1, 2, 3, 4)
 
 
+_slice_custom_gradient = _custom_gradient(
+    "Slice", "input", slice_forward, slice_vjp, "output", declares=_slice_declares
+)
 _register("Slice", slice_grad)
 
 
+def reverse_v2(tensor, *, axis=(-1,)):
+    """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:71), with its derived gradient reverse_v2_vjp."""
+    return _reverse_v2_custom_gradient(tensor, axis=axis)
+
+
+def reverse_v2_forward(tensor, *, axis=(-1,)):
+    """ReverseV2's formula."""
+    axis = tuple(sorted(int(a) - len(tensor.shape) if a >= 0 else int(a) for a in axis))
+    if axis in ((-1,), (-2,), (-3,)):
+        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[0]])
+        t1 = tf.shape(tensor, out_type=tf.int64)[axis[0]]
+        t2 = -t0 + t1 - 1
+        output = _gather(tensor, t2, axis[0])
+    elif axis in ((-2, -1), (-3, -1), (-3, -2)):
+        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[1]])
+        t1 = tf.shape(tensor, out_type=tf.int64)[axis[1]]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(tensor, t2, axis[1])
+        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[0]])
+        t5 = tf.shape(tensor, out_type=tf.int64)[axis[0]]
+        t6 = -t4 + t5 - 1
+        output = _gather(t3, t6, axis[0])
+    elif axis == (-3, -2, -1):
+        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
+        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(tensor, t2, -1)
+        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+        t5 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t6 = -t4 + t5 - 1
+        t7 = _gather(t3, t6, -2)
+        t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
+        t9 = tf.shape(tensor, out_type=tf.int64)[-3]
+        t10 = -t8 + t9 - 1
+        output = _gather(t7, t10, -3)
+    else:
+        raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
+    return output
+
+
 def reverse_v2_vjp(grad, tensor, output, *, axis=(-1,)):
-    """Gradient of ReverseV2 (declared at ops/array.py:71): one per input (tensor).
+    """Gradient of ReverseV2: one per input (tensor).
 
     In index notation, next to the code computing it, for axis=(-1,) (other values of axis change
     it):
@@ -758,65 +848,65 @@ def reverse_v2_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def reverse_v2(tensor, *, axis=(-1,)):
-    """ReverseV2: The input with the order of entries along each axis of `axis` reversed, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis}
+def _reverse_v2_declares(tensor, *, axis=(-1,)):
+    """Whether ReverseV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = tuple(sorted(int(a) - len(tensor.shape) if a >= 0 else int(a) for a in axis))
-
-    @tf.custom_gradient
-    def forward(tensor):
-        def backward(grad):
-            return reverse_v2_vjp(grad, tensor, output, axis=axis)
-
-        kernel_outputs = (
-            _tf_kernel("ReverseV2", 1, {"tensor": tensor}, kernel_attrs)
-            if axis in ((-1,), (-2,), (-3,), (-2, -1), (-3, -1), (-3, -2), (-3, -2, -1))
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if axis in ((-1,), (-2,), (-3,)):
-            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[0]])
-            t1 = tf.shape(tensor, out_type=tf.int64)[axis[0]]
-            t2 = -t0 + t1 - 1
-            output = _gather(tensor, t2, axis[0])
-        elif axis in ((-2, -1), (-3, -1), (-3, -2)):
-            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[1]])
-            t1 = tf.shape(tensor, out_type=tf.int64)[axis[1]]
-            t2 = -t0 + t1 - 1
-            t3 = _gather(tensor, t2, axis[1])
-            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[0]])
-            t5 = tf.shape(tensor, out_type=tf.int64)[axis[0]]
-            t6 = -t4 + t5 - 1
-            output = _gather(t3, t6, axis[0])
-        elif axis == (-3, -2, -1):
-            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-            t2 = -t0 + t1 - 1
-            t3 = _gather(tensor, t2, -1)
-            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-            t5 = tf.shape(tensor, out_type=tf.int64)[-2]
-            t6 = -t4 + t5 - 1
-            t7 = _gather(t3, t6, -2)
-            t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-            t9 = tf.shape(tensor, out_type=tf.int64)[-3]
-            t10 = -t8 + t9 - 1
-            output = _gather(t7, t10, -3)
-        else:
-            raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
-        return output, backward
-
-    return forward(tensor)
+    return axis in ((-1,), (-2,), (-3,), (-2, -1), (-3, -1), (-3, -2), (-3, -2, -1))
 
 
+_reverse_v2_custom_gradient = _custom_gradient(
+    "ReverseV2",
+    "tensor",
+    reverse_v2_forward,
+    reverse_v2_vjp,
+    "output",
+    declares=_reverse_v2_declares,
+)
 _register("ReverseV2", reverse_v2_grad)
 
 
+def reverse(tensor, *, dims=(True, False)):
+    """Reverse: ReverseV2 with the axes given as a bool per axis: entries reversed along each axis (declared at ops/array.py:86), with its derived gradient reverse_vjp."""
+    return _reverse_custom_gradient(tensor, dims=dims)
+
+
+def reverse_forward(tensor, *, dims=(True, False)):
+    """Reverse's formula."""
+    dims = tuple(int(a) for a in dims)
+    if dims == (True, False):
+        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+        t1 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t2 = -t0 + t1 - 1
+        output = _gather(tensor, t2, -2)
+    elif dims == (True, True):
+        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
+        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(tensor, t2, -1)
+        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+        t5 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t6 = -t4 + t5 - 1
+        output = _gather(t3, t6, -2)
+    elif dims == (True, True, True):
+        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
+        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t2 = -t0 + t1 - 1
+        t3 = _gather(tensor, t2, -1)
+        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
+        t5 = tf.shape(tensor, out_type=tf.int64)[-2]
+        t6 = -t4 + t5 - 1
+        t7 = _gather(t3, t6, -2)
+        t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
+        t9 = tf.shape(tensor, out_type=tf.int64)[-3]
+        t10 = -t8 + t9 - 1
+        output = _gather(t7, t10, -3)
+    else:
+        raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
+    return output
+
+
 def reverse_vjp(grad, tensor, output, *, dims=(True, False)):
-    """Gradient of Reverse (declared at ops/array.py:86): one per input (tensor).
+    """Gradient of Reverse: one per input (tensor).
 
     In index notation, next to the code computing it, per variant:
         dims=(True, False):
@@ -866,65 +956,39 @@ def reverse_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def reverse(tensor, *, dims=(True, False)):
-    """Reverse: ReverseV2 with the axes given as a bool per axis: entries reversed along each axis, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"dims": dims}
+def _reverse_declares(tensor, *, dims=(True, False)):
+    """Whether Reverse's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     dims = tuple(int(a) for a in dims)
-
-    @tf.custom_gradient
-    def forward(tensor):
-        def backward(grad):
-            return reverse_vjp(grad, tensor, output, dims=dims)
-
-        kernel_outputs = (
-            _tf_kernel("Reverse", 1, {"tensor": tensor}, kernel_attrs)
-            if dims in ((True, False), (True, True), (True, True, True))
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if dims == (True, False):
-            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-            t1 = tf.shape(tensor, out_type=tf.int64)[-2]
-            t2 = -t0 + t1 - 1
-            output = _gather(tensor, t2, -2)
-        elif dims == (True, True):
-            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-            t2 = -t0 + t1 - 1
-            t3 = _gather(tensor, t2, -1)
-            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-            t5 = tf.shape(tensor, out_type=tf.int64)[-2]
-            t6 = -t4 + t5 - 1
-            output = _gather(t3, t6, -2)
-        elif dims == (True, True, True):
-            t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-            t2 = -t0 + t1 - 1
-            t3 = _gather(tensor, t2, -1)
-            t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-            t5 = tf.shape(tensor, out_type=tf.int64)[-2]
-            t6 = -t4 + t5 - 1
-            t7 = _gather(t3, t6, -2)
-            t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-            t9 = tf.shape(tensor, out_type=tf.int64)[-3]
-            t10 = -t8 + t9 - 1
-            output = _gather(t7, t10, -3)
-        else:
-            raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
-        return output, backward
-
-    return forward(tensor)
+    return dims in ((True, False), (True, True), (True, True, True))
 
 
+_reverse_custom_gradient = _custom_gradient(
+    "Reverse", "tensor", reverse_forward, reverse_vjp, "output", declares=_reverse_declares
+)
 _register("Reverse", reverse_grad)
 
 
+def transpose(x, *, perm=(1, 0)):
+    """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:101), with its derived gradient transpose_vjp."""
+    return _transpose_custom_gradient(x, perm=perm)
+
+
+def transpose_forward(x, *, perm=(1, 0)):
+    """Transpose's formula."""
+    perm = tuple(int(a) for a in perm)
+    if perm == (1, 0):
+        y = tf.transpose(x, perm=[1, 0])
+    elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        y = tf.transpose(x, perm=[perm[0], perm[1], perm[2]])
+    elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        y = tf.transpose(x, perm=[0, perm[1], perm[2], perm[3]])
+    else:
+        raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
+    return y
+
+
 def transpose_vjp(grad, x, y, *, perm=(1, 0)):
-    """Gradient of Transpose (declared at ops/array.py:101): one per input (x).
+    """Gradient of Transpose: one per input (x).
 
     In index notation, next to the code computing it, for perm=(1, 0) (other values of perm change
     it):
@@ -948,50 +1012,180 @@ def transpose_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def transpose(x, *, perm=(1, 0)):
-    """Transpose: Axis n of the output is axis `perm[n]` of the input, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"perm": perm}
+def _transpose_declares(x, *, perm=(1, 0)):
+    """Whether Transpose's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     perm = tuple(int(a) for a in perm)
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return transpose_vjp(grad, x, y, perm=perm)
-
-        kernel_outputs = (
-            _tf_kernel("Transpose", 1, {"x": x}, kernel_attrs)
-            if perm
-            in (
-                (1, 0),
-                (0, 2, 1),
-                (1, 0, 2),
-                (1, 2, 0),
-                (2, 0, 1),
-                (2, 1, 0),
-                (0, 3, 1, 2),
-                (0, 2, 3, 1),
-            )
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        if perm == (1, 0):
-            y = tf.transpose(x, perm=[1, 0])
-        elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
-            y = tf.transpose(x, perm=[perm[0], perm[1], perm[2]])
-        elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
-            y = tf.transpose(x, perm=[0, perm[1], perm[2], perm[3]])
-        else:
-            raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
-        return y, backward
-
-    return forward(x)
+    return perm in (
+        (1, 0),
+        (0, 2, 1),
+        (1, 0, 2),
+        (1, 2, 0),
+        (2, 0, 1),
+        (2, 1, 0),
+        (0, 3, 1, 2),
+        (0, 2, 3, 1),
+    )
 
 
+_transpose_custom_gradient = _custom_gradient(
+    "Transpose", "x", transpose_forward, transpose_vjp, "y", declares=_transpose_declares
+)
 _register("Transpose", transpose_grad)
+
+
+def strided_slice(
+    input,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:160), with its derived gradient strided_slice_vjp."""
+    return _strided_slice_custom_gradient(
+        input,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+    )
+
+
+def strided_slice_forward(
+    input,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """StridedSlice's formula."""
+    rank = len(input.shape)
+    begin = tf.cast(begin, tf.int64)
+    end = tf.cast(end, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+    if ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    t0 = tf.shape(input, out_type=tf.int64)[-1]
+    if rank == 1 and shrink_axis_mask == 0:
+        t1 = _slice_length(t0, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0))
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = strides[0] * t2 + _slice_start(t0, begin[0], strides[0], _bit(begin_mask, 0))
+        output = _gather(input, t3, -1)
+    elif rank == 1 and shrink_axis_mask == 1:
+        t1 = tf.where(begin[0] < 0, begin[0] + t0, begin[0])
+        output = _gather(input, t1, -1)
+    elif rank == 2 and shrink_axis_mask == 0:
+        t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = _slice_length(t5, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0))
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = strides[0] * t7 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
+        output = _gather(t4, t8, -2)
+    elif rank == 2 and shrink_axis_mask == 1:
+        t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = tf.where(begin[0] < 0, begin[0] + t5, begin[0])
+        output = _gather(t4, t6, -2)
+    elif rank == 3 and shrink_axis_mask == 0:
+        t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = _slice_length(t5, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = _slice_length(
+            t10, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
+        )
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = strides[0] * t12 + _slice_start(t10, begin[0], strides[0], _bit(begin_mask, 0))
+        output = _gather(t9, t13, -3)
+    elif rank == 3 and shrink_axis_mask == 1:
+        t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = _slice_length(t5, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = tf.where(begin[0] < 0, begin[0] + t10, begin[0])
+        output = _gather(t9, t11, -3)
+    elif rank == 4 and shrink_axis_mask == 0:
+        t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = _slice_length(t5, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = strides[2] * t7 + _slice_start(t5, begin[2], strides[2], _bit(begin_mask, 2))
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = _slice_length(
+            t10, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
+        )
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
+        t14 = _gather(t9, t13, -3)
+        t15 = tf.shape(input, out_type=tf.int64)[-4]
+        t16 = _slice_length(
+            t15, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
+        )
+        t17 = tf.range(tf.cast(t16, tf.int64))
+        t18 = strides[0] * t17 + _slice_start(t15, begin[0], strides[0], _bit(begin_mask, 0))
+        output = _gather(t14, t18, -4)
+    elif rank == 4 and shrink_axis_mask == 1:
+        t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
+        t4 = _gather(input, t3, -1)
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = _slice_length(t5, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = strides[2] * t7 + _slice_start(t5, begin[2], strides[2], _bit(begin_mask, 2))
+        t9 = _gather(t4, t8, -2)
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = _slice_length(
+            t10, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
+        )
+        t12 = tf.range(tf.cast(t11, tf.int64))
+        t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
+        t14 = _gather(t9, t13, -3)
+        t15 = tf.shape(input, out_type=tf.int64)[-4]
+        t16 = tf.where(begin[0] < 0, begin[0] + t15, begin[0])
+        output = _gather(t14, t16, -4)
+    else:
+        raise ValueError(
+            f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return output
 
 
 def strided_slice_vjp(
@@ -1008,7 +1202,7 @@ def strided_slice_vjp(
     begin_mask=0,
     end_mask=0,
 ):
-    """Gradient of StridedSlice (declared at ops/array.py:160): one per input (input).
+    """Gradient of StridedSlice: one per input (input).
 
     In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
     ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
@@ -1035,7 +1229,7 @@ def strided_slice_vjp(
         t1 = tf.where(begin[0] < 0, begin[0] + t0, begin[0])
         t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t3 = tf.equal(t2, t1)
-        grad_input = grad * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_input = grad * tf.cast(t3, grad.dtype)
     elif rank == 2 and shrink_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
@@ -1058,7 +1252,7 @@ def strided_slice_vjp(
         t7 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t8 = tf.equal(t7, t6)
         t9 = t8[..., None]
-        grad_input = t4 * tf.where(t9, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_input = t4 * tf.cast(t9, grad.dtype)
     elif rank == 3 and shrink_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
@@ -1091,7 +1285,7 @@ def strided_slice_vjp(
         t12 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t13 = tf.equal(t12, t11)
         t14 = t13[..., None, None]
-        grad_input = t9 * tf.where(t14, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_input = t9 * tf.cast(t14, grad.dtype)
     elif rank == 4 and shrink_axis_mask == 0:
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
@@ -1134,7 +1328,7 @@ def strided_slice_vjp(
         t17 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
         t18 = tf.equal(t17, t16)
         t19 = t18[..., None, None, None]
-        grad_input = t14 * tf.where(t19, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_input = t14 * tf.cast(t19, grad.dtype)
     else:
         raise ValueError(
             f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
@@ -1160,7 +1354,7 @@ def strided_slice_grad(op, grad):
     return _insert_none(grads, (1, 2, 3))
 
 
-def strided_slice(
+def _strided_slice_declares(
     input,
     *,
     shrink_axis_mask=0,
@@ -1172,191 +1366,155 @@ def strided_slice(
     begin_mask=0,
     end_mask=0,
 ):
-    """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k,, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {
-        "shrink_axis_mask": shrink_axis_mask,
-        "ellipsis_mask": ellipsis_mask,
-        "new_axis_mask": new_axis_mask,
-        "begin": begin,
-        "end": end,
-        "strides": strides,
-        "begin_mask": begin_mask,
-        "end_mask": end_mask,
-    }
+    """Whether StridedSlice's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     rank = len(input.shape)
     begin = tf.cast(begin, tf.int64)
     end = tf.cast(end, tf.int64)
     strides = tf.cast(strides, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return strided_slice_vjp(
-                grad,
-                input,
-                output,
-                shrink_axis_mask=shrink_axis_mask,
-                ellipsis_mask=ellipsis_mask,
-                new_axis_mask=new_axis_mask,
-                begin=begin,
-                end=end,
-                strides=strides,
-                begin_mask=begin_mask,
-                end_mask=end_mask,
-            )
-
-        kernel_outputs = (
-            _tf_kernel("StridedSlice", 1, {"input": input}, kernel_attrs)
-            if rank in (1, 2, 3, 4)
-            and shrink_axis_mask in (0, 1)
-            and ellipsis_mask in (0,)
-            and new_axis_mask in (0,)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if ellipsis_mask != 0 or new_axis_mask != 0:
-            raise ValueError(
-                f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
-            )
-        t0 = tf.shape(input, out_type=tf.int64)[-1]
-        if rank == 1 and shrink_axis_mask == 0:
-            t1 = _slice_length(
-                t0, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
-            )
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = strides[0] * t2 + _slice_start(t0, begin[0], strides[0], _bit(begin_mask, 0))
-            output = _gather(input, t3, -1)
-        elif rank == 1 and shrink_axis_mask == 1:
-            t1 = tf.where(begin[0] < 0, begin[0] + t0, begin[0])
-            output = _gather(input, t1, -1)
-        elif rank == 2 and shrink_axis_mask == 0:
-            t1 = _slice_length(
-                t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
-            )
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = _slice_length(
-                t5, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
-            )
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = strides[0] * t7 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
-            output = _gather(t4, t8, -2)
-        elif rank == 2 and shrink_axis_mask == 1:
-            t1 = _slice_length(
-                t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
-            )
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = tf.where(begin[0] < 0, begin[0] + t5, begin[0])
-            output = _gather(t4, t6, -2)
-        elif rank == 3 and shrink_axis_mask == 0:
-            t1 = _slice_length(
-                t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2)
-            )
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = _slice_length(
-                t5, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
-            )
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-            t9 = _gather(t4, t8, -2)
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = _slice_length(
-                t10, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
-            )
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = strides[0] * t12 + _slice_start(t10, begin[0], strides[0], _bit(begin_mask, 0))
-            output = _gather(t9, t13, -3)
-        elif rank == 3 and shrink_axis_mask == 1:
-            t1 = _slice_length(
-                t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2)
-            )
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = _slice_length(
-                t5, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
-            )
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-            t9 = _gather(t4, t8, -2)
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = tf.where(begin[0] < 0, begin[0] + t10, begin[0])
-            output = _gather(t9, t11, -3)
-        elif rank == 4 and shrink_axis_mask == 0:
-            t1 = _slice_length(
-                t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3)
-            )
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = _slice_length(
-                t5, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2)
-            )
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = strides[2] * t7 + _slice_start(t5, begin[2], strides[2], _bit(begin_mask, 2))
-            t9 = _gather(t4, t8, -2)
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = _slice_length(
-                t10, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
-            )
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
-            t14 = _gather(t9, t13, -3)
-            t15 = tf.shape(input, out_type=tf.int64)[-4]
-            t16 = _slice_length(
-                t15, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
-            )
-            t17 = tf.range(tf.cast(t16, tf.int64))
-            t18 = strides[0] * t17 + _slice_start(t15, begin[0], strides[0], _bit(begin_mask, 0))
-            output = _gather(t14, t18, -4)
-        elif rank == 4 and shrink_axis_mask == 1:
-            t1 = _slice_length(
-                t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3)
-            )
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
-            t4 = _gather(input, t3, -1)
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = _slice_length(
-                t5, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2)
-            )
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = strides[2] * t7 + _slice_start(t5, begin[2], strides[2], _bit(begin_mask, 2))
-            t9 = _gather(t4, t8, -2)
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = _slice_length(
-                t10, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
-            )
-            t12 = tf.range(tf.cast(t11, tf.int64))
-            t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
-            t14 = _gather(t9, t13, -3)
-            t15 = tf.shape(input, out_type=tf.int64)[-4]
-            t16 = tf.where(begin[0] < 0, begin[0] + t15, begin[0])
-            output = _gather(t14, t16, -4)
-        else:
-            raise ValueError(
-                f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
-            )
-        return output, backward
-
-    return forward(input)
+    return (
+        rank in (1, 2, 3, 4)
+        and shrink_axis_mask in (0, 1)
+        and ellipsis_mask in (0,)
+        and new_axis_mask in (0,)
+    )
 
 
+_strided_slice_custom_gradient = _custom_gradient(
+    "StridedSlice",
+    "input",
+    strided_slice_forward,
+    strided_slice_vjp,
+    "output",
+    declares=_strided_slice_declares,
+)
 _register("StridedSlice", strided_slice_grad)
+
+
+def strided_slice_backprop(
+    dy,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """StridedSliceGrad: StridedSlice's gradient: `dy` placed at the entries the slice takes of a zero array of (declared at ops/array.py:203), with its derived gradient strided_slice_backprop_vjp."""
+    return _strided_slice_backprop_custom_gradient(
+        dy,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        shape=shape,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+    )
+
+
+def strided_slice_backprop_forward(
+    dy,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    shape,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """StridedSliceGrad's formula."""
+    rank = len(dy.shape)
+    shape = tf.cast(shape, tf.int64)
+    begin = tf.cast(begin, tf.int64)
+    end = tf.cast(end, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+    if ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    if rank == 1 and shrink_axis_mask == 0:
+        t0 = tf.range(tf.cast(shape[0], tf.int64))
+        t1 = t0 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t2 = tf.where(tf.equal(t1 % strides[0], 0), t1 // strides[0], -tf.ones_like(t1))
+        output = _gather(dy, t2, -1)
+    elif rank == 1 and shrink_axis_mask == 1:
+        t0 = tf.range(tf.cast(shape[1], tf.int64))
+        t1 = t0 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t2 = tf.where(tf.equal(t1 % strides[1], 0), t1 // strides[1], -tf.ones_like(t1))
+        t3 = _gather(dy, t2, -1)
+        t4 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        t5 = tf.range(tf.cast(shape[0], tf.int64))
+        t6 = tf.equal(t5, t4)
+        t7 = t6[..., None]
+        output = t3 * tf.cast(t7, dy.dtype)
+    elif rank == 2 and shrink_axis_mask == 0:
+        t0 = tf.range(tf.cast(shape[1], tf.int64))
+        t1 = t0 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t2 = tf.where(tf.equal(t1 % strides[1], 0), t1 // strides[1], -tf.ones_like(t1))
+        t3 = _gather(dy, t2, -1)
+        t4 = tf.range(tf.cast(shape[0], tf.int64))
+        t5 = t4 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t6 = tf.where(tf.equal(t5 % strides[0], 0), t5 // strides[0], -tf.ones_like(t5))
+        output = _gather(t3, t6, -2)
+    elif rank == 2 and shrink_axis_mask == 1:
+        t0 = tf.range(tf.cast(shape[2], tf.int64))
+        t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t2 = tf.where(tf.equal(t1 % strides[2], 0), t1 // strides[2], -tf.ones_like(t1))
+        t3 = _gather(dy, t2, -1)
+        t4 = tf.range(tf.cast(shape[1], tf.int64))
+        t5 = t4 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t6 = tf.where(tf.equal(t5 % strides[1], 0), t5 // strides[1], -tf.ones_like(t5))
+        t7 = _gather(t3, t6, -2)
+        t8 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        t9 = tf.range(tf.cast(shape[0], tf.int64))
+        t10 = tf.equal(t9, t8)
+        t11 = t10[..., None, None]
+        output = t7 * tf.cast(t11, dy.dtype)
+    elif rank == 3 and shrink_axis_mask == 0:
+        t0 = tf.range(tf.cast(shape[2], tf.int64))
+        t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t2 = tf.where(tf.equal(t1 % strides[2], 0), t1 // strides[2], -tf.ones_like(t1))
+        t3 = _gather(dy, t2, -1)
+        t4 = tf.range(tf.cast(shape[1], tf.int64))
+        t5 = t4 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t6 = tf.where(tf.equal(t5 % strides[1], 0), t5 // strides[1], -tf.ones_like(t5))
+        t7 = _gather(t3, t6, -2)
+        t8 = tf.range(tf.cast(shape[0], tf.int64))
+        t9 = t8 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t10 = tf.where(tf.equal(t9 % strides[0], 0), t9 // strides[0], -tf.ones_like(t9))
+        output = _gather(t7, t10, -3)
+    elif rank == 3 and shrink_axis_mask == 1:
+        t0 = tf.range(tf.cast(shape[3], tf.int64))
+        t1 = t0 - _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
+        t2 = tf.where(tf.equal(t1 % strides[3], 0), t1 // strides[3], -tf.ones_like(t1))
+        t3 = _gather(dy, t2, -1)
+        t4 = tf.range(tf.cast(shape[2], tf.int64))
+        t5 = t4 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+        t6 = tf.where(tf.equal(t5 % strides[2], 0), t5 // strides[2], -tf.ones_like(t5))
+        t7 = _gather(t3, t6, -2)
+        t8 = tf.range(tf.cast(shape[1], tf.int64))
+        t9 = t8 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t10 = tf.where(tf.equal(t9 % strides[1], 0), t9 // strides[1], -tf.ones_like(t9))
+        t11 = _gather(t7, t10, -3)
+        t12 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
+        t13 = tf.range(tf.cast(shape[0], tf.int64))
+        t14 = tf.equal(t13, t12)
+        t15 = t14[..., None, None, None]
+        output = t11 * tf.cast(t15, dy.dtype)
+    else:
+        raise ValueError(
+            f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return output
 
 
 def strided_slice_backprop_vjp(
@@ -1374,7 +1532,7 @@ def strided_slice_backprop_vjp(
     begin_mask=0,
     end_mask=0,
 ):
-    """Gradient of StridedSliceGrad (declared at ops/array.py:203): one per input (dy).
+    """Gradient of StridedSliceGrad: one per input (dy).
 
     In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
     ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
@@ -1460,7 +1618,7 @@ def strided_slice_backprop_grad(op, grad):
     return _insert_none(grads, (0, 1, 2, 3))
 
 
-def strided_slice_backprop(
+def _strided_slice_backprop_declares(
     dy,
     *,
     shrink_axis_mask=0,
@@ -1473,138 +1631,175 @@ def strided_slice_backprop(
     begin_mask=0,
     end_mask=0,
 ):
-    """StridedSliceGrad: StridedSlice's gradient: `dy` placed at the entries the slice takes of a zero array of, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {
-        "shrink_axis_mask": shrink_axis_mask,
-        "ellipsis_mask": ellipsis_mask,
-        "new_axis_mask": new_axis_mask,
-        "shape": shape,
-        "begin": begin,
-        "end": end,
-        "strides": strides,
-        "begin_mask": begin_mask,
-        "end_mask": end_mask,
-    }
+    """Whether StridedSliceGrad's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     rank = len(dy.shape)
     shape = tf.cast(shape, tf.int64)
     begin = tf.cast(begin, tf.int64)
     end = tf.cast(end, tf.int64)
     strides = tf.cast(strides, tf.int64)
-
-    @tf.custom_gradient
-    def forward(dy):
-        def backward(grad):
-            return strided_slice_backprop_vjp(
-                grad,
-                dy,
-                output,
-                shrink_axis_mask=shrink_axis_mask,
-                ellipsis_mask=ellipsis_mask,
-                new_axis_mask=new_axis_mask,
-                shape=shape,
-                begin=begin,
-                end=end,
-                strides=strides,
-                begin_mask=begin_mask,
-                end_mask=end_mask,
-            )
-
-        kernel_outputs = (
-            _tf_kernel("StridedSliceGrad", 1, {"dy": dy}, kernel_attrs)
-            if rank in (1, 2, 3)
-            and shrink_axis_mask in (0, 1)
-            and ellipsis_mask in (0,)
-            and new_axis_mask in (0,)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if ellipsis_mask != 0 or new_axis_mask != 0:
-            raise ValueError(
-                f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
-            )
-        if rank == 1 and shrink_axis_mask == 0:
-            t0 = tf.range(tf.cast(shape[0], tf.int64))
-            t1 = t0 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
-            t2 = tf.where(tf.equal(t1 % strides[0], 0), t1 // strides[0], -tf.ones_like(t1))
-            output = _gather(dy, t2, -1)
-        elif rank == 1 and shrink_axis_mask == 1:
-            t0 = tf.range(tf.cast(shape[1], tf.int64))
-            t1 = t0 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-            t2 = tf.where(tf.equal(t1 % strides[1], 0), t1 // strides[1], -tf.ones_like(t1))
-            t3 = _gather(dy, t2, -1)
-            t4 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
-            t5 = tf.range(tf.cast(shape[0], tf.int64))
-            t6 = tf.equal(t5, t4)
-            t7 = t6[..., None]
-            output = t3 * tf.where(t7, tf.constant(1, dy.dtype), tf.constant(0, dy.dtype))
-        elif rank == 2 and shrink_axis_mask == 0:
-            t0 = tf.range(tf.cast(shape[1], tf.int64))
-            t1 = t0 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-            t2 = tf.where(tf.equal(t1 % strides[1], 0), t1 // strides[1], -tf.ones_like(t1))
-            t3 = _gather(dy, t2, -1)
-            t4 = tf.range(tf.cast(shape[0], tf.int64))
-            t5 = t4 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
-            t6 = tf.where(tf.equal(t5 % strides[0], 0), t5 // strides[0], -tf.ones_like(t5))
-            output = _gather(t3, t6, -2)
-        elif rank == 2 and shrink_axis_mask == 1:
-            t0 = tf.range(tf.cast(shape[2], tf.int64))
-            t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
-            t2 = tf.where(tf.equal(t1 % strides[2], 0), t1 // strides[2], -tf.ones_like(t1))
-            t3 = _gather(dy, t2, -1)
-            t4 = tf.range(tf.cast(shape[1], tf.int64))
-            t5 = t4 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-            t6 = tf.where(tf.equal(t5 % strides[1], 0), t5 // strides[1], -tf.ones_like(t5))
-            t7 = _gather(t3, t6, -2)
-            t8 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
-            t9 = tf.range(tf.cast(shape[0], tf.int64))
-            t10 = tf.equal(t9, t8)
-            t11 = t10[..., None, None]
-            output = t7 * tf.where(t11, tf.constant(1, dy.dtype), tf.constant(0, dy.dtype))
-        elif rank == 3 and shrink_axis_mask == 0:
-            t0 = tf.range(tf.cast(shape[2], tf.int64))
-            t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
-            t2 = tf.where(tf.equal(t1 % strides[2], 0), t1 // strides[2], -tf.ones_like(t1))
-            t3 = _gather(dy, t2, -1)
-            t4 = tf.range(tf.cast(shape[1], tf.int64))
-            t5 = t4 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-            t6 = tf.where(tf.equal(t5 % strides[1], 0), t5 // strides[1], -tf.ones_like(t5))
-            t7 = _gather(t3, t6, -2)
-            t8 = tf.range(tf.cast(shape[0], tf.int64))
-            t9 = t8 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
-            t10 = tf.where(tf.equal(t9 % strides[0], 0), t9 // strides[0], -tf.ones_like(t9))
-            output = _gather(t7, t10, -3)
-        elif rank == 3 and shrink_axis_mask == 1:
-            t0 = tf.range(tf.cast(shape[3], tf.int64))
-            t1 = t0 - _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
-            t2 = tf.where(tf.equal(t1 % strides[3], 0), t1 // strides[3], -tf.ones_like(t1))
-            t3 = _gather(dy, t2, -1)
-            t4 = tf.range(tf.cast(shape[2], tf.int64))
-            t5 = t4 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
-            t6 = tf.where(tf.equal(t5 % strides[2], 0), t5 // strides[2], -tf.ones_like(t5))
-            t7 = _gather(t3, t6, -2)
-            t8 = tf.range(tf.cast(shape[1], tf.int64))
-            t9 = t8 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-            t10 = tf.where(tf.equal(t9 % strides[1], 0), t9 // strides[1], -tf.ones_like(t9))
-            t11 = _gather(t7, t10, -3)
-            t12 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
-            t13 = tf.range(tf.cast(shape[0], tf.int64))
-            t14 = tf.equal(t13, t12)
-            t15 = t14[..., None, None, None]
-            output = t11 * tf.where(t15, tf.constant(1, dy.dtype), tf.constant(0, dy.dtype))
-        else:
-            raise ValueError(
-                f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
-            )
-        return output, backward
-
-    return forward(dy)
+    return (
+        rank in (1, 2, 3)
+        and shrink_axis_mask in (0, 1)
+        and ellipsis_mask in (0,)
+        and new_axis_mask in (0,)
+    )
 
 
+_strided_slice_backprop_custom_gradient = _custom_gradient(
+    "StridedSliceGrad",
+    "dy",
+    strided_slice_backprop_forward,
+    strided_slice_backprop_vjp,
+    "output",
+    declares=_strided_slice_backprop_declares,
+)
 _register("StridedSliceGrad", strided_slice_backprop_grad)
+
+
+def tensor_strided_slice_update(
+    input,
+    value,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """TensorStridedSliceUpdate: `input` with the entries StridedSlice would take replaced by `value`'s (declared at ops/array.py:221), with its derived gradient tensor_strided_slice_update_vjp."""
+    return _tensor_strided_slice_update_custom_gradient(
+        input,
+        value,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
+    )
+
+
+def tensor_strided_slice_update_forward(
+    input,
+    value,
+    *,
+    shrink_axis_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    begin,
+    end,
+    strides,
+    begin_mask=0,
+    end_mask=0,
+):
+    """TensorStridedSliceUpdate's formula."""
+    rank = len(input.shape)
+    begin = tf.cast(begin, tf.int64)
+    end = tf.cast(end, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+    if shrink_axis_mask != 0 or ellipsis_mask != 0 or new_axis_mask != 0:
+        raise ValueError(
+            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    t0 = tf.constant(1, dtype=input.dtype)
+    if rank == 1:
+        t1 = tf.shape(input, out_type=tf.int64)[-1]
+        t2 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 0, t1)  # no gather form: an explicit scatter-add
+        t5 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+        t6 = t5 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t7 = tf.where(tf.equal(t6 % strides[0], 0), t6 // strides[0], -tf.ones_like(t6))
+        t8 = _gather(value, t7, -1)
+        output = -input * t4 + input + t8
+    elif rank == 2:
+        t1 = tf.shape(input, out_type=tf.int64)[-2]
+        t2 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
+        t5 = tf.shape(input, out_type=tf.int64)[-1]
+        t6 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 0, t5)  # no gather form: an explicit scatter-add
+        t9 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+        t10 = t9 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t11 = tf.where(tf.equal(t10 % strides[1], 0), t10 // strides[1], -tf.ones_like(t10))
+        t12 = _gather(value, t11, -1)
+        t13 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t14 = t13 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t15 = tf.where(tf.equal(t14 % strides[0], 0), t14 // strides[0], -tf.ones_like(t14))
+        t16 = _gather(t12, t15, -2)
+        output = -input * t4 * t8 + input + t16
+    elif rank == 3:
+        t1 = tf.shape(input, out_type=tf.int64)[-3]
+        t2 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
+        t5 = tf.shape(input, out_type=tf.int64)[-2]
+        t6 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
+        t9 = tf.shape(input, out_type=tf.int64)[-1]
+        t10 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
+        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t12 = _scatter_add(t0, t11, 0, t9)  # no gather form: an explicit scatter-add
+        t13 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+        t14 = t13 - _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t15 = tf.where(tf.equal(t14 % strides[2], 0), t14 // strides[2], -tf.ones_like(t14))
+        t16 = _gather(value, t15, -1)
+        t17 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t18 = t17 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t19 = tf.where(tf.equal(t18 % strides[1], 0), t18 // strides[1], -tf.ones_like(t18))
+        t20 = _gather(t16, t19, -2)
+        t21 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t22 = t21 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t23 = tf.where(tf.equal(t22 % strides[0], 0), t22 // strides[0], -tf.ones_like(t22))
+        t24 = _gather(t20, t23, -3)
+        output = -input * t12 * t4 * t8 + input + t24
+    elif rank == 4:
+        t1 = tf.shape(input, out_type=tf.int64)[-4]
+        t2 = tf.range(tf.shape(value, out_type=tf.int64)[-4])
+        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
+        t5 = tf.shape(input, out_type=tf.int64)[-3]
+        t6 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
+        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
+        t9 = tf.shape(input, out_type=tf.int64)[-2]
+        t10 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
+        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
+        t13 = tf.shape(input, out_type=tf.int64)[-1]
+        t14 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
+        t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+        t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+        t17 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+        t18 = t17 - _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+        t19 = tf.where(tf.equal(t18 % strides[3], 0), t18 // strides[3], -tf.ones_like(t18))
+        t20 = _gather(value, t19, -1)
+        t21 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t22 = t21 - _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        t23 = tf.where(tf.equal(t22 % strides[2], 0), t22 // strides[2], -tf.ones_like(t22))
+        t24 = _gather(t20, t23, -2)
+        t25 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
+        t26 = t25 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        t27 = tf.where(tf.equal(t26 % strides[1], 0), t26 // strides[1], -tf.ones_like(t26))
+        t28 = _gather(t24, t27, -3)
+        t29 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
+        t30 = t29 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+        t31 = tf.where(tf.equal(t30 % strides[0], 0), t30 // strides[0], -tf.ones_like(t30))
+        t32 = _gather(t28, t31, -4)
+        output = -input * t12 * t16 * t4 * t8 + input + t32
+    else:
+        raise ValueError(
+            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
+        )
+    return output
 
 
 def tensor_strided_slice_update_vjp(
@@ -1622,7 +1817,7 @@ def tensor_strided_slice_update_vjp(
     begin_mask=0,
     end_mask=0,
 ):
-    """Gradient of TensorStridedSliceUpdate (declared at ops/array.py:221): one per input (input, value).
+    """Gradient of TensorStridedSliceUpdate: one per input (input, value).
 
     In index notation, next to the code computing it, for rank=1, shrink_axis_mask=0,
     ellipsis_mask=0, new_axis_mask=0 (other values of shrink_axis_mask, ellipsis_mask, new_axis_mask
@@ -1726,7 +1921,7 @@ def tensor_strided_slice_update_grad(op, grad):
     return _insert_none(grads, (1, 2, 3))
 
 
-def tensor_strided_slice_update(
+def _tensor_strided_slice_update_declares(
     input,
     value,
     *,
@@ -1739,155 +1934,25 @@ def tensor_strided_slice_update(
     begin_mask=0,
     end_mask=0,
 ):
-    """TensorStridedSliceUpdate: `input` with the entries StridedSlice would take replaced by `value`'s, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {
-        "shrink_axis_mask": shrink_axis_mask,
-        "ellipsis_mask": ellipsis_mask,
-        "new_axis_mask": new_axis_mask,
-        "begin": begin,
-        "end": end,
-        "strides": strides,
-        "begin_mask": begin_mask,
-        "end_mask": end_mask,
-    }
+    """Whether TensorStridedSliceUpdate's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     rank = len(input.shape)
     begin = tf.cast(begin, tf.int64)
     end = tf.cast(end, tf.int64)
     strides = tf.cast(strides, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input, value):
-        def backward(grad):
-            return tensor_strided_slice_update_vjp(
-                grad,
-                input,
-                value,
-                output,
-                shrink_axis_mask=shrink_axis_mask,
-                ellipsis_mask=ellipsis_mask,
-                new_axis_mask=new_axis_mask,
-                begin=begin,
-                end=end,
-                strides=strides,
-                begin_mask=begin_mask,
-                end_mask=end_mask,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "TensorStridedSliceUpdate", 1, {"input": input, "value": value}, kernel_attrs
-            )
-            if rank in (1, 2, 3, 4)
-            and shrink_axis_mask in (0,)
-            and ellipsis_mask in (0,)
-            and new_axis_mask in (0,)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if shrink_axis_mask != 0 or ellipsis_mask != 0 or new_axis_mask != 0:
-            raise ValueError(
-                f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
-            )
-        t0 = tf.constant(1, dtype=input.dtype)
-        if rank == 1:
-            t1 = tf.shape(input, out_type=tf.int64)[-1]
-            t2 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
-            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-            t4 = _scatter_add(t0, t3, 0, t1)  # no gather form: an explicit scatter-add
-            t5 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-            t6 = t5 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-            t7 = tf.where(tf.equal(t6 % strides[0], 0), t6 // strides[0], -tf.ones_like(t6))
-            t8 = _gather(value, t7, -1)
-            output = -input * t4 + input + t8
-        elif rank == 2:
-            t1 = tf.shape(input, out_type=tf.int64)[-2]
-            t2 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
-            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-            t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
-            t5 = tf.shape(input, out_type=tf.int64)[-1]
-            t6 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
-            t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-            t8 = _scatter_add(t0, t7, 0, t5)  # no gather form: an explicit scatter-add
-            t9 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-            t10 = t9 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-            t11 = tf.where(tf.equal(t10 % strides[1], 0), t10 // strides[1], -tf.ones_like(t10))
-            t12 = _gather(value, t11, -1)
-            t13 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t14 = t13 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-            t15 = tf.where(tf.equal(t14 % strides[0], 0), t14 // strides[0], -tf.ones_like(t14))
-            t16 = _gather(t12, t15, -2)
-            output = -input * t4 * t8 + input + t16
-        elif rank == 3:
-            t1 = tf.shape(input, out_type=tf.int64)[-3]
-            t2 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
-            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-            t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
-            t5 = tf.shape(input, out_type=tf.int64)[-2]
-            t6 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
-            t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-            t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
-            t9 = tf.shape(input, out_type=tf.int64)[-1]
-            t10 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
-            t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
-            t12 = _scatter_add(t0, t11, 0, t9)  # no gather form: an explicit scatter-add
-            t13 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-            t14 = t13 - _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
-            t15 = tf.where(tf.equal(t14 % strides[2], 0), t14 // strides[2], -tf.ones_like(t14))
-            t16 = _gather(value, t15, -1)
-            t17 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t18 = t17 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-            t19 = tf.where(tf.equal(t18 % strides[1], 0), t18 // strides[1], -tf.ones_like(t18))
-            t20 = _gather(t16, t19, -2)
-            t21 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-            t22 = t21 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-            t23 = tf.where(tf.equal(t22 % strides[0], 0), t22 // strides[0], -tf.ones_like(t22))
-            t24 = _gather(t20, t23, -3)
-            output = -input * t12 * t4 * t8 + input + t24
-        elif rank == 4:
-            t1 = tf.shape(input, out_type=tf.int64)[-4]
-            t2 = tf.range(tf.shape(value, out_type=tf.int64)[-4])
-            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-            t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
-            t5 = tf.shape(input, out_type=tf.int64)[-3]
-            t6 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
-            t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-            t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
-            t9 = tf.shape(input, out_type=tf.int64)[-2]
-            t10 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
-            t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
-            t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
-            t13 = tf.shape(input, out_type=tf.int64)[-1]
-            t14 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
-            t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
-            t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
-            t17 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-            t18 = t17 - _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
-            t19 = tf.where(tf.equal(t18 % strides[3], 0), t18 // strides[3], -tf.ones_like(t18))
-            t20 = _gather(value, t19, -1)
-            t21 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t22 = t21 - _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
-            t23 = tf.where(tf.equal(t22 % strides[2], 0), t22 // strides[2], -tf.ones_like(t22))
-            t24 = _gather(t20, t23, -2)
-            t25 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-            t26 = t25 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-            t27 = tf.where(tf.equal(t26 % strides[1], 0), t26 // strides[1], -tf.ones_like(t26))
-            t28 = _gather(t24, t27, -3)
-            t29 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
-            t30 = t29 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-            t31 = tf.where(tf.equal(t30 % strides[0], 0), t30 // strides[0], -tf.ones_like(t30))
-            t32 = _gather(t28, t31, -4)
-            output = -input * t12 * t16 * t4 * t8 + input + t32
-        else:
-            raise ValueError(
-                f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
-            )
-        return output, backward
-
-    return forward(input, value)
+    return (
+        rank in (1, 2, 3, 4)
+        and shrink_axis_mask in (0,)
+        and ellipsis_mask in (0,)
+        and new_axis_mask in (0,)
+    )
 
 
+_tensor_strided_slice_update_custom_gradient = _custom_gradient(
+    "TensorStridedSliceUpdate",
+    "input value",
+    tensor_strided_slice_update_forward,
+    tensor_strided_slice_update_vjp,
+    "output",
+    declares=_tensor_strided_slice_update_declares,
+)
 _register("TensorStridedSliceUpdate", tensor_strided_slice_update_grad)

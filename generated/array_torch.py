@@ -21,6 +21,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -110,7 +185,7 @@ def _slice_start(size, begin, stride, masked):
 
 def pad(input, *, paddings):
     """Pad: Zeros around the input: `paddings[k]` holds (before, after) for axis k (declared at ops/array.py:26); differentiated by pad_vjp."""
-    return _PadFunction.apply(paddings, input)
+    return _pad_autograd(input, paddings=paddings)
 
 
 def pad_forward(input, *, paddings):
@@ -217,29 +292,12 @@ def pad_vjp(grad, input, *, output=None, paddings):
     return (grad_input,)
 
 
-class _PadFunction(torch.autograd.Function):
-    """Pad for autograd: the backward is pad_vjp."""
-
-    @staticmethod
-    def forward(paddings, input):
-        return pad_forward(input, paddings=paddings)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (paddings,) = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = pad_vjp(grad, input, paddings=paddings)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_pad_autograd = _autograd_function("Pad", pad_forward, pad_vjp, "output")
 
 
 def pad_v2(input, *, paddings, constant_values):
     """PadV2: Pad with `constant_values` around the input instead of zeros: a number read at run (declared at ops/array.py:38); differentiated by pad_v2_vjp."""
-    return _PadV2Function.apply(paddings, constant_values, input)
+    return _pad_v2_autograd(input, paddings=paddings, constant_values=constant_values)
 
 
 def pad_v2_forward(input, *, paddings, constant_values):
@@ -427,29 +485,12 @@ def pad_v2_vjp(grad, input, *, output=None, paddings, constant_values):
     return (grad_input,)
 
 
-class _PadV2Function(torch.autograd.Function):
-    """PadV2 for autograd: the backward is pad_v2_vjp."""
-
-    @staticmethod
-    def forward(paddings, constant_values, input):
-        return pad_v2_forward(input, paddings=paddings, constant_values=constant_values)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        paddings, constant_values = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = pad_v2_vjp(grad, input, paddings=paddings, constant_values=constant_values)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_pad_v2_autograd = _autograd_function("PadV2", pad_v2_forward, pad_v2_vjp, "output")
 
 
 def slice(input, *, begin, size):
     """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end) (declared at ops/array.py:53); differentiated by slice_vjp."""
-    return _SliceFunction.apply(begin, size, input)
+    return _slice_autograd(input, begin=begin, size=size)
 
 
 def slice_forward(input, *, begin, size):
@@ -558,29 +599,12 @@ def slice_vjp(grad, input, *, output=None, begin, size):
     return (grad_input,)
 
 
-class _SliceFunction(torch.autograd.Function):
-    """Slice for autograd: the backward is slice_vjp."""
-
-    @staticmethod
-    def forward(begin, size, input):
-        return slice_forward(input, begin=begin, size=size)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        begin, size = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = slice_vjp(grad, input, begin=begin, size=size)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_slice_autograd = _autograd_function("Slice", slice_forward, slice_vjp, "output")
 
 
 def reverse_v2(tensor, *, axis=(-1,)):
     """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:71); differentiated by reverse_v2_vjp."""
-    return _ReverseV2Function.apply(axis, tensor)
+    return _reverse_v2_autograd(tensor, axis=axis)
 
 
 def reverse_v2_forward(tensor, *, axis=(-1,)):
@@ -658,29 +682,12 @@ def reverse_v2_vjp(grad, tensor, *, output=None, axis=(-1,)):
     return (grad_tensor,)
 
 
-class _ReverseV2Function(torch.autograd.Function):
-    """ReverseV2 for autograd: the backward is reverse_v2_vjp."""
-
-    @staticmethod
-    def forward(axis, tensor):
-        return reverse_v2_forward(tensor, axis=axis)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (axis,) = ctx.attrs
-        (tensor,) = ctx.saved_tensors
-        grads = reverse_v2_vjp(grad, tensor, axis=axis)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_reverse_v2_autograd = _autograd_function("ReverseV2", reverse_v2_forward, reverse_v2_vjp, "output")
 
 
 def reverse(tensor, *, dims=(True, False)):
     """Reverse: ReverseV2 with the axes given as a bool per axis: entries reversed along each axis (declared at ops/array.py:86); differentiated by reverse_vjp."""
-    return _ReverseFunction.apply(dims, tensor)
+    return _reverse_autograd(tensor, dims=dims)
 
 
 def reverse_forward(tensor, *, dims=(True, False)):
@@ -763,29 +770,12 @@ def reverse_vjp(grad, tensor, *, output=None, dims=(True, False)):
     return (grad_tensor,)
 
 
-class _ReverseFunction(torch.autograd.Function):
-    """Reverse for autograd: the backward is reverse_vjp."""
-
-    @staticmethod
-    def forward(dims, tensor):
-        return reverse_forward(tensor, dims=dims)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (dims,) = ctx.attrs
-        (tensor,) = ctx.saved_tensors
-        grads = reverse_vjp(grad, tensor, dims=dims)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_reverse_autograd = _autograd_function("Reverse", reverse_forward, reverse_vjp, "output")
 
 
 def transpose(x, *, perm=(1, 0)):
     """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:101); differentiated by transpose_vjp."""
-    return _TransposeFunction.apply(perm, x)
+    return _transpose_autograd(x, perm=perm)
 
 
 def transpose_forward(x, *, perm=(1, 0)):
@@ -821,24 +811,7 @@ def transpose_vjp(grad, x, *, y=None, perm=(1, 0)):
     return (grad_x,)
 
 
-class _TransposeFunction(torch.autograd.Function):
-    """Transpose for autograd: the backward is transpose_vjp."""
-
-    @staticmethod
-    def forward(perm, x):
-        return transpose_forward(x, perm=perm)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (perm,) = ctx.attrs
-        (x,) = ctx.saved_tensors
-        grads = transpose_vjp(grad, x, perm=perm)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_transpose_autograd = _autograd_function("Transpose", transpose_forward, transpose_vjp, "y")
 
 
 def strided_slice(
@@ -854,16 +827,16 @@ def strided_slice(
     end_mask=0,
 ):
     """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:160); differentiated by strided_slice_vjp."""
-    return _StridedSliceFunction.apply(
-        shrink_axis_mask,
-        ellipsis_mask,
-        new_axis_mask,
-        begin,
-        end,
-        strides,
-        begin_mask,
-        end_mask,
+    return _strided_slice_autograd(
         input,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
     )
 
 
@@ -1144,74 +1117,9 @@ def strided_slice_vjp(
     return (grad_input,)
 
 
-class _StridedSliceFunction(torch.autograd.Function):
-    """StridedSlice for autograd: the backward is strided_slice_vjp."""
-
-    @staticmethod
-    def forward(
-        shrink_axis_mask,
-        ellipsis_mask,
-        new_axis_mask,
-        begin,
-        end,
-        strides,
-        begin_mask,
-        end_mask,
-        input,
-    ):
-        return strided_slice_forward(
-            input,
-            shrink_axis_mask=shrink_axis_mask,
-            ellipsis_mask=ellipsis_mask,
-            new_axis_mask=new_axis_mask,
-            begin=begin,
-            end=end,
-            strides=strides,
-            begin_mask=begin_mask,
-            end_mask=end_mask,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:8]
-        ctx.save_for_backward(*inputs[8:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (
-            shrink_axis_mask,
-            ellipsis_mask,
-            new_axis_mask,
-            begin,
-            end,
-            strides,
-            begin_mask,
-            end_mask,
-        ) = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = strided_slice_vjp(
-            grad,
-            input,
-            shrink_axis_mask=shrink_axis_mask,
-            ellipsis_mask=ellipsis_mask,
-            new_axis_mask=new_axis_mask,
-            begin=begin,
-            end=end,
-            strides=strides,
-            begin_mask=begin_mask,
-            end_mask=end_mask,
-        )
-        return (
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            *_needed(grads, ctx.needs_input_grad[8:]),
-        )
+_strided_slice_autograd = _autograd_function(
+    "StridedSlice", strided_slice_forward, strided_slice_vjp, "output"
+)
 
 
 def strided_slice_backprop(
@@ -1228,17 +1136,17 @@ def strided_slice_backprop(
     end_mask=0,
 ):
     """StridedSliceGrad: StridedSlice's gradient: `dy` placed at the entries the slice takes of a zero array of (declared at ops/array.py:203); differentiated by strided_slice_backprop_vjp."""
-    return _StridedSliceGradFunction.apply(
-        shrink_axis_mask,
-        ellipsis_mask,
-        new_axis_mask,
-        shape,
-        begin,
-        end,
-        strides,
-        begin_mask,
-        end_mask,
+    return _strided_slice_backprop_autograd(
         dy,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        shape=shape,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
     )
 
 
@@ -1423,79 +1331,9 @@ def strided_slice_backprop_vjp(
     return (grad_dy,)
 
 
-class _StridedSliceGradFunction(torch.autograd.Function):
-    """StridedSliceGrad for autograd: the backward is strided_slice_backprop_vjp."""
-
-    @staticmethod
-    def forward(
-        shrink_axis_mask,
-        ellipsis_mask,
-        new_axis_mask,
-        shape,
-        begin,
-        end,
-        strides,
-        begin_mask,
-        end_mask,
-        dy,
-    ):
-        return strided_slice_backprop_forward(
-            dy,
-            shrink_axis_mask=shrink_axis_mask,
-            ellipsis_mask=ellipsis_mask,
-            new_axis_mask=new_axis_mask,
-            shape=shape,
-            begin=begin,
-            end=end,
-            strides=strides,
-            begin_mask=begin_mask,
-            end_mask=end_mask,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:9]
-        ctx.save_for_backward(*inputs[9:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (
-            shrink_axis_mask,
-            ellipsis_mask,
-            new_axis_mask,
-            shape,
-            begin,
-            end,
-            strides,
-            begin_mask,
-            end_mask,
-        ) = ctx.attrs
-        (dy,) = ctx.saved_tensors
-        grads = strided_slice_backprop_vjp(
-            grad,
-            dy,
-            shrink_axis_mask=shrink_axis_mask,
-            ellipsis_mask=ellipsis_mask,
-            new_axis_mask=new_axis_mask,
-            shape=shape,
-            begin=begin,
-            end=end,
-            strides=strides,
-            begin_mask=begin_mask,
-            end_mask=end_mask,
-        )
-        return (
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            *_needed(grads, ctx.needs_input_grad[9:]),
-        )
+_strided_slice_backprop_autograd = _autograd_function(
+    "StridedSliceGrad", strided_slice_backprop_forward, strided_slice_backprop_vjp, "output"
+)
 
 
 def tensor_strided_slice_update(
@@ -1512,17 +1350,17 @@ def tensor_strided_slice_update(
     end_mask=0,
 ):
     """TensorStridedSliceUpdate: `input` with the entries StridedSlice would take replaced by `value`'s (declared at ops/array.py:221); differentiated by tensor_strided_slice_update_vjp."""
-    return _TensorStridedSliceUpdateFunction.apply(
-        shrink_axis_mask,
-        ellipsis_mask,
-        new_axis_mask,
-        begin,
-        end,
-        strides,
-        begin_mask,
-        end_mask,
+    return _tensor_strided_slice_update_autograd(
         input,
         value,
+        shrink_axis_mask=shrink_axis_mask,
+        ellipsis_mask=ellipsis_mask,
+        new_axis_mask=new_axis_mask,
+        begin=begin,
+        end=end,
+        strides=strides,
+        begin_mask=begin_mask,
+        end_mask=end_mask,
     )
 
 
@@ -1744,74 +1582,9 @@ def tensor_strided_slice_update_vjp(
     return grad_input, grad_value
 
 
-class _TensorStridedSliceUpdateFunction(torch.autograd.Function):
-    """TensorStridedSliceUpdate for autograd: the backward is tensor_strided_slice_update_vjp."""
-
-    @staticmethod
-    def forward(
-        shrink_axis_mask,
-        ellipsis_mask,
-        new_axis_mask,
-        begin,
-        end,
-        strides,
-        begin_mask,
-        end_mask,
-        input,
-        value,
-    ):
-        return tensor_strided_slice_update_forward(
-            input,
-            value,
-            shrink_axis_mask=shrink_axis_mask,
-            ellipsis_mask=ellipsis_mask,
-            new_axis_mask=new_axis_mask,
-            begin=begin,
-            end=end,
-            strides=strides,
-            begin_mask=begin_mask,
-            end_mask=end_mask,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:8]
-        ctx.save_for_backward(*inputs[8:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (
-            shrink_axis_mask,
-            ellipsis_mask,
-            new_axis_mask,
-            begin,
-            end,
-            strides,
-            begin_mask,
-            end_mask,
-        ) = ctx.attrs
-        input, value = ctx.saved_tensors
-        grads = tensor_strided_slice_update_vjp(
-            grad,
-            input,
-            value,
-            shrink_axis_mask=shrink_axis_mask,
-            ellipsis_mask=ellipsis_mask,
-            new_axis_mask=new_axis_mask,
-            begin=begin,
-            end=end,
-            strides=strides,
-            begin_mask=begin_mask,
-            end_mask=end_mask,
-        )
-        return (
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            *_needed(grads, ctx.needs_input_grad[8:]),
-        )
+_tensor_strided_slice_update_autograd = _autograd_function(
+    "TensorStridedSliceUpdate",
+    tensor_strided_slice_update_forward,
+    tensor_strided_slice_update_vjp,
+    "output",
+)

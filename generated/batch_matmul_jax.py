@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +19,39 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 def _conj(x):
     """Complex conjugate; real arrays are returned as they are."""
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _sum_to_shape(g, shape):
@@ -39,7 +70,7 @@ def _sum_to_shape(g, shape):
 
 def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op the adjoint when its flag is set (declared at ops/batch_matmul.py:12); differentiated by batch_mat_mul_v2_vjp."""
-    return _batch_mat_mul_v2_custom_vjp(adj_x, adj_y, x, y)
+    return _batch_mat_mul_v2_custom_vjp(x, y, adj_x=adj_x, adj_y=adj_y)
 
 
 def batch_mat_mul_v2_forward(x, y, *, adj_x=False, adj_y=False):
@@ -116,32 +147,12 @@ def batch_mat_mul_v2_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
     return grad_x, grad_y
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _batch_mat_mul_v2_custom_vjp(adj_x, adj_y, x, y):
-    return batch_mat_mul_v2_forward(x, y, adj_x=adj_x, adj_y=adj_y)
-
-
-def _batch_mat_mul_v2_fwd(adj_x, adj_y, x, y):
-    output = batch_mat_mul_v2_forward(x, y, adj_x=adj_x, adj_y=adj_y)
-    return output, ((x, y), output)
-
-
-def _batch_mat_mul_v2_bwd(adj_x, adj_y, saved, grad):
-    (x, y), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(
-        None if g is None else _conj(g)
-        for g in batch_mat_mul_v2_vjp(grad, x, y, output=output, adj_x=adj_x, adj_y=adj_y)
-    )
-
-
-_batch_mat_mul_v2_custom_vjp.defvjp(_batch_mat_mul_v2_fwd, _batch_mat_mul_v2_bwd)
+_batch_mat_mul_v2_custom_vjp = _custom_vjp(batch_mat_mul_v2_forward, batch_mat_mul_v2_vjp, "output")
 
 
 def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:22); differentiated by batch_mat_mul_vjp."""
-    return _batch_mat_mul_custom_vjp(adj_x, adj_y, x, y)
+    return _batch_mat_mul_custom_vjp(x, y, adj_x=adj_x, adj_y=adj_y)
 
 
 def batch_mat_mul_forward(x, y, *, adj_x=False, adj_y=False):
@@ -218,32 +229,12 @@ def batch_mat_mul_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
     return grad_x, grad_y
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _batch_mat_mul_custom_vjp(adj_x, adj_y, x, y):
-    return batch_mat_mul_forward(x, y, adj_x=adj_x, adj_y=adj_y)
-
-
-def _batch_mat_mul_fwd(adj_x, adj_y, x, y):
-    output = batch_mat_mul_forward(x, y, adj_x=adj_x, adj_y=adj_y)
-    return output, ((x, y), output)
-
-
-def _batch_mat_mul_bwd(adj_x, adj_y, saved, grad):
-    (x, y), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(
-        None if g is None else _conj(g)
-        for g in batch_mat_mul_vjp(grad, x, y, output=output, adj_x=adj_x, adj_y=adj_y)
-    )
-
-
-_batch_mat_mul_custom_vjp.defvjp(_batch_mat_mul_fwd, _batch_mat_mul_bwd)
+_batch_mat_mul_custom_vjp = _custom_vjp(batch_mat_mul_forward, batch_mat_mul_vjp, "output")
 
 
 def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:28); differentiated by batch_mat_mul_v3_vjp."""
-    return _batch_mat_mul_v3_custom_vjp(adj_x, adj_y, x, y)
+    return _batch_mat_mul_v3_custom_vjp(x, y, adj_x=adj_x, adj_y=adj_y)
 
 
 def batch_mat_mul_v3_forward(x, y, *, adj_x=False, adj_y=False):
@@ -320,24 +311,4 @@ def batch_mat_mul_v3_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
     return grad_x, grad_y
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _batch_mat_mul_v3_custom_vjp(adj_x, adj_y, x, y):
-    return batch_mat_mul_v3_forward(x, y, adj_x=adj_x, adj_y=adj_y)
-
-
-def _batch_mat_mul_v3_fwd(adj_x, adj_y, x, y):
-    output = batch_mat_mul_v3_forward(x, y, adj_x=adj_x, adj_y=adj_y)
-    return output, ((x, y), output)
-
-
-def _batch_mat_mul_v3_bwd(adj_x, adj_y, saved, grad):
-    (x, y), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(
-        None if g is None else _conj(g)
-        for g in batch_mat_mul_v3_vjp(grad, x, y, output=output, adj_x=adj_x, adj_y=adj_y)
-    )
-
-
-_batch_mat_mul_v3_custom_vjp.defvjp(_batch_mat_mul_v3_fwd, _batch_mat_mul_v3_bwd)
+_batch_mat_mul_v3_custom_vjp = _custom_vjp(batch_mat_mul_v3_forward, batch_mat_mul_v3_vjp, "output")

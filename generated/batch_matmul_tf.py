@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +30,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -111,8 +169,32 @@ def _sum_to_shape(g, x):
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
 
+def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op the adjoint when its flag is set (declared at ops/batch_matmul.py:12), with its derived gradient batch_mat_mul_v2_vjp."""
+    return _batch_mat_mul_v2_custom_gradient(x, y, adj_x=adj_x, adj_y=adj_y)
+
+
+def batch_mat_mul_v2_forward(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMulV2's formula."""
+    if not adj_x and not adj_y:
+        output = tf.linalg.matmul(x, y)
+    elif not adj_x and adj_y:
+        t0 = tf.math.conj(y)
+        output = tf.linalg.matmul(x, t0, transpose_b=True)
+    elif adj_x and not adj_y:
+        t0 = tf.math.conj(x)
+        output = tf.linalg.matmul(t0, y, transpose_a=True)
+    elif adj_x and adj_y:
+        t0 = tf.math.conj(x)
+        t1 = tf.math.conj(y)
+        output = tf.linalg.matmul(t0, t1, transpose_a=True, transpose_b=True)
+    else:
+        raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    return output
+
+
 def batch_mat_mul_v2_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
-    """Gradient of BatchMatMulV2 (declared at ops/batch_matmul.py:12): one per input (x, y).
+    """Gradient of BatchMatMulV2: one per input (x, y).
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:
@@ -175,49 +257,48 @@ def batch_mat_mul_v2_grad(op, grad):
     )
 
 
-def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op the adjoint when its flag is set, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return batch_mat_mul_v2_vjp(grad, x, y, output, adj_x=adj_x, adj_y=adj_y)
-
-        kernel_outputs = (
-            _tf_kernel("BatchMatMulV2", 1, {"x": x, "y": y}, {"adj_x": adj_x, "adj_y": adj_y})
-            if adj_x in (False, True) and adj_y in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if not adj_x and not adj_y:
-            output = tf.linalg.matmul(x, y)
-        elif not adj_x and adj_y:
-            t0 = tf.math.conj(y)
-            output = tf.linalg.matmul(x, t0, transpose_b=True)
-        elif adj_x and not adj_y:
-            t0 = tf.math.conj(x)
-            output = tf.linalg.matmul(t0, y, transpose_a=True)
-        elif adj_x and adj_y:
-            t0 = tf.math.conj(x)
-            t1 = tf.math.conj(y)
-            output = tf.linalg.matmul(t0, t1, transpose_a=True, transpose_b=True)
-        else:
-            raise ValueError(
-                f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
-            )
-        return output, backward
-
-    return forward(x, y)
+def _batch_mat_mul_v2_declares(x, y, *, adj_x=False, adj_y=False):
+    """Whether BatchMatMulV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return adj_x in (False, True) and adj_y in (False, True)
 
 
+_batch_mat_mul_v2_custom_gradient = _custom_gradient(
+    "BatchMatMulV2",
+    "x y",
+    batch_mat_mul_v2_forward,
+    batch_mat_mul_v2_vjp,
+    "output",
+    declares=_batch_mat_mul_v2_declares,
+)
 _register("BatchMatMulV2", batch_mat_mul_v2_grad)
 
 
+def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:22), with its derived gradient batch_mat_mul_vjp."""
+    return _batch_mat_mul_custom_gradient(x, y, adj_x=adj_x, adj_y=adj_y)
+
+
+def batch_mat_mul_forward(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMul's formula."""
+    if not adj_x and not adj_y:
+        output = tf.linalg.matmul(x, y)
+    elif not adj_x and adj_y:
+        t0 = tf.math.conj(y)
+        output = tf.linalg.matmul(x, t0, transpose_b=True)
+    elif adj_x and not adj_y:
+        t0 = tf.math.conj(x)
+        output = tf.linalg.matmul(t0, y, transpose_a=True)
+    elif adj_x and adj_y:
+        t0 = tf.math.conj(x)
+        t1 = tf.math.conj(y)
+        output = tf.linalg.matmul(t0, t1, transpose_a=True, transpose_b=True)
+    else:
+        raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    return output
+
+
 def batch_mat_mul_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
-    """Gradient of BatchMatMul (declared at ops/batch_matmul.py:22): one per input (x, y).
+    """Gradient of BatchMatMul: one per input (x, y).
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:
@@ -280,49 +361,48 @@ def batch_mat_mul_grad(op, grad):
     )
 
 
-def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return batch_mat_mul_vjp(grad, x, y, output, adj_x=adj_x, adj_y=adj_y)
-
-        kernel_outputs = (
-            _tf_kernel("BatchMatMul", 1, {"x": x, "y": y}, {"adj_x": adj_x, "adj_y": adj_y})
-            if adj_x in (False, True) and adj_y in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if not adj_x and not adj_y:
-            output = tf.linalg.matmul(x, y)
-        elif not adj_x and adj_y:
-            t0 = tf.math.conj(y)
-            output = tf.linalg.matmul(x, t0, transpose_b=True)
-        elif adj_x and not adj_y:
-            t0 = tf.math.conj(x)
-            output = tf.linalg.matmul(t0, y, transpose_a=True)
-        elif adj_x and adj_y:
-            t0 = tf.math.conj(x)
-            t1 = tf.math.conj(y)
-            output = tf.linalg.matmul(t0, t1, transpose_a=True, transpose_b=True)
-        else:
-            raise ValueError(
-                f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
-            )
-        return output, backward
-
-    return forward(x, y)
+def _batch_mat_mul_declares(x, y, *, adj_x=False, adj_y=False):
+    """Whether BatchMatMul's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return adj_x in (False, True) and adj_y in (False, True)
 
 
+_batch_mat_mul_custom_gradient = _custom_gradient(
+    "BatchMatMul",
+    "x y",
+    batch_mat_mul_forward,
+    batch_mat_mul_vjp,
+    "output",
+    declares=_batch_mat_mul_declares,
+)
 _register("BatchMatMul", batch_mat_mul_grad)
 
 
+def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:28), with its derived gradient batch_mat_mul_v3_vjp."""
+    return _batch_mat_mul_v3_custom_gradient(x, y, adj_x=adj_x, adj_y=adj_y)
+
+
+def batch_mat_mul_v3_forward(x, y, *, adj_x=False, adj_y=False):
+    """BatchMatMulV3's formula."""
+    if not adj_x and not adj_y:
+        output = tf.linalg.matmul(x, y)
+    elif not adj_x and adj_y:
+        t0 = tf.math.conj(y)
+        output = tf.linalg.matmul(x, t0, transpose_b=True)
+    elif adj_x and not adj_y:
+        t0 = tf.math.conj(x)
+        output = tf.linalg.matmul(t0, y, transpose_a=True)
+    elif adj_x and adj_y:
+        t0 = tf.math.conj(x)
+        t1 = tf.math.conj(y)
+        output = tf.linalg.matmul(t0, t1, transpose_a=True, transpose_b=True)
+    else:
+        raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    return output
+
+
 def batch_mat_mul_v3_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
-    """Gradient of BatchMatMulV3 (declared at ops/batch_matmul.py:28): one per input (x, y).
+    """Gradient of BatchMatMulV3: one per input (x, y).
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:
@@ -385,42 +465,17 @@ def batch_mat_mul_v3_grad(op, grad):
     )
 
 
-def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs'), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return batch_mat_mul_v3_vjp(grad, x, y, output, adj_x=adj_x, adj_y=adj_y)
-
-        kernel_outputs = (
-            _tf_kernel("BatchMatMulV3", 1, {"x": x, "y": y}, {"adj_x": adj_x, "adj_y": adj_y})
-            if adj_x in (False, True) and adj_y in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if not adj_x and not adj_y:
-            output = tf.linalg.matmul(x, y)
-        elif not adj_x and adj_y:
-            t0 = tf.math.conj(y)
-            output = tf.linalg.matmul(x, t0, transpose_b=True)
-        elif adj_x and not adj_y:
-            t0 = tf.math.conj(x)
-            output = tf.linalg.matmul(t0, y, transpose_a=True)
-        elif adj_x and adj_y:
-            t0 = tf.math.conj(x)
-            t1 = tf.math.conj(y)
-            output = tf.linalg.matmul(t0, t1, transpose_a=True, transpose_b=True)
-        else:
-            raise ValueError(
-                f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}"
-            )
-        return output, backward
-
-    return forward(x, y)
+def _batch_mat_mul_v3_declares(x, y, *, adj_x=False, adj_y=False):
+    """Whether BatchMatMulV3's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return adj_x in (False, True) and adj_y in (False, True)
 
 
+_batch_mat_mul_v3_custom_gradient = _custom_gradient(
+    "BatchMatMulV3",
+    "x y",
+    batch_mat_mul_v3_forward,
+    batch_mat_mul_v3_vjp,
+    "output",
+    declares=_batch_mat_mul_v3_declares,
+)
 _register("BatchMatMulV3", batch_mat_mul_v3_grad)

@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +19,39 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 def _conj(x):
     """Complex conjugate; real arrays are returned as they are."""
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _nextafter(x1, x2):
@@ -68,24 +99,7 @@ def add_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _add_custom_vjp(x, y):
-    return add_forward(x, y)
-
-
-def _add_fwd(x, y):
-    z = add_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _add_bwd(saved, grad):
-    (x, y), z = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in add_vjp(grad, x, y, z=z))
-
-
-_add_custom_vjp.defvjp(_add_fwd, _add_bwd)
+_add_custom_vjp = _custom_vjp(add_forward, add_vjp, "z")
 
 
 def add_legacy(x, y):
@@ -111,24 +125,7 @@ def add_legacy_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _add_legacy_custom_vjp(x, y):
-    return add_legacy_forward(x, y)
-
-
-def _add_legacy_fwd(x, y):
-    z = add_legacy_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _add_legacy_bwd(saved, grad):
-    (x, y), z = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in add_legacy_vjp(grad, x, y, z=z))
-
-
-_add_legacy_custom_vjp.defvjp(_add_legacy_fwd, _add_legacy_bwd)
+_add_legacy_custom_vjp = _custom_vjp(add_legacy_forward, add_legacy_vjp, "z")
 
 
 def subtract(x, y):
@@ -154,24 +151,7 @@ def subtract_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _subtract_custom_vjp(x, y):
-    return subtract_forward(x, y)
-
-
-def _subtract_fwd(x, y):
-    z = subtract_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _subtract_bwd(saved, grad):
-    (x, y), z = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in subtract_vjp(grad, x, y, z=z))
-
-
-_subtract_custom_vjp.defvjp(_subtract_fwd, _subtract_bwd)
+_subtract_custom_vjp = _custom_vjp(subtract_forward, subtract_vjp, "z")
 
 
 def multiply(x, y):
@@ -199,24 +179,7 @@ def multiply_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _multiply_custom_vjp(x, y):
-    return multiply_forward(x, y)
-
-
-def _multiply_fwd(x, y):
-    z = multiply_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _multiply_bwd(saved, grad):
-    (x, y), z = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in multiply_vjp(grad, x, y, z=z))
-
-
-_multiply_custom_vjp.defvjp(_multiply_fwd, _multiply_bwd)
+_multiply_custom_vjp = _custom_vjp(multiply_forward, multiply_vjp, "z")
 
 
 def real_div(x, y):
@@ -247,24 +210,7 @@ def real_div_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _real_div_custom_vjp(x, y):
-    return real_div_forward(x, y)
-
-
-def _real_div_fwd(x, y):
-    z = real_div_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _real_div_bwd(saved, grad):
-    (x, y), z = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in real_div_vjp(grad, x, y, z=z))
-
-
-_real_div_custom_vjp.defvjp(_real_div_fwd, _real_div_bwd)
+_real_div_custom_vjp = _custom_vjp(real_div_forward, real_div_vjp, "z")
 
 
 def div(x, y):
@@ -295,24 +241,7 @@ def div_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _div_custom_vjp(x, y):
-    return div_forward(x, y)
-
-
-def _div_fwd(x, y):
-    z = div_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _div_bwd(saved, grad):
-    (x, y), z = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in div_vjp(grad, x, y, z=z))
-
-
-_div_custom_vjp.defvjp(_div_fwd, _div_bwd)
+_div_custom_vjp = _custom_vjp(div_forward, div_vjp, "z")
 
 
 def mul_no_nan(x, y):
@@ -338,22 +267,7 @@ def mul_no_nan_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _mul_no_nan_custom_vjp(x, y):
-    return mul_no_nan_forward(x, y)
-
-
-def _mul_no_nan_fwd(x, y):
-    z = mul_no_nan_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _mul_no_nan_bwd(saved, grad):
-    (x, y), z = saved
-    return mul_no_nan_vjp(grad, x, y, z=z)
-
-
-_mul_no_nan_custom_vjp.defvjp(_mul_no_nan_fwd, _mul_no_nan_bwd)
+_mul_no_nan_custom_vjp = _custom_vjp(mul_no_nan_forward, mul_no_nan_vjp, "z")
 
 
 def floor_div(x, y):
@@ -372,22 +286,7 @@ def floor_div_vjp(grad, x, y, *, z=None):
     return None, None
 
 
-@jax.custom_vjp
-def _floor_div_custom_vjp(x, y):
-    return floor_div_forward(x, y)
-
-
-def _floor_div_fwd(x, y):
-    z = floor_div_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _floor_div_bwd(saved, grad):
-    (x, y), z = saved
-    return floor_div_vjp(grad, x, y, z=z)
-
-
-_floor_div_custom_vjp.defvjp(_floor_div_fwd, _floor_div_bwd)
+_floor_div_custom_vjp = _custom_vjp(floor_div_forward, floor_div_vjp, "z")
 
 
 def truncate_div(x, y):
@@ -407,22 +306,7 @@ def truncate_div_vjp(grad, x, y, *, z=None):
     return None, None
 
 
-@jax.custom_vjp
-def _truncate_div_custom_vjp(x, y):
-    return truncate_div_forward(x, y)
-
-
-def _truncate_div_fwd(x, y):
-    z = truncate_div_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _truncate_div_bwd(saved, grad):
-    (x, y), z = saved
-    return truncate_div_vjp(grad, x, y, z=z)
-
-
-_truncate_div_custom_vjp.defvjp(_truncate_div_fwd, _truncate_div_bwd)
+_truncate_div_custom_vjp = _custom_vjp(truncate_div_forward, truncate_div_vjp, "z")
 
 
 def floor_mod(x, y):
@@ -448,22 +332,7 @@ def floor_mod_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _floor_mod_custom_vjp(x, y):
-    return floor_mod_forward(x, y)
-
-
-def _floor_mod_fwd(x, y):
-    z = floor_mod_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _floor_mod_bwd(saved, grad):
-    (x, y), z = saved
-    return floor_mod_vjp(grad, x, y, z=z)
-
-
-_floor_mod_custom_vjp.defvjp(_floor_mod_fwd, _floor_mod_bwd)
+_floor_mod_custom_vjp = _custom_vjp(floor_mod_forward, floor_mod_vjp, "z")
 
 
 def power(x, y):
@@ -484,17 +353,17 @@ def power_vjp(grad, x, y, *, z=None):
     In index notation, next to the code computing it:
         grad_x = (grad * x**(y - 1) * y if x > 0 else 0 if y == 0 else grad if y == 1 else grad *
             x**(y - 1) * y)
-            i.e. `_sum_to_shape(jnp.where(tmp0, jnp.where(~tmp0, 1, grad) * jnp.where(~tmp0, ...`
+            i.e. `_sum_to_shape(jnp.where(tmp0, jnp.where(x <= 0, 1, grad) * jnp.where(x <= 0, ...`
         grad_y = (grad * x**y * log(x) if x > 0 else 0)
-            i.e. `_sum_to_shape(jnp.where(tmp0, jnp.where(~tmp0, 1, grad) * ...`
+            i.e. `_sum_to_shape(jnp.where(tmp0, jnp.where(x <= 0, 1, grad) * ...`
     """
     tmp0 = x > 0
     grad_x = _sum_to_shape(
         jnp.where(
             tmp0,
-            jnp.where(~tmp0, 1, grad)
-            * jnp.where(~tmp0, 1, y)
-            * jnp.where(~tmp0, 1, x) ** (jnp.where(~tmp0, 1, y) - 1),
+            jnp.where(x <= 0, 1, grad)
+            * jnp.where(x <= 0, 1, y)
+            * jnp.where(x <= 0, 1, x) ** (jnp.where(x <= 0, 1, y) - 1),
             jnp.where(
                 y == 0,
                 0,
@@ -513,9 +382,9 @@ def power_vjp(grad, x, y, *, z=None):
     grad_y = _sum_to_shape(
         jnp.where(
             tmp0,
-            jnp.where(~tmp0, 1, grad)
-            * jnp.log(jnp.where(~tmp0, 1, x))
-            * jnp.where(~tmp0, 1, x) ** jnp.where(~tmp0, 1, y),
+            jnp.where(x <= 0, 1, grad)
+            * jnp.log(jnp.where(x <= 0, 1, x))
+            * jnp.where(x <= 0, 1, x) ** jnp.where(x <= 0, 1, y),
             0,
         ),
         np.shape(y),
@@ -523,22 +392,7 @@ def power_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _power_custom_vjp(x, y):
-    return power_forward(x, y)
-
-
-def _power_fwd(x, y):
-    z = power_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _power_bwd(saved, grad):
-    (x, y), z = saved
-    return power_vjp(grad, x, y, z=z)
-
-
-_power_custom_vjp.defvjp(_power_fwd, _power_bwd)
+_power_custom_vjp = _custom_vjp(power_forward, power_vjp, "z")
 
 
 def maximum(x, y):
@@ -567,22 +421,7 @@ def maximum_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _maximum_custom_vjp(x, y):
-    return maximum_forward(x, y)
-
-
-def _maximum_fwd(x, y):
-    z = maximum_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _maximum_bwd(saved, grad):
-    (x, y), z = saved
-    return maximum_vjp(grad, x, y, z=z)
-
-
-_maximum_custom_vjp.defvjp(_maximum_fwd, _maximum_bwd)
+_maximum_custom_vjp = _custom_vjp(maximum_forward, maximum_vjp, "z")
 
 
 def minimum(x, y):
@@ -611,22 +450,7 @@ def minimum_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _minimum_custom_vjp(x, y):
-    return minimum_forward(x, y)
-
-
-def _minimum_fwd(x, y):
-    z = minimum_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _minimum_bwd(saved, grad):
-    (x, y), z = saved
-    return minimum_vjp(grad, x, y, z=z)
-
-
-_minimum_custom_vjp.defvjp(_minimum_fwd, _minimum_bwd)
+_minimum_custom_vjp = _custom_vjp(minimum_forward, minimum_vjp, "z")
 
 
 def squared_difference(x, y):
@@ -653,22 +477,9 @@ def squared_difference_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _squared_difference_custom_vjp(x, y):
-    return squared_difference_forward(x, y)
-
-
-def _squared_difference_fwd(x, y):
-    z = squared_difference_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _squared_difference_bwd(saved, grad):
-    (x, y), z = saved
-    return squared_difference_vjp(grad, x, y, z=z)
-
-
-_squared_difference_custom_vjp.defvjp(_squared_difference_fwd, _squared_difference_bwd)
+_squared_difference_custom_vjp = _custom_vjp(
+    squared_difference_forward, squared_difference_vjp, "z"
+)
 
 
 def atan2(y, x):
@@ -695,22 +506,7 @@ def atan2_vjp(grad, y, x, *, z=None):
     return grad_y, grad_x
 
 
-@jax.custom_vjp
-def _atan2_custom_vjp(y, x):
-    return atan2_forward(y, x)
-
-
-def _atan2_fwd(y, x):
-    z = atan2_forward(y, x)
-    return z, ((y, x), z)
-
-
-def _atan2_bwd(saved, grad):
-    (y, x), z = saved
-    return atan2_vjp(grad, y, x, z=z)
-
-
-_atan2_custom_vjp.defvjp(_atan2_fwd, _atan2_bwd)
+_atan2_custom_vjp = _custom_vjp(atan2_forward, atan2_vjp, "z")
 
 
 def xlogy(x, y):
@@ -748,24 +544,7 @@ def xlogy_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _xlogy_custom_vjp(x, y):
-    return xlogy_forward(x, y)
-
-
-def _xlogy_fwd(x, y):
-    z = xlogy_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _xlogy_bwd(saved, grad):
-    (x, y), z = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in xlogy_vjp(grad, x, y, z=z))
-
-
-_xlogy_custom_vjp.defvjp(_xlogy_fwd, _xlogy_bwd)
+_xlogy_custom_vjp = _custom_vjp(xlogy_forward, xlogy_vjp, "z")
 
 
 def xdivy(x, y):
@@ -803,24 +582,7 @@ def xdivy_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _xdivy_custom_vjp(x, y):
-    return xdivy_forward(x, y)
-
-
-def _xdivy_fwd(x, y):
-    z = xdivy_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _xdivy_bwd(saved, grad):
-    (x, y), z = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in xdivy_vjp(grad, x, y, z=z))
-
-
-_xdivy_custom_vjp.defvjp(_xdivy_fwd, _xdivy_bwd)
+_xdivy_custom_vjp = _custom_vjp(xdivy_forward, xdivy_vjp, "z")
 
 
 def xlog1py(x, y):
@@ -856,22 +618,7 @@ def xlog1py_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _xlog1py_custom_vjp(x, y):
-    return xlog1py_forward(x, y)
-
-
-def _xlog1py_fwd(x, y):
-    z = xlog1py_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _xlog1py_bwd(saved, grad):
-    (x, y), z = saved
-    return xlog1py_vjp(grad, x, y, z=z)
-
-
-_xlog1py_custom_vjp.defvjp(_xlog1py_fwd, _xlog1py_bwd)
+_xlog1py_custom_vjp = _custom_vjp(xlog1py_forward, xlog1py_vjp, "z")
 
 
 def div_no_nan(x, y):
@@ -909,24 +656,7 @@ def div_no_nan_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-@jax.custom_vjp
-def _div_no_nan_custom_vjp(x, y):
-    return div_no_nan_forward(x, y)
-
-
-def _div_no_nan_fwd(x, y):
-    z = div_no_nan_forward(x, y)
-    return z, ((x, y), z)
-
-
-def _div_no_nan_bwd(saved, grad):
-    (x, y), z = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in div_no_nan_vjp(grad, x, y, z=z))
-
-
-_div_no_nan_custom_vjp.defvjp(_div_no_nan_fwd, _div_no_nan_bwd)
+_div_no_nan_custom_vjp = _custom_vjp(div_no_nan_forward, div_no_nan_vjp, "z")
 
 
 def next_after(x1, x2):
@@ -950,19 +680,4 @@ def next_after_vjp(grad, x1, x2, *, output=None):
     return grad_x1, None
 
 
-@jax.custom_vjp
-def _next_after_custom_vjp(x1, x2):
-    return next_after_forward(x1, x2)
-
-
-def _next_after_fwd(x1, x2):
-    output = next_after_forward(x1, x2)
-    return output, ((x1, x2), output)
-
-
-def _next_after_bwd(saved, grad):
-    (x1, x2), output = saved
-    return next_after_vjp(grad, x1, x2, output=output)
-
-
-_next_after_custom_vjp.defvjp(_next_after_fwd, _next_after_bwd)
+_next_after_custom_vjp = _custom_vjp(next_after_forward, next_after_vjp, "output")

@@ -6,14 +6,15 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
-  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
-  that a second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
-  no derivative of `backprop` w.r.t. `labels`).
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
+  Where the backward reads the op's outputs, it reads them again through a custom gradient of
+  their own, so that a second order (an outer tape) differentiates them by the derived
+  gradient too, not by TensorFlow's gradient of its kernel (NaN at a norm's 0;
+  SoftmaxCrossEntropyWithLogits's has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -33,6 +34,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -115,8 +173,19 @@ def _sum_to_shape(g, x):
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
 
+def add(x, y):
+    """AddV2: z = x + y (declared at ops/binary.py:16), with its derived gradient add_vjp."""
+    return _add_custom_gradient(x, y)
+
+
+def add_forward(x, y):
+    """AddV2's formula."""
+    z = x + y
+    return z
+
+
 def add_vjp(grad, x, y, z):
-    """Gradient of AddV2 (declared at ops/binary.py:16): one per input (x, y).
+    """Gradient of AddV2: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad, i.e. `_sum_to_shape(grad, x)`
@@ -132,30 +201,23 @@ def add_grad(op, grad):
     return add_vjp(grad, *op.inputs, *op.outputs)
 
 
-def add(x, y):
-    """AddV2: z = x + y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return add_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("AddV2", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = x + y
-        return z, backward
-
-    return forward(x, y)
-
-
+_add_custom_gradient = _custom_gradient("AddV2", "x y", add_forward, add_vjp, "z")
 _register("AddV2", add_grad)
 
 
+def add_legacy(x, y):
+    """Add: z = x + y (AddV2's older op type) (declared at ops/binary.py:22), with its derived gradient add_legacy_vjp."""
+    return _add_legacy_custom_gradient(x, y)
+
+
+def add_legacy_forward(x, y):
+    """Add's formula."""
+    z = x + y
+    return z
+
+
 def add_legacy_vjp(grad, x, y, z):
-    """Gradient of Add (declared at ops/binary.py:22): one per input (x, y).
+    """Gradient of Add: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad, i.e. `_sum_to_shape(grad, x)`
@@ -171,30 +233,25 @@ def add_legacy_grad(op, grad):
     return add_legacy_vjp(grad, *op.inputs, *op.outputs)
 
 
-def add_legacy(x, y):
-    """Add: z = x + y (AddV2's older op type), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return add_legacy_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("Add", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = x + y
-        return z, backward
-
-    return forward(x, y)
-
-
+_add_legacy_custom_gradient = _custom_gradient(
+    "Add", "x y", add_legacy_forward, add_legacy_vjp, "z"
+)
 _register("Add", add_legacy_grad)
 
 
+def subtract(x, y):
+    """Sub: z = x - y (declared at ops/binary.py:28), with its derived gradient subtract_vjp."""
+    return _subtract_custom_gradient(x, y)
+
+
+def subtract_forward(x, y):
+    """Sub's formula."""
+    z = x - y
+    return z
+
+
 def subtract_vjp(grad, x, y, z):
-    """Gradient of Sub (declared at ops/binary.py:28): one per input (x, y).
+    """Gradient of Sub: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad, i.e. `_sum_to_shape(grad, x)`
@@ -210,30 +267,23 @@ def subtract_grad(op, grad):
     return subtract_vjp(grad, *op.inputs, *op.outputs)
 
 
-def subtract(x, y):
-    """Sub: z = x - y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return subtract_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("Sub", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = x - y
-        return z, backward
-
-    return forward(x, y)
-
-
+_subtract_custom_gradient = _custom_gradient("Sub", "x y", subtract_forward, subtract_vjp, "z")
 _register("Sub", subtract_grad)
 
 
+def multiply(x, y):
+    """Mul: z = x * y (declared at ops/binary.py:34), with its derived gradient multiply_vjp."""
+    return _multiply_custom_gradient(x, y)
+
+
+def multiply_forward(x, y):
+    """Mul's formula."""
+    z = x * y
+    return z
+
+
 def multiply_vjp(grad, x, y, z):
-    """Gradient of Mul (declared at ops/binary.py:34): one per input (x, y).
+    """Gradient of Mul: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad * conj(y), i.e. `_sum_to_shape(grad * y, x)`
@@ -251,30 +301,23 @@ def multiply_grad(op, grad):
     return multiply_vjp(grad, *op.inputs, *op.outputs)
 
 
-def multiply(x, y):
-    """Mul: z = x * y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return multiply_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("Mul", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = x * y
-        return z, backward
-
-    return forward(x, y)
-
-
+_multiply_custom_gradient = _custom_gradient("Mul", "x y", multiply_forward, multiply_vjp, "z")
 _register("Mul", multiply_grad)
 
 
+def real_div(x, y):
+    """RealDiv: z = x / y (declared at ops/binary.py:40), with its derived gradient real_div_vjp."""
+    return _real_div_custom_gradient(x, y)
+
+
+def real_div_forward(x, y):
+    """RealDiv's formula."""
+    z = x / y
+    return z
+
+
 def real_div_vjp(grad, x, y, z):
-    """Gradient of RealDiv (declared at ops/binary.py:40): one per input (x, y).
+    """Gradient of RealDiv: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, x)`
@@ -293,36 +336,25 @@ def real_div_grad(op, grad):
     return real_div_vjp(grad, *op.inputs, *op.outputs)
 
 
-def real_div(x, y):
-    """RealDiv: z = x / y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            z = outputs_again(x, y)
-            return real_div_vjp(grad, x, y, z)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x, y):
-            return tf.identity(z), backward
-
-        kernel_outputs = _tf_kernel("RealDiv", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = x / y
-        return z, backward
-
-    return forward(x, y)
-
-
+_real_div_custom_gradient = _custom_gradient(
+    "RealDiv", "x y", real_div_forward, real_div_vjp, "z", read=True
+)
 _register("RealDiv", real_div_grad)
 
 
+def div(x, y):
+    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:46), with its derived gradient div_vjp."""
+    return _div_custom_gradient(x, y)
+
+
+def div_forward(x, y):
+    """Div's formula."""
+    z = x / y
+    return z
+
+
 def div_vjp(grad, x, y, z):
-    """Gradient of Div (declared at ops/binary.py:46): one per input (x, y).
+    """Gradient of Div: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, x)`
@@ -341,36 +373,23 @@ def div_grad(op, grad):
     return div_vjp(grad, *op.inputs, *op.outputs)
 
 
-def div(x, y):
-    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            z = outputs_again(x, y)
-            return div_vjp(grad, x, y, z)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x, y):
-            return tf.identity(z), backward
-
-        kernel_outputs = _tf_kernel("Div", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = x / y
-        return z, backward
-
-    return forward(x, y)
-
-
+_div_custom_gradient = _custom_gradient("Div", "x y", div_forward, div_vjp, "z", read=True)
 _register("Div", div_grad)
 
 
+def mul_no_nan(x, y):
+    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:52), with its derived gradient mul_no_nan_vjp."""
+    return _mul_no_nan_custom_gradient(x, y)
+
+
+def mul_no_nan_forward(x, y):
+    """MulNoNan's formula."""
+    z = x * y
+    return z
+
+
 def mul_no_nan_vjp(grad, x, y, z):
-    """Gradient of MulNoNan (declared at ops/binary.py:52): one per input (x, y).
+    """Gradient of MulNoNan: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad * y, i.e. `_sum_to_shape(grad * y, x)`
@@ -386,30 +405,25 @@ def mul_no_nan_grad(op, grad):
     return mul_no_nan_vjp(grad, *op.inputs, *op.outputs)
 
 
-def mul_no_nan(x, y):
-    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return mul_no_nan_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("MulNoNan", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = x * y
-        return z, backward
-
-    return forward(x, y)
-
-
+_mul_no_nan_custom_gradient = _custom_gradient(
+    "MulNoNan", "x y", mul_no_nan_forward, mul_no_nan_vjp, "z"
+)
 _register("MulNoNan", mul_no_nan_grad)
 
 
+def floor_div(x, y):
+    """FloorDiv: z = floor(x / y) (declared at ops/binary.py:60), with its derived gradient floor_div_vjp."""
+    return _floor_div_custom_gradient(x, y)
+
+
+def floor_div_forward(x, y):
+    """FloorDiv's formula."""
+    z = tf.math.floor(x / y)
+    return z
+
+
 def floor_div_vjp(grad, x, y, z):
-    """Gradient of FloorDiv (declared at ops/binary.py:60): one per input (x, y)."""
+    """Gradient of FloorDiv: one per input (x, y)."""
     return None, None
 
 
@@ -418,30 +432,26 @@ def floor_div_grad(op, grad):
     return floor_div_vjp(grad, *op.inputs, *op.outputs)
 
 
-def floor_div(x, y):
-    """FloorDiv: z = floor(x / y), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return floor_div_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("FloorDiv", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = tf.math.floor(x / y)
-        return z, backward
-
-    return forward(x, y)
-
-
+_floor_div_custom_gradient = _custom_gradient(
+    "FloorDiv", "x y", floor_div_forward, floor_div_vjp, "z"
+)
 _register("FloorDiv", floor_div_grad)
 
 
+def truncate_div(x, y):
+    """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:67), with its derived gradient truncate_div_vjp."""
+    return _truncate_div_custom_gradient(x, y)
+
+
+def truncate_div_forward(x, y):
+    """TruncateDiv's formula."""
+    tmp0 = x / y
+    z = tf.where(tmp0 >= 0, tf.math.floor(tmp0), tf.math.ceil(tmp0))
+    return z
+
+
 def truncate_div_vjp(grad, x, y, z):
-    """Gradient of TruncateDiv (declared at ops/binary.py:67): one per input (x, y)."""
+    """Gradient of TruncateDiv: one per input (x, y)."""
     return None, None
 
 
@@ -450,31 +460,25 @@ def truncate_div_grad(op, grad):
     return truncate_div_vjp(grad, *op.inputs, *op.outputs)
 
 
-def truncate_div(x, y):
-    """TruncateDiv: z = x / y rounded towards zero, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return truncate_div_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("TruncateDiv", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        tmp0 = x / y
-        z = tf.where(tmp0 >= 0, tf.math.floor(tmp0), tf.math.ceil(tmp0))
-        return z, backward
-
-    return forward(x, y)
-
-
+_truncate_div_custom_gradient = _custom_gradient(
+    "TruncateDiv", "x y", truncate_div_forward, truncate_div_vjp, "z"
+)
 _register("TruncateDiv", truncate_div_grad)
 
 
+def floor_mod(x, y):
+    """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:74), with its derived gradient floor_mod_vjp."""
+    return _floor_mod_custom_gradient(x, y)
+
+
+def floor_mod_forward(x, y):
+    """FloorMod's formula."""
+    z = x - y * tf.math.floor(x / y)
+    return z
+
+
 def floor_mod_vjp(grad, x, y, z):
-    """Gradient of FloorMod (declared at ops/binary.py:74): one per input (x, y).
+    """Gradient of FloorMod: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad, i.e. `_sum_to_shape(grad, x)`
@@ -490,46 +494,46 @@ def floor_mod_grad(op, grad):
     return floor_mod_vjp(grad, *op.inputs, *op.outputs)
 
 
-def floor_mod(x, y):
-    """FloorMod: z = x - y * floor(x / y), with the sign of y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return floor_mod_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("FloorMod", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = x - y * tf.math.floor(x / y)
-        return z, backward
-
-    return forward(x, y)
-
-
+_floor_mod_custom_gradient = _custom_gradient(
+    "FloorMod", "x y", floor_mod_forward, floor_mod_vjp, "z"
+)
 _register("FloorMod", floor_mod_grad)
 
 
+def power(x, y):
+    """Pow: z = x ** y (declared at ops/binary.py:81), with its derived gradient power_vjp."""
+    return _power_custom_gradient(x, y)
+
+
+def power_forward(x, y):
+    """Pow's formula."""
+    tmp0 = x**y
+    z = tf.where(
+        x > 0,
+        tmp0,
+        tf.where(tf.equal(y, 0), tf.constant(1, x.dtype), tf.where(tf.equal(y, 1), x, tmp0)),
+    )
+    return z
+
+
 def power_vjp(grad, x, y, z):
-    """Gradient of Pow (declared at ops/binary.py:81): one per input (x, y).
+    """Gradient of Pow: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (grad * x**(y - 1) * y if x > 0 else 0 if y == 0 else grad if y == 1 else grad *
             x**(y - 1) * y)
-            i.e. `_sum_to_shape(tf.where(tmp0, tf.where(~tmp0, tf.constant(1, grad.dtype), ...`
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.where(x <= 0, tf.constant(1, grad.dtype), ...`
         grad_y = (grad * x**y * log(x) if x > 0 else 0)
-            i.e. `_sum_to_shape(tf.where(tmp0, tf.where(~tmp0, tf.constant(1, grad.dtype), ...`
+            i.e. `_sum_to_shape(tf.where(tmp0, tf.where(x <= 0, tf.constant(1, grad.dtype), ...`
     """
     tmp0 = x > 0
     grad_x = _sum_to_shape(
         tf.where(
             tmp0,
-            tf.where(~tmp0, tf.constant(1, grad.dtype), grad)
-            * tf.where(~tmp0, tf.constant(1, grad.dtype), y)
-            * tf.where(~tmp0, tf.constant(1, grad.dtype), x)
-            ** (tf.where(~tmp0, tf.constant(1, grad.dtype), y) - 1),
+            tf.where(x <= 0, tf.constant(1, grad.dtype), grad)
+            * tf.where(x <= 0, tf.constant(1, grad.dtype), y)
+            * tf.where(x <= 0, tf.constant(1, grad.dtype), x)
+            ** (tf.where(x <= 0, tf.constant(1, grad.dtype), y) - 1),
             tf.where(
                 tf.equal(y, 0),
                 tf.constant(0, grad.dtype),
@@ -559,10 +563,10 @@ def power_vjp(grad, x, y, z):
     grad_y = _sum_to_shape(
         tf.where(
             tmp0,
-            tf.where(~tmp0, tf.constant(1, grad.dtype), grad)
-            * tf.math.log(tf.where(~tmp0, tf.constant(1, grad.dtype), x))
-            * tf.where(~tmp0, tf.constant(1, grad.dtype), x)
-            ** tf.where(~tmp0, tf.constant(1, grad.dtype), y),
+            tf.where(x <= 0, tf.constant(1, grad.dtype), grad)
+            * tf.math.log(tf.where(x <= 0, tf.constant(1, grad.dtype), x))
+            * tf.where(x <= 0, tf.constant(1, grad.dtype), x)
+            ** tf.where(x <= 0, tf.constant(1, grad.dtype), y),
             tf.constant(0, grad.dtype),
         ),
         y,
@@ -575,35 +579,23 @@ def power_grad(op, grad):
     return power_vjp(grad, *op.inputs, *op.outputs)
 
 
-def power(x, y):
-    """Pow: z = x ** y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return power_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("Pow", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        tmp0 = x**y
-        z = tf.where(
-            x > 0,
-            tmp0,
-            tf.where(tf.equal(y, 0), tf.constant(1, x.dtype), tf.where(tf.equal(y, 1), x, tmp0)),
-        )
-        return z, backward
-
-    return forward(x, y)
-
-
+_power_custom_gradient = _custom_gradient("Pow", "x y", power_forward, power_vjp, "z")
 _register("Pow", power_grad)
 
 
+def maximum(x, y):
+    """Maximum: z = max(x, y) (declared at ops/binary.py:91), with its derived gradient maximum_vjp."""
+    return _maximum_custom_gradient(x, y)
+
+
+def maximum_forward(x, y):
+    """Maximum's formula."""
+    z = tf.where(x >= y, x, y)
+    return z
+
+
 def maximum_vjp(grad, x, y, z):
-    """Gradient of Maximum (declared at ops/binary.py:91): one per input (x, y).
+    """Gradient of Maximum: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (grad if x >= y else 0)
@@ -622,30 +614,23 @@ def maximum_grad(op, grad):
     return maximum_vjp(grad, *op.inputs, *op.outputs)
 
 
-def maximum(x, y):
-    """Maximum: z = max(x, y), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return maximum_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("Maximum", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = tf.where(x >= y, x, y)
-        return z, backward
-
-    return forward(x, y)
-
-
+_maximum_custom_gradient = _custom_gradient("Maximum", "x y", maximum_forward, maximum_vjp, "z")
 _register("Maximum", maximum_grad)
 
 
+def minimum(x, y):
+    """Minimum: z = min(x, y) (declared at ops/binary.py:98), with its derived gradient minimum_vjp."""
+    return _minimum_custom_gradient(x, y)
+
+
+def minimum_forward(x, y):
+    """Minimum's formula."""
+    z = tf.where(x <= y, x, y)
+    return z
+
+
 def minimum_vjp(grad, x, y, z):
-    """Gradient of Minimum (declared at ops/binary.py:98): one per input (x, y).
+    """Gradient of Minimum: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (grad if x <= y else 0)
@@ -664,30 +649,23 @@ def minimum_grad(op, grad):
     return minimum_vjp(grad, *op.inputs, *op.outputs)
 
 
-def minimum(x, y):
-    """Minimum: z = min(x, y), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return minimum_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("Minimum", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = tf.where(x <= y, x, y)
-        return z, backward
-
-    return forward(x, y)
-
-
+_minimum_custom_gradient = _custom_gradient("Minimum", "x y", minimum_forward, minimum_vjp, "z")
 _register("Minimum", minimum_grad)
 
 
+def squared_difference(x, y):
+    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:105), with its derived gradient squared_difference_vjp."""
+    return _squared_difference_custom_gradient(x, y)
+
+
+def squared_difference_forward(x, y):
+    """SquaredDifference's formula."""
+    z = (x - y) ** 2
+    return z
+
+
 def squared_difference_vjp(grad, x, y, z):
-    """Gradient of SquaredDifference (declared at ops/binary.py:105): one per input (x, y).
+    """Gradient of SquaredDifference: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad * (2 * x - 2 * y), i.e. `_sum_to_shape(grad * tmp0, x)`
@@ -704,30 +682,25 @@ def squared_difference_grad(op, grad):
     return squared_difference_vjp(grad, *op.inputs, *op.outputs)
 
 
-def squared_difference(x, y):
-    """SquaredDifference: z = (x - y) ** 2, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return squared_difference_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("SquaredDifference", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = (x - y) ** 2
-        return z, backward
-
-    return forward(x, y)
-
-
+_squared_difference_custom_gradient = _custom_gradient(
+    "SquaredDifference", "x y", squared_difference_forward, squared_difference_vjp, "z"
+)
 _register("SquaredDifference", squared_difference_grad)
 
 
+def atan2(y, x):
+    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:112), with its derived gradient atan2_vjp."""
+    return _atan2_custom_gradient(y, x)
+
+
+def atan2_forward(y, x):
+    """Atan2's formula."""
+    z = tf.math.atan2(y, x)
+    return z
+
+
 def atan2_vjp(grad, y, x, z):
-    """Gradient of Atan2 (declared at ops/binary.py:112): one per input (y, x).
+    """Gradient of Atan2: one per input (y, x).
 
     In index notation, next to the code computing it:
         grad_y = grad * x / (x**2 + y**2), i.e. `_sum_to_shape(tmp0 * x, y)`
@@ -744,30 +717,23 @@ def atan2_grad(op, grad):
     return atan2_vjp(grad, *op.inputs, *op.outputs)
 
 
-def atan2(y, x):
-    """Atan2: z = the angle of the point (x, y), in (-pi, pi], with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(y, x):
-        def backward(grad):
-            return atan2_vjp(grad, y, x, z)
-
-        kernel_outputs = _tf_kernel("Atan2", 1, {"y": y, "x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = tf.math.atan2(y, x)
-        return z, backward
-
-    return forward(y, x)
-
-
+_atan2_custom_gradient = _custom_gradient("Atan2", "y x", atan2_forward, atan2_vjp, "z")
 _register("Atan2", atan2_grad)
 
 
+def xlogy(x, y):
+    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:118), with its derived gradient xlogy_vjp."""
+    return _xlogy_custom_gradient(x, y)
+
+
+def xlogy_forward(x, y):
+    """Xlogy's formula."""
+    z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log(y))
+    return z
+
+
 def xlogy_vjp(grad, x, y, z):
-    """Gradient of Xlogy (declared at ops/binary.py:118): one per input (x, y).
+    """Gradient of Xlogy: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (0 if conj(x) == 0 else grad * log(conj(y)))
@@ -805,30 +771,23 @@ def xlogy_grad(op, grad):
     return xlogy_vjp(grad, *op.inputs, *op.outputs)
 
 
-def xlogy(x, y):
-    """Xlogy: z = x * log(y), and 0 where x == 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return xlogy_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("Xlogy", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log(y))
-        return z, backward
-
-    return forward(x, y)
-
-
+_xlogy_custom_gradient = _custom_gradient("Xlogy", "x y", xlogy_forward, xlogy_vjp, "z")
 _register("Xlogy", xlogy_grad)
 
 
+def xdivy(x, y):
+    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:125), with its derived gradient xdivy_vjp."""
+    return _xdivy_custom_gradient(x, y)
+
+
+def xdivy_forward(x, y):
+    """Xdivy's formula."""
+    z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x / y)
+    return z
+
+
 def xdivy_vjp(grad, x, y, z):
-    """Gradient of Xdivy (declared at ops/binary.py:125): one per input (x, y).
+    """Gradient of Xdivy: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (0 if conj(x) == 0 else grad / conj(y))
@@ -866,30 +825,23 @@ def xdivy_grad(op, grad):
     return xdivy_vjp(grad, *op.inputs, *op.outputs)
 
 
-def xdivy(x, y):
-    """Xdivy: z = x / y, and 0 where x == 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return xdivy_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("Xdivy", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x / y)
-        return z, backward
-
-    return forward(x, y)
-
-
+_xdivy_custom_gradient = _custom_gradient("Xdivy", "x y", xdivy_forward, xdivy_vjp, "z")
 _register("Xdivy", xdivy_grad)
 
 
+def xlog1py(x, y):
+    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:132), with its derived gradient xlog1py_vjp."""
+    return _xlog1py_custom_gradient(x, y)
+
+
+def xlog1py_forward(x, y):
+    """Xlog1py's formula."""
+    z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log1p(y))
+    return z
+
+
 def xlog1py_vjp(grad, x, y, z):
-    """Gradient of Xlog1py (declared at ops/binary.py:132): one per input (x, y).
+    """Gradient of Xlog1py: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (0 if x == 0 else grad * log1p(y))
@@ -925,30 +877,23 @@ def xlog1py_grad(op, grad):
     return xlog1py_vjp(grad, *op.inputs, *op.outputs)
 
 
-def xlog1py(x, y):
-    """Xlog1py: z = x * log(1 + y), and 0 where x == 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return xlog1py_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("Xlog1py", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), x * tf.math.log1p(y))
-        return z, backward
-
-    return forward(x, y)
-
-
+_xlog1py_custom_gradient = _custom_gradient("Xlog1py", "x y", xlog1py_forward, xlog1py_vjp, "z")
 _register("Xlog1py", xlog1py_grad)
 
 
+def div_no_nan(x, y):
+    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:139), with its derived gradient div_no_nan_vjp."""
+    return _div_no_nan_custom_gradient(x, y)
+
+
+def div_no_nan_forward(x, y):
+    """DivNoNan's formula."""
+    z = tf.where(tf.equal(y, 0), tf.constant(0, x.dtype), x / y)
+    return z
+
+
 def div_no_nan_vjp(grad, x, y, z):
-    """Gradient of DivNoNan (declared at ops/binary.py:139): one per input (x, y).
+    """Gradient of DivNoNan: one per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = (0 if conj(y) == 0 else grad / conj(y))
@@ -986,30 +931,25 @@ def div_no_nan_grad(op, grad):
     return div_no_nan_vjp(grad, *op.inputs, *op.outputs)
 
 
-def div_no_nan(x, y):
-    """DivNoNan: z = x / y, and 0 where y == 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            return div_no_nan_vjp(grad, x, y, z)
-
-        kernel_outputs = _tf_kernel("DivNoNan", 1, {"x": x, "y": y}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = tf.where(tf.equal(y, 0), tf.constant(0, x.dtype), x / y)
-        return z, backward
-
-    return forward(x, y)
-
-
+_div_no_nan_custom_gradient = _custom_gradient(
+    "DivNoNan", "x y", div_no_nan_forward, div_no_nan_vjp, "z"
+)
 _register("DivNoNan", div_no_nan_grad)
 
 
+def next_after(x1, x2):
+    """NextAfter: output = the next float after x1 towards x2: x1 moved by at most one unit in the last (declared at ops/binary.py:146), with its derived gradient next_after_vjp."""
+    return _next_after_custom_gradient(x1, x2)
+
+
+def next_after_forward(x1, x2):
+    """NextAfter's formula."""
+    output = tf.math.nextafter(x1, x2)
+    return output
+
+
 def next_after_vjp(grad, x1, x2, output):
-    """Gradient of NextAfter (declared at ops/binary.py:146): one per input (x1, x2).
+    """Gradient of NextAfter: one per input (x1, x2).
 
     In index notation, next to the code computing it:
         grad_x1 = grad, i.e. `_sum_to_shape(grad, x1)`
@@ -1023,23 +963,7 @@ def next_after_grad(op, grad):
     return next_after_vjp(grad, *op.inputs, *op.outputs)
 
 
-def next_after(x1, x2):
-    """NextAfter: output = the next float after x1 towards x2: x1 moved by at most one unit in the last, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x1, x2):
-        def backward(grad):
-            return next_after_vjp(grad, x1, x2, output)
-
-        kernel_outputs = _tf_kernel("NextAfter", 1, {"x1": x1, "x2": x2}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = tf.math.nextafter(x1, x2)
-        return output, backward
-
-    return forward(x1, x2)
-
-
+_next_after_custom_gradient = _custom_gradient(
+    "NextAfter", "x1 x2", next_after_forward, next_after_vjp, "output"
+)
 _register("NextAfter", next_after_grad)

@@ -21,6 +21,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _conj(x):
     """Complex conjugate; real tensors are returned as they are."""
     return torch.conj(x) if torch.is_complex(x) else x
@@ -42,7 +117,7 @@ def _sum_to_shape(g, shape):
 
 def add(x, y):
     """AddV2: z = x + y (declared at ops/binary.py:16); differentiated by add_vjp."""
-    return _AddV2Function.apply(x, y)
+    return _add_autograd(x, y)
 
 
 def add_forward(x, y):
@@ -63,27 +138,12 @@ def add_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _AddV2Function(torch.autograd.Function):
-    """AddV2 for autograd: the backward is add_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return add_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = add_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_add_autograd = _autograd_function("AddV2", add_forward, add_vjp, "z")
 
 
 def add_legacy(x, y):
     """Add: z = x + y (AddV2's older op type) (declared at ops/binary.py:22); differentiated by add_legacy_vjp."""
-    return _AddFunction.apply(x, y)
+    return _add_legacy_autograd(x, y)
 
 
 def add_legacy_forward(x, y):
@@ -104,27 +164,12 @@ def add_legacy_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _AddFunction(torch.autograd.Function):
-    """Add for autograd: the backward is add_legacy_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return add_legacy_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = add_legacy_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_add_legacy_autograd = _autograd_function("Add", add_legacy_forward, add_legacy_vjp, "z")
 
 
 def subtract(x, y):
     """Sub: z = x - y (declared at ops/binary.py:28); differentiated by subtract_vjp."""
-    return _SubFunction.apply(x, y)
+    return _subtract_autograd(x, y)
 
 
 def subtract_forward(x, y):
@@ -145,27 +190,12 @@ def subtract_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _SubFunction(torch.autograd.Function):
-    """Sub for autograd: the backward is subtract_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return subtract_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = subtract_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_subtract_autograd = _autograd_function("Sub", subtract_forward, subtract_vjp, "z")
 
 
 def multiply(x, y):
     """Mul: z = x * y (declared at ops/binary.py:34); differentiated by multiply_vjp."""
-    return _MulFunction.apply(x, y)
+    return _multiply_autograd(x, y)
 
 
 def multiply_forward(x, y):
@@ -188,27 +218,12 @@ def multiply_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _MulFunction(torch.autograd.Function):
-    """Mul for autograd: the backward is multiply_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return multiply_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = multiply_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_multiply_autograd = _autograd_function("Mul", multiply_forward, multiply_vjp, "z")
 
 
 def real_div(x, y):
     """RealDiv: z = x / y (declared at ops/binary.py:40); differentiated by real_div_vjp."""
-    return _RealDivFunction.apply(x, y)
+    return _real_div_autograd(x, y)
 
 
 def real_div_forward(x, y):
@@ -234,27 +249,12 @@ def real_div_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _RealDivFunction(torch.autograd.Function):
-    """RealDiv for autograd: the backward is real_div_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return real_div_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y, z = ctx.saved_tensors
-        grads = real_div_vjp(grad, x, y, z=z)
-        return _needed(grads, ctx.needs_input_grad)
+_real_div_autograd = _autograd_function("RealDiv", real_div_forward, real_div_vjp, "z", read="z")
 
 
 def div(x, y):
     """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:46); differentiated by div_vjp."""
-    return _DivFunction.apply(x, y)
+    return _div_autograd(x, y)
 
 
 def div_forward(x, y):
@@ -280,27 +280,12 @@ def div_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _DivFunction(torch.autograd.Function):
-    """Div for autograd: the backward is div_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return div_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y, z = ctx.saved_tensors
-        grads = div_vjp(grad, x, y, z=z)
-        return _needed(grads, ctx.needs_input_grad)
+_div_autograd = _autograd_function("Div", div_forward, div_vjp, "z", read="z")
 
 
 def mul_no_nan(x, y):
     """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:52); differentiated by mul_no_nan_vjp."""
-    return _MulNoNanFunction.apply(x, y)
+    return _mul_no_nan_autograd(x, y)
 
 
 def mul_no_nan_forward(x, y):
@@ -321,27 +306,12 @@ def mul_no_nan_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _MulNoNanFunction(torch.autograd.Function):
-    """MulNoNan for autograd: the backward is mul_no_nan_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return mul_no_nan_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = mul_no_nan_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_mul_no_nan_autograd = _autograd_function("MulNoNan", mul_no_nan_forward, mul_no_nan_vjp, "z")
 
 
 def floor_div(x, y):
     """FloorDiv: z = floor(x / y) (declared at ops/binary.py:60); differentiated by floor_div_vjp."""
-    return _FloorDivFunction.apply(x, y)
+    return _floor_div_autograd(x, y)
 
 
 def floor_div_forward(x, y):
@@ -355,27 +325,12 @@ def floor_div_vjp(grad, x, y, *, z=None):
     return None, None
 
 
-class _FloorDivFunction(torch.autograd.Function):
-    """FloorDiv for autograd: the backward is floor_div_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return floor_div_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = floor_div_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_floor_div_autograd = _autograd_function("FloorDiv", floor_div_forward, floor_div_vjp, "z")
 
 
 def truncate_div(x, y):
     """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:67); differentiated by truncate_div_vjp."""
-    return _TruncateDivFunction.apply(x, y)
+    return _truncate_div_autograd(x, y)
 
 
 def truncate_div_forward(x, y):
@@ -390,27 +345,14 @@ def truncate_div_vjp(grad, x, y, *, z=None):
     return None, None
 
 
-class _TruncateDivFunction(torch.autograd.Function):
-    """TruncateDiv for autograd: the backward is truncate_div_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return truncate_div_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = truncate_div_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_truncate_div_autograd = _autograd_function(
+    "TruncateDiv", truncate_div_forward, truncate_div_vjp, "z"
+)
 
 
 def floor_mod(x, y):
     """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:74); differentiated by floor_mod_vjp."""
-    return _FloorModFunction.apply(x, y)
+    return _floor_mod_autograd(x, y)
 
 
 def floor_mod_forward(x, y):
@@ -431,27 +373,12 @@ def floor_mod_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _FloorModFunction(torch.autograd.Function):
-    """FloorMod for autograd: the backward is floor_mod_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return floor_mod_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = floor_mod_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_floor_mod_autograd = _autograd_function("FloorMod", floor_mod_forward, floor_mod_vjp, "z")
 
 
 def power(x, y):
     """Pow: z = x ** y (declared at ops/binary.py:81); differentiated by power_vjp."""
-    return _PowFunction.apply(x, y)
+    return _power_autograd(x, y)
 
 
 def power_forward(x, y):
@@ -467,17 +394,17 @@ def power_vjp(grad, x, y, *, z=None):
     In index notation, next to the code computing it:
         grad_x = (grad * x**(y - 1) * y if x > 0 else 0 if y == 0 else grad if y == 1 else grad *
             x**(y - 1) * y)
-            i.e. `_sum_to_shape(torch.where(tmp0, torch.where(~tmp0, 1, grad) * ...`
+            i.e. `_sum_to_shape(torch.where(tmp0, torch.where(x <= 0, 1, grad) * torch.where(x ...`
         grad_y = (grad * x**y * log(x) if x > 0 else 0)
-            i.e. `_sum_to_shape(torch.where(tmp0, torch.where(~tmp0, 1, grad) * ...`
+            i.e. `_sum_to_shape(torch.where(tmp0, torch.where(x <= 0, 1, grad) * ...`
     """
     tmp0 = x > 0
     grad_x = _sum_to_shape(
         torch.where(
             tmp0,
-            torch.where(~tmp0, 1, grad)
-            * torch.where(~tmp0, 1, y)
-            * torch.where(~tmp0, 1, x) ** (torch.where(~tmp0, 1, y) - 1),
+            torch.where(x <= 0, 1, grad)
+            * torch.where(x <= 0, 1, y)
+            * torch.where(x <= 0, 1, x) ** (torch.where(x <= 0, 1, y) - 1),
             torch.where(
                 y == 0,
                 0,
@@ -496,9 +423,9 @@ def power_vjp(grad, x, y, *, z=None):
     grad_y = _sum_to_shape(
         torch.where(
             tmp0,
-            torch.where(~tmp0, 1, grad)
-            * torch.log(torch.where(~tmp0, 1, x))
-            * torch.where(~tmp0, 1, x) ** torch.where(~tmp0, 1, y),
+            torch.where(x <= 0, 1, grad)
+            * torch.log(torch.where(x <= 0, 1, x))
+            * torch.where(x <= 0, 1, x) ** torch.where(x <= 0, 1, y),
             0,
         ),
         np.shape(y),
@@ -506,27 +433,12 @@ def power_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _PowFunction(torch.autograd.Function):
-    """Pow for autograd: the backward is power_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return power_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = power_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_power_autograd = _autograd_function("Pow", power_forward, power_vjp, "z")
 
 
 def maximum(x, y):
     """Maximum: z = max(x, y) (declared at ops/binary.py:91); differentiated by maximum_vjp."""
-    return _MaximumFunction.apply(x, y)
+    return _maximum_autograd(x, y)
 
 
 def maximum_forward(x, y):
@@ -550,27 +462,12 @@ def maximum_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _MaximumFunction(torch.autograd.Function):
-    """Maximum for autograd: the backward is maximum_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return maximum_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = maximum_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_maximum_autograd = _autograd_function("Maximum", maximum_forward, maximum_vjp, "z")
 
 
 def minimum(x, y):
     """Minimum: z = min(x, y) (declared at ops/binary.py:98); differentiated by minimum_vjp."""
-    return _MinimumFunction.apply(x, y)
+    return _minimum_autograd(x, y)
 
 
 def minimum_forward(x, y):
@@ -594,27 +491,12 @@ def minimum_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _MinimumFunction(torch.autograd.Function):
-    """Minimum for autograd: the backward is minimum_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return minimum_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = minimum_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_minimum_autograd = _autograd_function("Minimum", minimum_forward, minimum_vjp, "z")
 
 
 def squared_difference(x, y):
     """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:105); differentiated by squared_difference_vjp."""
-    return _SquaredDifferenceFunction.apply(x, y)
+    return _squared_difference_autograd(x, y)
 
 
 def squared_difference_forward(x, y):
@@ -636,27 +518,14 @@ def squared_difference_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _SquaredDifferenceFunction(torch.autograd.Function):
-    """SquaredDifference for autograd: the backward is squared_difference_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return squared_difference_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = squared_difference_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_squared_difference_autograd = _autograd_function(
+    "SquaredDifference", squared_difference_forward, squared_difference_vjp, "z"
+)
 
 
 def atan2(y, x):
     """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:112); differentiated by atan2_vjp."""
-    return _Atan2Function.apply(y, x)
+    return _atan2_autograd(y, x)
 
 
 def atan2_forward(y, x):
@@ -678,27 +547,12 @@ def atan2_vjp(grad, y, x, *, z=None):
     return grad_y, grad_x
 
 
-class _Atan2Function(torch.autograd.Function):
-    """Atan2 for autograd: the backward is atan2_vjp."""
-
-    @staticmethod
-    def forward(y, x):
-        return atan2_forward(y, x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        y, x = ctx.saved_tensors
-        grads = atan2_vjp(grad, y, x)
-        return _needed(grads, ctx.needs_input_grad)
+_atan2_autograd = _autograd_function("Atan2", atan2_forward, atan2_vjp, "z")
 
 
 def xlogy(x, y):
     """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:118); differentiated by xlogy_vjp."""
-    return _XlogyFunction.apply(x, y)
+    return _xlogy_autograd(x, y)
 
 
 def xlogy_forward(x, y):
@@ -732,27 +586,12 @@ def xlogy_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _XlogyFunction(torch.autograd.Function):
-    """Xlogy for autograd: the backward is xlogy_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return xlogy_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = xlogy_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_xlogy_autograd = _autograd_function("Xlogy", xlogy_forward, xlogy_vjp, "z")
 
 
 def xdivy(x, y):
     """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:125); differentiated by xdivy_vjp."""
-    return _XdivyFunction.apply(x, y)
+    return _xdivy_autograd(x, y)
 
 
 def xdivy_forward(x, y):
@@ -787,27 +626,12 @@ def xdivy_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _XdivyFunction(torch.autograd.Function):
-    """Xdivy for autograd: the backward is xdivy_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return xdivy_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = xdivy_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_xdivy_autograd = _autograd_function("Xdivy", xdivy_forward, xdivy_vjp, "z")
 
 
 def xlog1py(x, y):
     """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:132); differentiated by xlog1py_vjp."""
-    return _Xlog1pyFunction.apply(x, y)
+    return _xlog1py_autograd(x, y)
 
 
 def xlog1py_forward(x, y):
@@ -841,27 +665,12 @@ def xlog1py_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _Xlog1pyFunction(torch.autograd.Function):
-    """Xlog1py for autograd: the backward is xlog1py_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return xlog1py_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = xlog1py_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_xlog1py_autograd = _autograd_function("Xlog1py", xlog1py_forward, xlog1py_vjp, "z")
 
 
 def div_no_nan(x, y):
     """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:139); differentiated by div_no_nan_vjp."""
-    return _DivNoNanFunction.apply(x, y)
+    return _div_no_nan_autograd(x, y)
 
 
 def div_no_nan_forward(x, y):
@@ -896,27 +705,12 @@ def div_no_nan_vjp(grad, x, y, *, z=None):
     return grad_x, grad_y
 
 
-class _DivNoNanFunction(torch.autograd.Function):
-    """DivNoNan for autograd: the backward is div_no_nan_vjp."""
-
-    @staticmethod
-    def forward(x, y):
-        return div_no_nan_forward(x, y)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = div_no_nan_vjp(grad, x, y)
-        return _needed(grads, ctx.needs_input_grad)
+_div_no_nan_autograd = _autograd_function("DivNoNan", div_no_nan_forward, div_no_nan_vjp, "z")
 
 
 def next_after(x1, x2):
     """NextAfter: output = the next float after x1 towards x2: x1 moved by at most one unit in the last (declared at ops/binary.py:146); differentiated by next_after_vjp."""
-    return _NextAfterFunction.apply(x1, x2)
+    return _next_after_autograd(x1, x2)
 
 
 def next_after_forward(x1, x2):
@@ -935,19 +729,4 @@ def next_after_vjp(grad, x1, x2, *, output=None):
     return grad_x1, None
 
 
-class _NextAfterFunction(torch.autograd.Function):
-    """NextAfter for autograd: the backward is next_after_vjp."""
-
-    @staticmethod
-    def forward(x1, x2):
-        return next_after_forward(x1, x2)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x1, x2 = ctx.saved_tensors
-        grads = next_after_vjp(grad, x1, x2)
-        return _needed(grads, ctx.needs_input_grad)
+_next_after_autograd = _autograd_function("NextAfter", next_after_forward, next_after_vjp, "output")

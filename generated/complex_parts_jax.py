@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +19,39 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 def _conj(x):
     """Complex conjugate; real arrays are returned as they are."""
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _sum_to_shape(g, shape):
@@ -83,24 +114,7 @@ def real_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-@jax.custom_vjp
-def _real_custom_vjp(input):
-    return real_forward(input)
-
-
-def _real_fwd(input):
-    output = real_forward(input)
-    return output, ((input,), output)
-
-
-def _real_bwd(saved, grad):
-    (input,), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in real_vjp(grad, input, output=output))
-
-
-_real_custom_vjp.defvjp(_real_fwd, _real_bwd)
+_real_custom_vjp = _custom_vjp(real_forward, real_vjp, "output")
 
 
 def imag(input):
@@ -126,24 +140,7 @@ def imag_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-@jax.custom_vjp
-def _imag_custom_vjp(input):
-    return imag_forward(input)
-
-
-def _imag_fwd(input):
-    output = imag_forward(input)
-    return output, ((input,), output)
-
-
-def _imag_bwd(saved, grad):
-    (input,), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in imag_vjp(grad, input, output=output))
-
-
-_imag_custom_vjp.defvjp(_imag_fwd, _imag_bwd)
+_imag_custom_vjp = _custom_vjp(imag_forward, imag_vjp, "output")
 
 
 def angle(input):
@@ -170,24 +167,7 @@ def angle_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-@jax.custom_vjp
-def _angle_custom_vjp(input):
-    return angle_forward(input)
-
-
-def _angle_fwd(input):
-    output = angle_forward(input)
-    return output, ((input,), output)
-
-
-def _angle_bwd(saved, grad):
-    (input,), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in angle_vjp(grad, input, output=output))
-
-
-_angle_custom_vjp.defvjp(_angle_fwd, _angle_bwd)
+_angle_custom_vjp = _custom_vjp(angle_forward, angle_vjp, "output")
 
 
 def complex_abs(x):
@@ -219,24 +199,7 @@ def complex_abs_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _complex_abs_custom_vjp(x):
-    return complex_abs_forward(x)
-
-
-def _complex_abs_fwd(x):
-    y = complex_abs_forward(x)
-    return y, ((x,), y)
-
-
-def _complex_abs_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in complex_abs_vjp(grad, x, y=y))
-
-
-_complex_abs_custom_vjp.defvjp(_complex_abs_fwd, _complex_abs_bwd)
+_complex_abs_custom_vjp = _custom_vjp(complex_abs_forward, complex_abs_vjp, "y")
 
 
 def complex_(real, imag):
@@ -264,24 +227,7 @@ def complex__vjp(grad, real, imag, *, out=None):
     return grad_real, grad_imag
 
 
-@jax.custom_vjp
-def _complex__custom_vjp(real, imag):
-    return complex__forward(real, imag)
-
-
-def _complex__fwd(real, imag):
-    out = complex__forward(real, imag)
-    return out, ((real, imag), out)
-
-
-def _complex__bwd(saved, grad):
-    (real, imag), out = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in complex__vjp(grad, real, imag, out=out))
-
-
-_complex__custom_vjp.defvjp(_complex__fwd, _complex__bwd)
+_complex__custom_vjp = _custom_vjp(complex__forward, complex__vjp, "out")
 
 
 def conj(input):
@@ -306,29 +252,12 @@ def conj_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-@jax.custom_vjp
-def _conj_custom_vjp(input):
-    return conj_forward(input)
-
-
-def _conj_fwd(input):
-    output = conj_forward(input)
-    return output, ((input,), output)
-
-
-def _conj_bwd(saved, grad):
-    (input,), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in conj_vjp(grad, input, output=output))
-
-
-_conj_custom_vjp.defvjp(_conj_fwd, _conj_bwd)
+_conj_custom_vjp = _custom_vjp(conj_forward, conj_vjp, "output")
 
 
 def cast(x, *, DstT):
     """Cast: y = x in dtype DstT (the real part, from complex to real) (declared at ops/complex_parts.py:51); differentiated by cast_vjp."""
-    return _cast_custom_vjp(DstT, x)
+    return _cast_custom_vjp(x, DstT=DstT)
 
 
 def cast_forward(x, *, DstT):
@@ -350,29 +279,12 @@ def cast_vjp(grad, x, *, y=None, DstT):
     return (grad_x,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _cast_custom_vjp(DstT, x):
-    return cast_forward(x, DstT=DstT)
-
-
-def _cast_fwd(DstT, x):
-    y = cast_forward(x, DstT=DstT)
-    return y, ((x,), y)
-
-
-def _cast_bwd(DstT, saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in cast_vjp(grad, x, y=y, DstT=DstT))
-
-
-_cast_custom_vjp.defvjp(_cast_fwd, _cast_bwd)
+_cast_custom_vjp = _custom_vjp(cast_forward, cast_vjp, "y")
 
 
 def conjugate_transpose(x, *, perm=(1, 0)):
     """ConjugateTranspose: Axis n of the output is axis `perm[n]` of the input, conjugated (declared at ops/complex_parts.py:67); differentiated by conjugate_transpose_vjp."""
-    return _conjugate_transpose_custom_vjp(perm, x)
+    return _conjugate_transpose_custom_vjp(x, perm=perm)
 
 
 def conjugate_transpose_forward(x, *, perm=(1, 0)):
@@ -414,23 +326,6 @@ def conjugate_transpose_vjp(grad, x, *, y=None, perm=(1, 0)):
     return (grad_x,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _conjugate_transpose_custom_vjp(perm, x):
-    return conjugate_transpose_forward(x, perm=perm)
-
-
-def _conjugate_transpose_fwd(perm, x):
-    y = conjugate_transpose_forward(x, perm=perm)
-    return y, ((x,), y)
-
-
-def _conjugate_transpose_bwd(perm, saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(
-        None if g is None else _conj(g) for g in conjugate_transpose_vjp(grad, x, y=y, perm=perm)
-    )
-
-
-_conjugate_transpose_custom_vjp.defvjp(_conjugate_transpose_fwd, _conjugate_transpose_bwd)
+_conjugate_transpose_custom_vjp = _custom_vjp(
+    conjugate_transpose_forward, conjugate_transpose_vjp, "y"
+)

@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +30,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -160,8 +218,19 @@ def _modulus(x):
     return tf.cast(tf.math.abs(x), x.dtype)
 
 
+def real(input):
+    """Real: output = re(input), real (declared at ops/complex_parts.py:15), with its derived gradient real_vjp."""
+    return _real_custom_gradient(input)
+
+
+def real_forward(input):
+    """Real's formula."""
+    output = tf.math.real(input)
+    return output
+
+
 def real_vjp(grad, input, output):
-    """Gradient of Real (declared at ops/complex_parts.py:15): one per input (input).
+    """Gradient of Real: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input = grad
@@ -177,30 +246,23 @@ def real_grad(op, grad):
     return real_vjp(grad, *op.inputs, *op.outputs)
 
 
-def real(input):
-    """Real: output = re(input), real, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return real_vjp(grad, input, output)
-
-        kernel_outputs = _tf_kernel("Real", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = tf.math.real(input)
-        return output, backward
-
-    return forward(input)
-
-
+_real_custom_gradient = _custom_gradient("Real", "input", real_forward, real_vjp, "output")
 _register("Real", real_grad)
 
 
+def imag(input):
+    """Imag: output = im(input), real (declared at ops/complex_parts.py:21), with its derived gradient imag_vjp."""
+    return _imag_custom_gradient(input)
+
+
+def imag_forward(input):
+    """Imag's formula."""
+    output = tf.math.imag(input)
+    return output
+
+
 def imag_vjp(grad, input, output):
-    """Gradient of Imag (declared at ops/complex_parts.py:21): one per input (input).
+    """Gradient of Imag: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input = i * grad, i.e. `1j * grad`
@@ -216,30 +278,23 @@ def imag_grad(op, grad):
     return imag_vjp(grad, *op.inputs, *op.outputs)
 
 
-def imag(input):
-    """Imag: output = im(input), real, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return imag_vjp(grad, input, output)
-
-        kernel_outputs = _tf_kernel("Imag", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = tf.math.imag(input)
-        return output, backward
-
-    return forward(input)
-
-
+_imag_custom_gradient = _custom_gradient("Imag", "input", imag_forward, imag_vjp, "output")
 _register("Imag", imag_grad)
 
 
+def angle(input):
+    """Angle: output = arg(input), real, in (-pi, pi] (declared at ops/complex_parts.py:27), with its derived gradient angle_vjp."""
+    return _angle_custom_gradient(input)
+
+
+def angle_forward(input):
+    """Angle's formula."""
+    output = tf.math.angle(input)
+    return output
+
+
 def angle_vjp(grad, input, output):
-    """Gradient of Angle (declared at ops/complex_parts.py:27): one per input (input).
+    """Gradient of Angle: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input = i * grad / conj(input), i.e. `1j * grad / input`
@@ -256,30 +311,23 @@ def angle_grad(op, grad):
     return angle_vjp(grad, *op.inputs, *op.outputs)
 
 
-def angle(input):
-    """Angle: output = arg(input), real, in (-pi, pi], with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return angle_vjp(grad, input, output)
-
-        kernel_outputs = _tf_kernel("Angle", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = tf.math.angle(input)
-        return output, backward
-
-    return forward(input)
-
-
+_angle_custom_gradient = _custom_gradient("Angle", "input", angle_forward, angle_vjp, "output")
 _register("Angle", angle_grad)
 
 
+def complex_abs(x):
+    """ComplexAbs: y = |x|, real; its gradient at 0 is 0, as TensorFlow's (div_no_nan) (declared at ops/complex_parts.py:33), with its derived gradient complex_abs_vjp."""
+    return _complex_abs_custom_gradient(x)
+
+
+def complex_abs_forward(x):
+    """ComplexAbs's formula."""
+    y = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), tf.math.abs(x))
+    return y
+
+
 def complex_abs_vjp(grad, x, y):
-    """Gradient of ComplexAbs (declared at ops/complex_parts.py:33): one per input (x).
+    """Gradient of ComplexAbs: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = (0 if conj(x) == 0 else grad * |conj(x)| / conj(x))
@@ -303,30 +351,25 @@ def complex_abs_grad(op, grad):
     return complex_abs_vjp(grad, *op.inputs, *op.outputs)
 
 
-def complex_abs(x):
-    """ComplexAbs: y = |x|, real; its gradient at 0 is 0, as TensorFlow's (div_no_nan), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return complex_abs_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("ComplexAbs", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.where(tf.equal(x, 0), tf.constant(0, x.dtype), tf.math.abs(x))
-        return y, backward
-
-    return forward(x)
-
-
+_complex_abs_custom_gradient = _custom_gradient(
+    "ComplexAbs", "x", complex_abs_forward, complex_abs_vjp, "y"
+)
 _register("ComplexAbs", complex_abs_grad)
 
 
+def complex_(real, imag):
+    """Complex: out = real + i imag, from two real tensors (broadcasting) (declared at ops/complex_parts.py:39), with its derived gradient complex__vjp."""
+    return _complex__custom_gradient(real, imag)
+
+
+def complex__forward(real, imag):
+    """Complex's formula."""
+    out = 1j * imag + real
+    return out
+
+
 def complex__vjp(grad, real, imag, out):
-    """Gradient of Complex (declared at ops/complex_parts.py:39): one per input (real, imag).
+    """Gradient of Complex: one per input (real, imag).
 
     In index notation, next to the code computing it:
         grad_real = grad, i.e. `_sum_to_shape(grad, real)`
@@ -344,30 +387,25 @@ def complex__grad(op, grad):
     return complex__vjp(grad, *op.inputs, *op.outputs)
 
 
-def complex_(real, imag):
-    """Complex: out = real + i imag, from two real tensors (broadcasting), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(real, imag):
-        def backward(grad):
-            return complex__vjp(grad, real, imag, out)
-
-        kernel_outputs = _tf_kernel("Complex", 1, {"real": real, "imag": imag}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            out = kernel_outputs[0]
-            return out, backward
-        # else the declared formula
-        out = 1j * imag + real
-        return out, backward
-
-    return forward(real, imag)
-
-
+_complex__custom_gradient = _custom_gradient(
+    "Complex", "real imag", complex__forward, complex__vjp, "out"
+)
 _register("Complex", complex__grad)
 
 
+def conj(input):
+    """Conj: output = conj(input) (declared at ops/complex_parts.py:45), with its derived gradient conj_vjp."""
+    return _conj_custom_gradient(input)
+
+
+def conj_forward(input):
+    """Conj's formula."""
+    output = tf.math.conj(input)
+    return output
+
+
 def conj_vjp(grad, input, output):
-    """Gradient of Conj (declared at ops/complex_parts.py:45): one per input (input).
+    """Gradient of Conj: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input = conj(grad), i.e. `tf.math.conj(grad)`
@@ -382,30 +420,24 @@ def conj_grad(op, grad):
     return conj_vjp(grad, *op.inputs, *op.outputs)
 
 
-def conj(input):
-    """Conj: output = conj(input), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return conj_vjp(grad, input, output)
-
-        kernel_outputs = _tf_kernel("Conj", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = tf.math.conj(input)
-        return output, backward
-
-    return forward(input)
-
-
+_conj_custom_gradient = _custom_gradient("Conj", "input", conj_forward, conj_vjp, "output")
 _register("Conj", conj_grad)
 
 
+def cast(x, *, DstT):
+    """Cast: y = x in dtype DstT (the real part, from complex to real) (declared at ops/complex_parts.py:51), with its derived gradient cast_vjp."""
+    return _cast_custom_gradient(x, DstT=DstT)
+
+
+def cast_forward(x, *, DstT):
+    """Cast's formula."""
+    y = x
+    y = _as_dtype(y, DstT)
+    return y
+
+
 def cast_vjp(grad, x, y, *, DstT):
-    """Gradient of Cast (declared at ops/complex_parts.py:51): one per input (x).
+    """Gradient of Cast: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad
@@ -421,31 +453,34 @@ def cast_grad(op, grad):
     return cast_vjp(grad, *op.inputs, *op.outputs, DstT=op.get_attr("DstT"))
 
 
-def cast(x, *, DstT):
-    """Cast: y = x in dtype DstT (the real part, from complex to real), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return cast_vjp(grad, x, y, DstT=DstT)
-
-        kernel_outputs = _tf_kernel("Cast", 1, {"x": x}, {"DstT": DstT})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = x
-        y = _as_dtype(y, DstT)
-        return y, backward
-
-    return forward(x)
-
-
+_cast_custom_gradient = _custom_gradient("Cast", "x", cast_forward, cast_vjp, "y")
 _register("Cast", cast_grad)
 
 
+def conjugate_transpose(x, *, perm=(1, 0)):
+    """ConjugateTranspose: Axis n of the output is axis `perm[n]` of the input, conjugated (declared at ops/complex_parts.py:67), with its derived gradient conjugate_transpose_vjp."""
+    return _conjugate_transpose_custom_gradient(x, perm=perm)
+
+
+def conjugate_transpose_forward(x, *, perm=(1, 0)):
+    """ConjugateTranspose's formula."""
+    perm = tuple(int(a) for a in perm)
+    if perm == (1, 0):
+        t0 = tf.transpose(x, perm=[1, 0])
+        y = tf.math.conj(t0)
+    elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        t0 = tf.transpose(x, perm=[perm[0], perm[1], perm[2]])
+        y = tf.math.conj(t0)
+    elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        t0 = tf.transpose(x, perm=[0, perm[1], perm[2], perm[3]])
+        y = tf.math.conj(t0)
+    else:
+        raise ValueError(f"ConjugateTranspose: unsupported attributes perm={perm!r}")
+    return y
+
+
 def conjugate_transpose_vjp(grad, x, y, *, perm=(1, 0)):
-    """Gradient of ConjugateTranspose (declared at ops/complex_parts.py:67): one per input (x).
+    """Gradient of ConjugateTranspose: one per input (x).
 
     In index notation, next to the code computing it, for perm=(1, 0) (other values of perm change
     it):
@@ -472,50 +507,27 @@ def conjugate_transpose_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def conjugate_transpose(x, *, perm=(1, 0)):
-    """ConjugateTranspose: Axis n of the output is axis `perm[n]` of the input, conjugated, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"perm": perm}
+def _conjugate_transpose_declares(x, *, perm=(1, 0)):
+    """Whether ConjugateTranspose's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     perm = tuple(int(a) for a in perm)
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return conjugate_transpose_vjp(grad, x, y, perm=perm)
-
-        kernel_outputs = (
-            _tf_kernel("ConjugateTranspose", 1, {"x": x}, kernel_attrs)
-            if perm
-            in (
-                (1, 0),
-                (0, 2, 1),
-                (1, 0, 2),
-                (1, 2, 0),
-                (2, 0, 1),
-                (2, 1, 0),
-                (0, 3, 1, 2),
-                (0, 2, 3, 1),
-            )
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        if perm == (1, 0):
-            t0 = tf.transpose(x, perm=[1, 0])
-            y = tf.math.conj(t0)
-        elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
-            t0 = tf.transpose(x, perm=[perm[0], perm[1], perm[2]])
-            y = tf.math.conj(t0)
-        elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
-            t0 = tf.transpose(x, perm=[0, perm[1], perm[2], perm[3]])
-            y = tf.math.conj(t0)
-        else:
-            raise ValueError(f"ConjugateTranspose: unsupported attributes perm={perm!r}")
-        return y, backward
-
-    return forward(x)
+    return perm in (
+        (1, 0),
+        (0, 2, 1),
+        (1, 0, 2),
+        (1, 2, 0),
+        (2, 0, 1),
+        (2, 1, 0),
+        (0, 3, 1, 2),
+        (0, 2, 3, 1),
+    )
 
 
+_conjugate_transpose_custom_gradient = _custom_gradient(
+    "ConjugateTranspose",
+    "x",
+    conjugate_transpose_forward,
+    conjugate_transpose_vjp,
+    "y",
+    declares=_conjugate_transpose_declares,
+)
 _register("ConjugateTranspose", conjugate_transpose_grad)

@@ -28,6 +28,74 @@ def _fresh(outputs, inputs):
     return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
 
 
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _conj(x):
     """Complex conjugate; real tensors are returned as they are."""
     return torch.conj(x) if torch.is_complex(x) else x
@@ -75,7 +143,7 @@ def _promoted(value, like):
 
 def real(input):
     """Real: output = re(input), real (declared at ops/complex_parts.py:15); differentiated by real_vjp."""
-    return _RealFunction.apply(input)
+    return _real_autograd(input)
 
 
 def real_forward(input):
@@ -96,27 +164,12 @@ def real_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-class _RealFunction(torch.autograd.Function):
-    """Real for autograd: the backward is real_vjp."""
-
-    @staticmethod
-    def forward(input):
-        return real_forward(input)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (input,) = ctx.saved_tensors
-        grads = real_vjp(grad, input)
-        return _needed(grads, ctx.needs_input_grad)
+_real_autograd = _autograd_function("Real", real_forward, real_vjp, "output")
 
 
 def imag(input):
     """Imag: output = im(input), real (declared at ops/complex_parts.py:21); differentiated by imag_vjp."""
-    return _ImagFunction.apply(input)
+    return _imag_autograd(input)
 
 
 def imag_forward(input):
@@ -137,27 +190,12 @@ def imag_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-class _ImagFunction(torch.autograd.Function):
-    """Imag for autograd: the backward is imag_vjp."""
-
-    @staticmethod
-    def forward(input):
-        return imag_forward(input)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (input,) = ctx.saved_tensors
-        grads = imag_vjp(grad, input)
-        return _needed(grads, ctx.needs_input_grad)
+_imag_autograd = _autograd_function("Imag", imag_forward, imag_vjp, "output")
 
 
 def angle(input):
     """Angle: output = arg(input), real, in (-pi, pi] (declared at ops/complex_parts.py:27); differentiated by angle_vjp."""
-    return _AngleFunction.apply(input)
+    return _angle_autograd(input)
 
 
 def angle_forward(input):
@@ -179,27 +217,12 @@ def angle_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-class _AngleFunction(torch.autograd.Function):
-    """Angle for autograd: the backward is angle_vjp."""
-
-    @staticmethod
-    def forward(input):
-        return angle_forward(input)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (input,) = ctx.saved_tensors
-        grads = angle_vjp(grad, input)
-        return _needed(grads, ctx.needs_input_grad)
+_angle_autograd = _autograd_function("Angle", angle_forward, angle_vjp, "output")
 
 
 def complex_abs(x):
     """ComplexAbs: y = |x|, real; its gradient at 0 is 0, as TensorFlow's (div_no_nan) (declared at ops/complex_parts.py:33); differentiated by complex_abs_vjp."""
-    return _ComplexAbsFunction.apply(x)
+    return _complex_abs_autograd(x)
 
 
 def complex_abs_forward(x):
@@ -228,27 +251,12 @@ def complex_abs_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _ComplexAbsFunction(torch.autograd.Function):
-    """ComplexAbs for autograd: the backward is complex_abs_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return complex_abs_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = complex_abs_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_complex_abs_autograd = _autograd_function("ComplexAbs", complex_abs_forward, complex_abs_vjp, "y")
 
 
 def complex_(real, imag):
     """Complex: out = real + i imag, from two real tensors (broadcasting) (declared at ops/complex_parts.py:39); differentiated by complex__vjp."""
-    return _ComplexFunction.apply(real, imag)
+    return _complex__autograd(real, imag)
 
 
 def complex__forward(real, imag):
@@ -271,27 +279,12 @@ def complex__vjp(grad, real, imag, *, out=None):
     return grad_real, grad_imag
 
 
-class _ComplexFunction(torch.autograd.Function):
-    """Complex for autograd: the backward is complex__vjp."""
-
-    @staticmethod
-    def forward(real, imag):
-        return complex__forward(real, imag)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        real, imag = ctx.saved_tensors
-        grads = complex__vjp(grad, real, imag)
-        return _needed(grads, ctx.needs_input_grad)
+_complex__autograd = _autograd_function("Complex", complex__forward, complex__vjp, "out")
 
 
 def conj(input):
     """Conj: output = conj(input) (declared at ops/complex_parts.py:45); differentiated by conj_vjp."""
-    return _ConjFunction.apply(input)
+    return _conj_autograd(input)
 
 
 def conj_forward(input):
@@ -311,27 +304,12 @@ def conj_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-class _ConjFunction(torch.autograd.Function):
-    """Conj for autograd: the backward is conj_vjp."""
-
-    @staticmethod
-    def forward(input):
-        return conj_forward(input)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (input,) = ctx.saved_tensors
-        grads = conj_vjp(grad, input)
-        return _needed(grads, ctx.needs_input_grad)
+_conj_autograd = _autograd_function("Conj", conj_forward, conj_vjp, "output")
 
 
 def cast(x, *, DstT):
     """Cast: y = x in dtype DstT (the real part, from complex to real) (declared at ops/complex_parts.py:51); differentiated by cast_vjp."""
-    return _CastFunction.apply(DstT, x)
+    return _cast_autograd(x, DstT=DstT)
 
 
 def cast_forward(x, *, DstT):
@@ -353,29 +331,12 @@ def cast_vjp(grad, x, *, y=None, DstT):
     return (grad_x,)
 
 
-class _CastFunction(torch.autograd.Function):
-    """Cast for autograd: the backward is cast_vjp."""
-
-    @staticmethod
-    def forward(DstT, x):
-        return _fresh(cast_forward(x, DstT=DstT), (x,))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (DstT,) = ctx.attrs
-        (x,) = ctx.saved_tensors
-        grads = cast_vjp(grad, x, DstT=DstT)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_cast_autograd = _autograd_function("Cast", cast_forward, cast_vjp, "y")
 
 
 def conjugate_transpose(x, *, perm=(1, 0)):
     """ConjugateTranspose: Axis n of the output is axis `perm[n]` of the input, conjugated (declared at ops/complex_parts.py:67); differentiated by conjugate_transpose_vjp."""
-    return _ConjugateTransposeFunction.apply(perm, x)
+    return _conjugate_transpose_autograd(x, perm=perm)
 
 
 def conjugate_transpose_forward(x, *, perm=(1, 0)):
@@ -417,21 +378,6 @@ def conjugate_transpose_vjp(grad, x, *, y=None, perm=(1, 0)):
     return (grad_x,)
 
 
-class _ConjugateTransposeFunction(torch.autograd.Function):
-    """ConjugateTranspose for autograd: the backward is conjugate_transpose_vjp."""
-
-    @staticmethod
-    def forward(perm, x):
-        return conjugate_transpose_forward(x, perm=perm)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (perm,) = ctx.attrs
-        (x,) = ctx.saved_tensors
-        grads = conjugate_transpose_vjp(grad, x, perm=perm)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_conjugate_transpose_autograd = _autograd_function(
+    "ConjugateTranspose", conjugate_transpose_forward, conjugate_transpose_vjp, "y"
+)

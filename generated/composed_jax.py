@@ -9,13 +9,49 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _sum_to_shape(g, shape):
@@ -45,7 +81,7 @@ def _gather(x, positions, axis, fill=0):
 
 def layer_norm(x, scale, offset, *, epsilon=0.001):
     """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19); differentiated by layer_norm_vjp."""
-    return _layer_norm_custom_vjp(epsilon, x, scale, offset)
+    return _layer_norm_custom_vjp(x, scale, offset, epsilon=epsilon)
 
 
 def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
@@ -101,27 +137,12 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
     return grad_x, grad_scale, grad_offset
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _layer_norm_custom_vjp(epsilon, x, scale, offset):
-    return layer_norm_forward(x, scale, offset, epsilon=epsilon)
-
-
-def _layer_norm_fwd(epsilon, x, scale, offset):
-    y, stages = layer_norm_forward(x, scale, offset, epsilon=epsilon, return_stages=True)
-    return y, ((x, scale, offset), y, stages)
-
-
-def _layer_norm_bwd(epsilon, saved, grad):
-    (x, scale, offset), y, stages = saved
-    return layer_norm_vjp(grad, x, scale, offset, y=y, **stages, epsilon=epsilon)
-
-
-_layer_norm_custom_vjp.defvjp(_layer_norm_fwd, _layer_norm_bwd)
+_layer_norm_custom_vjp = _custom_vjp(layer_norm_forward, layer_norm_vjp, "y", stages=True)
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
     """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30); differentiated by layer_norm_moments_vjp."""
-    return _layer_norm_moments_custom_vjp(epsilon, x, scale, offset)
+    return _layer_norm_moments_custom_vjp(x, scale, offset, epsilon=epsilon)
 
 
 def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
@@ -183,27 +204,14 @@ def layer_norm_moments_vjp(
     return grad_x, grad_scale, grad_offset
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _layer_norm_moments_custom_vjp(epsilon, x, scale, offset):
-    return layer_norm_moments_forward(x, scale, offset, epsilon=epsilon)
-
-
-def _layer_norm_moments_fwd(epsilon, x, scale, offset):
-    y, stages = layer_norm_moments_forward(x, scale, offset, epsilon=epsilon, return_stages=True)
-    return y, ((x, scale, offset), y, stages)
-
-
-def _layer_norm_moments_bwd(epsilon, saved, grad):
-    (x, scale, offset), y, stages = saved
-    return layer_norm_moments_vjp(grad, x, scale, offset, y=y, **stages, epsilon=epsilon)
-
-
-_layer_norm_moments_custom_vjp.defvjp(_layer_norm_moments_fwd, _layer_norm_moments_bwd)
+_layer_norm_moments_custom_vjp = _custom_vjp(
+    layer_norm_moments_forward, layer_norm_moments_vjp, "y", stages=True
+)
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001):
     """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41); differentiated by batch_norm_training_vjp."""
-    return _batch_norm_training_custom_vjp(epsilon, x, scale, offset)
+    return _batch_norm_training_custom_vjp(x, scale, offset, epsilon=epsilon)
 
 
 def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
@@ -273,27 +281,14 @@ def batch_norm_training_vjp(
     return grad_x, grad_scale, grad_offset
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _batch_norm_training_custom_vjp(epsilon, x, scale, offset):
-    return batch_norm_training_forward(x, scale, offset, epsilon=epsilon)
-
-
-def _batch_norm_training_fwd(epsilon, x, scale, offset):
-    y, stages = batch_norm_training_forward(x, scale, offset, epsilon=epsilon, return_stages=True)
-    return y, ((x, scale, offset), y, stages)
-
-
-def _batch_norm_training_bwd(epsilon, saved, grad):
-    (x, scale, offset), y, stages = saved
-    return batch_norm_training_vjp(grad, x, scale, offset, y=y, **stages, epsilon=epsilon)
-
-
-_batch_norm_training_custom_vjp.defvjp(_batch_norm_training_fwd, _batch_norm_training_bwd)
+_batch_norm_training_custom_vjp = _custom_vjp(
+    batch_norm_training_forward, batch_norm_training_vjp, "y", stages=True
+)
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
     """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55); differentiated by group_norm_vjp."""
-    return _group_norm_custom_vjp(epsilon, groups, x, scale, offset)
+    return _group_norm_custom_vjp(x, scale, offset, epsilon=epsilon, groups=groups)
 
 
 def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
@@ -396,24 +391,7 @@ def group_norm_vjp(
     return grad_x, grad_scale, grad_offset
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _group_norm_custom_vjp(epsilon, groups, x, scale, offset):
-    return group_norm_forward(x, scale, offset, epsilon=epsilon, groups=groups)
-
-
-def _group_norm_fwd(epsilon, groups, x, scale, offset):
-    y, stages = group_norm_forward(
-        x, scale, offset, epsilon=epsilon, groups=groups, return_stages=True
-    )
-    return y, ((x, scale, offset), y, stages)
-
-
-def _group_norm_bwd(epsilon, groups, saved, grad):
-    (x, scale, offset), y, stages = saved
-    return group_norm_vjp(grad, x, scale, offset, y=y, **stages, epsilon=epsilon, groups=groups)
-
-
-_group_norm_custom_vjp.defvjp(_group_norm_fwd, _group_norm_bwd)
+_group_norm_custom_vjp = _custom_vjp(group_norm_forward, group_norm_vjp, "y", stages=True)
 
 
 def scaled_dot_product_attention(q, k, v, mask):
@@ -487,23 +465,8 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, *, output=None, weight
     return grad_q, grad_k, grad_v, grad_mask
 
 
-@jax.custom_vjp
-def _scaled_dot_product_attention_custom_vjp(q, k, v, mask):
-    return scaled_dot_product_attention_forward(q, k, v, mask)
-
-
-def _scaled_dot_product_attention_fwd(q, k, v, mask):
-    output, stages = scaled_dot_product_attention_forward(q, k, v, mask, return_stages=True)
-    return output, ((q, k, v, mask), output, stages)
-
-
-def _scaled_dot_product_attention_bwd(saved, grad):
-    (q, k, v, mask), output, stages = saved
-    return scaled_dot_product_attention_vjp(grad, q, k, v, mask, output=output, **stages)
-
-
-_scaled_dot_product_attention_custom_vjp.defvjp(
-    _scaled_dot_product_attention_fwd, _scaled_dot_product_attention_bwd
+_scaled_dot_product_attention_custom_vjp = _custom_vjp(
+    scaled_dot_product_attention_forward, scaled_dot_product_attention_vjp, "output", stages=True
 )
 
 
@@ -552,27 +515,12 @@ def mlp_block_vjp(grad, x, w1, b1, w2, b2, *, y=None, affine1=None):
     return grad_x, grad_w1, grad_b1, grad_w2, grad_b2
 
 
-@jax.custom_vjp
-def _mlp_block_custom_vjp(x, w1, b1, w2, b2):
-    return mlp_block_forward(x, w1, b1, w2, b2)
-
-
-def _mlp_block_fwd(x, w1, b1, w2, b2):
-    y, stages = mlp_block_forward(x, w1, b1, w2, b2, return_stages=True)
-    return y, ((x, w1, b1, w2, b2), y, stages)
-
-
-def _mlp_block_bwd(saved, grad):
-    (x, w1, b1, w2, b2), y, stages = saved
-    return mlp_block_vjp(grad, x, w1, b1, w2, b2, y=y, **stages)
-
-
-_mlp_block_custom_vjp.defvjp(_mlp_block_fwd, _mlp_block_bwd)
+_mlp_block_custom_vjp = _custom_vjp(mlp_block_forward, mlp_block_vjp, "y", stages=True)
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08):
     """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97); differentiated by cosine_similarity_vjp."""
-    return _cosine_similarity_custom_vjp(epsilon, x, y)
+    return _cosine_similarity_custom_vjp(x, y, epsilon=epsilon)
 
 
 def cosine_similarity_forward(x, y, *, epsilon=1e-08, return_stages=False):
@@ -620,27 +568,14 @@ def cosine_similarity_vjp(grad, x, y, *, output=None, sum1=None, sum2=None, epsi
     return grad_x, grad_y
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _cosine_similarity_custom_vjp(epsilon, x, y):
-    return cosine_similarity_forward(x, y, epsilon=epsilon)
-
-
-def _cosine_similarity_fwd(epsilon, x, y):
-    output, stages = cosine_similarity_forward(x, y, epsilon=epsilon, return_stages=True)
-    return output, ((x, y), output, stages)
-
-
-def _cosine_similarity_bwd(epsilon, saved, grad):
-    (x, y), output, stages = saved
-    return cosine_similarity_vjp(grad, x, y, output=output, **stages, epsilon=epsilon)
-
-
-_cosine_similarity_custom_vjp.defvjp(_cosine_similarity_fwd, _cosine_similarity_bwd)
+_cosine_similarity_custom_vjp = _custom_vjp(
+    cosine_similarity_forward, cosine_similarity_vjp, "output", stages=True
+)
 
 
 def rbf_kernel(x, y, *, length_scale=1.0):
     """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107); differentiated by rbf_kernel_vjp."""
-    return _rbf_kernel_custom_vjp(length_scale, x, y)
+    return _rbf_kernel_custom_vjp(x, y, length_scale=length_scale)
 
 
 def rbf_kernel_forward(x, y, *, length_scale=1.0):
@@ -648,7 +583,7 @@ def rbf_kernel_forward(x, y, *, length_scale=1.0):
     t0 = jnp.sum(x**2, axis=-1, keepdims=True)
     t1 = jnp.sum(y**2, axis=-1)
     t2 = x @ y.T
-    sum1 = t0 + t1 - 2 * t2
+    sum1 = jnp.maximum(0, t0 + t1 - 2 * t2)
     kernel = jnp.exp(-1 / 2 * sum1 / length_scale**2)
     return kernel
 
@@ -678,22 +613,7 @@ def rbf_kernel_vjp(grad, x, y, *, kernel=None, length_scale=1.0):
     return grad_x, grad_y
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _rbf_kernel_custom_vjp(length_scale, x, y):
-    return rbf_kernel_forward(x, y, length_scale=length_scale)
-
-
-def _rbf_kernel_fwd(length_scale, x, y):
-    kernel = rbf_kernel_forward(x, y, length_scale=length_scale)
-    return kernel, ((x, y), kernel)
-
-
-def _rbf_kernel_bwd(length_scale, saved, grad):
-    (x, y), kernel = saved
-    return rbf_kernel_vjp(grad, x, y, kernel=kernel, length_scale=length_scale)
-
-
-_rbf_kernel_custom_vjp.defvjp(_rbf_kernel_fwd, _rbf_kernel_bwd)
+_rbf_kernel_custom_vjp = _custom_vjp(rbf_kernel_forward, rbf_kernel_vjp, "kernel")
 
 
 def log_sum_exp_mat_mul(a, b):
@@ -740,22 +660,9 @@ def log_sum_exp_mat_mul_vjp(grad, a, b, *, output=None, affine1=None, sum2=None)
     return grad_a, grad_b
 
 
-@jax.custom_vjp
-def _log_sum_exp_mat_mul_custom_vjp(a, b):
-    return log_sum_exp_mat_mul_forward(a, b)
-
-
-def _log_sum_exp_mat_mul_fwd(a, b):
-    output, stages = log_sum_exp_mat_mul_forward(a, b, return_stages=True)
-    return output, ((a, b), output, stages)
-
-
-def _log_sum_exp_mat_mul_bwd(saved, grad):
-    (a, b), output, stages = saved
-    return log_sum_exp_mat_mul_vjp(grad, a, b, output=output, **stages)
-
-
-_log_sum_exp_mat_mul_custom_vjp.defvjp(_log_sum_exp_mat_mul_fwd, _log_sum_exp_mat_mul_bwd)
+_log_sum_exp_mat_mul_custom_vjp = _custom_vjp(
+    log_sum_exp_mat_mul_forward, log_sum_exp_mat_mul_vjp, "output", stages=True
+)
 
 
 def bias_gelu(x, bias):
@@ -806,22 +713,7 @@ def bias_gelu_vjp(grad, x, bias, *, y=None):
     return grad_x, grad_bias
 
 
-@jax.custom_vjp
-def _bias_gelu_custom_vjp(x, bias):
-    return bias_gelu_forward(x, bias)
-
-
-def _bias_gelu_fwd(x, bias):
-    y = bias_gelu_forward(x, bias)
-    return y, ((x, bias), y)
-
-
-def _bias_gelu_bwd(saved, grad):
-    (x, bias), y = saved
-    return bias_gelu_vjp(grad, x, bias, y=y)
-
-
-_bias_gelu_custom_vjp.defvjp(_bias_gelu_fwd, _bias_gelu_bwd)
+_bias_gelu_custom_vjp = _custom_vjp(bias_gelu_forward, bias_gelu_vjp, "y")
 
 
 def rotary_embedding(x, cos, sin):
@@ -890,19 +782,4 @@ def rotary_embedding_vjp(grad, x, cos, sin, *, y=None):
     return grad_x, grad_cos, grad_sin
 
 
-@jax.custom_vjp
-def _rotary_embedding_custom_vjp(x, cos, sin):
-    return rotary_embedding_forward(x, cos, sin)
-
-
-def _rotary_embedding_fwd(x, cos, sin):
-    y = rotary_embedding_forward(x, cos, sin)
-    return y, ((x, cos, sin), y)
-
-
-def _rotary_embedding_bwd(saved, grad):
-    (x, cos, sin), y = saved
-    return rotary_embedding_vjp(grad, x, cos, sin, y=y)
-
-
-_rotary_embedding_custom_vjp.defvjp(_rotary_embedding_fwd, _rotary_embedding_bwd)
+_rotary_embedding_custom_vjp = _custom_vjp(rotary_embedding_forward, rotary_embedding_vjp, "y")

@@ -1089,7 +1089,7 @@ def rbf_kernel(x, y, *, length_scale=1.0):
     t0 = np.sum(x**2, axis=-1, keepdims=True)
     t1 = np.sum(y**2, axis=-1)
     t2 = x @ y.T
-    sum1 = t0 + t1 - 2 * t2
+    sum1 = np.maximum(0, t0 + t1 - 2 * t2)
     kernel = np.exp(-1 / 2 * sum1 / length_scale**2)
     return kernel
 
@@ -1137,7 +1137,7 @@ def rbf_kernel_grad_grad(
         t0 = np.sum(x**2, axis=-1, keepdims=True)
         t1 = np.sum(y**2, axis=-1)
         t2 = x @ y.T
-        sum1 = t0 + t1 - 2 * t2
+        sum1 = np.maximum(0, t0 + t1 - 2 * t2)
         vjp_sum1 = -1 / 2 * grad * np.exp(-1 / 2 * sum1 / length_scale**2) / length_scale**2
     t3 = grad_vjp_x @ y.T
     t4 = x @ grad_vjp_y.T

@@ -6,14 +6,15 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
-  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
-  that a second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
-  no derivative of `backprop` w.r.t. `labels`).
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
+  Where the backward reads the op's outputs, it reads them again through a custom gradient of
+  their own, so that a second order (an outer tape) differentiates them by the derived
+  gradient too, not by TensorFlow's gradient of its kernel (NaN at a norm's 0;
+  SoftmaxCrossEntropyWithLogits's has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
   Where it reads forward stages (intermediates) it takes them as keywords, computing them
   again when they are not given: the wrapper passes its forward's; the registered gradient
@@ -36,6 +37,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -143,8 +201,27 @@ def _gather(x, positions, axis, fill=0):
     )
 
 
+def layer_norm(x, scale, offset, *, epsilon=0.001):
+    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19), with its derived gradient layer_norm_vjp."""
+    return _layer_norm_custom_gradient(x, scale, offset, epsilon=epsilon)
+
+
+def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
+    """LayerNorm's formula."""
+    sum1 = tf.reduce_sum(x, axis=-1)
+    t0 = tf.cast(tf.shape(x)[-1], x.dtype)
+    t1 = sum1[..., None]
+    t2 = tf.reduce_sum((x - t1 / t0) ** 2, axis=-1)
+    affine1 = epsilon + t2 / t0
+    t3 = affine1[..., None]
+    y = offset + scale * (x - t1 / t0) / tf.math.sqrt(t3)
+    if return_stages:  # for layer_norm_vjp(..., **stages): not computed again
+        return y, {"sum1": sum1, "affine1": affine1}
+    return y
+
+
 def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affine1=None):
-    """Gradient of LayerNorm (declared at ops/composed.py:19): one per input (x, scale, offset).
+    """Gradient of LayerNorm: one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `tf.reduce_sum(x, axis=-1)`
@@ -187,42 +264,33 @@ def layer_norm_grad(op, grad):
     return layer_norm_vjp(grad, *op.inputs, *op.outputs, epsilon=op.get_attr("epsilon"))
 
 
-def layer_norm(x, scale, offset, *, epsilon=0.001):
-    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, scale, offset):
-        sum1 = affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad):
-            return layer_norm_vjp(
-                grad, x, scale, offset, y, epsilon=epsilon, sum1=sum1, affine1=affine1
-            )
-
-        kernel_outputs = _tf_kernel(
-            "LayerNorm", 1, {"x": x, "scale": scale, "offset": offset}, {"epsilon": epsilon}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        sum1 = tf.reduce_sum(x, axis=-1)
-        t0 = tf.cast(tf.shape(x)[-1], x.dtype)
-        t1 = sum1[..., None]
-        t2 = tf.reduce_sum((x - t1 / t0) ** 2, axis=-1)
-        affine1 = epsilon + t2 / t0
-        t3 = affine1[..., None]
-        y = offset + scale * (x - t1 / t0) / tf.math.sqrt(t3)
-        return y, backward
-
-    return forward(x, scale, offset)
-
-
+_layer_norm_custom_gradient = _custom_gradient(
+    "LayerNorm", "x scale offset", layer_norm_forward, layer_norm_vjp, "y", stages=True
+)
 _register("LayerNorm", layer_norm_grad)
 
 
+def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
+    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30), with its derived gradient layer_norm_moments_vjp."""
+    return _layer_norm_moments_custom_gradient(x, scale, offset, epsilon=epsilon)
+
+
+def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
+    """LayerNormMoments's formula."""
+    sum1 = tf.reduce_sum(x, axis=-1)
+    t0 = tf.cast(tf.shape(x)[-1], x.dtype)
+    t1 = tf.reduce_sum(x**2, axis=-1)
+    affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
+    t2 = affine1[..., None]
+    t3 = sum1[..., None]
+    y = offset + scale * (x - t3 / t0) / tf.math.sqrt(t2)
+    if return_stages:  # for layer_norm_moments_vjp(..., **stages): not computed again
+        return y, {"sum1": sum1, "affine1": affine1}
+    return y
+
+
 def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affine1=None):
-    """Gradient of LayerNormMoments (declared at ops/composed.py:30): one per input (x, scale, offset).
+    """Gradient of LayerNormMoments: one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         sum1[batch] = sum_k x[batch, k], i.e. `tf.reduce_sum(x, axis=-1)`
@@ -269,42 +337,39 @@ def layer_norm_moments_grad(op, grad):
     return layer_norm_moments_vjp(grad, *op.inputs, *op.outputs, epsilon=op.get_attr("epsilon"))
 
 
-def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
-    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, scale, offset):
-        sum1 = affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad):
-            return layer_norm_moments_vjp(
-                grad, x, scale, offset, y, epsilon=epsilon, sum1=sum1, affine1=affine1
-            )
-
-        kernel_outputs = _tf_kernel(
-            "LayerNormMoments", 1, {"x": x, "scale": scale, "offset": offset}, {"epsilon": epsilon}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        sum1 = tf.reduce_sum(x, axis=-1)
-        t0 = tf.cast(tf.shape(x)[-1], x.dtype)
-        t1 = tf.reduce_sum(x**2, axis=-1)
-        affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
-        t2 = affine1[..., None]
-        t3 = sum1[..., None]
-        y = offset + scale * (x - t3 / t0) / tf.math.sqrt(t2)
-        return y, backward
-
-    return forward(x, scale, offset)
-
-
+_layer_norm_moments_custom_gradient = _custom_gradient(
+    "LayerNormMoments",
+    "x scale offset",
+    layer_norm_moments_forward,
+    layer_norm_moments_vjp,
+    "y",
+    stages=True,
+)
 _register("LayerNormMoments", layer_norm_moments_grad)
 
 
+def batch_norm_training(x, scale, offset, *, epsilon=0.001):
+    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41), with its derived gradient batch_norm_training_vjp."""
+    return _batch_norm_training_custom_gradient(x, scale, offset, epsilon=epsilon)
+
+
+def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
+    """BatchNormTraining's formula."""
+    t0 = tf.cast(tf.shape(x)[-4], x.dtype)
+    t1 = tf.cast(tf.shape(x)[-3], x.dtype)
+    t2 = tf.cast(tf.shape(x)[-2], x.dtype)
+    t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
+    mean = t3 / (t0 * t1 * t2)
+    t4 = tf.reduce_sum((-mean + x) ** 2, axis=[-4, -3, -2])
+    variance = t4 / (t0 * t1 * t2)
+    y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
+    if return_stages:  # for batch_norm_training_vjp(..., **stages): not computed again
+        return y, {"mean": mean, "variance": variance}
+    return y
+
+
 def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=None, variance=None):
-    """Gradient of BatchNormTraining (declared at ops/composed.py:41): one per input (x, scale, offset).
+    """Gradient of BatchNormTraining: one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
@@ -359,43 +424,60 @@ def batch_norm_training_grad(op, grad):
     return batch_norm_training_vjp(grad, *op.inputs, *op.outputs, epsilon=op.get_attr("epsilon"))
 
 
-def batch_norm_training(x, scale, offset, *, epsilon=0.001):
-    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, scale, offset):
-        mean = variance = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad):
-            return batch_norm_training_vjp(
-                grad, x, scale, offset, y, epsilon=epsilon, mean=mean, variance=variance
-            )
-
-        kernel_outputs = _tf_kernel(
-            "BatchNormTraining", 1, {"x": x, "scale": scale, "offset": offset}, {"epsilon": epsilon}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        t0 = tf.cast(tf.shape(x)[-4], x.dtype)
-        t1 = tf.cast(tf.shape(x)[-3], x.dtype)
-        t2 = tf.cast(tf.shape(x)[-2], x.dtype)
-        t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-        mean = t3 / (t0 * t1 * t2)
-        t4 = tf.reduce_sum((-mean + x) ** 2, axis=[-4, -3, -2])
-        variance = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
-        return y, backward
-
-    return forward(x, scale, offset)
-
-
+_batch_norm_training_custom_gradient = _custom_gradient(
+    "BatchNormTraining",
+    "x scale offset",
+    batch_norm_training_forward,
+    batch_norm_training_vjp,
+    "y",
+    stages=True,
+)
 _register("BatchNormTraining", batch_norm_training_grad)
 
 
+def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
+    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55), with its derived gradient group_norm_vjp."""
+    return _group_norm_custom_gradient(x, scale, offset, epsilon=epsilon, groups=groups)
+
+
+def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
+    """GroupNorm's formula."""
+    x_split = tf.reshape(
+        x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0)
+    )
+    scale_split = tf.reshape(
+        scale,
+        tf.concat([tf.shape(scale, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0),
+    )
+    offset_split = tf.reshape(
+        offset,
+        tf.concat([tf.shape(offset, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0),
+    )
+    t0 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
+    t1 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
+    t2 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
+    t3 = tf.reduce_sum(x_split, axis=[-4, -3, -1])
+    mean = t3 / (t0 * t1 * t2)
+    t4 = mean[..., None, None, :, None]
+    t5 = tf.reduce_sum((-t4 + x_split) ** 2, axis=[-4, -3, -1])
+    variance = t5 / (t0 * t1 * t2)
+    t6 = variance[..., None, None, :, None]
+    t7 = tf.shape(x_split, out_type=tf.int64)[-5]
+    t8 = tf.shape(x_split, out_type=tf.int64)[-4]
+    t9 = tf.shape(x_split, out_type=tf.int64)[-3]
+    t10 = tf.shape(x_split, out_type=tf.int64)[-2]
+    t11 = tf.shape(x_split, out_type=tf.int64)[-1]
+    y = tf.reshape(
+        offset_split + scale_split * (-t4 + x_split) / tf.math.sqrt(epsilon + t6),
+        [t7, t8, t9, t10 * t11],
+    )
+    if return_stages:  # for group_norm_vjp(..., **stages): not computed again
+        return y, {"mean": mean, "variance": variance}
+    return y
+
+
 def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=None, variance=None):
-    """Gradient of GroupNorm (declared at ops/composed.py:55): one per input (x, scale, offset).
+    """Gradient of GroupNorm: one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t4 / (t1 * t2 * t3)`
@@ -481,79 +563,35 @@ def group_norm_grad(op, grad):
     )
 
 
-def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
-    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, scale, offset):
-        mean = variance = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad):
-            return group_norm_vjp(
-                grad,
-                x,
-                scale,
-                offset,
-                y,
-                epsilon=epsilon,
-                groups=groups,
-                mean=mean,
-                variance=variance,
-            )
-
-        kernel_outputs = _tf_kernel(
-            "GroupNorm",
-            1,
-            {"x": x, "scale": scale, "offset": offset},
-            {"epsilon": epsilon, "groups": groups},
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        x_split = tf.reshape(
-            x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0)
-        )
-        scale_split = tf.reshape(
-            scale,
-            tf.concat(
-                [tf.shape(scale, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0
-            ),
-        )
-        offset_split = tf.reshape(
-            offset,
-            tf.concat(
-                [tf.shape(offset, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0
-            ),
-        )
-        t0 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
-        t1 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
-        t2 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
-        t3 = tf.reduce_sum(x_split, axis=[-4, -3, -1])
-        mean = t3 / (t0 * t1 * t2)
-        t4 = mean[..., None, None, :, None]
-        t5 = tf.reduce_sum((-t4 + x_split) ** 2, axis=[-4, -3, -1])
-        variance = t5 / (t0 * t1 * t2)
-        t6 = variance[..., None, None, :, None]
-        t7 = tf.shape(x_split, out_type=tf.int64)[-5]
-        t8 = tf.shape(x_split, out_type=tf.int64)[-4]
-        t9 = tf.shape(x_split, out_type=tf.int64)[-3]
-        t10 = tf.shape(x_split, out_type=tf.int64)[-2]
-        t11 = tf.shape(x_split, out_type=tf.int64)[-1]
-        y = tf.reshape(
-            offset_split + scale_split * (-t4 + x_split) / tf.math.sqrt(epsilon + t6),
-            [t7, t8, t9, t10 * t11],
-        )
-        return y, backward
-
-    return forward(x, scale, offset)
-
-
+_group_norm_custom_gradient = _custom_gradient(
+    "GroupNorm", "x scale offset", group_norm_forward, group_norm_vjp, "y", stages=True
+)
 _register("GroupNorm", group_norm_grad)
 
 
+def scaled_dot_product_attention(q, k, v, mask):
+    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70), with its derived gradient scaled_dot_product_attention_vjp."""
+    return _scaled_dot_product_attention_custom_gradient(q, k, v, mask)
+
+
+def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
+    """ScaledDotProductAttention's formula."""
+    t0 = tf.cast(tf.shape(q)[-1], q.dtype)
+    t1 = tf.linalg.matmul(q, k, transpose_b=True)
+    scores = mask + t1 * (1 / tf.math.sqrt(t0))
+    ext1 = tf.reduce_max(scores, axis=-1)
+    t2 = ext1[..., None]
+    sum1 = tf.reduce_sum(tf.math.exp(scores - t2), axis=-1)
+    t3 = sum1[..., None]
+    weights = tf.math.exp(scores - t2) / t3
+    output = tf.linalg.matmul(weights, v)
+    if return_stages:  # for scaled_dot_product_attention_vjp(..., **stages): not computed again
+        return output, {"weights": weights}
+    return output
+
+
 def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, *, weights=None):
-    """Gradient of ScaledDotProductAttention (declared at ops/composed.py:70): one per input (q, k, v, mask).
+    """Gradient of ScaledDotProductAttention: one per input (q, k, v, mask).
 
     In index notation, next to the code computing it:
         scores[batch, i, j] = sum_d k[batch, j, d] * q[batch, i, d] / sqrt(D) + mask[batch, i, j]
@@ -607,47 +645,41 @@ def scaled_dot_product_attention_grad(op, grad):
     return scaled_dot_product_attention_vjp(grad, *op.inputs, *op.outputs)
 
 
-def scaled_dot_product_attention(q, k, v, mask):
-    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(q, k, v, mask):
-        weights = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad):
-            return scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, weights=weights)
-
-        kernel_outputs = _tf_kernel(
-            "ScaledDotProductAttention", 1, {"q": q, "k": k, "v": v, "mask": mask}, {}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.cast(tf.shape(q)[-1], q.dtype)
-        t1 = tf.linalg.matmul(q, k, transpose_b=True)
-        scores = mask + t1 * (1 / tf.math.sqrt(t0))
-        ext1 = tf.reduce_max(scores, axis=-1)
-        t2 = ext1[..., None]
-        sum1 = tf.reduce_sum(tf.math.exp(scores - t2), axis=-1)
-        t3 = sum1[..., None]
-        weights = tf.math.exp(scores - t2) / t3
-        output = tf.linalg.matmul(weights, v)
-        return output, backward
-
-    return forward(q, k, v, mask)
-
-
+_scaled_dot_product_attention_custom_gradient = _custom_gradient(
+    "ScaledDotProductAttention",
+    "q k v mask",
+    scaled_dot_product_attention_forward,
+    scaled_dot_product_attention_vjp,
+    "output",
+    stages=True,
+)
 _register("ScaledDotProductAttention", scaled_dot_product_attention_grad)
 
 
+def mlp_block(x, w1, b1, w2, b2):
+    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84), with its derived gradient mlp_block_vjp."""
+    return _mlp_block_custom_gradient(x, w1, b1, w2, b2)
+
+
+def mlp_block_forward(x, w1, b1, w2, b2, *, return_stages=False):
+    """MlpBlock's formula."""
+    t0 = tf.linalg.matmul(x, w1)
+    affine1 = b1 + t0
+    t1 = affine1 * tf.cast(affine1 > 0, x.dtype)
+    t2 = tf.linalg.matmul(t1, w2)
+    y = b2 + t2
+    if return_stages:  # for mlp_block_vjp(..., **stages): not computed again
+        return y, {"affine1": affine1}
+    return y
+
+
 def mlp_block_vjp(grad, x, w1, b1, w2, b2, y, *, affine1=None):
-    """Gradient of MlpBlock (declared at ops/composed.py:84): one per input (x, w1, b1, w2, b2).
+    """Gradient of MlpBlock: one per input (x, w1, b1, w2, b2).
 
     In index notation, next to the code computing it:
         affine1[i, h] = b1[h] + sum_d w1[d, h] * x[i, d], i.e. `b1 + t0`
         grad_affine1[i, h] = sum_e grad[i, e] * w2[h, e] * mask(affine1[i, h] > 0)
-            i.e. `t1 * tf.where(affine1 > 0, tf.constant(1, grad.dtype), tf.constant(0, ...`
+            i.e. `t1 * tf.cast(affine1 > 0, grad.dtype)`
         grad_x[i, d] = sum_h grad_affine1[i, h] * w1[d, h]
             i.e. `tf.linalg.matmul(grad_affine1, w1, transpose_b=True)`
         grad_w1[d, h] = sum_i grad_affine1[i, h] * x[i, d]
@@ -661,13 +693,11 @@ def mlp_block_vjp(grad, x, w1, b1, w2, b2, y, *, affine1=None):
         t0 = tf.linalg.matmul(x, w1)
         affine1 = b1 + t0
     t1 = tf.linalg.matmul(grad, w2, transpose_b=True)
-    grad_affine1 = t1 * tf.where(
-        affine1 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-    )
+    grad_affine1 = t1 * tf.cast(affine1 > 0, grad.dtype)
     grad_x = tf.linalg.matmul(grad_affine1, w1, transpose_b=True)
     grad_w1 = tf.linalg.matmul(x, grad_affine1, transpose_a=True)
     grad_b1 = tf.reduce_sum(grad_affine1, axis=-2)
-    t2 = affine1 * tf.where(affine1 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t2 = affine1 * tf.cast(affine1 > 0, grad.dtype)
     grad_w2 = tf.linalg.matmul(t2, grad, transpose_a=True)
     grad_b2 = tf.reduce_sum(grad, axis=-2)
     return grad_x, grad_w1, grad_b1, grad_w2, grad_b2
@@ -678,38 +708,30 @@ def mlp_block_grad(op, grad):
     return mlp_block_vjp(grad, *op.inputs, *op.outputs)
 
 
-def mlp_block(x, w1, b1, w2, b2):
-    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, w1, b1, w2, b2):
-        affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad):
-            return mlp_block_vjp(grad, x, w1, b1, w2, b2, y, affine1=affine1)
-
-        kernel_outputs = _tf_kernel(
-            "MlpBlock", 1, {"x": x, "w1": w1, "b1": b1, "w2": w2, "b2": b2}, {}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        t0 = tf.linalg.matmul(x, w1)
-        affine1 = b1 + t0
-        t1 = affine1 * tf.where(affine1 > 0, tf.constant(1, x.dtype), tf.constant(0, x.dtype))
-        t2 = tf.linalg.matmul(t1, w2)
-        y = b2 + t2
-        return y, backward
-
-    return forward(x, w1, b1, w2, b2)
-
-
+_mlp_block_custom_gradient = _custom_gradient(
+    "MlpBlock", "x w1 b1 w2 b2", mlp_block_forward, mlp_block_vjp, "y", stages=True
+)
 _register("MlpBlock", mlp_block_grad)
 
 
+def cosine_similarity(x, y, *, epsilon=1e-08):
+    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97), with its derived gradient cosine_similarity_vjp."""
+    return _cosine_similarity_custom_gradient(x, y, epsilon=epsilon)
+
+
+def cosine_similarity_forward(x, y, *, epsilon=1e-08, return_stages=False):
+    """CosineSimilarity's formula."""
+    sum1 = tf.reduce_sum(x**2, axis=-1)
+    sum2 = tf.reduce_sum(y**2, axis=-1)
+    sum3 = tf.reduce_sum(x * y, axis=-1)
+    output = sum3 / tf.math.sqrt(epsilon + sum1 * sum2)
+    if return_stages:  # for cosine_similarity_vjp(..., **stages): not computed again
+        return output, {"sum1": sum1, "sum2": sum2}
+    return output
+
+
 def cosine_similarity_vjp(grad, x, y, output, *, epsilon=1e-08, sum1=None, sum2=None):
-    """Gradient of CosineSimilarity (declared at ops/composed.py:97): one per input (x, y).
+    """Gradient of CosineSimilarity: one per input (x, y).
 
     In index notation, next to the code computing it:
         sum1[batch] = sum_d x[batch, d]**2, i.e. `tf.reduce_sum(x**2, axis=-1)`
@@ -745,41 +767,35 @@ def cosine_similarity_grad(op, grad):
     return cosine_similarity_vjp(grad, *op.inputs, *op.outputs, epsilon=op.get_attr("epsilon"))
 
 
-def cosine_similarity(x, y, *, epsilon=1e-08):
-    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        sum1 = sum2 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad):
-            output = outputs_again(x, y)
-            return cosine_similarity_vjp(grad, x, y, output, epsilon=epsilon, sum1=sum1, sum2=sum2)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x, y):
-            return tf.identity(output), backward
-
-        kernel_outputs = _tf_kernel("CosineSimilarity", 1, {"x": x, "y": y}, {"epsilon": epsilon})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        sum1 = tf.reduce_sum(x**2, axis=-1)
-        sum2 = tf.reduce_sum(y**2, axis=-1)
-        sum3 = tf.reduce_sum(x * y, axis=-1)
-        output = sum3 / tf.math.sqrt(epsilon + sum1 * sum2)
-        return output, backward
-
-    return forward(x, y)
-
-
+_cosine_similarity_custom_gradient = _custom_gradient(
+    "CosineSimilarity",
+    "x y",
+    cosine_similarity_forward,
+    cosine_similarity_vjp,
+    "output",
+    read=True,
+    stages=True,
+)
 _register("CosineSimilarity", cosine_similarity_grad)
 
 
+def rbf_kernel(x, y, *, length_scale=1.0):
+    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107), with its derived gradient rbf_kernel_vjp."""
+    return _rbf_kernel_custom_gradient(x, y, length_scale=length_scale)
+
+
+def rbf_kernel_forward(x, y, *, length_scale=1.0):
+    """RbfKernel's formula."""
+    t0 = tf.reduce_sum(x**2, axis=-1, keepdims=True)
+    t1 = tf.reduce_sum(y**2, axis=-1)
+    t2 = tf.linalg.matmul(x, y, transpose_b=True)
+    sum1 = tf.math.maximum(t0 + t1 - 2 * t2, 0)
+    kernel = tf.math.exp(-1 / 2 * sum1 / length_scale**2)
+    return kernel
+
+
 def rbf_kernel_vjp(grad, x, y, kernel, *, length_scale=1.0):
-    """Gradient of RbfKernel (declared at ops/composed.py:107): one per input (x, y).
+    """Gradient of RbfKernel: one per input (x, y).
 
     In index notation, next to the code computing it:
         sum1[i, j] = sum_d (x[i, d] - y[j, d])**2
@@ -806,42 +822,32 @@ def rbf_kernel_grad(op, grad):
     return rbf_kernel_vjp(grad, *op.inputs, *op.outputs, length_scale=op.get_attr("length_scale"))
 
 
-def rbf_kernel(x, y, *, length_scale=1.0):
-    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, y):
-        def backward(grad):
-            kernel = outputs_again(x, y)
-            return rbf_kernel_vjp(grad, x, y, kernel, length_scale=length_scale)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x, y):
-            return tf.identity(kernel), backward
-
-        kernel_outputs = _tf_kernel(
-            "RbfKernel", 1, {"x": x, "y": y}, {"length_scale": length_scale}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            kernel = kernel_outputs[0]
-            return kernel, backward
-        # else the declared formula
-        t0 = tf.reduce_sum(x**2, axis=-1, keepdims=True)
-        t1 = tf.reduce_sum(y**2, axis=-1)
-        t2 = tf.linalg.matmul(x, y, transpose_b=True)
-        sum1 = t0 + t1 - 2 * t2
-        kernel = tf.math.exp(-1 / 2 * sum1 / length_scale**2)
-        return kernel, backward
-
-    return forward(x, y)
-
-
+_rbf_kernel_custom_gradient = _custom_gradient(
+    "RbfKernel", "x y", rbf_kernel_forward, rbf_kernel_vjp, "kernel", read=True
+)
 _register("RbfKernel", rbf_kernel_grad)
 
 
+def log_sum_exp_mat_mul(a, b):
+    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116), with its derived gradient log_sum_exp_mat_mul_vjp."""
+    return _log_sum_exp_mat_mul_custom_gradient(a, b)
+
+
+def log_sum_exp_mat_mul_forward(a, b, *, return_stages=False):
+    """LogSumExpMatMul's formula."""
+    sum1 = tf.linalg.matmul(a, b)
+    ext1 = tf.reduce_max(sum1, axis=-1)
+    t0 = ext1[..., None]
+    affine1 = sum1 - t0
+    sum2 = tf.reduce_sum(tf.math.exp(affine1), axis=-1)
+    output = ext1 + tf.math.log(sum2)
+    if return_stages:  # for log_sum_exp_mat_mul_vjp(..., **stages): not computed again
+        return output, {"affine1": affine1, "sum2": sum2}
+    return output
+
+
 def log_sum_exp_mat_mul_vjp(grad, a, b, output, *, affine1=None, sum2=None):
-    """Gradient of LogSumExpMatMul (declared at ops/composed.py:116): one per input (a, b).
+    """Gradient of LogSumExpMatMul: one per input (a, b).
 
     In index notation, next to the code computing it:
         sum1[i, j_1] = sum_k a[i, k] * b[k, j_1], i.e. `tf.linalg.matmul(a, b)`
@@ -874,37 +880,31 @@ def log_sum_exp_mat_mul_grad(op, grad):
     return log_sum_exp_mat_mul_vjp(grad, *op.inputs, *op.outputs)
 
 
-def log_sum_exp_mat_mul(a, b):
-    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(a, b):
-        affine1 = sum2 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad):
-            return log_sum_exp_mat_mul_vjp(grad, a, b, output, affine1=affine1, sum2=sum2)
-
-        kernel_outputs = _tf_kernel("LogSumExpMatMul", 1, {"a": a, "b": b}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        sum1 = tf.linalg.matmul(a, b)
-        ext1 = tf.reduce_max(sum1, axis=-1)
-        t0 = ext1[..., None]
-        affine1 = sum1 - t0
-        sum2 = tf.reduce_sum(tf.math.exp(affine1), axis=-1)
-        output = ext1 + tf.math.log(sum2)
-        return output, backward
-
-    return forward(a, b)
-
-
+_log_sum_exp_mat_mul_custom_gradient = _custom_gradient(
+    "LogSumExpMatMul",
+    "a b",
+    log_sum_exp_mat_mul_forward,
+    log_sum_exp_mat_mul_vjp,
+    "output",
+    stages=True,
+)
 _register("LogSumExpMatMul", log_sum_exp_mat_mul_grad)
 
 
+def bias_gelu(x, bias):
+    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126), with its derived gradient bias_gelu_vjp."""
+    return _bias_gelu_custom_gradient(x, bias)
+
+
+def bias_gelu_forward(x, bias):
+    """BiasGelu's formula."""
+    t0 = bias + x
+    y = (1 / 2) * t0 * (tf.math.tanh(0.7978845608028654 * ((8943 / 200000) * t0**3 + t0)) + 1)
+    return y
+
+
 def bias_gelu_vjp(grad, x, bias, y):
-    """Gradient of BiasGelu (declared at ops/composed.py:126): one per input (x, bias).
+    """Gradient of BiasGelu: one per input (x, bias).
 
     In index notation, next to the code computing it:
         grad_x[batch, c] = grad[batch, c] * (tanh(sqrt(2) * (8943 * (bias[c] + x[batch, c])**3 /
@@ -944,31 +944,47 @@ def bias_gelu_grad(op, grad):
     return bias_gelu_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bias_gelu(x, bias):
-    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, bias):
-        def backward(grad):
-            return bias_gelu_vjp(grad, x, bias, y)
-
-        kernel_outputs = _tf_kernel("BiasGelu", 1, {"x": x, "bias": bias}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        t0 = bias + x
-        y = (1 / 2) * t0 * (tf.math.tanh(0.7978845608028654 * ((8943 / 200000) * t0**3 + t0)) + 1)
-        return y, backward
-
-    return forward(x, bias)
-
-
+_bias_gelu_custom_gradient = _custom_gradient(
+    "BiasGelu", "x bias", bias_gelu_forward, bias_gelu_vjp, "y"
+)
 _register("BiasGelu", bias_gelu_grad)
 
 
+def rotary_embedding(x, cos, sin):
+    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:136), with its derived gradient rotary_embedding_vjp."""
+    return _rotary_embedding_custom_gradient(x, cos, sin)
+
+
+def rotary_embedding_forward(x, cos, sin):
+    """RotaryEmbedding's formula."""
+    t0 = 2
+    x_split = tf.reshape(
+        x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
+    )
+    cos_split = tf.reshape(
+        cos, tf.concat([tf.shape(cos, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
+    )
+    sin_split = tf.reshape(
+        sin, tf.concat([tf.shape(sin, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
+    )
+    t1 = tf.range(tf.shape(x_split, out_type=tf.int64)[-2])
+    t2 = 1 - t1
+    t3 = _gather(x_split, t2, -2)
+    t4 = tf.cast(t1, x_split.dtype)
+    t5 = t4[..., None]
+    t6 = tf.shape(x_split, out_type=tf.int64)[-3]
+    t7 = tf.shape(x_split, out_type=tf.int64)[-2]
+    t8 = tf.shape(x_split, out_type=tf.int64)[-1]
+    t9 = sin_split * t3
+    t10 = cos_split * x_split + 2 * t5 * t9 - t9
+    y = tf.reshape(
+        t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-3], tf.cast([t6, t7 * t8], tf.int64)], 0)
+    )
+    return y
+
+
 def rotary_embedding_vjp(grad, x, cos, sin, y):
-    """Gradient of RotaryEmbedding (declared at ops/composed.py:136): one per input (x, cos, sin).
+    """Gradient of RotaryEmbedding: one per input (x, cos, sin).
 
     In index notation, next to the code computing it:
         grad_x[batch, i, c, d] = grad[batch, i, c, d] * cos[i, c, d]
@@ -1023,46 +1039,7 @@ def rotary_embedding_grad(op, grad):
     return rotary_embedding_vjp(grad, *op.inputs, *op.outputs)
 
 
-def rotary_embedding(x, cos, sin):
-    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin,, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, cos, sin):
-        def backward(grad):
-            return rotary_embedding_vjp(grad, x, cos, sin, y)
-
-        kernel_outputs = _tf_kernel("RotaryEmbedding", 1, {"x": x, "cos": cos, "sin": sin}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        t0 = 2
-        x_split = tf.reshape(
-            x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
-        )
-        cos_split = tf.reshape(
-            cos, tf.concat([tf.shape(cos, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
-        )
-        sin_split = tf.reshape(
-            sin, tf.concat([tf.shape(sin, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
-        )
-        t1 = tf.range(tf.shape(x_split, out_type=tf.int64)[-2])
-        t2 = 1 - t1
-        t3 = _gather(x_split, t2, -2)
-        t4 = tf.cast(t1, x_split.dtype)
-        t5 = t4[..., None]
-        t6 = tf.shape(x_split, out_type=tf.int64)[-3]
-        t7 = tf.shape(x_split, out_type=tf.int64)[-2]
-        t8 = tf.shape(x_split, out_type=tf.int64)[-1]
-        t9 = sin_split * t3
-        t10 = cos_split * x_split + 2 * t5 * t9 - t9
-        y = tf.reshape(
-            t10,
-            tf.concat([tf.shape(t10, out_type=tf.int64)[:-3], tf.cast([t6, t7 * t8], tf.int64)], 0),
-        )
-        return y, backward
-
-    return forward(x, cos, sin)
-
-
+_rotary_embedding_custom_gradient = _custom_gradient(
+    "RotaryEmbedding", "x cos sin", rotary_embedding_forward, rotary_embedding_vjp, "y"
+)
 _register("RotaryEmbedding", rotary_embedding_grad)

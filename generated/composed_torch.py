@@ -21,10 +21,92 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
 def _views(stages):
     """The stages a Function returns, each a view of its own: a stage that is also an output
     (the same tensor) is marked non-differentiable apart from that output."""
     return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
+def _tensors(a, b):
+    """`a` and `b` as tensors: a Python number in the dtype of the other."""
+    like = a if isinstance(a, torch.Tensor) else b
+    return tuple(
+        t if isinstance(t, torch.Tensor) else torch.as_tensor(t, dtype=like.dtype) for t in (a, b)
+    )
+
+
+def _maximum(a, b):
+    """numpy's `maximum`, of tensors or a tensor and a number (torch's takes tensors only)."""
+    return torch.maximum(*_tensors(a, b))
 
 
 def _over(reduce, x, axes, keepdims=False):
@@ -63,7 +145,7 @@ def _gather(x, positions, axis, fill=0):
 
 def layer_norm(x, scale, offset, *, epsilon=0.001):
     """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19); differentiated by layer_norm_vjp."""
-    return _LayerNormFunction.apply(epsilon, x, scale, offset)[0]
+    return _layer_norm_autograd(x, scale, offset, epsilon=epsilon)
 
 
 def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
@@ -119,33 +201,14 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
     return grad_x, grad_scale, grad_offset
 
 
-class _LayerNormFunction(torch.autograd.Function):
-    """LayerNorm for autograd: the backward is layer_norm_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(epsilon, x, scale, offset):
-        y, stages = layer_norm_forward(x, scale, offset, epsilon=epsilon, return_stages=True)
-        return y, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:], *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        (epsilon,) = ctx.attrs
-        x, scale, offset, sum1, affine1 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"sum1": sum1, "affine1": affine1}
-        grads = layer_norm_vjp(cotangents[0], x, scale, offset, **stages, epsilon=epsilon)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_layer_norm_autograd = _autograd_function(
+    "LayerNorm", layer_norm_forward, layer_norm_vjp, "y", stages="sum1 affine1"
+)
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
     """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30); differentiated by layer_norm_moments_vjp."""
-    return _LayerNormMomentsFunction.apply(epsilon, x, scale, offset)[0]
+    return _layer_norm_moments_autograd(x, scale, offset, epsilon=epsilon)
 
 
 def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
@@ -207,35 +270,18 @@ def layer_norm_moments_vjp(
     return grad_x, grad_scale, grad_offset
 
 
-class _LayerNormMomentsFunction(torch.autograd.Function):
-    """LayerNormMoments for autograd: the backward is layer_norm_moments_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(epsilon, x, scale, offset):
-        y, stages = layer_norm_moments_forward(
-            x, scale, offset, epsilon=epsilon, return_stages=True
-        )
-        return y, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:], *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        (epsilon,) = ctx.attrs
-        x, scale, offset, sum1, affine1 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"sum1": sum1, "affine1": affine1}
-        grads = layer_norm_moments_vjp(cotangents[0], x, scale, offset, **stages, epsilon=epsilon)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_layer_norm_moments_autograd = _autograd_function(
+    "LayerNormMoments",
+    layer_norm_moments_forward,
+    layer_norm_moments_vjp,
+    "y",
+    stages="sum1 affine1",
+)
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001):
     """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41); differentiated by batch_norm_training_vjp."""
-    return _BatchNormTrainingFunction.apply(epsilon, x, scale, offset)[0]
+    return _batch_norm_training_autograd(x, scale, offset, epsilon=epsilon)
 
 
 def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
@@ -305,35 +351,18 @@ def batch_norm_training_vjp(
     return grad_x, grad_scale, grad_offset
 
 
-class _BatchNormTrainingFunction(torch.autograd.Function):
-    """BatchNormTraining for autograd: the backward is batch_norm_training_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(epsilon, x, scale, offset):
-        y, stages = batch_norm_training_forward(
-            x, scale, offset, epsilon=epsilon, return_stages=True
-        )
-        return y, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:], *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        (epsilon,) = ctx.attrs
-        x, scale, offset, mean, variance = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"mean": mean, "variance": variance}
-        grads = batch_norm_training_vjp(cotangents[0], x, scale, offset, **stages, epsilon=epsilon)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_batch_norm_training_autograd = _autograd_function(
+    "BatchNormTraining",
+    batch_norm_training_forward,
+    batch_norm_training_vjp,
+    "y",
+    stages="mean variance",
+)
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
     """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55); differentiated by group_norm_vjp."""
-    return _GroupNormFunction.apply(epsilon, groups, x, scale, offset)[0]
+    return _group_norm_autograd(x, scale, offset, epsilon=epsilon, groups=groups)
 
 
 def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
@@ -437,37 +466,14 @@ def group_norm_vjp(
     return grad_x, grad_scale, grad_offset
 
 
-class _GroupNormFunction(torch.autograd.Function):
-    """GroupNorm for autograd: the backward is group_norm_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(epsilon, groups, x, scale, offset):
-        y, stages = group_norm_forward(
-            x, scale, offset, epsilon=epsilon, groups=groups, return_stages=True
-        )
-        return y, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:], *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        epsilon, groups = ctx.attrs
-        x, scale, offset, mean, variance = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"mean": mean, "variance": variance}
-        grads = group_norm_vjp(
-            cotangents[0], x, scale, offset, **stages, epsilon=epsilon, groups=groups
-        )
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_group_norm_autograd = _autograd_function(
+    "GroupNorm", group_norm_forward, group_norm_vjp, "y", stages="mean variance"
+)
 
 
 def scaled_dot_product_attention(q, k, v, mask):
     """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70); differentiated by scaled_dot_product_attention_vjp."""
-    return _ScaledDotProductAttentionFunction.apply(q, k, v, mask)[0]
+    return _scaled_dot_product_attention_autograd(q, k, v, mask)
 
 
 def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
@@ -536,31 +542,18 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, *, output=None, weight
     return grad_q, grad_k, grad_v, grad_mask
 
 
-class _ScaledDotProductAttentionFunction(torch.autograd.Function):
-    """ScaledDotProductAttention for autograd: the backward is scaled_dot_product_attention_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(q, k, v, mask):
-        output, stages = scaled_dot_product_attention_forward(q, k, v, mask, return_stages=True)
-        return output, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        q, k, v, mask, weights = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"weights": weights}
-        grads = scaled_dot_product_attention_vjp(cotangents[0], q, k, v, mask, **stages)
-        return _needed(grads, ctx.needs_input_grad)
+_scaled_dot_product_attention_autograd = _autograd_function(
+    "ScaledDotProductAttention",
+    scaled_dot_product_attention_forward,
+    scaled_dot_product_attention_vjp,
+    "output",
+    stages="weights",
+)
 
 
 def mlp_block(x, w1, b1, w2, b2):
     """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84); differentiated by mlp_block_vjp."""
-    return _MlpBlockFunction.apply(x, w1, b1, w2, b2)[0]
+    return _mlp_block_autograd(x, w1, b1, w2, b2)
 
 
 def mlp_block_forward(x, w1, b1, w2, b2, *, return_stages=False):
@@ -603,31 +596,14 @@ def mlp_block_vjp(grad, x, w1, b1, w2, b2, *, y=None, affine1=None):
     return grad_x, grad_w1, grad_b1, grad_w2, grad_b2
 
 
-class _MlpBlockFunction(torch.autograd.Function):
-    """MlpBlock for autograd: the backward is mlp_block_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(x, w1, b1, w2, b2):
-        y, stages = mlp_block_forward(x, w1, b1, w2, b2, return_stages=True)
-        return y, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        x, w1, b1, w2, b2, affine1 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"affine1": affine1}
-        grads = mlp_block_vjp(cotangents[0], x, w1, b1, w2, b2, **stages)
-        return _needed(grads, ctx.needs_input_grad)
+_mlp_block_autograd = _autograd_function(
+    "MlpBlock", mlp_block_forward, mlp_block_vjp, "y", stages="affine1"
+)
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08):
     """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97); differentiated by cosine_similarity_vjp."""
-    return _CosineSimilarityFunction.apply(epsilon, x, y)[0]
+    return _cosine_similarity_autograd(x, y, epsilon=epsilon)
 
 
 def cosine_similarity_forward(x, y, *, epsilon=1e-08, return_stages=False):
@@ -675,33 +651,19 @@ def cosine_similarity_vjp(grad, x, y, *, output=None, sum1=None, sum2=None, epsi
     return grad_x, grad_y
 
 
-class _CosineSimilarityFunction(torch.autograd.Function):
-    """CosineSimilarity for autograd: the backward is cosine_similarity_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(epsilon, x, y):
-        output, stages = cosine_similarity_forward(x, y, epsilon=epsilon, return_stages=True)
-        return output, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:], output[0], *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        (epsilon,) = ctx.attrs
-        x, y, output, sum1, sum2 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"sum1": sum1, "sum2": sum2}
-        grads = cosine_similarity_vjp(cotangents[0], x, y, output=output, **stages, epsilon=epsilon)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_cosine_similarity_autograd = _autograd_function(
+    "CosineSimilarity",
+    cosine_similarity_forward,
+    cosine_similarity_vjp,
+    "output",
+    read="output",
+    stages="sum1 sum2",
+)
 
 
 def rbf_kernel(x, y, *, length_scale=1.0):
     """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107); differentiated by rbf_kernel_vjp."""
-    return _RbfKernelFunction.apply(length_scale, x, y)
+    return _rbf_kernel_autograd(x, y, length_scale=length_scale)
 
 
 def rbf_kernel_forward(x, y, *, length_scale=1.0):
@@ -709,7 +671,7 @@ def rbf_kernel_forward(x, y, *, length_scale=1.0):
     t0 = torch.sum(x**2, axis=-1, keepdims=True)
     t1 = torch.sum(y**2, axis=-1)
     t2 = x @ y.T
-    sum1 = t0 + t1 - 2 * t2
+    sum1 = _maximum(0, t0 + t1 - 2 * t2)
     kernel = torch.exp(-1 / 2 * sum1 / length_scale**2)
     return kernel
 
@@ -739,29 +701,14 @@ def rbf_kernel_vjp(grad, x, y, *, kernel=None, length_scale=1.0):
     return grad_x, grad_y
 
 
-class _RbfKernelFunction(torch.autograd.Function):
-    """RbfKernel for autograd: the backward is rbf_kernel_vjp."""
-
-    @staticmethod
-    def forward(length_scale, x, y):
-        return rbf_kernel_forward(x, y, length_scale=length_scale)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (length_scale,) = ctx.attrs
-        x, y, kernel = ctx.saved_tensors
-        grads = rbf_kernel_vjp(grad, x, y, kernel=kernel, length_scale=length_scale)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_rbf_kernel_autograd = _autograd_function(
+    "RbfKernel", rbf_kernel_forward, rbf_kernel_vjp, "kernel", read="kernel"
+)
 
 
 def log_sum_exp_mat_mul(a, b):
     """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116); differentiated by log_sum_exp_mat_mul_vjp."""
-    return _LogSumExpMatMulFunction.apply(a, b)[0]
+    return _log_sum_exp_mat_mul_autograd(a, b)
 
 
 def log_sum_exp_mat_mul_forward(a, b, *, return_stages=False):
@@ -804,31 +751,18 @@ def log_sum_exp_mat_mul_vjp(grad, a, b, *, output=None, affine1=None, sum2=None)
     return grad_a, grad_b
 
 
-class _LogSumExpMatMulFunction(torch.autograd.Function):
-    """LogSumExpMatMul for autograd: the backward is log_sum_exp_mat_mul_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(a, b):
-        output, stages = log_sum_exp_mat_mul_forward(a, b, return_stages=True)
-        return output, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        a, b, affine1, sum2 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"affine1": affine1, "sum2": sum2}
-        grads = log_sum_exp_mat_mul_vjp(cotangents[0], a, b, **stages)
-        return _needed(grads, ctx.needs_input_grad)
+_log_sum_exp_mat_mul_autograd = _autograd_function(
+    "LogSumExpMatMul",
+    log_sum_exp_mat_mul_forward,
+    log_sum_exp_mat_mul_vjp,
+    "output",
+    stages="affine1 sum2",
+)
 
 
 def bias_gelu(x, bias):
     """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126); differentiated by bias_gelu_vjp."""
-    return _BiasGeluFunction.apply(x, bias)
+    return _bias_gelu_autograd(x, bias)
 
 
 def bias_gelu_forward(x, bias):
@@ -874,27 +808,12 @@ def bias_gelu_vjp(grad, x, bias, *, y=None):
     return grad_x, grad_bias
 
 
-class _BiasGeluFunction(torch.autograd.Function):
-    """BiasGelu for autograd: the backward is bias_gelu_vjp."""
-
-    @staticmethod
-    def forward(x, bias):
-        return bias_gelu_forward(x, bias)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, bias = ctx.saved_tensors
-        grads = bias_gelu_vjp(grad, x, bias)
-        return _needed(grads, ctx.needs_input_grad)
+_bias_gelu_autograd = _autograd_function("BiasGelu", bias_gelu_forward, bias_gelu_vjp, "y")
 
 
 def rotary_embedding(x, cos, sin):
     """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:136); differentiated by rotary_embedding_vjp."""
-    return _RotaryEmbeddingFunction.apply(x, cos, sin)
+    return _rotary_embedding_autograd(x, cos, sin)
 
 
 def rotary_embedding_forward(x, cos, sin):
@@ -958,19 +877,6 @@ def rotary_embedding_vjp(grad, x, cos, sin, *, y=None):
     return grad_x, grad_cos, grad_sin
 
 
-class _RotaryEmbeddingFunction(torch.autograd.Function):
-    """RotaryEmbedding for autograd: the backward is rotary_embedding_vjp."""
-
-    @staticmethod
-    def forward(x, cos, sin):
-        return rotary_embedding_forward(x, cos, sin)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, cos, sin = ctx.saved_tensors
-        grads = rotary_embedding_vjp(grad, x, cos, sin)
-        return _needed(grads, ctx.needs_input_grad)
+_rotary_embedding_autograd = _autograd_function(
+    "RotaryEmbedding", rotary_embedding_forward, rotary_embedding_vjp, "y"
+)

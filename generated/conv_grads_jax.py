@@ -9,7 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
 import itertools
 
 import jax
@@ -20,6 +19,44 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 _python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _shift_right(x, axis, fill, steps=1):
@@ -214,7 +251,13 @@ def conv2d_backprop_input(
 ):
     """Conv2DBackpropInput: Conv2D's gradient in its input, of shape `input_sizes`: each entry of out_backprop (declared at ops/conv_grads.py:35); differentiated by conv2d_backprop_input_vjp."""
     return _conv2d_backprop_input_custom_vjp(
-        padding, input_sizes, strides, explicit_paddings, dilations, filter, out_backprop
+        filter,
+        out_backprop,
+        padding=padding,
+        input_sizes=input_sizes,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
     )
 
 
@@ -371,54 +414,9 @@ def conv2d_backprop_input_vjp(
     return grad_filter, grad_out_backprop
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4))
-def _conv2d_backprop_input_custom_vjp(
-    padding, input_sizes, strides, explicit_paddings, dilations, filter, out_backprop
-):
-    return conv2d_backprop_input_forward(
-        filter,
-        out_backprop,
-        padding=padding,
-        input_sizes=input_sizes,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-
-
-def _conv2d_backprop_input_fwd(
-    padding, input_sizes, strides, explicit_paddings, dilations, filter, out_backprop
-):
-    output = conv2d_backprop_input_forward(
-        filter,
-        out_backprop,
-        padding=padding,
-        input_sizes=input_sizes,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-    return output, ((filter, out_backprop), output)
-
-
-def _conv2d_backprop_input_bwd(
-    padding, input_sizes, strides, explicit_paddings, dilations, saved, grad
-):
-    (filter, out_backprop), output = saved
-    return conv2d_backprop_input_vjp(
-        grad,
-        filter,
-        out_backprop,
-        output=output,
-        padding=padding,
-        input_sizes=input_sizes,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-
-
-_conv2d_backprop_input_custom_vjp.defvjp(_conv2d_backprop_input_fwd, _conv2d_backprop_input_bwd)
+_conv2d_backprop_input_custom_vjp = _custom_vjp(
+    conv2d_backprop_input_forward, conv2d_backprop_input_vjp, "output"
+)
 
 
 def conv2d_backprop_filter(
@@ -433,7 +431,13 @@ def conv2d_backprop_filter(
 ):
     """Conv2DBackpropFilter: Conv2D's gradient in its filter, of shape `filter_sizes`: each window of the input (declared at ops/conv_grads.py:54); differentiated by conv2d_backprop_filter_vjp."""
     return _conv2d_backprop_filter_custom_vjp(
-        padding, filter_sizes, strides, explicit_paddings, dilations, input, out_backprop
+        input,
+        out_backprop,
+        padding=padding,
+        filter_sizes=filter_sizes,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
     )
 
 
@@ -593,54 +597,9 @@ def conv2d_backprop_filter_vjp(
     return grad_input, grad_out_backprop
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4))
-def _conv2d_backprop_filter_custom_vjp(
-    padding, filter_sizes, strides, explicit_paddings, dilations, input, out_backprop
-):
-    return conv2d_backprop_filter_forward(
-        input,
-        out_backprop,
-        padding=padding,
-        filter_sizes=filter_sizes,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-
-
-def _conv2d_backprop_filter_fwd(
-    padding, filter_sizes, strides, explicit_paddings, dilations, input, out_backprop
-):
-    output = conv2d_backprop_filter_forward(
-        input,
-        out_backprop,
-        padding=padding,
-        filter_sizes=filter_sizes,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-    return output, ((input, out_backprop), output)
-
-
-def _conv2d_backprop_filter_bwd(
-    padding, filter_sizes, strides, explicit_paddings, dilations, saved, grad
-):
-    (input, out_backprop), output = saved
-    return conv2d_backprop_filter_vjp(
-        grad,
-        input,
-        out_backprop,
-        output=output,
-        padding=padding,
-        filter_sizes=filter_sizes,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-
-
-_conv2d_backprop_filter_custom_vjp.defvjp(_conv2d_backprop_filter_fwd, _conv2d_backprop_filter_bwd)
+_conv2d_backprop_filter_custom_vjp = _custom_vjp(
+    conv2d_backprop_filter_forward, conv2d_backprop_filter_vjp, "output"
+)
 
 
 def depthwise_conv2d_native_backprop_input(
@@ -655,7 +614,13 @@ def depthwise_conv2d_native_backprop_input(
 ):
     """DepthwiseConv2dNativeBackpropInput: DepthwiseConv2dNative's gradient in its input, of shape `input_sizes`: channel c of (declared at ops/conv_grads.py:72); differentiated by depthwise_conv2d_native_backprop_input_vjp."""
     return _depthwise_conv2d_native_backprop_input_custom_vjp(
-        padding, input_sizes, strides, explicit_paddings, dilations, filter, out_backprop
+        filter,
+        out_backprop,
+        padding=padding,
+        input_sizes=input_sizes,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
     )
 
 
@@ -831,55 +796,10 @@ def depthwise_conv2d_native_backprop_input_vjp(
     return grad_filter, grad_out_backprop
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4))
-def _depthwise_conv2d_native_backprop_input_custom_vjp(
-    padding, input_sizes, strides, explicit_paddings, dilations, filter, out_backprop
-):
-    return depthwise_conv2d_native_backprop_input_forward(
-        filter,
-        out_backprop,
-        padding=padding,
-        input_sizes=input_sizes,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-
-
-def _depthwise_conv2d_native_backprop_input_fwd(
-    padding, input_sizes, strides, explicit_paddings, dilations, filter, out_backprop
-):
-    output = depthwise_conv2d_native_backprop_input_forward(
-        filter,
-        out_backprop,
-        padding=padding,
-        input_sizes=input_sizes,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-    return output, ((filter, out_backprop), output)
-
-
-def _depthwise_conv2d_native_backprop_input_bwd(
-    padding, input_sizes, strides, explicit_paddings, dilations, saved, grad
-):
-    (filter, out_backprop), output = saved
-    return depthwise_conv2d_native_backprop_input_vjp(
-        grad,
-        filter,
-        out_backprop,
-        output=output,
-        padding=padding,
-        input_sizes=input_sizes,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-
-
-_depthwise_conv2d_native_backprop_input_custom_vjp.defvjp(
-    _depthwise_conv2d_native_backprop_input_fwd, _depthwise_conv2d_native_backprop_input_bwd
+_depthwise_conv2d_native_backprop_input_custom_vjp = _custom_vjp(
+    depthwise_conv2d_native_backprop_input_forward,
+    depthwise_conv2d_native_backprop_input_vjp,
+    "output",
 )
 
 
@@ -895,7 +815,13 @@ def depthwise_conv2d_native_backprop_filter(
 ):
     """DepthwiseConv2dNativeBackpropFilter: DepthwiseConv2dNative's gradient in its filter, of shape `filter_sizes`: each window (declared at ops/conv_grads.py:91); differentiated by depthwise_conv2d_native_backprop_filter_vjp."""
     return _depthwise_conv2d_native_backprop_filter_custom_vjp(
-        padding, filter_sizes, strides, explicit_paddings, dilations, input, out_backprop
+        input,
+        out_backprop,
+        padding=padding,
+        filter_sizes=filter_sizes,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
     )
 
 
@@ -1074,55 +1000,10 @@ def depthwise_conv2d_native_backprop_filter_vjp(
     return grad_input, grad_out_backprop
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4))
-def _depthwise_conv2d_native_backprop_filter_custom_vjp(
-    padding, filter_sizes, strides, explicit_paddings, dilations, input, out_backprop
-):
-    return depthwise_conv2d_native_backprop_filter_forward(
-        input,
-        out_backprop,
-        padding=padding,
-        filter_sizes=filter_sizes,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-
-
-def _depthwise_conv2d_native_backprop_filter_fwd(
-    padding, filter_sizes, strides, explicit_paddings, dilations, input, out_backprop
-):
-    output = depthwise_conv2d_native_backprop_filter_forward(
-        input,
-        out_backprop,
-        padding=padding,
-        filter_sizes=filter_sizes,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-    return output, ((input, out_backprop), output)
-
-
-def _depthwise_conv2d_native_backprop_filter_bwd(
-    padding, filter_sizes, strides, explicit_paddings, dilations, saved, grad
-):
-    (input, out_backprop), output = saved
-    return depthwise_conv2d_native_backprop_filter_vjp(
-        grad,
-        input,
-        out_backprop,
-        output=output,
-        padding=padding,
-        filter_sizes=filter_sizes,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-
-
-_depthwise_conv2d_native_backprop_filter_custom_vjp.defvjp(
-    _depthwise_conv2d_native_backprop_filter_fwd, _depthwise_conv2d_native_backprop_filter_bwd
+_depthwise_conv2d_native_backprop_filter_custom_vjp = _custom_vjp(
+    depthwise_conv2d_native_backprop_filter_forward,
+    depthwise_conv2d_native_backprop_filter_vjp,
+    "output",
 )
 
 
@@ -1131,7 +1012,12 @@ def conv3d_backprop_input_v2(
 ):
     """Conv3DBackpropInputV2: Conv3D's gradient in its input, of shape `input_sizes` (declared at ops/conv_grads.py:113); differentiated by conv3d_backprop_input_v2_vjp."""
     return _conv3d_backprop_input_v2_custom_vjp(
-        padding, input_sizes, strides, dilations, filter, out_backprop
+        filter,
+        out_backprop,
+        padding=padding,
+        input_sizes=input_sizes,
+        strides=strides,
+        dilations=dilations,
     )
 
 
@@ -1245,48 +1131,8 @@ def conv3d_backprop_input_v2_vjp(
     return grad_filter, grad_out_backprop
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _conv3d_backprop_input_v2_custom_vjp(
-    padding, input_sizes, strides, dilations, filter, out_backprop
-):
-    return conv3d_backprop_input_v2_forward(
-        filter,
-        out_backprop,
-        padding=padding,
-        input_sizes=input_sizes,
-        strides=strides,
-        dilations=dilations,
-    )
-
-
-def _conv3d_backprop_input_v2_fwd(padding, input_sizes, strides, dilations, filter, out_backprop):
-    output = conv3d_backprop_input_v2_forward(
-        filter,
-        out_backprop,
-        padding=padding,
-        input_sizes=input_sizes,
-        strides=strides,
-        dilations=dilations,
-    )
-    return output, ((filter, out_backprop), output)
-
-
-def _conv3d_backprop_input_v2_bwd(padding, input_sizes, strides, dilations, saved, grad):
-    (filter, out_backprop), output = saved
-    return conv3d_backprop_input_v2_vjp(
-        grad,
-        filter,
-        out_backprop,
-        output=output,
-        padding=padding,
-        input_sizes=input_sizes,
-        strides=strides,
-        dilations=dilations,
-    )
-
-
-_conv3d_backprop_input_v2_custom_vjp.defvjp(
-    _conv3d_backprop_input_v2_fwd, _conv3d_backprop_input_v2_bwd
+_conv3d_backprop_input_v2_custom_vjp = _custom_vjp(
+    conv3d_backprop_input_v2_forward, conv3d_backprop_input_v2_vjp, "output"
 )
 
 
@@ -1295,7 +1141,12 @@ def conv3d_backprop_filter_v2(
 ):
     """Conv3DBackpropFilterV2: Conv3D's gradient in its filter, of shape `filter_sizes` (declared at ops/conv_grads.py:136); differentiated by conv3d_backprop_filter_v2_vjp."""
     return _conv3d_backprop_filter_v2_custom_vjp(
-        padding, filter_sizes, strides, dilations, input, out_backprop
+        input,
+        out_backprop,
+        padding=padding,
+        filter_sizes=filter_sizes,
+        strides=strides,
+        dilations=dilations,
     )
 
 
@@ -1409,54 +1260,16 @@ def conv3d_backprop_filter_v2_vjp(
     return grad_input, grad_out_backprop
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _conv3d_backprop_filter_v2_custom_vjp(
-    padding, filter_sizes, strides, dilations, input, out_backprop
-):
-    return conv3d_backprop_filter_v2_forward(
-        input,
-        out_backprop,
-        padding=padding,
-        filter_sizes=filter_sizes,
-        strides=strides,
-        dilations=dilations,
-    )
-
-
-def _conv3d_backprop_filter_v2_fwd(padding, filter_sizes, strides, dilations, input, out_backprop):
-    output = conv3d_backprop_filter_v2_forward(
-        input,
-        out_backprop,
-        padding=padding,
-        filter_sizes=filter_sizes,
-        strides=strides,
-        dilations=dilations,
-    )
-    return output, ((input, out_backprop), output)
-
-
-def _conv3d_backprop_filter_v2_bwd(padding, filter_sizes, strides, dilations, saved, grad):
-    (input, out_backprop), output = saved
-    return conv3d_backprop_filter_v2_vjp(
-        grad,
-        input,
-        out_backprop,
-        output=output,
-        padding=padding,
-        filter_sizes=filter_sizes,
-        strides=strides,
-        dilations=dilations,
-    )
-
-
-_conv3d_backprop_filter_v2_custom_vjp.defvjp(
-    _conv3d_backprop_filter_v2_fwd, _conv3d_backprop_filter_v2_bwd
+_conv3d_backprop_filter_v2_custom_vjp = _custom_vjp(
+    conv3d_backprop_filter_v2_forward, conv3d_backprop_filter_v2_vjp, "output"
 )
 
 
 def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPoolGrad: AvgPool's gradient in its input, of shape `orig_input_shape`: each entry of grad (declared at ops/conv_grads.py:160); differentiated by avg_pool_grad_vjp."""
-    return _avg_pool_grad_custom_vjp(padding, orig_input_shape, ksize, strides, grad)
+    return _avg_pool_grad_custom_vjp(
+        grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
+    )
 
 
 def avg_pool_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, strides):
@@ -1613,39 +1426,14 @@ def avg_pool_grad_vjp(
     return (grad_grad,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _avg_pool_grad_custom_vjp(padding, orig_input_shape, ksize, strides, grad):
-    return avg_pool_grad_forward(
-        grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
-    )
-
-
-def _avg_pool_grad_fwd(padding, orig_input_shape, ksize, strides, grad):
-    output = avg_pool_grad_forward(
-        grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
-    )
-    return output, ((grad,), output)
-
-
-def _avg_pool_grad_bwd(padding, orig_input_shape, ksize, strides, saved, grad_output):
-    (grad,), output = saved
-    return avg_pool_grad_vjp(
-        grad_output,
-        grad,
-        output=output,
-        padding=padding,
-        orig_input_shape=orig_input_shape,
-        ksize=ksize,
-        strides=strides,
-    )
-
-
-_avg_pool_grad_custom_vjp.defvjp(_avg_pool_grad_fwd, _avg_pool_grad_bwd)
+_avg_pool_grad_custom_vjp = _custom_vjp(avg_pool_grad_forward, avg_pool_grad_vjp, "output")
 
 
 def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPool3DGrad: AvgPool3D's gradient in its input, of shape `orig_input_shape` (declared at ops/conv_grads.py:180); differentiated by avg_pool3d_grad_vjp."""
-    return _avg_pool3d_grad_custom_vjp(padding, orig_input_shape, ksize, strides, grad)
+    return _avg_pool3d_grad_custom_vjp(
+        grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
+    )
 
 
 def avg_pool3d_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, strides):
@@ -1857,34 +1645,7 @@ def avg_pool3d_grad_vjp(
     return (grad_grad,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _avg_pool3d_grad_custom_vjp(padding, orig_input_shape, ksize, strides, grad):
-    return avg_pool3d_grad_forward(
-        grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
-    )
-
-
-def _avg_pool3d_grad_fwd(padding, orig_input_shape, ksize, strides, grad):
-    output = avg_pool3d_grad_forward(
-        grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
-    )
-    return output, ((grad,), output)
-
-
-def _avg_pool3d_grad_bwd(padding, orig_input_shape, ksize, strides, saved, grad_output):
-    (grad,), output = saved
-    return avg_pool3d_grad_vjp(
-        grad_output,
-        grad,
-        output=output,
-        padding=padding,
-        orig_input_shape=orig_input_shape,
-        ksize=ksize,
-        strides=strides,
-    )
-
-
-_avg_pool3d_grad_custom_vjp.defvjp(_avg_pool3d_grad_fwd, _avg_pool3d_grad_bwd)
+_avg_pool3d_grad_custom_vjp = _custom_vjp(avg_pool3d_grad_forward, avg_pool3d_grad_vjp, "output")
 
 
 def max_pool_grad(
@@ -1892,7 +1653,13 @@ def max_pool_grad(
 ):
     """MaxPoolGrad: MaxPool's gradient in its input `orig_input`: each window's `grad` added at the first (declared at ops/conv_grads.py:241); differentiated by max_pool_grad_vjp."""
     return _max_pool_grad_custom_vjp(
-        padding, data_format, ksize, strides, orig_input, orig_output, grad
+        orig_input,
+        orig_output,
+        grad,
+        padding=padding,
+        data_format=data_format,
+        ksize=ksize,
+        strides=strides,
     )
 
 
@@ -2102,55 +1869,16 @@ def max_pool_grad_vjp(
     return None, None, grad_grad
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _max_pool_grad_custom_vjp(padding, data_format, ksize, strides, orig_input, orig_output, grad):
-    return max_pool_grad_forward(
-        orig_input,
-        orig_output,
-        grad,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-    )
-
-
-def _max_pool_grad_fwd(padding, data_format, ksize, strides, orig_input, orig_output, grad):
-    output, stages = max_pool_grad_forward(
-        orig_input,
-        orig_output,
-        grad,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-        return_stages=True,
-    )
-    return output, ((orig_input, orig_output, grad), output, stages)
-
-
-def _max_pool_grad_bwd(padding, data_format, ksize, strides, saved, grad_output):
-    (orig_input, orig_output, grad), output, stages = saved
-    return max_pool_grad_vjp(
-        grad_output,
-        orig_input,
-        orig_output,
-        grad,
-        output=output,
-        **stages,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-    )
-
-
-_max_pool_grad_custom_vjp.defvjp(_max_pool_grad_fwd, _max_pool_grad_bwd)
+_max_pool_grad_custom_vjp = _custom_vjp(
+    max_pool_grad_forward, max_pool_grad_vjp, "output", stages=True
+)
 
 
 def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, strides):
     """MaxPoolGradV2: MaxPoolGrad with the window and strides passed as constant inputs (declared at ops/conv_grads.py:251); differentiated by max_pool_grad_v2_vjp."""
-    return _max_pool_grad_v2_custom_vjp(padding, ksize, strides, orig_input, orig_output, grad)
+    return _max_pool_grad_v2_custom_vjp(
+        orig_input, orig_output, grad, padding=padding, ksize=ksize, strides=strides
+    )
 
 
 def max_pool_grad_v2_forward(
@@ -2342,42 +2070,9 @@ def max_pool_grad_v2_vjp(
     return None, None, grad_grad
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _max_pool_grad_v2_custom_vjp(padding, ksize, strides, orig_input, orig_output, grad):
-    return max_pool_grad_v2_forward(
-        orig_input, orig_output, grad, padding=padding, ksize=ksize, strides=strides
-    )
-
-
-def _max_pool_grad_v2_fwd(padding, ksize, strides, orig_input, orig_output, grad):
-    output, stages = max_pool_grad_v2_forward(
-        orig_input,
-        orig_output,
-        grad,
-        padding=padding,
-        ksize=ksize,
-        strides=strides,
-        return_stages=True,
-    )
-    return output, ((orig_input, orig_output, grad), output, stages)
-
-
-def _max_pool_grad_v2_bwd(padding, ksize, strides, saved, grad_output):
-    (orig_input, orig_output, grad), output, stages = saved
-    return max_pool_grad_v2_vjp(
-        grad_output,
-        orig_input,
-        orig_output,
-        grad,
-        output=output,
-        **stages,
-        padding=padding,
-        ksize=ksize,
-        strides=strides,
-    )
-
-
-_max_pool_grad_v2_custom_vjp.defvjp(_max_pool_grad_v2_fwd, _max_pool_grad_v2_bwd)
+_max_pool_grad_v2_custom_vjp = _custom_vjp(
+    max_pool_grad_v2_forward, max_pool_grad_v2_vjp, "output", stages=True
+)
 
 
 def max_pool_gradgrad(
@@ -2385,7 +2080,13 @@ def max_pool_gradgrad(
 ):
     """MaxPoolGradGrad: MaxPoolGrad's gradient in its `grad`: `grad` (shaped as `orig_input`) read at each (declared at ops/conv_grads.py:257); differentiated by max_pool_gradgrad_vjp."""
     return _max_pool_gradgrad_custom_vjp(
-        padding, data_format, ksize, strides, orig_input, orig_output, grad
+        orig_input,
+        orig_output,
+        grad,
+        padding=padding,
+        data_format=data_format,
+        ksize=ksize,
+        strides=strides,
     )
 
 
@@ -2509,50 +2210,9 @@ def max_pool_gradgrad_vjp(
     return None, None, grad_grad
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _max_pool_gradgrad_custom_vjp(
-    padding, data_format, ksize, strides, orig_input, orig_output, grad
-):
-    return max_pool_gradgrad_forward(
-        orig_input,
-        orig_output,
-        grad,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-    )
-
-
-def _max_pool_gradgrad_fwd(padding, data_format, ksize, strides, orig_input, orig_output, grad):
-    output = max_pool_gradgrad_forward(
-        orig_input,
-        orig_output,
-        grad,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-    )
-    return output, ((orig_input, orig_output, grad), output)
-
-
-def _max_pool_gradgrad_bwd(padding, data_format, ksize, strides, saved, grad_output):
-    (orig_input, orig_output, grad), output = saved
-    return max_pool_gradgrad_vjp(
-        grad_output,
-        orig_input,
-        orig_output,
-        grad,
-        output=output,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-    )
-
-
-_max_pool_gradgrad_custom_vjp.defvjp(_max_pool_gradgrad_fwd, _max_pool_gradgrad_bwd)
+_max_pool_gradgrad_custom_vjp = _custom_vjp(
+    max_pool_gradgrad_forward, max_pool_gradgrad_vjp, "output"
+)
 
 
 def max_pool3d_grad(
@@ -2560,7 +2220,13 @@ def max_pool3d_grad(
 ):
     """MaxPool3DGrad: MaxPool3D's gradient in its input `orig_input`, as MaxPoolGrad's (declared at ops/conv_grads.py:264); differentiated by max_pool3d_grad_vjp."""
     return _max_pool3d_grad_custom_vjp(
-        padding, data_format, ksize, strides, orig_input, orig_output, grad
+        orig_input,
+        orig_output,
+        grad,
+        padding=padding,
+        data_format=data_format,
+        ksize=ksize,
+        strides=strides,
     )
 
 
@@ -2826,52 +2492,9 @@ def max_pool3d_grad_vjp(
     return None, None, grad_grad
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _max_pool3d_grad_custom_vjp(
-    padding, data_format, ksize, strides, orig_input, orig_output, grad
-):
-    return max_pool3d_grad_forward(
-        orig_input,
-        orig_output,
-        grad,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-    )
-
-
-def _max_pool3d_grad_fwd(padding, data_format, ksize, strides, orig_input, orig_output, grad):
-    output, stages = max_pool3d_grad_forward(
-        orig_input,
-        orig_output,
-        grad,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-        return_stages=True,
-    )
-    return output, ((orig_input, orig_output, grad), output, stages)
-
-
-def _max_pool3d_grad_bwd(padding, data_format, ksize, strides, saved, grad_output):
-    (orig_input, orig_output, grad), output, stages = saved
-    return max_pool3d_grad_vjp(
-        grad_output,
-        orig_input,
-        orig_output,
-        grad,
-        output=output,
-        **stages,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-    )
-
-
-_max_pool3d_grad_custom_vjp.defvjp(_max_pool3d_grad_fwd, _max_pool3d_grad_bwd)
+_max_pool3d_grad_custom_vjp = _custom_vjp(
+    max_pool3d_grad_forward, max_pool3d_grad_vjp, "output", stages=True
+)
 
 
 def max_pool3d_gradgrad(
@@ -2879,7 +2502,13 @@ def max_pool3d_gradgrad(
 ):
     """MaxPool3DGradGrad: MaxPool3DGrad's gradient in its `grad`, as MaxPoolGradGrad's (declared at ops/conv_grads.py:270); differentiated by max_pool3d_gradgrad_vjp."""
     return _max_pool3d_gradgrad_custom_vjp(
-        padding, data_format, ksize, strides, orig_input, orig_output, grad
+        orig_input,
+        orig_output,
+        grad,
+        padding=padding,
+        data_format=data_format,
+        ksize=ksize,
+        strides=strides,
     )
 
 
@@ -3027,47 +2656,6 @@ def max_pool3d_gradgrad_vjp(
     return None, None, grad_grad
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _max_pool3d_gradgrad_custom_vjp(
-    padding, data_format, ksize, strides, orig_input, orig_output, grad
-):
-    return max_pool3d_gradgrad_forward(
-        orig_input,
-        orig_output,
-        grad,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-    )
-
-
-def _max_pool3d_gradgrad_fwd(padding, data_format, ksize, strides, orig_input, orig_output, grad):
-    output = max_pool3d_gradgrad_forward(
-        orig_input,
-        orig_output,
-        grad,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-    )
-    return output, ((orig_input, orig_output, grad), output)
-
-
-def _max_pool3d_gradgrad_bwd(padding, data_format, ksize, strides, saved, grad_output):
-    (orig_input, orig_output, grad), output = saved
-    return max_pool3d_gradgrad_vjp(
-        grad_output,
-        orig_input,
-        orig_output,
-        grad,
-        output=output,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-    )
-
-
-_max_pool3d_gradgrad_custom_vjp.defvjp(_max_pool3d_gradgrad_fwd, _max_pool3d_gradgrad_bwd)
+_max_pool3d_gradgrad_custom_vjp = _custom_vjp(
+    max_pool3d_gradgrad_forward, max_pool3d_gradgrad_vjp, "output"
+)

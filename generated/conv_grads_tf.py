@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
   Where it reads forward stages (intermediates) it takes them as keywords, computing them
   again when they are not given: the wrapper passes its forward's; the registered gradient
@@ -32,6 +33,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -623,6 +681,77 @@ def _same_padding(size, kernel, stride, dilation):
     )
 
 
+def conv2d_backprop_input(
+    filter,
+    out_backprop,
+    *,
+    padding="VALID",
+    input_sizes,
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """Conv2DBackpropInput: Conv2D's gradient in its input, of shape `input_sizes`: each entry of out_backprop (declared at ops/conv_grads.py:35), with its derived gradient conv2d_backprop_input_vjp."""
+    return _conv2d_backprop_input_custom_gradient(
+        filter,
+        out_backprop,
+        padding=padding,
+        input_sizes=input_sizes,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )
+
+
+def conv2d_backprop_input_forward(
+    filter,
+    out_backprop,
+    *,
+    padding="VALID",
+    input_sizes,
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """Conv2DBackpropInput's formula."""
+    if padding == "VALID":
+        output = _conv_backprop_input(
+            out_backprop,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: ([0, 0], [input_sizes[1], input_sizes[2]]),
+        )
+    elif padding == "SAME":
+        output = _conv_backprop_input(
+            out_backprop,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [
+                    _same_padding(input_sizes[1], size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], size(filter, -3), strides[2], dilations[2]),
+                ],
+                [input_sizes[1], input_sizes[2]],
+            ),
+        )
+    elif padding == "EXPLICIT":
+        output = _conv_backprop_input(
+            out_backprop,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [input_sizes[1], input_sizes[2]],
+            ),
+        )
+    else:
+        raise ValueError(f"Conv2DBackpropInput: unsupported attributes padding={padding!r}")
+    return output
+
+
 def conv2d_backprop_input_vjp(
     grad,
     filter,
@@ -635,7 +764,7 @@ def conv2d_backprop_input_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of Conv2DBackpropInput (declared at ops/conv_grads.py:35): one per input (filter, out_backprop).
+    """Gradient of Conv2DBackpropInput: one per input (filter, out_backprop).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -755,7 +884,7 @@ def conv2d_backprop_input_grad(op, grad):
     return _insert_none(grads, (0,))
 
 
-def conv2d_backprop_input(
+def _conv2d_backprop_input_declares(
     filter,
     out_backprop,
     *,
@@ -765,84 +894,90 @@ def conv2d_backprop_input(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Conv2DBackpropInput: Conv2D's gradient in its input, of shape `input_sizes`: each entry of out_backprop, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(filter, out_backprop):
-        def backward(grad):
-            return conv2d_backprop_input_vjp(
-                grad,
-                filter,
-                out_backprop,
-                output,
-                padding=padding,
-                input_sizes=input_sizes,
-                strides=strides,
-                explicit_paddings=explicit_paddings,
-                dilations=dilations,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "Conv2DBackpropInput",
-                1,
-                {"filter": filter, "out_backprop": out_backprop},
-                {
-                    "padding": padding,
-                    "input_sizes": input_sizes,
-                    "strides": strides,
-                    "explicit_paddings": explicit_paddings,
-                    "dilations": dilations,
-                },
-            )
-            if padding in ("VALID", "SAME", "EXPLICIT")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if padding == "VALID":
-            output = _conv_backprop_input(
-                out_backprop,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: ([0, 0], [input_sizes[1], input_sizes[2]]),
-            )
-        elif padding == "SAME":
-            output = _conv_backprop_input(
-                out_backprop,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(input_sizes[1], size(filter, -4), strides[1], dilations[1]),
-                        _same_padding(input_sizes[2], size(filter, -3), strides[2], dilations[2]),
-                    ],
-                    [input_sizes[1], input_sizes[2]],
-                ),
-            )
-        elif padding == "EXPLICIT":
-            output = _conv_backprop_input(
-                out_backprop,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [explicit_paddings[2], explicit_paddings[4]],
-                    [input_sizes[1], input_sizes[2]],
-                ),
-            )
-        else:
-            raise ValueError(f"Conv2DBackpropInput: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(filter, out_backprop)
+    """Whether Conv2DBackpropInput's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME", "EXPLICIT")
 
 
+_conv2d_backprop_input_custom_gradient = _custom_gradient(
+    "Conv2DBackpropInput",
+    "filter out_backprop",
+    conv2d_backprop_input_forward,
+    conv2d_backprop_input_vjp,
+    "output",
+    declares=_conv2d_backprop_input_declares,
+)
 _register("Conv2DBackpropInput", conv2d_backprop_input_grad)
+
+
+def conv2d_backprop_filter(
+    input,
+    out_backprop,
+    *,
+    padding="VALID",
+    filter_sizes,
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """Conv2DBackpropFilter: Conv2D's gradient in its filter, of shape `filter_sizes`: each window of the input (declared at ops/conv_grads.py:54), with its derived gradient conv2d_backprop_filter_vjp."""
+    return _conv2d_backprop_filter_custom_gradient(
+        input,
+        out_backprop,
+        padding=padding,
+        filter_sizes=filter_sizes,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )
+
+
+def conv2d_backprop_filter_forward(
+    input,
+    out_backprop,
+    *,
+    padding="VALID",
+    filter_sizes,
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """Conv2DBackpropFilter's formula."""
+    if padding == "VALID":
+        output = _conv_backprop_filter(
+            input,
+            out_backprop,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: ([0, 0], [filter_sizes[0], filter_sizes[1]]),
+        )
+    elif padding == "SAME":
+        output = _conv_backprop_filter(
+            input,
+            out_backprop,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [
+                    _same_padding(size(input, -3), filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(size(input, -2), filter_sizes[1], strides[2], dilations[2]),
+                ],
+                [filter_sizes[0], filter_sizes[1]],
+            ),
+        )
+    elif padding == "EXPLICIT":
+        output = _conv_backprop_filter(
+            input,
+            out_backprop,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [filter_sizes[0], filter_sizes[1]],
+            ),
+        )
+    else:
+        raise ValueError(f"Conv2DBackpropFilter: unsupported attributes padding={padding!r}")
+    return output
 
 
 def conv2d_backprop_filter_vjp(
@@ -857,7 +992,7 @@ def conv2d_backprop_filter_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of Conv2DBackpropFilter (declared at ops/conv_grads.py:54): one per input (input, out_backprop).
+    """Gradient of Conv2DBackpropFilter: one per input (input, out_backprop).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -977,7 +1112,7 @@ def conv2d_backprop_filter_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def conv2d_backprop_filter(
+def _conv2d_backprop_filter_declares(
     input,
     out_backprop,
     *,
@@ -987,84 +1122,102 @@ def conv2d_backprop_filter(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Conv2DBackpropFilter: Conv2D's gradient in its filter, of shape `filter_sizes`: each window of the input, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input, out_backprop):
-        def backward(grad):
-            return conv2d_backprop_filter_vjp(
-                grad,
-                input,
-                out_backprop,
-                output,
-                padding=padding,
-                filter_sizes=filter_sizes,
-                strides=strides,
-                explicit_paddings=explicit_paddings,
-                dilations=dilations,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "Conv2DBackpropFilter",
-                1,
-                {"input": input, "out_backprop": out_backprop},
-                {
-                    "padding": padding,
-                    "filter_sizes": filter_sizes,
-                    "strides": strides,
-                    "explicit_paddings": explicit_paddings,
-                    "dilations": dilations,
-                },
-            )
-            if padding in ("VALID", "SAME", "EXPLICIT")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if padding == "VALID":
-            output = _conv_backprop_filter(
-                input,
-                out_backprop,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: ([0, 0], [filter_sizes[0], filter_sizes[1]]),
-            )
-        elif padding == "SAME":
-            output = _conv_backprop_filter(
-                input,
-                out_backprop,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(size(input, -3), filter_sizes[0], strides[1], dilations[1]),
-                        _same_padding(size(input, -2), filter_sizes[1], strides[2], dilations[2]),
-                    ],
-                    [filter_sizes[0], filter_sizes[1]],
-                ),
-            )
-        elif padding == "EXPLICIT":
-            output = _conv_backprop_filter(
-                input,
-                out_backprop,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [explicit_paddings[2], explicit_paddings[4]],
-                    [filter_sizes[0], filter_sizes[1]],
-                ),
-            )
-        else:
-            raise ValueError(f"Conv2DBackpropFilter: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(input, out_backprop)
+    """Whether Conv2DBackpropFilter's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME", "EXPLICIT")
 
 
+_conv2d_backprop_filter_custom_gradient = _custom_gradient(
+    "Conv2DBackpropFilter",
+    "input out_backprop",
+    conv2d_backprop_filter_forward,
+    conv2d_backprop_filter_vjp,
+    "output",
+    declares=_conv2d_backprop_filter_declares,
+)
 _register("Conv2DBackpropFilter", conv2d_backprop_filter_grad)
+
+
+def depthwise_conv2d_native_backprop_input(
+    filter,
+    out_backprop,
+    *,
+    padding="VALID",
+    input_sizes,
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """DepthwiseConv2dNativeBackpropInput: DepthwiseConv2dNative's gradient in its input, of shape `input_sizes`: channel c of (declared at ops/conv_grads.py:72), with its derived gradient depthwise_conv2d_native_backprop_input_vjp."""
+    return _depthwise_conv2d_native_backprop_input_custom_gradient(
+        filter,
+        out_backprop,
+        padding=padding,
+        input_sizes=input_sizes,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )
+
+
+def depthwise_conv2d_native_backprop_input_forward(
+    filter,
+    out_backprop,
+    *,
+    padding="VALID",
+    input_sizes,
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """DepthwiseConv2dNativeBackpropInput's formula."""
+    out_backprop_split = tf.reshape(
+        out_backprop,
+        tf.concat(
+            [
+                tf.shape(out_backprop, out_type=tf.int64)[:-1],
+                tf.cast([input_sizes[3], -1], tf.int64),
+            ],
+            0,
+        ),
+    )
+    if padding == "VALID":
+        output = _depthwise_conv_backprop_input(
+            out_backprop_split,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: ([0, 0], [input_sizes[1], input_sizes[2]]),
+        )
+    elif padding == "SAME":
+        output = _depthwise_conv_backprop_input(
+            out_backprop_split,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [
+                    _same_padding(input_sizes[1], size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], size(filter, -3), strides[2], dilations[2]),
+                ],
+                [input_sizes[1], input_sizes[2]],
+            ),
+        )
+    elif padding == "EXPLICIT":
+        output = _depthwise_conv_backprop_input(
+            out_backprop_split,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [input_sizes[1], input_sizes[2]],
+            ),
+        )
+    else:
+        raise ValueError(
+            f"DepthwiseConv2dNativeBackpropInput: unsupported attributes padding={padding!r}"
+        )
+    return output
 
 
 def depthwise_conv2d_native_backprop_input_vjp(
@@ -1079,7 +1232,7 @@ def depthwise_conv2d_native_backprop_input_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of DepthwiseConv2dNativeBackpropInput (declared at ops/conv_grads.py:72): one per input (filter, out_backprop).
+    """Gradient of DepthwiseConv2dNativeBackpropInput: one per input (filter, out_backprop).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1220,7 +1373,7 @@ def depthwise_conv2d_native_backprop_input_grad(op, grad):
     return _insert_none(grads, (0,))
 
 
-def depthwise_conv2d_native_backprop_input(
+def _depthwise_conv2d_native_backprop_input_declares(
     filter,
     out_backprop,
     *,
@@ -1230,96 +1383,102 @@ def depthwise_conv2d_native_backprop_input(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """DepthwiseConv2dNativeBackpropInput: DepthwiseConv2dNative's gradient in its input, of shape `input_sizes`: channel c of, with its derived gradient."""
+    """Whether DepthwiseConv2dNativeBackpropInput's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME", "EXPLICIT")
 
-    @tf.custom_gradient
-    def forward(filter, out_backprop):
-        def backward(grad):
-            return depthwise_conv2d_native_backprop_input_vjp(
-                grad,
-                filter,
-                out_backprop,
-                output,
-                padding=padding,
-                input_sizes=input_sizes,
-                strides=strides,
-                explicit_paddings=explicit_paddings,
-                dilations=dilations,
-            )
 
-        kernel_outputs = (
-            _tf_kernel(
-                "DepthwiseConv2dNativeBackpropInput",
-                1,
-                {"filter": filter, "out_backprop": out_backprop},
-                {
-                    "padding": padding,
-                    "input_sizes": input_sizes,
-                    "strides": strides,
-                    "explicit_paddings": explicit_paddings,
-                    "dilations": dilations,
-                },
-            )
-            if padding in ("VALID", "SAME", "EXPLICIT")
-            else None
+_depthwise_conv2d_native_backprop_input_custom_gradient = _custom_gradient(
+    "DepthwiseConv2dNativeBackpropInput",
+    "filter out_backprop",
+    depthwise_conv2d_native_backprop_input_forward,
+    depthwise_conv2d_native_backprop_input_vjp,
+    "output",
+    declares=_depthwise_conv2d_native_backprop_input_declares,
+)
+_register("DepthwiseConv2dNativeBackpropInput", depthwise_conv2d_native_backprop_input_grad)
+
+
+def depthwise_conv2d_native_backprop_filter(
+    input,
+    out_backprop,
+    *,
+    padding="VALID",
+    filter_sizes,
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """DepthwiseConv2dNativeBackpropFilter: DepthwiseConv2dNative's gradient in its filter, of shape `filter_sizes`: each window (declared at ops/conv_grads.py:91), with its derived gradient depthwise_conv2d_native_backprop_filter_vjp."""
+    return _depthwise_conv2d_native_backprop_filter_custom_gradient(
+        input,
+        out_backprop,
+        padding=padding,
+        filter_sizes=filter_sizes,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )
+
+
+def depthwise_conv2d_native_backprop_filter_forward(
+    input,
+    out_backprop,
+    *,
+    padding="VALID",
+    filter_sizes,
+    strides,
+    explicit_paddings=(),
+    dilations=(1, 1, 1, 1),
+):
+    """DepthwiseConv2dNativeBackpropFilter's formula."""
+    out_backprop_split = tf.reshape(
+        out_backprop,
+        tf.concat(
+            [
+                tf.shape(out_backprop, out_type=tf.int64)[:-1],
+                tf.cast([-1, filter_sizes[3]], tf.int64),
+            ],
+            0,
+        ),
+    )
+    if padding == "VALID":
+        output = _depthwise_conv_backprop_filter(
+            input,
+            out_backprop_split,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: ([0, 0], [filter_sizes[0], filter_sizes[1]]),
         )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        out_backprop_split = tf.reshape(
-            out_backprop,
-            tf.concat(
+    elif padding == "SAME":
+        output = _depthwise_conv_backprop_filter(
+            input,
+            out_backprop_split,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
                 [
-                    tf.shape(out_backprop, out_type=tf.int64)[:-1],
-                    tf.cast([input_sizes[3], -1], tf.int64),
+                    _same_padding(size(input, -3), filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(size(input, -2), filter_sizes[1], strides[2], dilations[2]),
                 ],
-                0,
+                [filter_sizes[0], filter_sizes[1]],
             ),
         )
-        if padding == "VALID":
-            output = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: ([0, 0], [input_sizes[1], input_sizes[2]]),
-            )
-        elif padding == "SAME":
-            output = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(input_sizes[1], size(filter, -4), strides[1], dilations[1]),
-                        _same_padding(input_sizes[2], size(filter, -3), strides[2], dilations[2]),
-                    ],
-                    [input_sizes[1], input_sizes[2]],
-                ),
-            )
-        elif padding == "EXPLICIT":
-            output = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [explicit_paddings[2], explicit_paddings[4]],
-                    [input_sizes[1], input_sizes[2]],
-                ),
-            )
-        else:
-            raise ValueError(
-                f"DepthwiseConv2dNativeBackpropInput: unsupported attributes padding={padding!r}"
-            )
-        return output, backward
-
-    return forward(filter, out_backprop)
-
-
-_register("DepthwiseConv2dNativeBackpropInput", depthwise_conv2d_native_backprop_input_grad)
+    elif padding == "EXPLICIT":
+        output = _depthwise_conv_backprop_filter(
+            input,
+            out_backprop_split,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [filter_sizes[0], filter_sizes[1]],
+            ),
+        )
+    else:
+        raise ValueError(
+            f"DepthwiseConv2dNativeBackpropFilter: unsupported attributes padding={padding!r}"
+        )
+    return output
 
 
 def depthwise_conv2d_native_backprop_filter_vjp(
@@ -1334,7 +1493,7 @@ def depthwise_conv2d_native_backprop_filter_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of DepthwiseConv2dNativeBackpropFilter (declared at ops/conv_grads.py:91): one per input (input, out_backprop).
+    """Gradient of DepthwiseConv2dNativeBackpropFilter: one per input (input, out_backprop).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1475,7 +1634,7 @@ def depthwise_conv2d_native_backprop_filter_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def depthwise_conv2d_native_backprop_filter(
+def _depthwise_conv2d_native_backprop_filter_declares(
     input,
     out_backprop,
     *,
@@ -1485,96 +1644,65 @@ def depthwise_conv2d_native_backprop_filter(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """DepthwiseConv2dNativeBackpropFilter: DepthwiseConv2dNative's gradient in its filter, of shape `filter_sizes`: each window, with its derived gradient."""
+    """Whether DepthwiseConv2dNativeBackpropFilter's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME", "EXPLICIT")
 
-    @tf.custom_gradient
-    def forward(input, out_backprop):
-        def backward(grad):
-            return depthwise_conv2d_native_backprop_filter_vjp(
-                grad,
-                input,
-                out_backprop,
-                output,
-                padding=padding,
-                filter_sizes=filter_sizes,
-                strides=strides,
-                explicit_paddings=explicit_paddings,
-                dilations=dilations,
-            )
 
-        kernel_outputs = (
-            _tf_kernel(
-                "DepthwiseConv2dNativeBackpropFilter",
-                1,
-                {"input": input, "out_backprop": out_backprop},
-                {
-                    "padding": padding,
-                    "filter_sizes": filter_sizes,
-                    "strides": strides,
-                    "explicit_paddings": explicit_paddings,
-                    "dilations": dilations,
-                },
-            )
-            if padding in ("VALID", "SAME", "EXPLICIT")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        out_backprop_split = tf.reshape(
+_depthwise_conv2d_native_backprop_filter_custom_gradient = _custom_gradient(
+    "DepthwiseConv2dNativeBackpropFilter",
+    "input out_backprop",
+    depthwise_conv2d_native_backprop_filter_forward,
+    depthwise_conv2d_native_backprop_filter_vjp,
+    "output",
+    declares=_depthwise_conv2d_native_backprop_filter_declares,
+)
+_register("DepthwiseConv2dNativeBackpropFilter", depthwise_conv2d_native_backprop_filter_grad)
+
+
+def conv3d_backprop_input_v2(
+    filter, out_backprop, *, padding="VALID", input_sizes, strides, dilations=(1, 1, 1, 1, 1)
+):
+    """Conv3DBackpropInputV2: Conv3D's gradient in its input, of shape `input_sizes` (declared at ops/conv_grads.py:113), with its derived gradient conv3d_backprop_input_v2_vjp."""
+    return _conv3d_backprop_input_v2_custom_gradient(
+        filter,
+        out_backprop,
+        padding=padding,
+        input_sizes=input_sizes,
+        strides=strides,
+        dilations=dilations,
+    )
+
+
+def conv3d_backprop_input_v2_forward(
+    filter, out_backprop, *, padding="VALID", input_sizes, strides, dilations=(1, 1, 1, 1, 1)
+):
+    """Conv3DBackpropInputV2's formula."""
+    if padding == "VALID":
+        output = _conv_backprop_input(
             out_backprop,
-            tf.concat(
+            filter,
+            strides=[strides[1], strides[2], strides[3]],
+            dilations=[dilations[1], dilations[2], dilations[3]],
+            geometry=lambda size: ([0, 0, 0], [input_sizes[1], input_sizes[2], input_sizes[3]]),
+        )
+    elif padding == "SAME":
+        output = _conv_backprop_input(
+            out_backprop,
+            filter,
+            strides=[strides[1], strides[2], strides[3]],
+            dilations=[dilations[1], dilations[2], dilations[3]],
+            geometry=lambda size: (
                 [
-                    tf.shape(out_backprop, out_type=tf.int64)[:-1],
-                    tf.cast([-1, filter_sizes[3]], tf.int64),
+                    _same_padding(input_sizes[1], size(filter, -5), strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], size(filter, -4), strides[2], dilations[2]),
+                    _same_padding(input_sizes[3], size(filter, -3), strides[3], dilations[3]),
                 ],
-                0,
+                [input_sizes[1], input_sizes[2], input_sizes[3]],
             ),
         )
-        if padding == "VALID":
-            output = _depthwise_conv_backprop_filter(
-                input,
-                out_backprop_split,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: ([0, 0], [filter_sizes[0], filter_sizes[1]]),
-            )
-        elif padding == "SAME":
-            output = _depthwise_conv_backprop_filter(
-                input,
-                out_backprop_split,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(size(input, -3), filter_sizes[0], strides[1], dilations[1]),
-                        _same_padding(size(input, -2), filter_sizes[1], strides[2], dilations[2]),
-                    ],
-                    [filter_sizes[0], filter_sizes[1]],
-                ),
-            )
-        elif padding == "EXPLICIT":
-            output = _depthwise_conv_backprop_filter(
-                input,
-                out_backprop_split,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [explicit_paddings[2], explicit_paddings[4]],
-                    [filter_sizes[0], filter_sizes[1]],
-                ),
-            )
-        else:
-            raise ValueError(
-                f"DepthwiseConv2dNativeBackpropFilter: unsupported attributes padding={padding!r}"
-            )
-        return output, backward
-
-    return forward(input, out_backprop)
-
-
-_register("DepthwiseConv2dNativeBackpropFilter", depthwise_conv2d_native_backprop_filter_grad)
+    else:
+        raise ValueError(f"Conv3DBackpropInputV2: unsupported attributes padding={padding!r}")
+    return output
 
 
 def conv3d_backprop_input_v2_vjp(
@@ -1588,7 +1716,7 @@ def conv3d_backprop_input_v2_vjp(
     strides,
     dilations=(1, 1, 1, 1, 1),
 ):
-    """Gradient of Conv3DBackpropInputV2 (declared at ops/conv_grads.py:113): one per input (filter, out_backprop).
+    """Gradient of Conv3DBackpropInputV2: one per input (filter, out_backprop).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1679,75 +1807,68 @@ def conv3d_backprop_input_v2_grad(op, grad):
     return _insert_none(grads, (0,))
 
 
-def conv3d_backprop_input_v2(
+def _conv3d_backprop_input_v2_declares(
     filter, out_backprop, *, padding="VALID", input_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
-    """Conv3DBackpropInputV2: Conv3D's gradient in its input, of shape `input_sizes`, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(filter, out_backprop):
-        def backward(grad):
-            return conv3d_backprop_input_v2_vjp(
-                grad,
-                filter,
-                out_backprop,
-                output,
-                padding=padding,
-                input_sizes=input_sizes,
-                strides=strides,
-                dilations=dilations,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "Conv3DBackpropInputV2",
-                1,
-                {"filter": filter, "out_backprop": out_backprop},
-                {
-                    "padding": padding,
-                    "input_sizes": input_sizes,
-                    "strides": strides,
-                    "dilations": dilations,
-                },
-            )
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if padding == "VALID":
-            output = _conv_backprop_input(
-                out_backprop,
-                filter,
-                strides=[strides[1], strides[2], strides[3]],
-                dilations=[dilations[1], dilations[2], dilations[3]],
-                geometry=lambda size: ([0, 0, 0], [input_sizes[1], input_sizes[2], input_sizes[3]]),
-            )
-        elif padding == "SAME":
-            output = _conv_backprop_input(
-                out_backprop,
-                filter,
-                strides=[strides[1], strides[2], strides[3]],
-                dilations=[dilations[1], dilations[2], dilations[3]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(input_sizes[1], size(filter, -5), strides[1], dilations[1]),
-                        _same_padding(input_sizes[2], size(filter, -4), strides[2], dilations[2]),
-                        _same_padding(input_sizes[3], size(filter, -3), strides[3], dilations[3]),
-                    ],
-                    [input_sizes[1], input_sizes[2], input_sizes[3]],
-                ),
-            )
-        else:
-            raise ValueError(f"Conv3DBackpropInputV2: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(filter, out_backprop)
+    """Whether Conv3DBackpropInputV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME")
 
 
+_conv3d_backprop_input_v2_custom_gradient = _custom_gradient(
+    "Conv3DBackpropInputV2",
+    "filter out_backprop",
+    conv3d_backprop_input_v2_forward,
+    conv3d_backprop_input_v2_vjp,
+    "output",
+    declares=_conv3d_backprop_input_v2_declares,
+)
 _register("Conv3DBackpropInputV2", conv3d_backprop_input_v2_grad)
+
+
+def conv3d_backprop_filter_v2(
+    input, out_backprop, *, padding="VALID", filter_sizes, strides, dilations=(1, 1, 1, 1, 1)
+):
+    """Conv3DBackpropFilterV2: Conv3D's gradient in its filter, of shape `filter_sizes` (declared at ops/conv_grads.py:136), with its derived gradient conv3d_backprop_filter_v2_vjp."""
+    return _conv3d_backprop_filter_v2_custom_gradient(
+        input,
+        out_backprop,
+        padding=padding,
+        filter_sizes=filter_sizes,
+        strides=strides,
+        dilations=dilations,
+    )
+
+
+def conv3d_backprop_filter_v2_forward(
+    input, out_backprop, *, padding="VALID", filter_sizes, strides, dilations=(1, 1, 1, 1, 1)
+):
+    """Conv3DBackpropFilterV2's formula."""
+    if padding == "VALID":
+        output = _conv_backprop_filter(
+            input,
+            out_backprop,
+            strides=[strides[1], strides[2], strides[3]],
+            dilations=[dilations[1], dilations[2], dilations[3]],
+            geometry=lambda size: ([0, 0, 0], [filter_sizes[0], filter_sizes[1], filter_sizes[2]]),
+        )
+    elif padding == "SAME":
+        output = _conv_backprop_filter(
+            input,
+            out_backprop,
+            strides=[strides[1], strides[2], strides[3]],
+            dilations=[dilations[1], dilations[2], dilations[3]],
+            geometry=lambda size: (
+                [
+                    _same_padding(size(input, -4), filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(size(input, -3), filter_sizes[1], strides[2], dilations[2]),
+                    _same_padding(size(input, -2), filter_sizes[2], strides[3], dilations[3]),
+                ],
+                [filter_sizes[0], filter_sizes[1], filter_sizes[2]],
+            ),
+        )
+    else:
+        raise ValueError(f"Conv3DBackpropFilterV2: unsupported attributes padding={padding!r}")
+    return output
 
 
 def conv3d_backprop_filter_v2_vjp(
@@ -1761,7 +1882,7 @@ def conv3d_backprop_filter_v2_vjp(
     strides,
     dilations=(1, 1, 1, 1, 1),
 ):
-    """Gradient of Conv3DBackpropFilterV2 (declared at ops/conv_grads.py:136): one per input (input, out_backprop).
+    """Gradient of Conv3DBackpropFilterV2: one per input (input, out_backprop).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1849,84 +1970,108 @@ def conv3d_backprop_filter_v2_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def conv3d_backprop_filter_v2(
+def _conv3d_backprop_filter_v2_declares(
     input, out_backprop, *, padding="VALID", filter_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
-    """Conv3DBackpropFilterV2: Conv3D's gradient in its filter, of shape `filter_sizes`, with its derived gradient."""
+    """Whether Conv3DBackpropFilterV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME")
 
-    @tf.custom_gradient
-    def forward(input, out_backprop):
-        def backward(grad):
-            return conv3d_backprop_filter_v2_vjp(
-                grad,
-                input,
-                out_backprop,
-                output,
-                padding=padding,
-                filter_sizes=filter_sizes,
-                strides=strides,
-                dilations=dilations,
-            )
 
-        kernel_outputs = (
-            _tf_kernel(
-                "Conv3DBackpropFilterV2",
-                1,
-                {"input": input, "out_backprop": out_backprop},
-                {
-                    "padding": padding,
-                    "filter_sizes": filter_sizes,
-                    "strides": strides,
-                    "dilations": dilations,
-                },
-            )
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
+_conv3d_backprop_filter_v2_custom_gradient = _custom_gradient(
+    "Conv3DBackpropFilterV2",
+    "input out_backprop",
+    conv3d_backprop_filter_v2_forward,
+    conv3d_backprop_filter_v2_vjp,
+    "output",
+    declares=_conv3d_backprop_filter_v2_declares,
+)
+_register("Conv3DBackpropFilterV2", conv3d_backprop_filter_v2_grad)
+
+
+def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
+    """AvgPoolGrad: AvgPool's gradient in its input, of shape `orig_input_shape`: each entry of grad (declared at ops/conv_grads.py:160), with its derived gradient avg_pool_grad_vjp."""
+    return _avg_pool_grad_custom_gradient(
+        grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
+    )
+
+
+def avg_pool_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, strides):
+    """AvgPoolGrad's formula."""
+    if padding in ("VALID", "SAME"):
+        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t1 = t0[..., None, None, None]
+        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t3 = t2[..., None, None]
+        t4 = tf.range(tf.cast(ksize[2], tf.int64))
+        t5 = t4[..., None]
+        t6 = tf.range(tf.cast(ksize[1], tf.int64))
         if padding == "VALID":
-            output = _conv_backprop_filter(
-                input,
-                out_backprop,
-                strides=[strides[1], strides[2], strides[3]],
-                dilations=[dilations[1], dilations[2], dilations[3]],
-                geometry=lambda size: (
-                    [0, 0, 0],
-                    [filter_sizes[0], filter_sizes[1], filter_sizes[2]],
-                ),
-            )
-        elif padding == "SAME":
-            output = _conv_backprop_filter(
-                input,
-                out_backprop,
-                strides=[strides[1], strides[2], strides[3]],
-                dilations=[dilations[1], dilations[2], dilations[3]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(size(input, -4), filter_sizes[0], strides[1], dilations[1]),
-                        _same_padding(size(input, -3), filter_sizes[1], strides[2], dilations[2]),
-                        _same_padding(size(input, -2), filter_sizes[2], strides[3], dilations[3]),
-                    ],
-                    [filter_sizes[0], filter_sizes[1], filter_sizes[2]],
-                ),
+            t7 = (
+                (strides[1] * t1 + t6 >= 0)
+                & (strides[2] * t3 + t5 >= 0)
+                & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t5 <= orig_input_shape[2] - 1)
             )
         else:
-            raise ValueError(f"Conv3DBackpropFilterV2: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(input, out_backprop)
-
-
-_register("Conv3DBackpropFilterV2", conv3d_backprop_filter_v2_grad)
+            t7 = (
+                (
+                    strides[1] * t1
+                    + t6
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    >= 0
+                )
+                & (
+                    strides[2] * t3
+                    + t5
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    >= 0
+                )
+                & (
+                    strides[1] * t1
+                    + t6
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    <= orig_input_shape[1] - 1
+                )
+                & (
+                    strides[2] * t3
+                    + t5
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    <= orig_input_shape[2] - 1
+                )
+            )
+        t8 = t7[..., None, :, :, :]
+        t9 = tf.reduce_sum(tf.cast(t8, grad.dtype), axis=[-2, -1], keepdims=True)
+        t10 = grad[..., None, :, None, :]
+        t11 = t10 / t9
+        t12 = t2[..., None]
+        if padding == "VALID":
+            t13 = strides[2] * t12 + t4
+        else:
+            t13 = (
+                strides[2] * t12 + t4 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            )
+        t14 = _scatter_add(
+            t11, t13, 1, orig_input_shape[2]
+        )  # no gather form: an explicit scatter-add
+        t15 = t0[..., None]
+        if padding == "VALID":
+            t16 = strides[1] * t15 + t6
+        else:
+            t16 = (
+                strides[1] * t15 + t6 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+            )
+        output = _scatter_add(
+            t14, t16, 2, orig_input_shape[1]
+        )  # no gather form: an explicit scatter-add
+    else:
+        raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
+    return output
 
 
 def avg_pool_grad_vjp(
     grad_output, grad, output, *, padding="VALID", orig_input_shape, ksize, strides
 ):
-    """Gradient of AvgPoolGrad (declared at ops/conv_grads.py:160): one per input (grad).
+    """Gradient of AvgPoolGrad: one per input (grad).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1979,10 +2124,7 @@ def avg_pool_grad_vjp(
                 )
             )
         t8 = t7[..., None, :, :]
-        t9 = tf.reduce_sum(
-            tf.where(t8, tf.constant(1, grad_output.dtype), tf.constant(0, grad_output.dtype)),
-            axis=[-2, -1],
-        )
+        t9 = tf.reduce_sum(tf.cast(t8, grad_output.dtype), axis=[-2, -1])
         t10 = t2[..., None]
         if padding == "VALID":
             t11 = strides[2] * t10 + t6
@@ -2021,129 +2163,134 @@ def avg_pool_grad_grad(op, grad_output):
     return _insert_none(grads, (0,))
 
 
-def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
-    """AvgPoolGrad: AvgPool's gradient in its input, of shape `orig_input_shape`: each entry of grad, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(grad):
-        def backward(grad_output):
-            return avg_pool_grad_vjp(
-                grad_output,
-                grad,
-                output,
-                padding=padding,
-                orig_input_shape=orig_input_shape,
-                ksize=ksize,
-                strides=strides,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "AvgPoolGrad",
-                1,
-                {"grad": grad},
-                {
-                    "padding": padding,
-                    "orig_input_shape": orig_input_shape,
-                    "ksize": ksize,
-                    "strides": strides,
-                },
-            )
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if padding in ("VALID", "SAME"):
-            t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-            t1 = t0[..., None, None, None]
-            t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-            t3 = t2[..., None, None]
-            t4 = tf.range(tf.cast(ksize[2], tf.int64))
-            t5 = t4[..., None]
-            t6 = tf.range(tf.cast(ksize[1], tf.int64))
-            if padding == "VALID":
-                t7 = (
-                    (strides[1] * t1 + t6 >= 0)
-                    & (strides[2] * t3 + t5 >= 0)
-                    & (strides[1] * t1 + t6 <= orig_input_shape[1] - 1)
-                    & (strides[2] * t3 + t5 <= orig_input_shape[2] - 1)
-                )
-            else:
-                t7 = (
-                    (
-                        strides[1] * t1
-                        + t6
-                        - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                        >= 0
-                    )
-                    & (
-                        strides[2] * t3
-                        + t5
-                        - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                        >= 0
-                    )
-                    & (
-                        strides[1] * t1
-                        + t6
-                        - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                        <= orig_input_shape[1] - 1
-                    )
-                    & (
-                        strides[2] * t3
-                        + t5
-                        - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                        <= orig_input_shape[2] - 1
-                    )
-                )
-            t8 = t7[..., None, :, :, :]
-            t9 = tf.reduce_sum(
-                tf.where(t8, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-                axis=[-2, -1],
-                keepdims=True,
-            )
-            t10 = grad[..., None, :, None, :]
-            t11 = t10 / t9
-            t12 = t2[..., None]
-            if padding == "VALID":
-                t13 = strides[2] * t12 + t4
-            else:
-                t13 = (
-                    strides[2] * t12
-                    + t4
-                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                )
-            t14 = _scatter_add(
-                t11, t13, 1, orig_input_shape[2]
-            )  # no gather form: an explicit scatter-add
-            t15 = t0[..., None]
-            if padding == "VALID":
-                t16 = strides[1] * t15 + t6
-            else:
-                t16 = (
-                    strides[1] * t15
-                    + t6
-                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                )
-            output = _scatter_add(
-                t14, t16, 2, orig_input_shape[1]
-            )  # no gather form: an explicit scatter-add
-        else:
-            raise ValueError(f"AvgPoolGrad: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(grad)
+def _avg_pool_grad_declares(grad, *, padding="VALID", orig_input_shape, ksize, strides):
+    """Whether AvgPoolGrad's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME")
 
 
+_avg_pool_grad_custom_gradient = _custom_gradient(
+    "AvgPoolGrad",
+    "grad",
+    avg_pool_grad_forward,
+    avg_pool_grad_vjp,
+    "output",
+    declares=_avg_pool_grad_declares,
+)
 _register("AvgPoolGrad", avg_pool_grad_grad)
+
+
+def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
+    """AvgPool3DGrad: AvgPool3D's gradient in its input, of shape `orig_input_shape` (declared at ops/conv_grads.py:180), with its derived gradient avg_pool3d_grad_vjp."""
+    return _avg_pool3d_grad_custom_gradient(
+        grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
+    )
+
+
+def avg_pool3d_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, strides):
+    """AvgPool3DGrad's formula."""
+    if padding in ("VALID", "SAME"):
+        t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
+        t1 = t0[..., None, None, None, None, None]
+        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
+        t3 = t2[..., None, None, None, None]
+        t4 = tf.range(tf.cast(ksize[3], tf.int64))
+        t5 = t4[..., None, None, None]
+        t6 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t7 = t6[..., None, None]
+        t8 = tf.range(tf.cast(ksize[2], tf.int64))
+        t9 = t8[..., None]
+        t10 = tf.range(tf.cast(ksize[1], tf.int64))
+        if padding == "VALID":
+            t11 = (
+                (strides[1] * t1 + t10 >= 0)
+                & (strides[2] * t3 + t9 >= 0)
+                & (strides[3] * t7 + t5 >= 0)
+                & (strides[1] * t1 + t10 <= orig_input_shape[1] - 1)
+                & (strides[2] * t3 + t9 <= orig_input_shape[2] - 1)
+                & (strides[3] * t7 + t5 <= orig_input_shape[3] - 1)
+            )
+        else:
+            t11 = (
+                (
+                    strides[1] * t1
+                    + t10
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    >= 0
+                )
+                & (
+                    strides[2] * t3
+                    + t9
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    >= 0
+                )
+                & (
+                    strides[3] * t7
+                    + t5
+                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                    >= 0
+                )
+                & (
+                    strides[1] * t1
+                    + t10
+                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+                    <= orig_input_shape[1] - 1
+                )
+                & (
+                    strides[2] * t3
+                    + t9
+                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+                    <= orig_input_shape[2] - 1
+                )
+                & (
+                    strides[3] * t7
+                    + t5
+                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+                    <= orig_input_shape[3] - 1
+                )
+            )
+        t12 = t11[..., None, :, :, :, :, :]
+        t13 = tf.reduce_sum(tf.cast(t12, grad.dtype), axis=[-4, -2, -1], keepdims=True)
+        t14 = grad[..., None, :, None, :, None, :]
+        t15 = t14 / t13
+        t16 = t0[..., None]
+        if padding == "VALID":
+            t17 = strides[1] * t16 + t10
+        else:
+            t17 = (
+                strides[1] * t16 + t10 - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
+            )
+        t18 = _scatter_add(
+            t15, t17, 5, orig_input_shape[1]
+        )  # no gather form: an explicit scatter-add
+        t19 = t6[..., None]
+        if padding == "VALID":
+            t20 = strides[3] * t19 + t4
+        else:
+            t20 = (
+                strides[3] * t19 + t4 - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
+            )
+        t21 = _scatter_add(
+            t18, t20, 1, orig_input_shape[3]
+        )  # no gather form: an explicit scatter-add
+        t22 = t2[..., None]
+        if padding == "VALID":
+            t23 = strides[2] * t22 + t8
+        else:
+            t23 = (
+                strides[2] * t22 + t8 - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
+            )
+        output = _scatter_add(
+            t21, t23, 2, orig_input_shape[2]
+        )  # no gather form: an explicit scatter-add
+    else:
+        raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
+    return output
 
 
 def avg_pool3d_grad_vjp(
     grad_output, grad, output, *, padding="VALID", orig_input_shape, ksize, strides
 ):
-    """Gradient of AvgPool3DGrad (declared at ops/conv_grads.py:180): one per input (grad).
+    """Gradient of AvgPool3DGrad: one per input (grad).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -2215,10 +2362,7 @@ def avg_pool3d_grad_vjp(
                 )
             )
         t12 = t11[..., None, :, :, :]
-        t13 = tf.reduce_sum(
-            tf.where(t12, tf.constant(1, grad_output.dtype), tf.constant(0, grad_output.dtype)),
-            axis=[-3, -2, -1],
-        )
+        t13 = tf.reduce_sum(tf.cast(t12, grad_output.dtype), axis=[-3, -2, -1])
         t14 = t4[..., None]
         if padding == "VALID":
             t15 = strides[3] * t14 + t10
@@ -2265,153 +2409,117 @@ def avg_pool3d_grad_grad(op, grad_output):
     return _insert_none(grads, (0,))
 
 
-def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
-    """AvgPool3DGrad: AvgPool3D's gradient in its input, of shape `orig_input_shape`, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(grad):
-        def backward(grad_output):
-            return avg_pool3d_grad_vjp(
-                grad_output,
-                grad,
-                output,
-                padding=padding,
-                orig_input_shape=orig_input_shape,
-                ksize=ksize,
-                strides=strides,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "AvgPool3DGrad",
-                1,
-                {"grad": grad},
-                {
-                    "padding": padding,
-                    "orig_input_shape": orig_input_shape,
-                    "ksize": ksize,
-                    "strides": strides,
-                },
-            )
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if padding in ("VALID", "SAME"):
-            t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
-            t1 = t0[..., None, None, None, None, None]
-            t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-            t3 = t2[..., None, None, None, None]
-            t4 = tf.range(tf.cast(ksize[3], tf.int64))
-            t5 = t4[..., None, None, None]
-            t6 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-            t7 = t6[..., None, None]
-            t8 = tf.range(tf.cast(ksize[2], tf.int64))
-            t9 = t8[..., None]
-            t10 = tf.range(tf.cast(ksize[1], tf.int64))
-            if padding == "VALID":
-                t11 = (
-                    (strides[1] * t1 + t10 >= 0)
-                    & (strides[2] * t3 + t9 >= 0)
-                    & (strides[3] * t7 + t5 >= 0)
-                    & (strides[1] * t1 + t10 <= orig_input_shape[1] - 1)
-                    & (strides[2] * t3 + t9 <= orig_input_shape[2] - 1)
-                    & (strides[3] * t7 + t5 <= orig_input_shape[3] - 1)
-                )
-            else:
-                t11 = (
-                    (
-                        strides[1] * t1
-                        + t10
-                        - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                        >= 0
-                    )
-                    & (
-                        strides[2] * t3
-                        + t9
-                        - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                        >= 0
-                    )
-                    & (
-                        strides[3] * t7
-                        + t5
-                        - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                        >= 0
-                    )
-                    & (
-                        strides[1] * t1
-                        + t10
-                        - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                        <= orig_input_shape[1] - 1
-                    )
-                    & (
-                        strides[2] * t3
-                        + t9
-                        - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                        <= orig_input_shape[2] - 1
-                    )
-                    & (
-                        strides[3] * t7
-                        + t5
-                        - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                        <= orig_input_shape[3] - 1
-                    )
-                )
-            t12 = t11[..., None, :, :, :, :, :]
-            t13 = tf.reduce_sum(
-                tf.where(t12, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-                axis=[-4, -2, -1],
-                keepdims=True,
-            )
-            t14 = grad[..., None, :, None, :, None, :]
-            t15 = t14 / t13
-            t16 = t0[..., None]
-            if padding == "VALID":
-                t17 = strides[1] * t16 + t10
-            else:
-                t17 = (
-                    strides[1] * t16
-                    + t10
-                    - _same_padding(orig_input_shape[1], ksize[1], strides[1], 1)
-                )
-            t18 = _scatter_add(
-                t15, t17, 5, orig_input_shape[1]
-            )  # no gather form: an explicit scatter-add
-            t19 = t6[..., None]
-            if padding == "VALID":
-                t20 = strides[3] * t19 + t4
-            else:
-                t20 = (
-                    strides[3] * t19
-                    + t4
-                    - _same_padding(orig_input_shape[3], ksize[3], strides[3], 1)
-                )
-            t21 = _scatter_add(
-                t18, t20, 1, orig_input_shape[3]
-            )  # no gather form: an explicit scatter-add
-            t22 = t2[..., None]
-            if padding == "VALID":
-                t23 = strides[2] * t22 + t8
-            else:
-                t23 = (
-                    strides[2] * t22
-                    + t8
-                    - _same_padding(orig_input_shape[2], ksize[2], strides[2], 1)
-                )
-            output = _scatter_add(
-                t21, t23, 2, orig_input_shape[2]
-            )  # no gather form: an explicit scatter-add
-        else:
-            raise ValueError(f"AvgPool3DGrad: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(grad)
+def _avg_pool3d_grad_declares(grad, *, padding="VALID", orig_input_shape, ksize, strides):
+    """Whether AvgPool3DGrad's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME")
 
 
+_avg_pool3d_grad_custom_gradient = _custom_gradient(
+    "AvgPool3DGrad",
+    "grad",
+    avg_pool3d_grad_forward,
+    avg_pool3d_grad_vjp,
+    "output",
+    declares=_avg_pool3d_grad_declares,
+)
 _register("AvgPool3DGrad", avg_pool3d_grad_grad)
+
+
+def max_pool_grad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
+):
+    """MaxPoolGrad: MaxPool's gradient in its input `orig_input`: each window's `grad` added at the first (declared at ops/conv_grads.py:241), with its derived gradient max_pool_grad_vjp."""
+    return _max_pool_grad_custom_gradient(
+        orig_input,
+        orig_output,
+        grad,
+        padding=padding,
+        data_format=data_format,
+        ksize=ksize,
+        strides=strides,
+    )
+
+
+def max_pool_grad_forward(
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    padding="VALID",
+    data_format="NHWC",
+    ksize,
+    strides,
+    return_stages=False,
+):
+    """MaxPoolGrad's formula."""
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = tf.range(tf.cast(ksize[2], tf.int64))
+    t1 = t0[..., None]
+    t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+    if padding == "VALID":
+        t3 = strides[2] * t2 + t1
+        t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
+        t5 = tf.range(tf.cast(ksize[1], tf.int64))
+        t6 = t5[..., None]
+        t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t8 = strides[1] * t7 + t6
+        t9 = _gather(t4, t8, -4, fill=float("-inf"))
+        t10 = tf.transpose(t9, perm=[0, 5, 1, 3, 2, 4])
+        t11 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+        t12 = t11[..., None, None, :, :]
+        t13 = tf.math.cumsum(tf.cast(tf.equal(t10, t12), orig_input.dtype), axis=-3, exclusive=True)
+        t14 = tf.reduce_sum(tf.cast(tf.equal(t10, t12), orig_input.dtype), axis=-3, keepdims=True)
+        t15 = tf.math.cumsum(t14, axis=-4, exclusive=True)
+        affine1 = t13 + t15
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=[ksize[1], ksize[2]],
+            strides=[strides[1], strides[2]],
+            geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
+        )
+    elif padding == "SAME":
+        t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
+        t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+        t6 = tf.range(tf.cast(ksize[1], tf.int64))
+        t7 = t6[..., None]
+        t8 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
+        t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t10, -4, fill=float("-inf"))
+        t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
+        t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+        t14 = t13[..., None, None, :, :]
+        t15 = tf.math.cumsum(tf.cast(tf.equal(t12, t14), orig_input.dtype), axis=-3, exclusive=True)
+        t16 = tf.reduce_sum(tf.cast(tf.equal(t12, t14), orig_input.dtype), axis=-3, keepdims=True)
+        t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
+        affine1 = t15 + t17
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=[ksize[1], ksize[2]],
+            strides=[strides[1], strides[2]],
+            geometry=lambda size: (
+                [
+                    _same_padding(size(orig_input, -3), ksize[1], strides[1], 1),
+                    _same_padding(size(orig_input, -2), ksize[2], strides[2], 1),
+                ],
+                [size(orig_input, -3), size(orig_input, -2)],
+            ),
+        )
+    else:
+        raise ValueError(
+            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if return_stages:  # for max_pool_grad_vjp(..., **stages): not computed again
+        return output, {"affine1": affine1}
+    return output
 
 
 def max_pool_grad_vjp(
@@ -2427,7 +2535,7 @@ def max_pool_grad_vjp(
     strides,
     affine1=None,
 ):
-    """Gradient of MaxPoolGrad (declared at ops/conv_grads.py:241): one per input (orig_input, orig_output, grad).
+    """Gradient of MaxPoolGrad: one per input (orig_input, orig_output, grad).
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
     values of padding, data_format change it):
@@ -2438,7 +2546,7 @@ def max_pool_grad_vjp(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, i * strides[1] + j0, j * strides[2] +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j0,
             j * strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `tf.reduce_sum(t28 * tf.where(tf.equal(t31, t32), tf.constant(1, ...`
+            i.e. `tf.reduce_sum(t28 * tf.cast(tf.equal(t31, t32), grad_output.dtype) * ...`
     """
     if data_format != "NHWC":
         raise ValueError(
@@ -2462,22 +2570,10 @@ def max_pool_grad_vjp(
             t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t14 = t13[..., None, None, :, :]
             t15 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t12, t14),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
+                tf.cast(tf.equal(t12, t14), grad_output.dtype), axis=-3, exclusive=True
             )
             t16 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t12, t14),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
+                tf.cast(tf.equal(t12, t14), grad_output.dtype), axis=-3, keepdims=True
             )
             t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
             affine1 = t15 + t17
@@ -2499,16 +2595,8 @@ def max_pool_grad_vjp(
         t33 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
         grad_grad = tf.reduce_sum(
             t28
-            * tf.where(
-                tf.equal(t31, t32),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-            * tf.where(
-                tf.equal(t33, 0),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            ),
+            * tf.cast(tf.equal(t31, t32), grad_output.dtype)
+            * tf.cast(tf.equal(t33, 0), grad_output.dtype),
             axis=[-2, -1],
         )
     elif padding == "SAME":
@@ -2531,22 +2619,10 @@ def max_pool_grad_vjp(
             t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t16 = t15[..., None, None, :, :]
             t17 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t14, t16),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
+                tf.cast(tf.equal(t14, t16), grad_output.dtype), axis=-3, exclusive=True
             )
             t18 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t14, t16),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
+                tf.cast(tf.equal(t14, t16), grad_output.dtype), axis=-3, keepdims=True
             )
             t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
             affine1 = t17 + t19
@@ -2570,16 +2646,8 @@ def max_pool_grad_vjp(
         t37 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
         grad_grad = tf.reduce_sum(
             t32
-            * tf.where(
-                tf.equal(t35, t36),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-            * tf.where(
-                tf.equal(t37, 0),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            ),
+            * tf.cast(tf.equal(t35, t36), grad_output.dtype)
+            * tf.cast(tf.equal(t37, 0), grad_output.dtype),
             axis=[-2, -1],
         )
     else:
@@ -2602,151 +2670,100 @@ def max_pool_grad_grad(op, grad_output):
     )
 
 
-def max_pool_grad(
+def _max_pool_grad_declares(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
 ):
-    """MaxPoolGrad: MaxPool's gradient in its input `orig_input`: each window's `grad` added at the first, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(orig_input, orig_output, grad):
-        affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad_output):
-            return max_pool_grad_vjp(
-                grad_output,
-                orig_input,
-                orig_output,
-                grad,
-                output,
-                padding=padding,
-                data_format=data_format,
-                ksize=ksize,
-                strides=strides,
-                affine1=affine1,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MaxPoolGrad",
-                1,
-                {"orig_input": orig_input, "orig_output": orig_output, "grad": grad},
-                {
-                    "padding": padding,
-                    "data_format": data_format,
-                    "ksize": ksize,
-                    "strides": strides,
-                },
-            )
-            if padding in ("VALID", "SAME") and data_format in ("NHWC",)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if data_format != "NHWC":
-            raise ValueError(
-                f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-            )
-        t0 = tf.range(tf.cast(ksize[2], tf.int64))
-        t1 = t0[..., None]
-        t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-        if padding == "VALID":
-            t3 = strides[2] * t2 + t1
-            t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
-            t5 = tf.range(tf.cast(ksize[1], tf.int64))
-            t6 = t5[..., None]
-            t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t8 = strides[1] * t7 + t6
-            t9 = _gather(t4, t8, -4, fill=float("-inf"))
-            t10 = tf.transpose(t9, perm=[0, 5, 1, 3, 2, 4])
-            t11 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-            t12 = t11[..., None, None, :, :]
-            t13 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t10, t12),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
-            )
-            t14 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t10, t12),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
-            )
-            t15 = tf.math.cumsum(t14, axis=-4, exclusive=True)
-            affine1 = t13 + t15
-            output = _max_pool_backprop(
-                orig_input,
-                orig_output,
-                grad,
-                window=[ksize[1], ksize[2]],
-                strides=[strides[1], strides[2]],
-                geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
-            )
-        elif padding == "SAME":
-            t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
-            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
-            t6 = tf.range(tf.cast(ksize[1], tf.int64))
-            t7 = t6[..., None]
-            t8 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
-            t11 = _gather(t5, t10, -4, fill=float("-inf"))
-            t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
-            t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-            t14 = t13[..., None, None, :, :]
-            t15 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t12, t14),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
-            )
-            t16 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t12, t14),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
-            )
-            t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
-            affine1 = t15 + t17
-            output = _max_pool_backprop(
-                orig_input,
-                orig_output,
-                grad,
-                window=[ksize[1], ksize[2]],
-                strides=[strides[1], strides[2]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(size(orig_input, -3), ksize[1], strides[1], 1),
-                        _same_padding(size(orig_input, -2), ksize[2], strides[2], 1),
-                    ],
-                    [size(orig_input, -3), size(orig_input, -2)],
-                ),
-            )
-        else:
-            raise ValueError(
-                f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-            )
-        return output, backward
-
-    return forward(orig_input, orig_output, grad)
+    """Whether MaxPoolGrad's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME") and data_format in ("NHWC",)
 
 
+_max_pool_grad_custom_gradient = _custom_gradient(
+    "MaxPoolGrad",
+    "orig_input orig_output grad",
+    max_pool_grad_forward,
+    max_pool_grad_vjp,
+    "output",
+    stages=True,
+    declares=_max_pool_grad_declares,
+)
 _register("MaxPoolGrad", max_pool_grad_grad)
+
+
+def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, strides):
+    """MaxPoolGradV2: MaxPoolGrad with the window and strides passed as constant inputs (declared at ops/conv_grads.py:251), with its derived gradient max_pool_grad_v2_vjp."""
+    return _max_pool_grad_v2_custom_gradient(
+        orig_input, orig_output, grad, padding=padding, ksize=ksize, strides=strides
+    )
+
+
+def max_pool_grad_v2_forward(
+    orig_input, orig_output, grad, *, padding="VALID", ksize, strides, return_stages=False
+):
+    """MaxPoolGradV2's formula."""
+    ksize = tf.cast(ksize, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+    t0 = tf.range(tf.cast(ksize[2], tf.int64))
+    t1 = t0[..., None]
+    t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+    if padding == "VALID":
+        t3 = strides[2] * t2 + t1
+        t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
+        t5 = tf.range(tf.cast(ksize[1], tf.int64))
+        t6 = t5[..., None]
+        t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t8 = strides[1] * t7 + t6
+        t9 = _gather(t4, t8, -4, fill=float("-inf"))
+        t10 = tf.transpose(t9, perm=[0, 5, 1, 3, 2, 4])
+        t11 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+        t12 = t11[..., None, None, :, :]
+        t13 = tf.math.cumsum(tf.cast(tf.equal(t10, t12), orig_input.dtype), axis=-3, exclusive=True)
+        t14 = tf.reduce_sum(tf.cast(tf.equal(t10, t12), orig_input.dtype), axis=-3, keepdims=True)
+        t15 = tf.math.cumsum(t14, axis=-4, exclusive=True)
+        affine1 = t13 + t15
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=[ksize[1], ksize[2]],
+            strides=[strides[1], strides[2]],
+            geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
+        )
+    elif padding == "SAME":
+        t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
+        t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+        t6 = tf.range(tf.cast(ksize[1], tf.int64))
+        t7 = t6[..., None]
+        t8 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
+        t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t10, -4, fill=float("-inf"))
+        t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
+        t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
+        t14 = t13[..., None, None, :, :]
+        t15 = tf.math.cumsum(tf.cast(tf.equal(t12, t14), orig_input.dtype), axis=-3, exclusive=True)
+        t16 = tf.reduce_sum(tf.cast(tf.equal(t12, t14), orig_input.dtype), axis=-3, keepdims=True)
+        t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
+        affine1 = t15 + t17
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=[ksize[1], ksize[2]],
+            strides=[strides[1], strides[2]],
+            geometry=lambda size: (
+                [
+                    _same_padding(size(orig_input, -3), ksize[1], strides[1], 1),
+                    _same_padding(size(orig_input, -2), ksize[2], strides[2], 1),
+                ],
+                [size(orig_input, -3), size(orig_input, -2)],
+            ),
+        )
+    else:
+        raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
+    if return_stages:  # for max_pool_grad_v2_vjp(..., **stages): not computed again
+        return output, {"affine1": affine1}
+    return output
 
 
 def max_pool_grad_v2_vjp(
@@ -2761,7 +2778,7 @@ def max_pool_grad_v2_vjp(
     strides,
     affine1=None,
 ):
-    """Gradient of MaxPoolGradV2 (declared at ops/conv_grads.py:251): one per input (orig_input, orig_output, grad).
+    """Gradient of MaxPoolGradV2: one per input (orig_input, orig_output, grad).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -2772,7 +2789,7 @@ def max_pool_grad_v2_vjp(
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, strides[1] * i + j0, strides[2] * j +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i + j0,
             strides[2] * j + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
-            i.e. `tf.reduce_sum(t28 * tf.where(tf.equal(t31, t32), tf.constant(1, ...`
+            i.e. `tf.reduce_sum(t28 * tf.cast(tf.equal(t31, t32), grad_output.dtype) * ...`
     """
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
@@ -2794,22 +2811,10 @@ def max_pool_grad_v2_vjp(
             t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t14 = t13[..., None, None, :, :]
             t15 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t12, t14),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
+                tf.cast(tf.equal(t12, t14), grad_output.dtype), axis=-3, exclusive=True
             )
             t16 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t12, t14),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
+                tf.cast(tf.equal(t12, t14), grad_output.dtype), axis=-3, keepdims=True
             )
             t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
             affine1 = t15 + t17
@@ -2831,16 +2836,8 @@ def max_pool_grad_v2_vjp(
         t33 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
         grad_grad = tf.reduce_sum(
             t28
-            * tf.where(
-                tf.equal(t31, t32),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-            * tf.where(
-                tf.equal(t33, 0),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            ),
+            * tf.cast(tf.equal(t31, t32), grad_output.dtype)
+            * tf.cast(tf.equal(t33, 0), grad_output.dtype),
             axis=[-2, -1],
         )
     elif padding == "SAME":
@@ -2863,22 +2860,10 @@ def max_pool_grad_v2_vjp(
             t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t16 = t15[..., None, None, :, :]
             t17 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t14, t16),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
+                tf.cast(tf.equal(t14, t16), grad_output.dtype), axis=-3, exclusive=True
             )
             t18 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t14, t16),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
+                tf.cast(tf.equal(t14, t16), grad_output.dtype), axis=-3, keepdims=True
             )
             t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
             affine1 = t17 + t19
@@ -2902,16 +2887,8 @@ def max_pool_grad_v2_vjp(
         t37 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
         grad_grad = tf.reduce_sum(
             t32
-            * tf.where(
-                tf.equal(t35, t36),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-            * tf.where(
-                tf.equal(t37, 0),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            ),
+            * tf.cast(tf.equal(t35, t36), grad_output.dtype)
+            * tf.cast(tf.equal(t37, 0), grad_output.dtype),
             axis=[-2, -1],
         )
     else:
@@ -2934,141 +2911,104 @@ def max_pool_grad_v2_grad(op, grad_output):
     return _insert_none(grads, (3, 4))
 
 
-def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, strides):
-    """MaxPoolGradV2: MaxPoolGrad with the window and strides passed as constant inputs, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"padding": padding, "ksize": ksize, "strides": strides}
+def _max_pool_grad_v2_declares(orig_input, orig_output, grad, *, padding="VALID", ksize, strides):
+    """Whether MaxPoolGradV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
-
-    @tf.custom_gradient
-    def forward(orig_input, orig_output, grad):
-        affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad_output):
-            return max_pool_grad_v2_vjp(
-                grad_output,
-                orig_input,
-                orig_output,
-                grad,
-                output,
-                padding=padding,
-                ksize=ksize,
-                strides=strides,
-                affine1=affine1,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MaxPoolGradV2",
-                1,
-                {"orig_input": orig_input, "orig_output": orig_output, "grad": grad},
-                kernel_attrs,
-            )
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.range(tf.cast(ksize[2], tf.int64))
-        t1 = t0[..., None]
-        t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-        if padding == "VALID":
-            t3 = strides[2] * t2 + t1
-            t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
-            t5 = tf.range(tf.cast(ksize[1], tf.int64))
-            t6 = t5[..., None]
-            t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t8 = strides[1] * t7 + t6
-            t9 = _gather(t4, t8, -4, fill=float("-inf"))
-            t10 = tf.transpose(t9, perm=[0, 5, 1, 3, 2, 4])
-            t11 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-            t12 = t11[..., None, None, :, :]
-            t13 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t10, t12),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
-            )
-            t14 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t10, t12),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
-            )
-            t15 = tf.math.cumsum(t14, axis=-4, exclusive=True)
-            affine1 = t13 + t15
-            output = _max_pool_backprop(
-                orig_input,
-                orig_output,
-                grad,
-                window=[ksize[1], ksize[2]],
-                strides=[strides[1], strides[2]],
-                geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
-            )
-        elif padding == "SAME":
-            t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
-            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
-            t6 = tf.range(tf.cast(ksize[1], tf.int64))
-            t7 = t6[..., None]
-            t8 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
-            t11 = _gather(t5, t10, -4, fill=float("-inf"))
-            t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
-            t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-            t14 = t13[..., None, None, :, :]
-            t15 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t12, t14),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                exclusive=True,
-            )
-            t16 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t12, t14),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-3,
-                keepdims=True,
-            )
-            t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
-            affine1 = t15 + t17
-            output = _max_pool_backprop(
-                orig_input,
-                orig_output,
-                grad,
-                window=[ksize[1], ksize[2]],
-                strides=[strides[1], strides[2]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(size(orig_input, -3), ksize[1], strides[1], 1),
-                        _same_padding(size(orig_input, -2), ksize[2], strides[2], 1),
-                    ],
-                    [size(orig_input, -3), size(orig_input, -2)],
-                ),
-            )
-        else:
-            raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(orig_input, orig_output, grad)
+    return padding in ("VALID", "SAME")
 
 
+_max_pool_grad_v2_custom_gradient = _custom_gradient(
+    "MaxPoolGradV2",
+    "orig_input orig_output grad",
+    max_pool_grad_v2_forward,
+    max_pool_grad_v2_vjp,
+    "output",
+    stages=True,
+    declares=_max_pool_grad_v2_declares,
+)
 _register("MaxPoolGradV2", max_pool_grad_v2_grad)
+
+
+def max_pool_gradgrad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
+):
+    """MaxPoolGradGrad: MaxPoolGrad's gradient in its `grad`: `grad` (shaped as `orig_input`) read at each (declared at ops/conv_grads.py:257), with its derived gradient max_pool_gradgrad_vjp."""
+    return _max_pool_gradgrad_custom_gradient(
+        orig_input,
+        orig_output,
+        grad,
+        padding=padding,
+        data_format=data_format,
+        ksize=ksize,
+        strides=strides,
+    )
+
+
+def max_pool_gradgrad_forward(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
+):
+    """MaxPoolGradGrad's formula."""
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+    t1 = t0[..., None]
+    t2 = tf.range(tf.cast(ksize[2], tf.int64))
+    if padding == "VALID":
+        t3 = strides[2] * t1 + t2
+        t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
+        t5 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t6 = t5[..., None]
+        t7 = tf.range(tf.cast(ksize[1], tf.int64))
+        t8 = strides[1] * t6 + t7
+        t9 = _gather(t4, t8, -4, fill=float("-inf"))
+        t10 = tf.transpose(t9, perm=[0, 1, 3, 5, 2, 4])
+        t11 = orig_output[..., None, None]
+        t12 = tf.math.cumsum(tf.cast(tf.equal(t10, t11), orig_input.dtype), axis=-1, exclusive=True)
+        t13 = tf.reduce_sum(tf.cast(tf.equal(t10, t11), orig_input.dtype), axis=-1, keepdims=True)
+        t14 = tf.math.cumsum(t13, axis=-2, exclusive=True)
+        affine1 = t12 + t14
+        t15 = _gather(grad, t3, -2)
+        t16 = _gather(t15, t8, -4)
+        t17 = tf.transpose(t16, perm=[0, 1, 3, 5, 2, 4])
+        output = tf.reduce_sum(
+            t17
+            * tf.cast(tf.equal(t10, t11), orig_input.dtype)
+            * tf.cast(tf.equal(affine1, 0), orig_input.dtype),
+            axis=[-2, -1],
+        )
+    elif padding == "SAME":
+        t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
+        t4 = strides[2] * t1 + t2 - _same_padding(t3, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+        t6 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t7 = t6[..., None]
+        t8 = tf.range(tf.cast(ksize[1], tf.int64))
+        t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
+        t10 = strides[1] * t7 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t10, -4, fill=float("-inf"))
+        t12 = tf.transpose(t11, perm=[0, 1, 3, 5, 2, 4])
+        t13 = orig_output[..., None, None]
+        t14 = tf.math.cumsum(tf.cast(tf.equal(t12, t13), orig_input.dtype), axis=-1, exclusive=True)
+        t15 = tf.reduce_sum(tf.cast(tf.equal(t12, t13), orig_input.dtype), axis=-1, keepdims=True)
+        t16 = tf.math.cumsum(t15, axis=-2, exclusive=True)
+        affine1 = t14 + t16
+        t17 = _gather(grad, t4, -2)
+        t18 = _gather(t17, t10, -4)
+        t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
+        output = tf.reduce_sum(
+            t19
+            * tf.cast(tf.equal(t12, t13), orig_input.dtype)
+            * tf.cast(tf.equal(affine1, 0), orig_input.dtype),
+            axis=[-2, -1],
+        )
+    else:
+        raise ValueError(
+            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return output
 
 
 def max_pool_gradgrad_vjp(
@@ -3083,7 +3023,7 @@ def max_pool_gradgrad_vjp(
     ksize,
     strides,
 ):
-    """Gradient of MaxPoolGradGrad (declared at ops/conv_grads.py:257): one per input (orig_input, orig_output, grad).
+    """Gradient of MaxPoolGradGrad: one per input (orig_input, orig_output, grad).
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
     values of padding, data_format change it):
@@ -3145,158 +3085,144 @@ def max_pool_gradgrad_grad(op, grad_output):
     )
 
 
-def max_pool_gradgrad(
+def _max_pool_gradgrad_declares(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
 ):
-    """MaxPoolGradGrad: MaxPoolGrad's gradient in its `grad`: `grad` (shaped as `orig_input`) read at each, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(orig_input, orig_output, grad):
-        def backward(grad_output):
-            return max_pool_gradgrad_vjp(
-                grad_output,
-                orig_input,
-                orig_output,
-                grad,
-                output,
-                padding=padding,
-                data_format=data_format,
-                ksize=ksize,
-                strides=strides,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MaxPoolGradGrad",
-                1,
-                {"orig_input": orig_input, "orig_output": orig_output, "grad": grad},
-                {
-                    "padding": padding,
-                    "data_format": data_format,
-                    "ksize": ksize,
-                    "strides": strides,
-                },
-            )
-            if padding in ("VALID", "SAME") and data_format in ("NHWC",)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if data_format != "NHWC":
-            raise ValueError(
-                f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-            )
-        t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = tf.range(tf.cast(ksize[2], tf.int64))
-        if padding == "VALID":
-            t3 = strides[2] * t1 + t2
-            t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
-            t5 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t6 = t5[..., None]
-            t7 = tf.range(tf.cast(ksize[1], tf.int64))
-            t8 = strides[1] * t6 + t7
-            t9 = _gather(t4, t8, -4, fill=float("-inf"))
-            t10 = tf.transpose(t9, perm=[0, 1, 3, 5, 2, 4])
-            t11 = orig_output[..., None, None]
-            t12 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t10, t11),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                exclusive=True,
-            )
-            t13 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t10, t11),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                keepdims=True,
-            )
-            t14 = tf.math.cumsum(t13, axis=-2, exclusive=True)
-            affine1 = t12 + t14
-            t15 = _gather(grad, t3, -2)
-            t16 = _gather(t15, t8, -4)
-            t17 = tf.transpose(t16, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_sum(
-                t17
-                * tf.where(
-                    tf.equal(t10, t11),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-                * tf.where(
-                    tf.equal(affine1, 0),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=[-2, -1],
-            )
-        elif padding == "SAME":
-            t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t4 = strides[2] * t1 + t2 - _same_padding(t3, ksize[2], strides[2], 1)
-            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
-            t6 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t7 = t6[..., None]
-            t8 = tf.range(tf.cast(ksize[1], tf.int64))
-            t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t10 = strides[1] * t7 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
-            t11 = _gather(t5, t10, -4, fill=float("-inf"))
-            t12 = tf.transpose(t11, perm=[0, 1, 3, 5, 2, 4])
-            t13 = orig_output[..., None, None]
-            t14 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t12, t13),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                exclusive=True,
-            )
-            t15 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t12, t13),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                keepdims=True,
-            )
-            t16 = tf.math.cumsum(t15, axis=-2, exclusive=True)
-            affine1 = t14 + t16
-            t17 = _gather(grad, t4, -2)
-            t18 = _gather(t17, t10, -4)
-            t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_sum(
-                t19
-                * tf.where(
-                    tf.equal(t12, t13),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-                * tf.where(
-                    tf.equal(affine1, 0),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=[-2, -1],
-            )
-        else:
-            raise ValueError(
-                f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-            )
-        return output, backward
-
-    return forward(orig_input, orig_output, grad)
+    """Whether MaxPoolGradGrad's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME") and data_format in ("NHWC",)
 
 
+_max_pool_gradgrad_custom_gradient = _custom_gradient(
+    "MaxPoolGradGrad",
+    "orig_input orig_output grad",
+    max_pool_gradgrad_forward,
+    max_pool_gradgrad_vjp,
+    "output",
+    declares=_max_pool_gradgrad_declares,
+)
 _register("MaxPoolGradGrad", max_pool_gradgrad_grad)
+
+
+def max_pool3d_grad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
+):
+    """MaxPool3DGrad: MaxPool3D's gradient in its input `orig_input`, as MaxPoolGrad's (declared at ops/conv_grads.py:264), with its derived gradient max_pool3d_grad_vjp."""
+    return _max_pool3d_grad_custom_gradient(
+        orig_input,
+        orig_output,
+        grad,
+        padding=padding,
+        data_format=data_format,
+        ksize=ksize,
+        strides=strides,
+    )
+
+
+def max_pool3d_grad_forward(
+    orig_input,
+    orig_output,
+    grad,
+    *,
+    padding="VALID",
+    data_format="NDHWC",
+    ksize,
+    strides,
+    return_stages=False,
+):
+    """MaxPool3DGrad's formula."""
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = tf.range(tf.cast(ksize[3], tf.int64))
+    t1 = t0[..., None]
+    t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+    if padding == "VALID":
+        t3 = strides[3] * t2 + t1
+        t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
+        t5 = tf.range(tf.cast(ksize[2], tf.int64))
+        t6 = t5[..., None]
+        t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t8 = strides[2] * t7 + t6
+        t9 = _gather(t4, t8, -4, fill=float("-inf"))
+        t10 = tf.range(tf.cast(ksize[1], tf.int64))
+        t11 = t10[..., None]
+        t12 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+        t13 = strides[1] * t12 + t11
+        t14 = _gather(t9, t13, -6, fill=float("-inf"))
+        t15 = tf.transpose(t14, perm=[0, 7, 1, 3, 5, 2, 4, 6])
+        t16 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
+        t17 = t16[..., None, None, None, :, :, :]
+        t18 = tf.math.cumsum(tf.cast(tf.equal(t15, t17), orig_input.dtype), axis=-4, exclusive=True)
+        t19 = tf.reduce_sum(tf.cast(tf.equal(t15, t17), orig_input.dtype), axis=-4, keepdims=True)
+        t20 = tf.math.cumsum(t19, axis=-5, exclusive=True)
+        t21 = tf.transpose(t14, perm=[0, 7, 1, 5, 3, 2, 4, 6])
+        t22 = tf.reduce_sum(
+            tf.cast(tf.equal(t17, t21), orig_input.dtype), axis=[-5, -4], keepdims=True
+        )
+        t23 = tf.math.cumsum(t22, axis=-6, exclusive=True)
+        affine1 = t18 + t20 + t23
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=[ksize[1], ksize[2], ksize[3]],
+            strides=[strides[1], strides[2], strides[3]],
+            geometry=lambda size: (
+                [0, 0, 0],
+                [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
+            ),
+        )
+    elif padding == "SAME":
+        t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
+        t4 = strides[3] * t2 + t1 - _same_padding(t3, ksize[3], strides[3], 1)
+        t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+        t6 = tf.range(tf.cast(ksize[2], tf.int64))
+        t7 = t6[..., None]
+        t8 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
+        t10 = strides[2] * t8 + t7 - _same_padding(t9, ksize[2], strides[2], 1)
+        t11 = _gather(t5, t10, -4, fill=float("-inf"))
+        t12 = tf.range(tf.cast(ksize[1], tf.int64))
+        t13 = t12[..., None]
+        t14 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+        t15 = tf.shape(orig_input, out_type=tf.int64)[-4]
+        t16 = strides[1] * t14 + t13 - _same_padding(t15, ksize[1], strides[1], 1)
+        t17 = _gather(t11, t16, -6, fill=float("-inf"))
+        t18 = tf.transpose(t17, perm=[0, 7, 1, 3, 5, 2, 4, 6])
+        t19 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
+        t20 = t19[..., None, None, None, :, :, :]
+        t21 = tf.math.cumsum(tf.cast(tf.equal(t18, t20), orig_input.dtype), axis=-4, exclusive=True)
+        t22 = tf.reduce_sum(tf.cast(tf.equal(t18, t20), orig_input.dtype), axis=-4, keepdims=True)
+        t23 = tf.math.cumsum(t22, axis=-5, exclusive=True)
+        t24 = tf.transpose(t17, perm=[0, 7, 1, 5, 3, 2, 4, 6])
+        t25 = tf.reduce_sum(
+            tf.cast(tf.equal(t20, t24), orig_input.dtype), axis=[-5, -4], keepdims=True
+        )
+        t26 = tf.math.cumsum(t25, axis=-6, exclusive=True)
+        affine1 = t21 + t23 + t26
+        output = _max_pool_backprop(
+            orig_input,
+            orig_output,
+            grad,
+            window=[ksize[1], ksize[2], ksize[3]],
+            strides=[strides[1], strides[2], strides[3]],
+            geometry=lambda size: (
+                [
+                    _same_padding(size(orig_input, -4), ksize[1], strides[1], 1),
+                    _same_padding(size(orig_input, -3), ksize[2], strides[2], 1),
+                    _same_padding(size(orig_input, -2), ksize[3], strides[3], 1),
+                ],
+                [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
+            ),
+        )
+    else:
+        raise ValueError(
+            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    if return_stages:  # for max_pool3d_grad_vjp(..., **stages): not computed again
+        return output, {"affine1": affine1}
+    return output
 
 
 def max_pool3d_grad_vjp(
@@ -3312,7 +3238,7 @@ def max_pool3d_grad_vjp(
     strides,
     affine1=None,
 ):
-    """Gradient of MaxPool3DGrad (declared at ops/conv_grads.py:264): one per input (orig_input, orig_output, grad).
+    """Gradient of MaxPool3DGrad: one per input (orig_input, orig_output, grad).
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NDHWC'
     (other values of padding, data_format change it):
@@ -3329,7 +3255,7 @@ def max_pool3d_grad_vjp(
             first_attained(indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i *
             strides[2] + j1, j * strides[3] + j2, c], -oo), orig_output[n, z, i, j, c]), affine1[n,
             c, j0, j1, j2, z, i, j])
-            i.e. `tf.reduce_sum(t42 * tf.where(tf.equal(t46, t47), tf.constant(1, ...`
+            i.e. `tf.reduce_sum(t42 * tf.cast(tf.equal(t46, t47), grad_output.dtype) * ...`
     """
     if data_format != "NDHWC":
         raise ValueError(
@@ -3359,33 +3285,15 @@ def max_pool3d_grad_vjp(
             t19 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
             t20 = t19[..., None, None, None, :, :, :]
             t21 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t18, t20),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=-4,
-                exclusive=True,
+                tf.cast(tf.equal(t18, t20), grad_output.dtype), axis=-4, exclusive=True
             )
             t22 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t18, t20),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=-4,
-                keepdims=True,
+                tf.cast(tf.equal(t18, t20), grad_output.dtype), axis=-4, keepdims=True
             )
             t23 = tf.math.cumsum(t22, axis=-5, exclusive=True)
             t24 = tf.transpose(t17, perm=[0, 7, 1, 5, 3, 2, 4, 6])
             t25 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t20, t24),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=[-5, -4],
-                keepdims=True,
+                tf.cast(tf.equal(t20, t24), grad_output.dtype), axis=[-5, -4], keepdims=True
             )
             t26 = tf.math.cumsum(t25, axis=-6, exclusive=True)
             affine1 = t21 + t23 + t26
@@ -3413,16 +3321,8 @@ def max_pool3d_grad_vjp(
         t48 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
         grad_grad = tf.reduce_sum(
             t42
-            * tf.where(
-                tf.equal(t46, t47),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-            * tf.where(
-                tf.equal(t48, 0),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            ),
+            * tf.cast(tf.equal(t46, t47), grad_output.dtype)
+            * tf.cast(tf.equal(t48, 0), grad_output.dtype),
             axis=[-3, -2, -1],
         )
     elif padding == "SAME":
@@ -3452,33 +3352,15 @@ def max_pool3d_grad_vjp(
             t22 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
             t23 = t22[..., None, None, None, :, :, :]
             t24 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t21, t23),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=-4,
-                exclusive=True,
+                tf.cast(tf.equal(t21, t23), grad_output.dtype), axis=-4, exclusive=True
             )
             t25 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t21, t23),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=-4,
-                keepdims=True,
+                tf.cast(tf.equal(t21, t23), grad_output.dtype), axis=-4, keepdims=True
             )
             t26 = tf.math.cumsum(t25, axis=-5, exclusive=True)
             t27 = tf.transpose(t20, perm=[0, 7, 1, 5, 3, 2, 4, 6])
             t28 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t23, t27),
-                    tf.constant(1, grad_output.dtype),
-                    tf.constant(0, grad_output.dtype),
-                ),
-                axis=[-5, -4],
-                keepdims=True,
+                tf.cast(tf.equal(t23, t27), grad_output.dtype), axis=[-5, -4], keepdims=True
             )
             t29 = tf.math.cumsum(t28, axis=-6, exclusive=True)
             affine1 = t24 + t26 + t29
@@ -3509,16 +3391,8 @@ def max_pool3d_grad_vjp(
         t54 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
         grad_grad = tf.reduce_sum(
             t48
-            * tf.where(
-                tf.equal(t52, t53),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            )
-            * tf.where(
-                tf.equal(t54, 0),
-                tf.constant(1, grad_output.dtype),
-                tf.constant(0, grad_output.dtype),
-            ),
+            * tf.cast(tf.equal(t52, t53), grad_output.dtype)
+            * tf.cast(tf.equal(t54, 0), grad_output.dtype),
             axis=[-3, -2, -1],
         )
     else:
@@ -3541,188 +3415,127 @@ def max_pool3d_grad_grad(op, grad_output):
     )
 
 
-def max_pool3d_grad(
+def _max_pool3d_grad_declares(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
 ):
-    """MaxPool3DGrad: MaxPool3D's gradient in its input `orig_input`, as MaxPoolGrad's, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(orig_input, orig_output, grad):
-        affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad_output):
-            return max_pool3d_grad_vjp(
-                grad_output,
-                orig_input,
-                orig_output,
-                grad,
-                output,
-                padding=padding,
-                data_format=data_format,
-                ksize=ksize,
-                strides=strides,
-                affine1=affine1,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MaxPool3DGrad",
-                1,
-                {"orig_input": orig_input, "orig_output": orig_output, "grad": grad},
-                {
-                    "padding": padding,
-                    "data_format": data_format,
-                    "ksize": ksize,
-                    "strides": strides,
-                },
-            )
-            if padding in ("VALID", "SAME") and data_format in ("NDHWC",)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if data_format != "NDHWC":
-            raise ValueError(
-                f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-            )
-        t0 = tf.range(tf.cast(ksize[3], tf.int64))
-        t1 = t0[..., None]
-        t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-        if padding == "VALID":
-            t3 = strides[3] * t2 + t1
-            t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
-            t5 = tf.range(tf.cast(ksize[2], tf.int64))
-            t6 = t5[..., None]
-            t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t8 = strides[2] * t7 + t6
-            t9 = _gather(t4, t8, -4, fill=float("-inf"))
-            t10 = tf.range(tf.cast(ksize[1], tf.int64))
-            t11 = t10[..., None]
-            t12 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-            t13 = strides[1] * t12 + t11
-            t14 = _gather(t9, t13, -6, fill=float("-inf"))
-            t15 = tf.transpose(t14, perm=[0, 7, 1, 3, 5, 2, 4, 6])
-            t16 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
-            t17 = t16[..., None, None, None, :, :, :]
-            t18 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t15, t17),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-4,
-                exclusive=True,
-            )
-            t19 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t15, t17),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-4,
-                keepdims=True,
-            )
-            t20 = tf.math.cumsum(t19, axis=-5, exclusive=True)
-            t21 = tf.transpose(t14, perm=[0, 7, 1, 5, 3, 2, 4, 6])
-            t22 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t17, t21),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=[-5, -4],
-                keepdims=True,
-            )
-            t23 = tf.math.cumsum(t22, axis=-6, exclusive=True)
-            affine1 = t18 + t20 + t23
-            output = _max_pool_backprop(
-                orig_input,
-                orig_output,
-                grad,
-                window=[ksize[1], ksize[2], ksize[3]],
-                strides=[strides[1], strides[2], strides[3]],
-                geometry=lambda size: (
-                    [0, 0, 0],
-                    [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
-                ),
-            )
-        elif padding == "SAME":
-            t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t4 = strides[3] * t2 + t1 - _same_padding(t3, ksize[3], strides[3], 1)
-            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
-            t6 = tf.range(tf.cast(ksize[2], tf.int64))
-            t7 = t6[..., None]
-            t8 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t10 = strides[2] * t8 + t7 - _same_padding(t9, ksize[2], strides[2], 1)
-            t11 = _gather(t5, t10, -4, fill=float("-inf"))
-            t12 = tf.range(tf.cast(ksize[1], tf.int64))
-            t13 = t12[..., None]
-            t14 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-            t15 = tf.shape(orig_input, out_type=tf.int64)[-4]
-            t16 = strides[1] * t14 + t13 - _same_padding(t15, ksize[1], strides[1], 1)
-            t17 = _gather(t11, t16, -6, fill=float("-inf"))
-            t18 = tf.transpose(t17, perm=[0, 7, 1, 3, 5, 2, 4, 6])
-            t19 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
-            t20 = t19[..., None, None, None, :, :, :]
-            t21 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t18, t20),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-4,
-                exclusive=True,
-            )
-            t22 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t18, t20),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-4,
-                keepdims=True,
-            )
-            t23 = tf.math.cumsum(t22, axis=-5, exclusive=True)
-            t24 = tf.transpose(t17, perm=[0, 7, 1, 5, 3, 2, 4, 6])
-            t25 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t20, t24),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=[-5, -4],
-                keepdims=True,
-            )
-            t26 = tf.math.cumsum(t25, axis=-6, exclusive=True)
-            affine1 = t21 + t23 + t26
-            output = _max_pool_backprop(
-                orig_input,
-                orig_output,
-                grad,
-                window=[ksize[1], ksize[2], ksize[3]],
-                strides=[strides[1], strides[2], strides[3]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(size(orig_input, -4), ksize[1], strides[1], 1),
-                        _same_padding(size(orig_input, -3), ksize[2], strides[2], 1),
-                        _same_padding(size(orig_input, -2), ksize[3], strides[3], 1),
-                    ],
-                    [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
-                ),
-            )
-        else:
-            raise ValueError(
-                f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-            )
-        return output, backward
-
-    return forward(orig_input, orig_output, grad)
+    """Whether MaxPool3DGrad's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME") and data_format in ("NDHWC",)
 
 
+_max_pool3d_grad_custom_gradient = _custom_gradient(
+    "MaxPool3DGrad",
+    "orig_input orig_output grad",
+    max_pool3d_grad_forward,
+    max_pool3d_grad_vjp,
+    "output",
+    stages=True,
+    declares=_max_pool3d_grad_declares,
+)
 _register("MaxPool3DGrad", max_pool3d_grad_grad)
+
+
+def max_pool3d_gradgrad(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
+):
+    """MaxPool3DGradGrad: MaxPool3DGrad's gradient in its `grad`, as MaxPoolGradGrad's (declared at ops/conv_grads.py:270), with its derived gradient max_pool3d_gradgrad_vjp."""
+    return _max_pool3d_gradgrad_custom_gradient(
+        orig_input,
+        orig_output,
+        grad,
+        padding=padding,
+        data_format=data_format,
+        ksize=ksize,
+        strides=strides,
+    )
+
+
+def max_pool3d_gradgrad_forward(
+    orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
+):
+    """MaxPool3DGradGrad's formula."""
+    if data_format != "NDHWC":
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+    t1 = t0[..., None]
+    t2 = tf.range(tf.cast(ksize[3], tf.int64))
+    if padding == "VALID":
+        t3 = strides[3] * t1 + t2
+        t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
+        t5 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t6 = t5[..., None]
+        t7 = tf.range(tf.cast(ksize[2], tf.int64))
+        t8 = strides[2] * t6 + t7
+        t9 = _gather(t4, t8, -4, fill=float("-inf"))
+        t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+        t11 = t10[..., None]
+        t12 = tf.range(tf.cast(ksize[1], tf.int64))
+        t13 = strides[1] * t11 + t12
+        t14 = _gather(t9, t13, -6, fill=float("-inf"))
+        t15 = tf.transpose(t14, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t16 = orig_output[..., None, None, None]
+        t17 = tf.math.cumsum(tf.cast(tf.equal(t15, t16), orig_input.dtype), axis=-1, exclusive=True)
+        t18 = tf.reduce_sum(tf.cast(tf.equal(t15, t16), orig_input.dtype), axis=-1, keepdims=True)
+        t19 = tf.math.cumsum(t18, axis=-2, exclusive=True)
+        t20 = tf.transpose(t14, perm=[0, 1, 3, 5, 7, 2, 6, 4])
+        t21 = tf.reduce_sum(
+            tf.cast(tf.equal(t16, t20), orig_input.dtype), axis=[-2, -1], keepdims=True
+        )
+        t22 = tf.math.cumsum(t21, axis=-3, exclusive=True)
+        affine1 = t17 + t19 + t22
+        t23 = _gather(grad, t3, -2)
+        t24 = _gather(t23, t8, -4)
+        t25 = _gather(t24, t13, -6)
+        t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        output = tf.reduce_sum(
+            t26
+            * tf.cast(tf.equal(t15, t16), orig_input.dtype)
+            * tf.cast(tf.equal(affine1, 0), orig_input.dtype),
+            axis=[-3, -2, -1],
+        )
+    elif padding == "SAME":
+        t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
+        t4 = strides[3] * t1 + t2 - _same_padding(t3, ksize[3], strides[3], 1)
+        t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+        t6 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
+        t7 = t6[..., None]
+        t8 = tf.range(tf.cast(ksize[2], tf.int64))
+        t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
+        t10 = strides[2] * t7 + t8 - _same_padding(t9, ksize[2], strides[2], 1)
+        t11 = _gather(t5, t10, -4, fill=float("-inf"))
+        t12 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
+        t13 = t12[..., None]
+        t14 = tf.range(tf.cast(ksize[1], tf.int64))
+        t15 = tf.shape(orig_input, out_type=tf.int64)[-4]
+        t16 = strides[1] * t13 + t14 - _same_padding(t15, ksize[1], strides[1], 1)
+        t17 = _gather(t11, t16, -6, fill=float("-inf"))
+        t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t19 = orig_output[..., None, None, None]
+        t20 = tf.math.cumsum(tf.cast(tf.equal(t18, t19), orig_input.dtype), axis=-1, exclusive=True)
+        t21 = tf.reduce_sum(tf.cast(tf.equal(t18, t19), orig_input.dtype), axis=-1, keepdims=True)
+        t22 = tf.math.cumsum(t21, axis=-2, exclusive=True)
+        t23 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 6, 4])
+        t24 = tf.reduce_sum(
+            tf.cast(tf.equal(t19, t23), orig_input.dtype), axis=[-2, -1], keepdims=True
+        )
+        t25 = tf.math.cumsum(t24, axis=-3, exclusive=True)
+        affine1 = t20 + t22 + t25
+        t26 = _gather(grad, t4, -2)
+        t27 = _gather(t26, t10, -4)
+        t28 = _gather(t27, t16, -6)
+        t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        output = tf.reduce_sum(
+            t29
+            * tf.cast(tf.equal(t18, t19), orig_input.dtype)
+            * tf.cast(tf.equal(affine1, 0), orig_input.dtype),
+            axis=[-3, -2, -1],
+        )
+    else:
+        raise ValueError(
+            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return output
 
 
 def max_pool3d_gradgrad_vjp(
@@ -3737,7 +3550,7 @@ def max_pool3d_gradgrad_vjp(
     ksize,
     strides,
 ):
-    """Gradient of MaxPool3DGradGrad (declared at ops/conv_grads.py:270): one per input (orig_input, orig_output, grad).
+    """Gradient of MaxPool3DGradGrad: one per input (orig_input, orig_output, grad).
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NDHWC'
     (other values of padding, data_format change it):
@@ -3807,190 +3620,19 @@ def max_pool3d_gradgrad_grad(op, grad_output):
     )
 
 
-def max_pool3d_gradgrad(
+def _max_pool3d_gradgrad_declares(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
 ):
-    """MaxPool3DGradGrad: MaxPool3DGrad's gradient in its `grad`, as MaxPoolGradGrad's, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(orig_input, orig_output, grad):
-        def backward(grad_output):
-            return max_pool3d_gradgrad_vjp(
-                grad_output,
-                orig_input,
-                orig_output,
-                grad,
-                output,
-                padding=padding,
-                data_format=data_format,
-                ksize=ksize,
-                strides=strides,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MaxPool3DGradGrad",
-                1,
-                {"orig_input": orig_input, "orig_output": orig_output, "grad": grad},
-                {
-                    "padding": padding,
-                    "data_format": data_format,
-                    "ksize": ksize,
-                    "strides": strides,
-                },
-            )
-            if padding in ("VALID", "SAME") and data_format in ("NDHWC",)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if data_format != "NDHWC":
-            raise ValueError(
-                f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-            )
-        t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = tf.range(tf.cast(ksize[3], tf.int64))
-        if padding == "VALID":
-            t3 = strides[3] * t1 + t2
-            t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
-            t5 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t6 = t5[..., None]
-            t7 = tf.range(tf.cast(ksize[2], tf.int64))
-            t8 = strides[2] * t6 + t7
-            t9 = _gather(t4, t8, -4, fill=float("-inf"))
-            t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-            t11 = t10[..., None]
-            t12 = tf.range(tf.cast(ksize[1], tf.int64))
-            t13 = strides[1] * t11 + t12
-            t14 = _gather(t9, t13, -6, fill=float("-inf"))
-            t15 = tf.transpose(t14, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t16 = orig_output[..., None, None, None]
-            t17 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t15, t16),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                exclusive=True,
-            )
-            t18 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t15, t16),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                keepdims=True,
-            )
-            t19 = tf.math.cumsum(t18, axis=-2, exclusive=True)
-            t20 = tf.transpose(t14, perm=[0, 1, 3, 5, 7, 2, 6, 4])
-            t21 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t16, t20),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=[-2, -1],
-                keepdims=True,
-            )
-            t22 = tf.math.cumsum(t21, axis=-3, exclusive=True)
-            affine1 = t17 + t19 + t22
-            t23 = _gather(grad, t3, -2)
-            t24 = _gather(t23, t8, -4)
-            t25 = _gather(t24, t13, -6)
-            t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            output = tf.reduce_sum(
-                t26
-                * tf.where(
-                    tf.equal(t15, t16),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-                * tf.where(
-                    tf.equal(affine1, 0),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=[-3, -2, -1],
-            )
-        elif padding == "SAME":
-            t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t4 = strides[3] * t1 + t2 - _same_padding(t3, ksize[3], strides[3], 1)
-            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
-            t6 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t7 = t6[..., None]
-            t8 = tf.range(tf.cast(ksize[2], tf.int64))
-            t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t10 = strides[2] * t7 + t8 - _same_padding(t9, ksize[2], strides[2], 1)
-            t11 = _gather(t5, t10, -4, fill=float("-inf"))
-            t12 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-            t13 = t12[..., None]
-            t14 = tf.range(tf.cast(ksize[1], tf.int64))
-            t15 = tf.shape(orig_input, out_type=tf.int64)[-4]
-            t16 = strides[1] * t13 + t14 - _same_padding(t15, ksize[1], strides[1], 1)
-            t17 = _gather(t11, t16, -6, fill=float("-inf"))
-            t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t19 = orig_output[..., None, None, None]
-            t20 = tf.math.cumsum(
-                tf.where(
-                    tf.equal(t18, t19),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                exclusive=True,
-            )
-            t21 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t18, t19),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=-1,
-                keepdims=True,
-            )
-            t22 = tf.math.cumsum(t21, axis=-2, exclusive=True)
-            t23 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 6, 4])
-            t24 = tf.reduce_sum(
-                tf.where(
-                    tf.equal(t19, t23),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=[-2, -1],
-                keepdims=True,
-            )
-            t25 = tf.math.cumsum(t24, axis=-3, exclusive=True)
-            affine1 = t20 + t22 + t25
-            t26 = _gather(grad, t4, -2)
-            t27 = _gather(t26, t10, -4)
-            t28 = _gather(t27, t16, -6)
-            t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            output = tf.reduce_sum(
-                t29
-                * tf.where(
-                    tf.equal(t18, t19),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                )
-                * tf.where(
-                    tf.equal(affine1, 0),
-                    tf.constant(1, orig_input.dtype),
-                    tf.constant(0, orig_input.dtype),
-                ),
-                axis=[-3, -2, -1],
-            )
-        else:
-            raise ValueError(
-                f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-            )
-        return output, backward
-
-    return forward(orig_input, orig_output, grad)
+    """Whether MaxPool3DGradGrad's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME") and data_format in ("NDHWC",)
 
 
+_max_pool3d_gradgrad_custom_gradient = _custom_gradient(
+    "MaxPool3DGradGrad",
+    "orig_input orig_output grad",
+    max_pool3d_gradgrad_forward,
+    max_pool3d_gradgrad_vjp,
+    "output",
+    declares=_max_pool3d_gradgrad_declares,
+)
 _register("MaxPool3DGradGrad", max_pool3d_gradgrad_grad)

@@ -26,10 +26,79 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
 def _views(stages):
     """The stages a Function returns, each a view of its own: a stage that is also an output
     (the same tensor) is marked non-differentiable apart from that output."""
     return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
 
 
 def _shift_right(x, axis, fill, steps=1):
@@ -254,8 +323,14 @@ def conv2d_backprop_input(
     dilations=(1, 1, 1, 1),
 ):
     """Conv2DBackpropInput: Conv2D's gradient in its input, of shape `input_sizes`: each entry of out_backprop (declared at ops/conv_grads.py:35); differentiated by conv2d_backprop_input_vjp."""
-    return _Conv2DBackpropInputFunction.apply(
-        padding, input_sizes, strides, explicit_paddings, dilations, filter, out_backprop
+    return _conv2d_backprop_input_autograd(
+        filter,
+        out_backprop,
+        padding=padding,
+        input_sizes=input_sizes,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
     )
 
 
@@ -412,41 +487,9 @@ def conv2d_backprop_input_vjp(
     return grad_filter, grad_out_backprop
 
 
-class _Conv2DBackpropInputFunction(torch.autograd.Function):
-    """Conv2DBackpropInput for autograd: the backward is conv2d_backprop_input_vjp."""
-
-    @staticmethod
-    def forward(padding, input_sizes, strides, explicit_paddings, dilations, filter, out_backprop):
-        return conv2d_backprop_input_forward(
-            filter,
-            out_backprop,
-            padding=padding,
-            input_sizes=input_sizes,
-            strides=strides,
-            explicit_paddings=explicit_paddings,
-            dilations=dilations,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:5]
-        ctx.save_for_backward(*inputs[5:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, input_sizes, strides, explicit_paddings, dilations = ctx.attrs
-        filter, out_backprop = ctx.saved_tensors
-        grads = conv2d_backprop_input_vjp(
-            grad,
-            filter,
-            out_backprop,
-            padding=padding,
-            input_sizes=input_sizes,
-            strides=strides,
-            explicit_paddings=explicit_paddings,
-            dilations=dilations,
-        )
-        return None, None, None, None, None, *_needed(grads, ctx.needs_input_grad[5:])
+_conv2d_backprop_input_autograd = _autograd_function(
+    "Conv2DBackpropInput", conv2d_backprop_input_forward, conv2d_backprop_input_vjp, "output"
+)
 
 
 def conv2d_backprop_filter(
@@ -460,8 +503,14 @@ def conv2d_backprop_filter(
     dilations=(1, 1, 1, 1),
 ):
     """Conv2DBackpropFilter: Conv2D's gradient in its filter, of shape `filter_sizes`: each window of the input (declared at ops/conv_grads.py:54); differentiated by conv2d_backprop_filter_vjp."""
-    return _Conv2DBackpropFilterFunction.apply(
-        padding, filter_sizes, strides, explicit_paddings, dilations, input, out_backprop
+    return _conv2d_backprop_filter_autograd(
+        input,
+        out_backprop,
+        padding=padding,
+        filter_sizes=filter_sizes,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
     )
 
 
@@ -621,41 +670,9 @@ def conv2d_backprop_filter_vjp(
     return grad_input, grad_out_backprop
 
 
-class _Conv2DBackpropFilterFunction(torch.autograd.Function):
-    """Conv2DBackpropFilter for autograd: the backward is conv2d_backprop_filter_vjp."""
-
-    @staticmethod
-    def forward(padding, filter_sizes, strides, explicit_paddings, dilations, input, out_backprop):
-        return conv2d_backprop_filter_forward(
-            input,
-            out_backprop,
-            padding=padding,
-            filter_sizes=filter_sizes,
-            strides=strides,
-            explicit_paddings=explicit_paddings,
-            dilations=dilations,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:5]
-        ctx.save_for_backward(*inputs[5:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, filter_sizes, strides, explicit_paddings, dilations = ctx.attrs
-        input, out_backprop = ctx.saved_tensors
-        grads = conv2d_backprop_filter_vjp(
-            grad,
-            input,
-            out_backprop,
-            padding=padding,
-            filter_sizes=filter_sizes,
-            strides=strides,
-            explicit_paddings=explicit_paddings,
-            dilations=dilations,
-        )
-        return None, None, None, None, None, *_needed(grads, ctx.needs_input_grad[5:])
+_conv2d_backprop_filter_autograd = _autograd_function(
+    "Conv2DBackpropFilter", conv2d_backprop_filter_forward, conv2d_backprop_filter_vjp, "output"
+)
 
 
 def depthwise_conv2d_native_backprop_input(
@@ -669,8 +686,14 @@ def depthwise_conv2d_native_backprop_input(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropInput: DepthwiseConv2dNative's gradient in its input, of shape `input_sizes`: channel c of (declared at ops/conv_grads.py:72); differentiated by depthwise_conv2d_native_backprop_input_vjp."""
-    return _DepthwiseConv2dNativeBackpropInputFunction.apply(
-        padding, input_sizes, strides, explicit_paddings, dilations, filter, out_backprop
+    return _depthwise_conv2d_native_backprop_input_autograd(
+        filter,
+        out_backprop,
+        padding=padding,
+        input_sizes=input_sizes,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
     )
 
 
@@ -846,41 +869,12 @@ def depthwise_conv2d_native_backprop_input_vjp(
     return grad_filter, grad_out_backprop
 
 
-class _DepthwiseConv2dNativeBackpropInputFunction(torch.autograd.Function):
-    """DepthwiseConv2dNativeBackpropInput for autograd: the backward is depthwise_conv2d_native_backprop_input_vjp."""
-
-    @staticmethod
-    def forward(padding, input_sizes, strides, explicit_paddings, dilations, filter, out_backprop):
-        return depthwise_conv2d_native_backprop_input_forward(
-            filter,
-            out_backprop,
-            padding=padding,
-            input_sizes=input_sizes,
-            strides=strides,
-            explicit_paddings=explicit_paddings,
-            dilations=dilations,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:5]
-        ctx.save_for_backward(*inputs[5:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, input_sizes, strides, explicit_paddings, dilations = ctx.attrs
-        filter, out_backprop = ctx.saved_tensors
-        grads = depthwise_conv2d_native_backprop_input_vjp(
-            grad,
-            filter,
-            out_backprop,
-            padding=padding,
-            input_sizes=input_sizes,
-            strides=strides,
-            explicit_paddings=explicit_paddings,
-            dilations=dilations,
-        )
-        return None, None, None, None, None, *_needed(grads, ctx.needs_input_grad[5:])
+_depthwise_conv2d_native_backprop_input_autograd = _autograd_function(
+    "DepthwiseConv2dNativeBackpropInput",
+    depthwise_conv2d_native_backprop_input_forward,
+    depthwise_conv2d_native_backprop_input_vjp,
+    "output",
+)
 
 
 def depthwise_conv2d_native_backprop_filter(
@@ -894,8 +888,14 @@ def depthwise_conv2d_native_backprop_filter(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropFilter: DepthwiseConv2dNative's gradient in its filter, of shape `filter_sizes`: each window (declared at ops/conv_grads.py:91); differentiated by depthwise_conv2d_native_backprop_filter_vjp."""
-    return _DepthwiseConv2dNativeBackpropFilterFunction.apply(
-        padding, filter_sizes, strides, explicit_paddings, dilations, input, out_backprop
+    return _depthwise_conv2d_native_backprop_filter_autograd(
+        input,
+        out_backprop,
+        padding=padding,
+        filter_sizes=filter_sizes,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
     )
 
 
@@ -1074,49 +1074,25 @@ def depthwise_conv2d_native_backprop_filter_vjp(
     return grad_input, grad_out_backprop
 
 
-class _DepthwiseConv2dNativeBackpropFilterFunction(torch.autograd.Function):
-    """DepthwiseConv2dNativeBackpropFilter for autograd: the backward is depthwise_conv2d_native_backprop_filter_vjp."""
-
-    @staticmethod
-    def forward(padding, filter_sizes, strides, explicit_paddings, dilations, input, out_backprop):
-        return depthwise_conv2d_native_backprop_filter_forward(
-            input,
-            out_backprop,
-            padding=padding,
-            filter_sizes=filter_sizes,
-            strides=strides,
-            explicit_paddings=explicit_paddings,
-            dilations=dilations,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:5]
-        ctx.save_for_backward(*inputs[5:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, filter_sizes, strides, explicit_paddings, dilations = ctx.attrs
-        input, out_backprop = ctx.saved_tensors
-        grads = depthwise_conv2d_native_backprop_filter_vjp(
-            grad,
-            input,
-            out_backprop,
-            padding=padding,
-            filter_sizes=filter_sizes,
-            strides=strides,
-            explicit_paddings=explicit_paddings,
-            dilations=dilations,
-        )
-        return None, None, None, None, None, *_needed(grads, ctx.needs_input_grad[5:])
+_depthwise_conv2d_native_backprop_filter_autograd = _autograd_function(
+    "DepthwiseConv2dNativeBackpropFilter",
+    depthwise_conv2d_native_backprop_filter_forward,
+    depthwise_conv2d_native_backprop_filter_vjp,
+    "output",
+)
 
 
 def conv3d_backprop_input_v2(
     filter, out_backprop, *, padding="VALID", input_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
     """Conv3DBackpropInputV2: Conv3D's gradient in its input, of shape `input_sizes` (declared at ops/conv_grads.py:113); differentiated by conv3d_backprop_input_v2_vjp."""
-    return _Conv3DBackpropInputV2Function.apply(
-        padding, input_sizes, strides, dilations, filter, out_backprop
+    return _conv3d_backprop_input_v2_autograd(
+        filter,
+        out_backprop,
+        padding=padding,
+        input_sizes=input_sizes,
+        strides=strides,
+        dilations=dilations,
     )
 
 
@@ -1230,47 +1206,25 @@ def conv3d_backprop_input_v2_vjp(
     return grad_filter, grad_out_backprop
 
 
-class _Conv3DBackpropInputV2Function(torch.autograd.Function):
-    """Conv3DBackpropInputV2 for autograd: the backward is conv3d_backprop_input_v2_vjp."""
-
-    @staticmethod
-    def forward(padding, input_sizes, strides, dilations, filter, out_backprop):
-        return conv3d_backprop_input_v2_forward(
-            filter,
-            out_backprop,
-            padding=padding,
-            input_sizes=input_sizes,
-            strides=strides,
-            dilations=dilations,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, input_sizes, strides, dilations = ctx.attrs
-        filter, out_backprop = ctx.saved_tensors
-        grads = conv3d_backprop_input_v2_vjp(
-            grad,
-            filter,
-            out_backprop,
-            padding=padding,
-            input_sizes=input_sizes,
-            strides=strides,
-            dilations=dilations,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_conv3d_backprop_input_v2_autograd = _autograd_function(
+    "Conv3DBackpropInputV2",
+    conv3d_backprop_input_v2_forward,
+    conv3d_backprop_input_v2_vjp,
+    "output",
+)
 
 
 def conv3d_backprop_filter_v2(
     input, out_backprop, *, padding="VALID", filter_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
     """Conv3DBackpropFilterV2: Conv3D's gradient in its filter, of shape `filter_sizes` (declared at ops/conv_grads.py:136); differentiated by conv3d_backprop_filter_v2_vjp."""
-    return _Conv3DBackpropFilterV2Function.apply(
-        padding, filter_sizes, strides, dilations, input, out_backprop
+    return _conv3d_backprop_filter_v2_autograd(
+        input,
+        out_backprop,
+        padding=padding,
+        filter_sizes=filter_sizes,
+        strides=strides,
+        dilations=dilations,
     )
 
 
@@ -1384,44 +1338,19 @@ def conv3d_backprop_filter_v2_vjp(
     return grad_input, grad_out_backprop
 
 
-class _Conv3DBackpropFilterV2Function(torch.autograd.Function):
-    """Conv3DBackpropFilterV2 for autograd: the backward is conv3d_backprop_filter_v2_vjp."""
-
-    @staticmethod
-    def forward(padding, filter_sizes, strides, dilations, input, out_backprop):
-        return conv3d_backprop_filter_v2_forward(
-            input,
-            out_backprop,
-            padding=padding,
-            filter_sizes=filter_sizes,
-            strides=strides,
-            dilations=dilations,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, filter_sizes, strides, dilations = ctx.attrs
-        input, out_backprop = ctx.saved_tensors
-        grads = conv3d_backprop_filter_v2_vjp(
-            grad,
-            input,
-            out_backprop,
-            padding=padding,
-            filter_sizes=filter_sizes,
-            strides=strides,
-            dilations=dilations,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_conv3d_backprop_filter_v2_autograd = _autograd_function(
+    "Conv3DBackpropFilterV2",
+    conv3d_backprop_filter_v2_forward,
+    conv3d_backprop_filter_v2_vjp,
+    "output",
+)
 
 
 def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPoolGrad: AvgPool's gradient in its input, of shape `orig_input_shape`: each entry of grad (declared at ops/conv_grads.py:160); differentiated by avg_pool_grad_vjp."""
-    return _AvgPoolGradFunction.apply(padding, orig_input_shape, ksize, strides, grad)
+    return _avg_pool_grad_autograd(
+        grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
+    )
 
 
 def avg_pool_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, strides):
@@ -1578,38 +1507,16 @@ def avg_pool_grad_vjp(
     return (grad_grad,)
 
 
-class _AvgPoolGradFunction(torch.autograd.Function):
-    """AvgPoolGrad for autograd: the backward is avg_pool_grad_vjp."""
-
-    @staticmethod
-    def forward(padding, orig_input_shape, ksize, strides, grad):
-        return avg_pool_grad_forward(
-            grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:])
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        padding, orig_input_shape, ksize, strides = ctx.attrs
-        (grad,) = ctx.saved_tensors
-        grads = avg_pool_grad_vjp(
-            grad_output,
-            grad,
-            padding=padding,
-            orig_input_shape=orig_input_shape,
-            ksize=ksize,
-            strides=strides,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_avg_pool_grad_autograd = _autograd_function(
+    "AvgPoolGrad", avg_pool_grad_forward, avg_pool_grad_vjp, "output"
+)
 
 
 def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPool3DGrad: AvgPool3D's gradient in its input, of shape `orig_input_shape` (declared at ops/conv_grads.py:180); differentiated by avg_pool3d_grad_vjp."""
-    return _AvgPool3DGradFunction.apply(padding, orig_input_shape, ksize, strides, grad)
+    return _avg_pool3d_grad_autograd(
+        grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
+    )
 
 
 def avg_pool3d_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, strides):
@@ -1821,42 +1728,24 @@ def avg_pool3d_grad_vjp(
     return (grad_grad,)
 
 
-class _AvgPool3DGradFunction(torch.autograd.Function):
-    """AvgPool3DGrad for autograd: the backward is avg_pool3d_grad_vjp."""
-
-    @staticmethod
-    def forward(padding, orig_input_shape, ksize, strides, grad):
-        return avg_pool3d_grad_forward(
-            grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:])
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        padding, orig_input_shape, ksize, strides = ctx.attrs
-        (grad,) = ctx.saved_tensors
-        grads = avg_pool3d_grad_vjp(
-            grad_output,
-            grad,
-            padding=padding,
-            orig_input_shape=orig_input_shape,
-            ksize=ksize,
-            strides=strides,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_avg_pool3d_grad_autograd = _autograd_function(
+    "AvgPool3DGrad", avg_pool3d_grad_forward, avg_pool3d_grad_vjp, "output"
+)
 
 
 def max_pool_grad(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
 ):
     """MaxPoolGrad: MaxPool's gradient in its input `orig_input`: each window's `grad` added at the first (declared at ops/conv_grads.py:241); differentiated by max_pool_grad_vjp."""
-    return _MaxPoolGradFunction.apply(
-        padding, data_format, ksize, strides, orig_input, orig_output, grad
-    )[0]
+    return _max_pool_grad_autograd(
+        orig_input,
+        orig_output,
+        grad,
+        padding=padding,
+        data_format=data_format,
+        ksize=ksize,
+        strides=strides,
+    )
 
 
 def max_pool_grad_forward(
@@ -2073,52 +1962,16 @@ def max_pool_grad_vjp(
     return None, None, grad_grad
 
 
-class _MaxPoolGradFunction(torch.autograd.Function):
-    """MaxPoolGrad for autograd: the backward is max_pool_grad_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(padding, data_format, ksize, strides, orig_input, orig_output, grad):
-        output, stages = max_pool_grad_forward(
-            orig_input,
-            orig_output,
-            grad,
-            padding=padding,
-            data_format=data_format,
-            ksize=ksize,
-            strides=strides,
-            return_stages=True,
-        )
-        return output, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:], *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        padding, data_format, ksize, strides = ctx.attrs
-        orig_input, orig_output, grad, affine1 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"affine1": affine1}
-        grads = max_pool_grad_vjp(
-            cotangents[0],
-            orig_input,
-            orig_output,
-            grad,
-            **stages,
-            padding=padding,
-            data_format=data_format,
-            ksize=ksize,
-            strides=strides,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_max_pool_grad_autograd = _autograd_function(
+    "MaxPoolGrad", max_pool_grad_forward, max_pool_grad_vjp, "output", stages="affine1"
+)
 
 
 def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, strides):
     """MaxPoolGradV2: MaxPoolGrad with the window and strides passed as constant inputs (declared at ops/conv_grads.py:251); differentiated by max_pool_grad_v2_vjp."""
-    return _MaxPoolGradV2Function.apply(padding, ksize, strides, orig_input, orig_output, grad)[0]
+    return _max_pool_grad_v2_autograd(
+        orig_input, orig_output, grad, padding=padding, ksize=ksize, strides=strides
+    )
 
 
 def max_pool_grad_v2_forward(
@@ -2318,53 +2171,23 @@ def max_pool_grad_v2_vjp(
     return None, None, grad_grad
 
 
-class _MaxPoolGradV2Function(torch.autograd.Function):
-    """MaxPoolGradV2 for autograd: the backward is max_pool_grad_v2_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(padding, ksize, strides, orig_input, orig_output, grad):
-        output, stages = max_pool_grad_v2_forward(
-            orig_input,
-            orig_output,
-            grad,
-            padding=padding,
-            ksize=ksize,
-            strides=strides,
-            return_stages=True,
-        )
-        return output, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:3]
-        ctx.save_for_backward(*inputs[3:], *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        padding, ksize, strides = ctx.attrs
-        orig_input, orig_output, grad, affine1 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"affine1": affine1}
-        grads = max_pool_grad_v2_vjp(
-            cotangents[0],
-            orig_input,
-            orig_output,
-            grad,
-            **stages,
-            padding=padding,
-            ksize=ksize,
-            strides=strides,
-        )
-        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+_max_pool_grad_v2_autograd = _autograd_function(
+    "MaxPoolGradV2", max_pool_grad_v2_forward, max_pool_grad_v2_vjp, "output", stages="affine1"
+)
 
 
 def max_pool_gradgrad(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
 ):
     """MaxPoolGradGrad: MaxPoolGrad's gradient in its `grad`: `grad` (shaped as `orig_input`) read at each (declared at ops/conv_grads.py:257); differentiated by max_pool_gradgrad_vjp."""
-    return _MaxPoolGradGradFunction.apply(
-        padding, data_format, ksize, strides, orig_input, orig_output, grad
+    return _max_pool_gradgrad_autograd(
+        orig_input,
+        orig_output,
+        grad,
+        padding=padding,
+        data_format=data_format,
+        ksize=ksize,
+        strides=strides,
     )
 
 
@@ -2488,50 +2311,24 @@ def max_pool_gradgrad_vjp(
     return None, None, grad_grad
 
 
-class _MaxPoolGradGradFunction(torch.autograd.Function):
-    """MaxPoolGradGrad for autograd: the backward is max_pool_gradgrad_vjp."""
-
-    @staticmethod
-    def forward(padding, data_format, ksize, strides, orig_input, orig_output, grad):
-        return max_pool_gradgrad_forward(
-            orig_input,
-            orig_output,
-            grad,
-            padding=padding,
-            data_format=data_format,
-            ksize=ksize,
-            strides=strides,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:])
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        padding, data_format, ksize, strides = ctx.attrs
-        orig_input, orig_output, grad = ctx.saved_tensors
-        grads = max_pool_gradgrad_vjp(
-            grad_output,
-            orig_input,
-            orig_output,
-            grad,
-            padding=padding,
-            data_format=data_format,
-            ksize=ksize,
-            strides=strides,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_max_pool_gradgrad_autograd = _autograd_function(
+    "MaxPoolGradGrad", max_pool_gradgrad_forward, max_pool_gradgrad_vjp, "output"
+)
 
 
 def max_pool3d_grad(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
 ):
     """MaxPool3DGrad: MaxPool3D's gradient in its input `orig_input`, as MaxPoolGrad's (declared at ops/conv_grads.py:264); differentiated by max_pool3d_grad_vjp."""
-    return _MaxPool3DGradFunction.apply(
-        padding, data_format, ksize, strides, orig_input, orig_output, grad
-    )[0]
+    return _max_pool3d_grad_autograd(
+        orig_input,
+        orig_output,
+        grad,
+        padding=padding,
+        data_format=data_format,
+        ksize=ksize,
+        strides=strides,
+    )
 
 
 def max_pool3d_grad_forward(
@@ -2812,55 +2609,23 @@ def max_pool3d_grad_vjp(
     return None, None, grad_grad
 
 
-class _MaxPool3DGradFunction(torch.autograd.Function):
-    """MaxPool3DGrad for autograd: the backward is max_pool3d_grad_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(padding, data_format, ksize, strides, orig_input, orig_output, grad):
-        output, stages = max_pool3d_grad_forward(
-            orig_input,
-            orig_output,
-            grad,
-            padding=padding,
-            data_format=data_format,
-            ksize=ksize,
-            strides=strides,
-            return_stages=True,
-        )
-        return output, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:], *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        padding, data_format, ksize, strides = ctx.attrs
-        orig_input, orig_output, grad, affine1 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"affine1": affine1}
-        grads = max_pool3d_grad_vjp(
-            cotangents[0],
-            orig_input,
-            orig_output,
-            grad,
-            **stages,
-            padding=padding,
-            data_format=data_format,
-            ksize=ksize,
-            strides=strides,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_max_pool3d_grad_autograd = _autograd_function(
+    "MaxPool3DGrad", max_pool3d_grad_forward, max_pool3d_grad_vjp, "output", stages="affine1"
+)
 
 
 def max_pool3d_gradgrad(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
 ):
     """MaxPool3DGradGrad: MaxPool3DGrad's gradient in its `grad`, as MaxPoolGradGrad's (declared at ops/conv_grads.py:270); differentiated by max_pool3d_gradgrad_vjp."""
-    return _MaxPool3DGradGradFunction.apply(
-        padding, data_format, ksize, strides, orig_input, orig_output, grad
+    return _max_pool3d_gradgrad_autograd(
+        orig_input,
+        orig_output,
+        grad,
+        padding=padding,
+        data_format=data_format,
+        ksize=ksize,
+        strides=strides,
     )
 
 
@@ -3012,38 +2777,6 @@ def max_pool3d_gradgrad_vjp(
     return None, None, grad_grad
 
 
-class _MaxPool3DGradGradFunction(torch.autograd.Function):
-    """MaxPool3DGradGrad for autograd: the backward is max_pool3d_gradgrad_vjp."""
-
-    @staticmethod
-    def forward(padding, data_format, ksize, strides, orig_input, orig_output, grad):
-        return max_pool3d_gradgrad_forward(
-            orig_input,
-            orig_output,
-            grad,
-            padding=padding,
-            data_format=data_format,
-            ksize=ksize,
-            strides=strides,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:])
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        padding, data_format, ksize, strides = ctx.attrs
-        orig_input, orig_output, grad = ctx.saved_tensors
-        grads = max_pool3d_gradgrad_vjp(
-            grad_output,
-            orig_input,
-            orig_output,
-            grad,
-            padding=padding,
-            data_format=data_format,
-            ksize=ksize,
-            strides=strides,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_max_pool3d_gradgrad_autograd = _autograd_function(
+    "MaxPool3DGradGrad", max_pool3d_gradgrad_forward, max_pool3d_gradgrad_vjp, "output"
+)

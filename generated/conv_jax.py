@@ -9,7 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
 import itertools
 
 import jax
@@ -20,6 +19,44 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 _python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _shift_right(x, axis, fill, steps=1):
@@ -206,7 +243,14 @@ def conv2d(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:42); differentiated by conv2d_vjp."""
-    return _conv2d_custom_vjp(padding, strides, explicit_paddings, dilations, input, filter)
+    return _conv2d_custom_vjp(
+        input,
+        filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )
 
 
 def conv2d_forward(
@@ -359,45 +403,7 @@ def conv2d_vjp(
     return grad_input, grad_filter
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _conv2d_custom_vjp(padding, strides, explicit_paddings, dilations, input, filter):
-    return conv2d_forward(
-        input,
-        filter,
-        padding=padding,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-
-
-def _conv2d_fwd(padding, strides, explicit_paddings, dilations, input, filter):
-    output = conv2d_forward(
-        input,
-        filter,
-        padding=padding,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-    return output, ((input, filter), output)
-
-
-def _conv2d_bwd(padding, strides, explicit_paddings, dilations, saved, grad):
-    (input, filter), output = saved
-    return conv2d_vjp(
-        grad,
-        input,
-        filter,
-        output=output,
-        padding=padding,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-
-
-_conv2d_custom_vjp.defvjp(_conv2d_fwd, _conv2d_bwd)
+_conv2d_custom_vjp = _custom_vjp(conv2d_forward, conv2d_vjp, "output")
 
 
 def depthwise_conv2d_native(
@@ -405,7 +411,12 @@ def depthwise_conv2d_native(
 ):
     """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:63); differentiated by depthwise_conv2d_native_vjp."""
     return _depthwise_conv2d_native_custom_vjp(
-        padding, strides, explicit_paddings, dilations, input, filter
+        input,
+        filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
     )
 
 
@@ -596,54 +607,16 @@ def depthwise_conv2d_native_vjp(
     return grad_input, grad_filter
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _depthwise_conv2d_native_custom_vjp(
-    padding, strides, explicit_paddings, dilations, input, filter
-):
-    return depthwise_conv2d_native_forward(
-        input,
-        filter,
-        padding=padding,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-
-
-def _depthwise_conv2d_native_fwd(padding, strides, explicit_paddings, dilations, input, filter):
-    output = depthwise_conv2d_native_forward(
-        input,
-        filter,
-        padding=padding,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-    return output, ((input, filter), output)
-
-
-def _depthwise_conv2d_native_bwd(padding, strides, explicit_paddings, dilations, saved, grad):
-    (input, filter), output = saved
-    return depthwise_conv2d_native_vjp(
-        grad,
-        input,
-        filter,
-        output=output,
-        padding=padding,
-        strides=strides,
-        explicit_paddings=explicit_paddings,
-        dilations=dilations,
-    )
-
-
-_depthwise_conv2d_native_custom_vjp.defvjp(
-    _depthwise_conv2d_native_fwd, _depthwise_conv2d_native_bwd
+_depthwise_conv2d_native_custom_vjp = _custom_vjp(
+    depthwise_conv2d_native_forward, depthwise_conv2d_native_vjp, "output"
 )
 
 
 def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:80); differentiated by extract_image_patches_vjp."""
-    return _extract_image_patches_custom_vjp(padding, ksizes, strides, rates, images)
+    return _extract_image_patches_custom_vjp(
+        images, padding=padding, ksizes=ksizes, strides=strides, rates=rates
+    )
 
 
 def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
@@ -741,33 +714,14 @@ def extract_image_patches_vjp(
     return (grad_images,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _extract_image_patches_custom_vjp(padding, ksizes, strides, rates, images):
-    return extract_image_patches_forward(
-        images, padding=padding, ksizes=ksizes, strides=strides, rates=rates
-    )
-
-
-def _extract_image_patches_fwd(padding, ksizes, strides, rates, images):
-    patches = extract_image_patches_forward(
-        images, padding=padding, ksizes=ksizes, strides=strides, rates=rates
-    )
-    return patches, ((images,), patches)
-
-
-def _extract_image_patches_bwd(padding, ksizes, strides, rates, saved, grad):
-    (images,), patches = saved
-    return extract_image_patches_vjp(
-        grad, images, patches=patches, padding=padding, ksizes=ksizes, strides=strides, rates=rates
-    )
-
-
-_extract_image_patches_custom_vjp.defvjp(_extract_image_patches_fwd, _extract_image_patches_bwd)
+_extract_image_patches_custom_vjp = _custom_vjp(
+    extract_image_patches_forward, extract_image_patches_vjp, "patches"
+)
 
 
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
     """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:90); differentiated by conv3d_vjp."""
-    return _conv3d_custom_vjp(padding, strides, dilations, input, filter)
+    return _conv3d_custom_vjp(input, filter, padding=padding, strides=strides, dilations=dilations)
 
 
 def conv3d_forward(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
@@ -873,29 +827,12 @@ def conv3d_vjp(
     return grad_input, grad_filter
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _conv3d_custom_vjp(padding, strides, dilations, input, filter):
-    return conv3d_forward(input, filter, padding=padding, strides=strides, dilations=dilations)
-
-
-def _conv3d_fwd(padding, strides, dilations, input, filter):
-    output = conv3d_forward(input, filter, padding=padding, strides=strides, dilations=dilations)
-    return output, ((input, filter), output)
-
-
-def _conv3d_bwd(padding, strides, dilations, saved, grad):
-    (input, filter), output = saved
-    return conv3d_vjp(
-        grad, input, filter, output=output, padding=padding, strides=strides, dilations=dilations
-    )
-
-
-_conv3d_custom_vjp.defvjp(_conv3d_fwd, _conv3d_bwd)
+_conv3d_custom_vjp = _custom_vjp(conv3d_forward, conv3d_vjp, "output")
 
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
     """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:131); differentiated by avg_pool_vjp."""
-    return _avg_pool_custom_vjp(padding, ksize, strides, value)
+    return _avg_pool_custom_vjp(value, padding=padding, ksize=ksize, strides=strides)
 
 
 def avg_pool_forward(value, *, padding="VALID", ksize, strides):
@@ -1019,27 +956,14 @@ def avg_pool_vjp(grad, value, *, output=None, padding="VALID", ksize, strides):
     return (grad_value,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _avg_pool_custom_vjp(padding, ksize, strides, value):
-    return avg_pool_forward(value, padding=padding, ksize=ksize, strides=strides)
-
-
-def _avg_pool_fwd(padding, ksize, strides, value):
-    output = avg_pool_forward(value, padding=padding, ksize=ksize, strides=strides)
-    return output, ((value,), output)
-
-
-def _avg_pool_bwd(padding, ksize, strides, saved, grad):
-    (value,), output = saved
-    return avg_pool_vjp(grad, value, output=output, padding=padding, ksize=ksize, strides=strides)
-
-
-_avg_pool_custom_vjp.defvjp(_avg_pool_fwd, _avg_pool_bwd)
+_avg_pool_custom_vjp = _custom_vjp(avg_pool_forward, avg_pool_vjp, "output")
 
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:139); differentiated by max_pool_vjp."""
-    return _max_pool_custom_vjp(padding, data_format, ksize, strides, input)
+    return _max_pool_custom_vjp(
+        input, padding=padding, data_format=data_format, ksize=ksize, strides=strides
+    )
 
 
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
@@ -1142,39 +1066,12 @@ def max_pool_vjp(grad, input, *, output=None, padding="VALID", data_format="NHWC
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _max_pool_custom_vjp(padding, data_format, ksize, strides, input):
-    return max_pool_forward(
-        input, padding=padding, data_format=data_format, ksize=ksize, strides=strides
-    )
-
-
-def _max_pool_fwd(padding, data_format, ksize, strides, input):
-    output = max_pool_forward(
-        input, padding=padding, data_format=data_format, ksize=ksize, strides=strides
-    )
-    return output, ((input,), output)
-
-
-def _max_pool_bwd(padding, data_format, ksize, strides, saved, grad):
-    (input,), output = saved
-    return max_pool_vjp(
-        grad,
-        input,
-        output=output,
-        padding=padding,
-        data_format=data_format,
-        ksize=ksize,
-        strides=strides,
-    )
-
-
-_max_pool_custom_vjp.defvjp(_max_pool_fwd, _max_pool_bwd)
+_max_pool_custom_vjp = _custom_vjp(max_pool_forward, max_pool_vjp, "output")
 
 
 def max_pool3d(input, *, padding="VALID", ksize, strides):
     """MaxPool3D: Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum (declared at ops/conv.py:164); differentiated by max_pool3d_vjp."""
-    return _max_pool3d_custom_vjp(padding, ksize, strides, input)
+    return _max_pool3d_custom_vjp(input, padding=padding, ksize=ksize, strides=strides)
 
 
 def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
@@ -1280,27 +1177,14 @@ def max_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _max_pool3d_custom_vjp(padding, ksize, strides, input):
-    return max_pool3d_forward(input, padding=padding, ksize=ksize, strides=strides)
-
-
-def _max_pool3d_fwd(padding, ksize, strides, input):
-    output = max_pool3d_forward(input, padding=padding, ksize=ksize, strides=strides)
-    return output, ((input,), output)
-
-
-def _max_pool3d_bwd(padding, ksize, strides, saved, grad):
-    (input,), output = saved
-    return max_pool3d_vjp(grad, input, output=output, padding=padding, ksize=ksize, strides=strides)
-
-
-_max_pool3d_custom_vjp.defvjp(_max_pool3d_fwd, _max_pool3d_bwd)
+_max_pool3d_custom_vjp = _custom_vjp(max_pool3d_forward, max_pool3d_vjp, "output")
 
 
 def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches: Each 3-D window as one channel axis, ordered (plane, row, column, channel) (declared at ops/conv.py:171); differentiated by extract_volume_patches_vjp."""
-    return _extract_volume_patches_custom_vjp(padding, ksizes, strides, input)
+    return _extract_volume_patches_custom_vjp(
+        input, padding=padding, ksizes=ksizes, strides=strides
+    )
 
 
 def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
@@ -1425,29 +1309,14 @@ def extract_volume_patches_vjp(grad, input, *, patches=None, padding="VALID", ks
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _extract_volume_patches_custom_vjp(padding, ksizes, strides, input):
-    return extract_volume_patches_forward(input, padding=padding, ksizes=ksizes, strides=strides)
-
-
-def _extract_volume_patches_fwd(padding, ksizes, strides, input):
-    patches = extract_volume_patches_forward(input, padding=padding, ksizes=ksizes, strides=strides)
-    return patches, ((input,), patches)
-
-
-def _extract_volume_patches_bwd(padding, ksizes, strides, saved, grad):
-    (input,), patches = saved
-    return extract_volume_patches_vjp(
-        grad, input, patches=patches, padding=padding, ksizes=ksizes, strides=strides
-    )
-
-
-_extract_volume_patches_custom_vjp.defvjp(_extract_volume_patches_fwd, _extract_volume_patches_bwd)
+_extract_volume_patches_custom_vjp = _custom_vjp(
+    extract_volume_patches_forward, extract_volume_patches_vjp, "patches"
+)
 
 
 def dilation2d(input, filter, *, padding="VALID", strides, rates):
     """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC (declared at ops/conv.py:178); differentiated by dilation2d_vjp."""
-    return _dilation2d_custom_vjp(padding, strides, rates, input, filter)
+    return _dilation2d_custom_vjp(input, filter, padding=padding, strides=strides, rates=rates)
 
 
 def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
@@ -1609,29 +1478,12 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
     return grad_input, grad_filter
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _dilation2d_custom_vjp(padding, strides, rates, input, filter):
-    return dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
-
-
-def _dilation2d_fwd(padding, strides, rates, input, filter):
-    output = dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
-    return output, ((input, filter), output)
-
-
-def _dilation2d_bwd(padding, strides, rates, saved, grad):
-    (input, filter), output = saved
-    return dilation2d_vjp(
-        grad, input, filter, output=output, padding=padding, strides=strides, rates=rates
-    )
-
-
-_dilation2d_custom_vjp.defvjp(_dilation2d_fwd, _dilation2d_bwd)
+_dilation2d_custom_vjp = _custom_vjp(dilation2d_forward, dilation2d_vjp, "output")
 
 
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
     """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:196); differentiated by avg_pool3d_vjp."""
-    return _avg_pool3d_custom_vjp(padding, ksize, strides, input)
+    return _avg_pool3d_custom_vjp(input, padding=padding, ksize=ksize, strides=strides)
 
 
 def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
@@ -1794,27 +1646,12 @@ def avg_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _avg_pool3d_custom_vjp(padding, ksize, strides, input):
-    return avg_pool3d_forward(input, padding=padding, ksize=ksize, strides=strides)
-
-
-def _avg_pool3d_fwd(padding, ksize, strides, input):
-    output = avg_pool3d_forward(input, padding=padding, ksize=ksize, strides=strides)
-    return output, ((input,), output)
-
-
-def _avg_pool3d_bwd(padding, ksize, strides, saved, grad):
-    (input,), output = saved
-    return avg_pool3d_vjp(grad, input, output=output, padding=padding, ksize=ksize, strides=strides)
-
-
-_avg_pool3d_custom_vjp.defvjp(_avg_pool3d_fwd, _avg_pool3d_bwd)
+_avg_pool3d_custom_vjp = _custom_vjp(avg_pool3d_forward, avg_pool3d_vjp, "output")
 
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:215); differentiated by max_pool_v2_vjp."""
-    return _max_pool_v2_custom_vjp(padding, ksize, strides, input)
+    return _max_pool_v2_custom_vjp(input, padding=padding, ksize=ksize, strides=strides)
 
 
 def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
@@ -1907,21 +1744,4 @@ def max_pool_v2_vjp(grad, input, *, output=None, padding="VALID", ksize, strides
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _max_pool_v2_custom_vjp(padding, ksize, strides, input):
-    return max_pool_v2_forward(input, padding=padding, ksize=ksize, strides=strides)
-
-
-def _max_pool_v2_fwd(padding, ksize, strides, input):
-    output = max_pool_v2_forward(input, padding=padding, ksize=ksize, strides=strides)
-    return output, ((input,), output)
-
-
-def _max_pool_v2_bwd(padding, ksize, strides, saved, grad):
-    (input,), output = saved
-    return max_pool_v2_vjp(
-        grad, input, output=output, padding=padding, ksize=ksize, strides=strides
-    )
-
-
-_max_pool_v2_custom_vjp.defvjp(_max_pool_v2_fwd, _max_pool_v2_bwd)
+_max_pool_v2_custom_vjp = _custom_vjp(max_pool_v2_forward, max_pool_v2_vjp, "output")

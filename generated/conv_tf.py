@@ -6,14 +6,15 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
-  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
-  that a second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
-  no derivative of `backprop` w.r.t. `labels`).
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
+  Where the backward reads the op's outputs, it reads them again through a custom gradient of
+  their own, so that a second order (an outer tape) differentiates them by the derived
+  gradient too, not by TensorFlow's gradient of its kernel (NaN at a norm's 0;
+  SoftmaxCrossEntropyWithLogits's has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -33,6 +34,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -650,6 +708,89 @@ def _same_padding(size, kernel, stride, dilation):
     )
 
 
+def conv2d(
+    input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
+):
+    """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:42), with its derived gradient conv2d_vjp."""
+    return _conv2d_custom_gradient(
+        input,
+        filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )
+
+
+def conv2d_forward(
+    input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
+):
+    """Conv2D's formula."""
+    if padding == "VALID":
+        output = _conv(
+            input,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [0, 0],
+                [
+                    (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1) // strides[1]
+                    + 1,
+                    (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1) // strides[2]
+                    + 1,
+                ],
+            ),
+        )
+    elif padding == "SAME":
+        output = _conv(
+            input,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [
+                    _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
+                ],
+                [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
+            ),
+        )
+    elif padding == "EXPLICIT":
+        output = _conv(
+            input,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [
+                    (
+                        -dilations[1] * (size(filter, -4) - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + size(input, -3)
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (size(filter, -3) - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + size(input, -2)
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ],
+            ),
+        )
+    else:
+        raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
+    return output
+
+
 def conv2d_vjp(
     grad,
     input,
@@ -661,7 +802,7 @@ def conv2d_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of Conv2D (declared at ops/conv.py:42): one per input (input, filter).
+    """Gradient of Conv2D: one per input (input, filter).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -753,46 +894,40 @@ def conv2d_grad(op, grad):
     )
 
 
-def conv2d(
+def _conv2d_declares(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter, with its derived gradient."""
+    """Whether Conv2D's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME", "EXPLICIT")
 
-    @tf.custom_gradient
-    def forward(input, filter):
-        def backward(grad):
-            return conv2d_vjp(
-                grad,
-                input,
-                filter,
-                output,
-                padding=padding,
-                strides=strides,
-                explicit_paddings=explicit_paddings,
-                dilations=dilations,
-            )
 
-        kernel_outputs = (
-            _tf_kernel(
-                "Conv2D",
-                1,
-                {"input": input, "filter": filter},
-                {
-                    "padding": padding,
-                    "strides": strides,
-                    "explicit_paddings": explicit_paddings,
-                    "dilations": dilations,
-                },
-            )
-            if padding in ("VALID", "SAME", "EXPLICIT")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
+_conv2d_custom_gradient = _custom_gradient(
+    "Conv2D", "input filter", conv2d_forward, conv2d_vjp, "output", declares=_conv2d_declares
+)
+_register("Conv2D", conv2d_grad)
+
+
+def depthwise_conv2d_native(
+    input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
+):
+    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:63), with its derived gradient depthwise_conv2d_native_vjp."""
+    return _depthwise_conv2d_native_custom_gradient(
+        input,
+        filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )
+
+
+def depthwise_conv2d_native_forward(
+    input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
+):
+    """DepthwiseConv2dNative's formula."""
+    if padding in ("VALID", "EXPLICIT"):
         if padding == "VALID":
-            output = _conv(
+            t0 = _depthwise_conv(
                 input,
                 filter,
                 strides=[strides[1], strides[2]],
@@ -807,22 +942,8 @@ def conv2d(
                     ],
                 ),
             )
-        elif padding == "SAME":
-            output = _conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
-                        _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
-                    ],
-                    [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
-                ),
-            )
-        elif padding == "EXPLICIT":
-            output = _conv(
+        else:
+            t0 = _depthwise_conv(
                 input,
                 filter,
                 strides=[strides[1], strides[2]],
@@ -851,14 +972,53 @@ def conv2d(
                     ],
                 ),
             )
+        t1 = tf.shape(input, out_type=tf.int64)[-4]
+        t2 = tf.shape(input, out_type=tf.int64)[-3]
+        t3 = tf.shape(filter, out_type=tf.int64)[-4]
+        if padding == "VALID":
+            t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
         else:
-            raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(input, filter)
-
-
-_register("Conv2D", conv2d_grad)
+            t4 = (
+                -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
+            ) // strides[1]
+        t5 = t4 + 1
+        t6 = tf.shape(filter, out_type=tf.int64)[-3]
+        t7 = tf.shape(input, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
+        else:
+            t8 = (
+                -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
+            ) // strides[2]
+        t9 = t8 + 1
+        t10 = tf.shape(input, out_type=tf.int64)[-1]
+        t11 = tf.shape(filter, out_type=tf.int64)[-1]
+        output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
+    elif padding == "SAME":
+        t0 = _depthwise_conv(
+            input,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=lambda size: (
+                [
+                    _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
+                ],
+                [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
+            ),
+        )
+        t1 = tf.shape(input, out_type=tf.int64)[-4]
+        t2 = tf.shape(input, out_type=tf.int64)[-3]
+        t3 = -((-t2) // strides[1])
+        t4 = tf.shape(input, out_type=tf.int64)[-2]
+        t5 = -((-t4) // strides[2])
+        t6 = tf.shape(input, out_type=tf.int64)[-1]
+        t7 = tf.shape(filter, out_type=tf.int64)[-1]
+        output = tf.reshape(t0, [t1, t3, t5, t6 * t7])
+    else:
+        raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
+    return output
 
 
 def depthwise_conv2d_native_vjp(
@@ -872,7 +1032,7 @@ def depthwise_conv2d_native_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of DepthwiseConv2dNative (declared at ops/conv.py:63): one per input (input, filter).
+    """Gradient of DepthwiseConv2dNative: one per input (input, filter).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -977,149 +1137,79 @@ def depthwise_conv2d_native_grad(op, grad):
     )
 
 
-def depthwise_conv2d_native(
+def _depthwise_conv2d_native_declares(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input, filter):
-        def backward(grad):
-            return depthwise_conv2d_native_vjp(
-                grad,
-                input,
-                filter,
-                output,
-                padding=padding,
-                strides=strides,
-                explicit_paddings=explicit_paddings,
-                dilations=dilations,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "DepthwiseConv2dNative",
-                1,
-                {"input": input, "filter": filter},
-                {
-                    "padding": padding,
-                    "strides": strides,
-                    "explicit_paddings": explicit_paddings,
-                    "dilations": dilations,
-                },
-            )
-            if padding in ("VALID", "SAME", "EXPLICIT")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if padding in ("VALID", "EXPLICIT"):
-            if padding == "VALID":
-                t0 = _depthwise_conv(
-                    input,
-                    filter,
-                    strides=[strides[1], strides[2]],
-                    dilations=[dilations[1], dilations[2]],
-                    geometry=lambda size: (
-                        [0, 0],
-                        [
-                            (-dilations[1] * (size(filter, -4) - 1) + size(input, -3) - 1)
-                            // strides[1]
-                            + 1,
-                            (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1)
-                            // strides[2]
-                            + 1,
-                        ],
-                    ),
-                )
-            else:
-                t0 = _depthwise_conv(
-                    input,
-                    filter,
-                    strides=[strides[1], strides[2]],
-                    dilations=[dilations[1], dilations[2]],
-                    geometry=lambda size: (
-                        [explicit_paddings[2], explicit_paddings[4]],
-                        [
-                            (
-                                -dilations[1] * (size(filter, -4) - 1)
-                                + explicit_paddings[2]
-                                + explicit_paddings[3]
-                                + size(input, -3)
-                                - 1
-                            )
-                            // strides[1]
-                            + 1,
-                            (
-                                -dilations[2] * (size(filter, -3) - 1)
-                                + explicit_paddings[4]
-                                + explicit_paddings[5]
-                                + size(input, -2)
-                                - 1
-                            )
-                            // strides[2]
-                            + 1,
-                        ],
-                    ),
-                )
-            t1 = tf.shape(input, out_type=tf.int64)[-4]
-            t2 = tf.shape(input, out_type=tf.int64)[-3]
-            t3 = tf.shape(filter, out_type=tf.int64)[-4]
-            if padding == "VALID":
-                t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
-            else:
-                t4 = (
-                    -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
-                ) // strides[1]
-            t5 = t4 + 1
-            t6 = tf.shape(filter, out_type=tf.int64)[-3]
-            t7 = tf.shape(input, out_type=tf.int64)[-2]
-            if padding == "VALID":
-                t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
-            else:
-                t8 = (
-                    -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
-                ) // strides[2]
-            t9 = t8 + 1
-            t10 = tf.shape(input, out_type=tf.int64)[-1]
-            t11 = tf.shape(filter, out_type=tf.int64)[-1]
-            output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
-        elif padding == "SAME":
-            t0 = _depthwise_conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
-                        _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
-                    ],
-                    [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
-                ),
-            )
-            t1 = tf.shape(input, out_type=tf.int64)[-4]
-            t2 = tf.shape(input, out_type=tf.int64)[-3]
-            t3 = -((-t2) // strides[1])
-            t4 = tf.shape(input, out_type=tf.int64)[-2]
-            t5 = -((-t4) // strides[2])
-            t6 = tf.shape(input, out_type=tf.int64)[-1]
-            t7 = tf.shape(filter, out_type=tf.int64)[-1]
-            output = tf.reshape(t0, [t1, t3, t5, t6 * t7])
-        else:
-            raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(input, filter)
+    """Whether DepthwiseConv2dNative's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME", "EXPLICIT")
 
 
+_depthwise_conv2d_native_custom_gradient = _custom_gradient(
+    "DepthwiseConv2dNative",
+    "input filter",
+    depthwise_conv2d_native_forward,
+    depthwise_conv2d_native_vjp,
+    "output",
+    declares=_depthwise_conv2d_native_declares,
+)
 _register("DepthwiseConv2dNative", depthwise_conv2d_native_grad)
 
 
+def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
+    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:80), with its derived gradient extract_image_patches_vjp."""
+    return _extract_image_patches_custom_gradient(
+        images, padding=padding, ksizes=ksizes, strides=strides, rates=rates
+    )
+
+
+def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
+    """ExtractImagePatches's formula."""
+    t0 = tf.shape(images, out_type=tf.int64)[-2]
+    if padding == "VALID":
+        t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
+        t2 = t1 + 1
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = t3[..., None]
+        t5 = tf.range(tf.cast(ksizes[2], tf.int64))
+        t6 = rates[2] * t5 + strides[2] * t4
+        t7 = _gather(images, t6, -2)
+        t8 = tf.shape(images, out_type=tf.int64)[-3]
+        t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
+        t10 = t9 + 1
+        t11 = tf.range(tf.cast(t10, tf.int64))
+        t12 = t11[..., None]
+        t13 = tf.range(tf.cast(ksizes[1], tf.int64))
+        t14 = rates[1] * t13 + strides[1] * t12
+        t15 = _gather(t7, t14, -4)
+        t16 = tf.transpose(t15, perm=[0, 1, 3, 2, 4, 5])
+        t17 = tf.shape(images, out_type=tf.int64)[-4]
+        t18 = tf.shape(images, out_type=tf.int64)[-1]
+        patches = tf.reshape(t16, [t17, t10, t2, ksizes[1] * ksizes[2] * t18])
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[2])
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = t2[..., None]
+        t4 = tf.range(tf.cast(ksizes[2], tf.int64))
+        t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+        t6 = _gather(images, t5, -2)
+        t7 = tf.shape(images, out_type=tf.int64)[-3]
+        t8 = -((-t7) // strides[1])
+        t9 = tf.range(tf.cast(t8, tf.int64))
+        t10 = t9[..., None]
+        t11 = tf.range(tf.cast(ksizes[1], tf.int64))
+        t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t7, ksizes[1], strides[1], rates[1])
+        t13 = _gather(t6, t12, -4)
+        t14 = tf.transpose(t13, perm=[0, 1, 3, 2, 4, 5])
+        t15 = tf.shape(images, out_type=tf.int64)[-4]
+        t16 = tf.shape(images, out_type=tf.int64)[-1]
+        patches = tf.reshape(t14, [t15, t8, t1, ksizes[1] * ksizes[2] * t16])
+    else:
+        raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
+    return patches
+
+
 def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes, strides, rates):
-    """Gradient of ExtractImagePatches (declared at ops/conv.py:80): one per input (images).
+    """Gradient of ExtractImagePatches: one per input (images).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1189,87 +1279,75 @@ def extract_image_patches_grad(op, grad):
     )
 
 
-def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
-    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(images):
-        def backward(grad):
-            return extract_image_patches_vjp(
-                grad, images, patches, padding=padding, ksizes=ksizes, strides=strides, rates=rates
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "ExtractImagePatches",
-                1,
-                {"images": images},
-                {"padding": padding, "ksizes": ksizes, "strides": strides, "rates": rates},
-            )
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            patches = kernel_outputs[0]
-            return patches, backward
-        # else the declared formula
-        t0 = tf.shape(images, out_type=tf.int64)[-2]
-        if padding == "VALID":
-            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
-            t2 = t1 + 1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = tf.range(tf.cast(ksizes[2], tf.int64))
-            t6 = rates[2] * t5 + strides[2] * t4
-            t7 = _gather(images, t6, -2)
-            t8 = tf.shape(images, out_type=tf.int64)[-3]
-            t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
-            t10 = t9 + 1
-            t11 = tf.range(tf.cast(t10, tf.int64))
-            t12 = t11[..., None]
-            t13 = tf.range(tf.cast(ksizes[1], tf.int64))
-            t14 = rates[1] * t13 + strides[1] * t12
-            t15 = _gather(t7, t14, -4)
-            t16 = tf.transpose(t15, perm=[0, 1, 3, 2, 4, 5])
-            t17 = tf.shape(images, out_type=tf.int64)[-4]
-            t18 = tf.shape(images, out_type=tf.int64)[-1]
-            patches = tf.reshape(t16, [t17, t10, t2, ksizes[1] * ksizes[2] * t18])
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[2])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = t2[..., None]
-            t4 = tf.range(tf.cast(ksizes[2], tf.int64))
-            t5 = (
-                rates[2] * t4 + strides[2] * t3 - _same_padding(t0, ksizes[2], strides[2], rates[2])
-            )
-            t6 = _gather(images, t5, -2)
-            t7 = tf.shape(images, out_type=tf.int64)[-3]
-            t8 = -((-t7) // strides[1])
-            t9 = tf.range(tf.cast(t8, tf.int64))
-            t10 = t9[..., None]
-            t11 = tf.range(tf.cast(ksizes[1], tf.int64))
-            t12 = (
-                rates[1] * t11
-                + strides[1] * t10
-                - _same_padding(t7, ksizes[1], strides[1], rates[1])
-            )
-            t13 = _gather(t6, t12, -4)
-            t14 = tf.transpose(t13, perm=[0, 1, 3, 2, 4, 5])
-            t15 = tf.shape(images, out_type=tf.int64)[-4]
-            t16 = tf.shape(images, out_type=tf.int64)[-1]
-            patches = tf.reshape(t14, [t15, t8, t1, ksizes[1] * ksizes[2] * t16])
-        else:
-            raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
-        return patches, backward
-
-    return forward(images)
+def _extract_image_patches_declares(images, *, padding="VALID", ksizes, strides, rates):
+    """Whether ExtractImagePatches's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME")
 
 
+_extract_image_patches_custom_gradient = _custom_gradient(
+    "ExtractImagePatches",
+    "images",
+    extract_image_patches_forward,
+    extract_image_patches_vjp,
+    "patches",
+    declares=_extract_image_patches_declares,
+)
 _register("ExtractImagePatches", extract_image_patches_grad)
 
 
+def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
+    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:90), with its derived gradient conv3d_vjp."""
+    return _conv3d_custom_gradient(
+        input, filter, padding=padding, strides=strides, dilations=dilations
+    )
+
+
+def conv3d_forward(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
+    """Conv3D's formula."""
+    if padding == "VALID":
+        output = _conv(
+            input,
+            filter,
+            strides=[strides[1], strides[2], strides[3]],
+            dilations=[dilations[1], dilations[2], dilations[3]],
+            geometry=lambda size: (
+                [0, 0, 0],
+                [
+                    (-dilations[1] * (size(filter, -5) - 1) + size(input, -4) - 1) // strides[1]
+                    + 1,
+                    (-dilations[2] * (size(filter, -4) - 1) + size(input, -3) - 1) // strides[2]
+                    + 1,
+                    (-dilations[3] * (size(filter, -3) - 1) + size(input, -2) - 1) // strides[3]
+                    + 1,
+                ],
+            ),
+        )
+    elif padding == "SAME":
+        output = _conv(
+            input,
+            filter,
+            strides=[strides[1], strides[2], strides[3]],
+            dilations=[dilations[1], dilations[2], dilations[3]],
+            geometry=lambda size: (
+                [
+                    _same_padding(size(input, -4), size(filter, -5), strides[1], dilations[1]),
+                    _same_padding(size(input, -3), size(filter, -4), strides[2], dilations[2]),
+                    _same_padding(size(input, -2), size(filter, -3), strides[3], dilations[3]),
+                ],
+                [
+                    -((-size(input, -4)) // strides[1]),
+                    -((-size(input, -3)) // strides[2]),
+                    -((-size(input, -2)) // strides[3]),
+                ],
+            ),
+        )
+    else:
+        raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
+    return output
+
+
 def conv3d_vjp(grad, input, filter, output, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Gradient of Conv3D (declared at ops/conv.py:90): one per input (input, filter).
+    """Gradient of Conv3D: one per input (input, filter).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1346,79 +1424,90 @@ def conv3d_grad(op, grad):
     )
 
 
-def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input, filter):
-        def backward(grad):
-            return conv3d_vjp(
-                grad, input, filter, output, padding=padding, strides=strides, dilations=dilations
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "Conv3D",
-                1,
-                {"input": input, "filter": filter},
-                {"padding": padding, "strides": strides, "dilations": dilations},
-            )
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if padding == "VALID":
-            output = _conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2], strides[3]],
-                dilations=[dilations[1], dilations[2], dilations[3]],
-                geometry=lambda size: (
-                    [0, 0, 0],
-                    [
-                        (-dilations[1] * (size(filter, -5) - 1) + size(input, -4) - 1) // strides[1]
-                        + 1,
-                        (-dilations[2] * (size(filter, -4) - 1) + size(input, -3) - 1) // strides[2]
-                        + 1,
-                        (-dilations[3] * (size(filter, -3) - 1) + size(input, -2) - 1) // strides[3]
-                        + 1,
-                    ],
-                ),
-            )
-        elif padding == "SAME":
-            output = _conv(
-                input,
-                filter,
-                strides=[strides[1], strides[2], strides[3]],
-                dilations=[dilations[1], dilations[2], dilations[3]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(size(input, -4), size(filter, -5), strides[1], dilations[1]),
-                        _same_padding(size(input, -3), size(filter, -4), strides[2], dilations[2]),
-                        _same_padding(size(input, -2), size(filter, -3), strides[3], dilations[3]),
-                    ],
-                    [
-                        -((-size(input, -4)) // strides[1]),
-                        -((-size(input, -3)) // strides[2]),
-                        -((-size(input, -2)) // strides[3]),
-                    ],
-                ),
-            )
-        else:
-            raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(input, filter)
+def _conv3d_declares(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
+    """Whether Conv3D's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME")
 
 
+_conv3d_custom_gradient = _custom_gradient(
+    "Conv3D", "input filter", conv3d_forward, conv3d_vjp, "output", declares=_conv3d_declares
+)
 _register("Conv3D", conv3d_grad)
 
 
+def avg_pool(value, *, padding="VALID", ksize, strides):
+    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:131), with its derived gradient avg_pool_vjp."""
+    return _avg_pool_custom_gradient(value, padding=padding, ksize=ksize, strides=strides)
+
+
+def avg_pool_forward(value, *, padding="VALID", ksize, strides):
+    """AvgPool's formula."""
+    t0 = tf.shape(value, out_type=tf.int64)[-3]
+    if padding == "VALID":
+        t1 = (-ksize[1] + t0) // strides[1]
+        t2 = t1 + 1
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = t3[..., None, None, None]
+        t5 = tf.shape(value, out_type=tf.int64)[-2]
+        t6 = (-ksize[2] + t5) // strides[2]
+        t7 = t6 + 1
+        t8 = tf.range(tf.cast(t7, tf.int64))
+        t9 = t8[..., None, None]
+        t10 = tf.range(tf.cast(ksize[1], tf.int64))
+        t11 = t10[..., None]
+        t12 = tf.range(tf.cast(ksize[2], tf.int64))
+        t13 = (
+            (strides[1] * t4 + t11 >= 0)
+            & (strides[2] * t9 + t12 >= 0)
+            & (strides[1] * t4 + t11 <= t0 - 1)
+            & (strides[2] * t9 + t12 <= t5 - 1)
+        )
+        t14 = t13[..., None, :, :]
+        t15 = tf.reduce_sum(tf.cast(t14, value.dtype), axis=[-2, -1])
+        t16 = t8[..., None]
+        t17 = strides[2] * t16 + t12
+        t18 = _gather(value, t17, -2)
+        t19 = t3[..., None]
+        t20 = strides[1] * t19 + t10
+        t21 = _gather(t18, t20, -4)
+        t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
+        t23 = tf.reduce_sum(t22, axis=[-2, -1])
+        output = t23 / t15
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[1])
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = t2[..., None, None, None]
+        t4 = tf.shape(value, out_type=tf.int64)[-2]
+        t5 = -((-t4) // strides[2])
+        t6 = tf.range(tf.cast(t5, tf.int64))
+        t7 = t6[..., None, None]
+        t8 = tf.range(tf.cast(ksize[1], tf.int64))
+        t9 = t8[..., None]
+        t10 = tf.range(tf.cast(ksize[2], tf.int64))
+        t11 = (
+            (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
+            & (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
+        )
+        t12 = t11[..., None, :, :]
+        t13 = tf.reduce_sum(tf.cast(t12, value.dtype), axis=[-2, -1])
+        t14 = t6[..., None]
+        t15 = strides[2] * t14 + t10 - _same_padding(t4, ksize[2], strides[2], 1)
+        t16 = _gather(value, t15, -2)
+        t17 = t2[..., None]
+        t18 = strides[1] * t17 + t8 - _same_padding(t0, ksize[1], strides[1], 1)
+        t19 = _gather(t16, t18, -4)
+        t20 = tf.transpose(t19, perm=[0, 1, 3, 5, 2, 4])
+        t21 = tf.reduce_sum(t20, axis=[-2, -1])
+        output = t21 / t13
+    else:
+        raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
+    return output
+
+
 def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
-    """Gradient of AvgPool (declared at ops/conv.py:131): one per input (value).
+    """Gradient of AvgPool: one per input (value).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1452,11 +1541,7 @@ def avg_pool_vjp(grad, value, output, *, padding="VALID", ksize, strides):
                 & (strides[2] * t3 + t5 - _same_padding(t8, ksize[2], strides[2], 1) <= t8 - 1)
             )
         t10 = t9[..., None, :, :, :]
-        t11 = tf.reduce_sum(
-            tf.where(t10, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=[-2, -1],
-            keepdims=True,
-        )
+        t11 = tf.reduce_sum(tf.cast(t10, grad.dtype), axis=[-2, -1], keepdims=True)
         t12 = grad[..., None, :, None, :]
         t13 = t12 / t11
         t14 = t2[..., None]
@@ -1488,105 +1573,74 @@ def avg_pool_grad(op, grad):
     )
 
 
-def avg_pool(value, *, padding="VALID", ksize, strides):
-    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(value):
-        def backward(grad):
-            return avg_pool_vjp(grad, value, output, padding=padding, ksize=ksize, strides=strides)
-
-        kernel_outputs = (
-            _tf_kernel(
-                "AvgPool",
-                1,
-                {"value": value},
-                {"padding": padding, "ksize": ksize, "strides": strides},
-            )
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(value, out_type=tf.int64)[-3]
-        if padding == "VALID":
-            t1 = (-ksize[1] + t0) // strides[1]
-            t2 = t1 + 1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None, None, None]
-            t5 = tf.shape(value, out_type=tf.int64)[-2]
-            t6 = (-ksize[2] + t5) // strides[2]
-            t7 = t6 + 1
-            t8 = tf.range(tf.cast(t7, tf.int64))
-            t9 = t8[..., None, None]
-            t10 = tf.range(tf.cast(ksize[1], tf.int64))
-            t11 = t10[..., None]
-            t12 = tf.range(tf.cast(ksize[2], tf.int64))
-            t13 = (
-                (strides[1] * t4 + t11 >= 0)
-                & (strides[2] * t9 + t12 >= 0)
-                & (strides[1] * t4 + t11 <= t0 - 1)
-                & (strides[2] * t9 + t12 <= t5 - 1)
-            )
-            t14 = t13[..., None, :, :]
-            t15 = tf.reduce_sum(
-                tf.where(t14, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
-                axis=[-2, -1],
-            )
-            t16 = t8[..., None]
-            t17 = strides[2] * t16 + t12
-            t18 = _gather(value, t17, -2)
-            t19 = t3[..., None]
-            t20 = strides[1] * t19 + t10
-            t21 = _gather(t18, t20, -4)
-            t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
-            t23 = tf.reduce_sum(t22, axis=[-2, -1])
-            output = t23 / t15
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[1])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = t2[..., None, None, None]
-            t4 = tf.shape(value, out_type=tf.int64)[-2]
-            t5 = -((-t4) // strides[2])
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = t6[..., None, None]
-            t8 = tf.range(tf.cast(ksize[1], tf.int64))
-            t9 = t8[..., None]
-            t10 = tf.range(tf.cast(ksize[2], tf.int64))
-            t11 = (
-                (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
-                & (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-                & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
-            )
-            t12 = t11[..., None, :, :]
-            t13 = tf.reduce_sum(
-                tf.where(t12, tf.constant(1, value.dtype), tf.constant(0, value.dtype)),
-                axis=[-2, -1],
-            )
-            t14 = t6[..., None]
-            t15 = strides[2] * t14 + t10 - _same_padding(t4, ksize[2], strides[2], 1)
-            t16 = _gather(value, t15, -2)
-            t17 = t2[..., None]
-            t18 = strides[1] * t17 + t8 - _same_padding(t0, ksize[1], strides[1], 1)
-            t19 = _gather(t16, t18, -4)
-            t20 = tf.transpose(t19, perm=[0, 1, 3, 5, 2, 4])
-            t21 = tf.reduce_sum(t20, axis=[-2, -1])
-            output = t21 / t13
-        else:
-            raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(value)
+def _avg_pool_declares(value, *, padding="VALID", ksize, strides):
+    """Whether AvgPool's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME")
 
 
+_avg_pool_custom_gradient = _custom_gradient(
+    "AvgPool", "value", avg_pool_forward, avg_pool_vjp, "output", declares=_avg_pool_declares
+)
 _register("AvgPool", avg_pool_grad)
 
 
+def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
+    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:139), with its derived gradient max_pool_vjp."""
+    return _max_pool_custom_gradient(
+        input, padding=padding, data_format=data_format, ksize=ksize, strides=strides
+    )
+
+
+def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
+    """MaxPool's formula."""
+    if data_format != "NHWC":
+        raise ValueError(
+            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    t0 = tf.shape(input, out_type=tf.int64)[-2]
+    if padding == "VALID":
+        t1 = (-ksize[2] + t0) // strides[2]
+        t2 = t1 + 1
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = t3[..., None]
+        t5 = tf.range(tf.cast(ksize[2], tf.int64))
+        t6 = strides[2] * t4 + t5
+        t7 = _gather(input, t6, -2, fill=float("-inf"))
+        t8 = tf.shape(input, out_type=tf.int64)[-3]
+        t9 = (-ksize[1] + t8) // strides[1]
+        t10 = t9 + 1
+        t11 = tf.range(tf.cast(t10, tf.int64))
+        t12 = t11[..., None]
+        t13 = tf.range(tf.cast(ksize[1], tf.int64))
+        t14 = strides[1] * t12 + t13
+        t15 = _gather(t7, t14, -4, fill=float("-inf"))
+        t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
+        output = tf.reduce_max(t16, axis=[-2, -1])
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[2])
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = t2[..., None]
+        t4 = tf.range(tf.cast(ksize[2], tf.int64))
+        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
+        t6 = _gather(input, t5, -2, fill=float("-inf"))
+        t7 = tf.shape(input, out_type=tf.int64)[-3]
+        t8 = -((-t7) // strides[1])
+        t9 = tf.range(tf.cast(t8, tf.int64))
+        t10 = t9[..., None]
+        t11 = tf.range(tf.cast(ksize[1], tf.int64))
+        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
+        t13 = _gather(t6, t12, -4, fill=float("-inf"))
+        t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
+        output = tf.reduce_max(t14, axis=[-2, -1])
+    else:
+        raise ValueError(
+            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
+        )
+    return output
+
+
 def max_pool_vjp(grad, input, output, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """Gradient of MaxPool (declared at ops/conv.py:139): one per input (input).
+    """Gradient of MaxPool: one per input (input).
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
     values of padding, data_format change it):
@@ -1647,100 +1701,87 @@ def max_pool_grad(op, grad):
     )
 
 
-def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            output = outputs_again(input)
-            return max_pool_vjp(
-                grad,
-                input,
-                output,
-                padding=padding,
-                data_format=data_format,
-                ksize=ksize,
-                strides=strides,
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(input):
-            return tf.identity(output), backward
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MaxPool",
-                1,
-                {"input": input},
-                {
-                    "padding": padding,
-                    "data_format": data_format,
-                    "ksize": ksize,
-                    "strides": strides,
-                },
-            )
-            if padding in ("VALID", "SAME") and data_format in ("NHWC",)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if data_format != "NHWC":
-            raise ValueError(
-                f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-            )
-        t0 = tf.shape(input, out_type=tf.int64)[-2]
-        if padding == "VALID":
-            t1 = (-ksize[2] + t0) // strides[2]
-            t2 = t1 + 1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = tf.range(tf.cast(ksize[2], tf.int64))
-            t6 = strides[2] * t4 + t5
-            t7 = _gather(input, t6, -2, fill=float("-inf"))
-            t8 = tf.shape(input, out_type=tf.int64)[-3]
-            t9 = (-ksize[1] + t8) // strides[1]
-            t10 = t9 + 1
-            t11 = tf.range(tf.cast(t10, tf.int64))
-            t12 = t11[..., None]
-            t13 = tf.range(tf.cast(ksize[1], tf.int64))
-            t14 = strides[1] * t12 + t13
-            t15 = _gather(t7, t14, -4, fill=float("-inf"))
-            t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t16, axis=[-2, -1])
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[2])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = t2[..., None]
-            t4 = tf.range(tf.cast(ksize[2], tf.int64))
-            t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
-            t6 = _gather(input, t5, -2, fill=float("-inf"))
-            t7 = tf.shape(input, out_type=tf.int64)[-3]
-            t8 = -((-t7) // strides[1])
-            t9 = tf.range(tf.cast(t8, tf.int64))
-            t10 = t9[..., None]
-            t11 = tf.range(tf.cast(ksize[1], tf.int64))
-            t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=float("-inf"))
-            t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t14, axis=[-2, -1])
-        else:
-            raise ValueError(
-                f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-            )
-        return output, backward
-
-    return forward(input)
+def _max_pool_declares(input, *, padding="VALID", data_format="NHWC", ksize, strides):
+    """Whether MaxPool's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME") and data_format in ("NHWC",)
 
 
+_max_pool_custom_gradient = _custom_gradient(
+    "MaxPool",
+    "input",
+    max_pool_forward,
+    max_pool_vjp,
+    "output",
+    read=True,
+    declares=_max_pool_declares,
+)
 _register("MaxPool", max_pool_grad)
 
 
+def max_pool3d(input, *, padding="VALID", ksize, strides):
+    """MaxPool3D: Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum (declared at ops/conv.py:164), with its derived gradient max_pool3d_vjp."""
+    return _max_pool3d_custom_gradient(input, padding=padding, ksize=ksize, strides=strides)
+
+
+def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
+    """MaxPool3D's formula."""
+    t0 = tf.shape(input, out_type=tf.int64)[-2]
+    if padding == "VALID":
+        t1 = (-ksize[3] + t0) // strides[3]
+        t2 = t1 + 1
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = t3[..., None]
+        t5 = tf.range(tf.cast(ksize[3], tf.int64))
+        t6 = strides[3] * t4 + t5
+        t7 = _gather(input, t6, -2, fill=float("-inf"))
+        t8 = tf.shape(input, out_type=tf.int64)[-3]
+        t9 = (-ksize[2] + t8) // strides[2]
+        t10 = t9 + 1
+        t11 = tf.range(tf.cast(t10, tf.int64))
+        t12 = t11[..., None]
+        t13 = tf.range(tf.cast(ksize[2], tf.int64))
+        t14 = strides[2] * t12 + t13
+        t15 = _gather(t7, t14, -4, fill=float("-inf"))
+        t16 = tf.shape(input, out_type=tf.int64)[-4]
+        t17 = (-ksize[1] + t16) // strides[1]
+        t18 = t17 + 1
+        t19 = tf.range(tf.cast(t18, tf.int64))
+        t20 = t19[..., None]
+        t21 = tf.range(tf.cast(ksize[1], tf.int64))
+        t22 = strides[1] * t20 + t21
+        t23 = _gather(t15, t22, -6, fill=float("-inf"))
+        t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        output = tf.reduce_max(t24, axis=[-3, -2, -1])
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[3])
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = t2[..., None]
+        t4 = tf.range(tf.cast(ksize[3], tf.int64))
+        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksize[3], strides[3], 1)
+        t6 = _gather(input, t5, -2, fill=float("-inf"))
+        t7 = tf.shape(input, out_type=tf.int64)[-3]
+        t8 = -((-t7) // strides[2])
+        t9 = tf.range(tf.cast(t8, tf.int64))
+        t10 = t9[..., None]
+        t11 = tf.range(tf.cast(ksize[2], tf.int64))
+        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksize[2], strides[2], 1)
+        t13 = _gather(t6, t12, -4, fill=float("-inf"))
+        t14 = tf.shape(input, out_type=tf.int64)[-4]
+        t15 = -((-t14) // strides[1])
+        t16 = tf.range(tf.cast(t15, tf.int64))
+        t17 = t16[..., None]
+        t18 = tf.range(tf.cast(ksize[1], tf.int64))
+        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksize[1], strides[1], 1)
+        t20 = _gather(t13, t19, -6, fill=float("-inf"))
+        t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        output = tf.reduce_max(t21, axis=[-3, -2, -1])
+    else:
+        raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
+    return output
+
+
 def max_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
-    """Gradient of MaxPool3D (declared at ops/conv.py:164): one per input (input).
+    """Gradient of MaxPool3D: one per input (input).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1796,98 +1837,93 @@ def max_pool3d_grad(op, grad):
     )
 
 
-def max_pool3d(input, *, padding="VALID", ksize, strides):
-    """MaxPool3D: Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            output = outputs_again(input)
-            return max_pool3d_vjp(
-                grad, input, output, padding=padding, ksize=ksize, strides=strides
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(input):
-            return tf.identity(output), backward
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MaxPool3D",
-                1,
-                {"input": input},
-                {"padding": padding, "ksize": ksize, "strides": strides},
-            )
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-2]
-        if padding == "VALID":
-            t1 = (-ksize[3] + t0) // strides[3]
-            t2 = t1 + 1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = tf.range(tf.cast(ksize[3], tf.int64))
-            t6 = strides[3] * t4 + t5
-            t7 = _gather(input, t6, -2, fill=float("-inf"))
-            t8 = tf.shape(input, out_type=tf.int64)[-3]
-            t9 = (-ksize[2] + t8) // strides[2]
-            t10 = t9 + 1
-            t11 = tf.range(tf.cast(t10, tf.int64))
-            t12 = t11[..., None]
-            t13 = tf.range(tf.cast(ksize[2], tf.int64))
-            t14 = strides[2] * t12 + t13
-            t15 = _gather(t7, t14, -4, fill=float("-inf"))
-            t16 = tf.shape(input, out_type=tf.int64)[-4]
-            t17 = (-ksize[1] + t16) // strides[1]
-            t18 = t17 + 1
-            t19 = tf.range(tf.cast(t18, tf.int64))
-            t20 = t19[..., None]
-            t21 = tf.range(tf.cast(ksize[1], tf.int64))
-            t22 = strides[1] * t20 + t21
-            t23 = _gather(t15, t22, -6, fill=float("-inf"))
-            t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            output = tf.reduce_max(t24, axis=[-3, -2, -1])
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[3])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = t2[..., None]
-            t4 = tf.range(tf.cast(ksize[3], tf.int64))
-            t5 = strides[3] * t3 + t4 - _same_padding(t0, ksize[3], strides[3], 1)
-            t6 = _gather(input, t5, -2, fill=float("-inf"))
-            t7 = tf.shape(input, out_type=tf.int64)[-3]
-            t8 = -((-t7) // strides[2])
-            t9 = tf.range(tf.cast(t8, tf.int64))
-            t10 = t9[..., None]
-            t11 = tf.range(tf.cast(ksize[2], tf.int64))
-            t12 = strides[2] * t10 + t11 - _same_padding(t7, ksize[2], strides[2], 1)
-            t13 = _gather(t6, t12, -4, fill=float("-inf"))
-            t14 = tf.shape(input, out_type=tf.int64)[-4]
-            t15 = -((-t14) // strides[1])
-            t16 = tf.range(tf.cast(t15, tf.int64))
-            t17 = t16[..., None]
-            t18 = tf.range(tf.cast(ksize[1], tf.int64))
-            t19 = strides[1] * t17 + t18 - _same_padding(t14, ksize[1], strides[1], 1)
-            t20 = _gather(t13, t19, -6, fill=float("-inf"))
-            t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            output = tf.reduce_max(t21, axis=[-3, -2, -1])
-        else:
-            raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(input)
+def _max_pool3d_declares(input, *, padding="VALID", ksize, strides):
+    """Whether MaxPool3D's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME")
 
 
+_max_pool3d_custom_gradient = _custom_gradient(
+    "MaxPool3D",
+    "input",
+    max_pool3d_forward,
+    max_pool3d_vjp,
+    "output",
+    read=True,
+    declares=_max_pool3d_declares,
+)
 _register("MaxPool3D", max_pool3d_grad)
 
 
+def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
+    """ExtractVolumePatches: Each 3-D window as one channel axis, ordered (plane, row, column, channel) (declared at ops/conv.py:171), with its derived gradient extract_volume_patches_vjp."""
+    return _extract_volume_patches_custom_gradient(
+        input, padding=padding, ksizes=ksizes, strides=strides
+    )
+
+
+def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
+    """ExtractVolumePatches's formula."""
+    t0 = tf.shape(input, out_type=tf.int64)[-2]
+    if padding == "VALID":
+        t1 = (-ksizes[3] + t0) // strides[3]
+        t2 = t1 + 1
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = t3[..., None]
+        t5 = tf.range(tf.cast(ksizes[3], tf.int64))
+        t6 = strides[3] * t4 + t5
+        t7 = _gather(input, t6, -2)
+        t8 = tf.shape(input, out_type=tf.int64)[-3]
+        t9 = (-ksizes[2] + t8) // strides[2]
+        t10 = t9 + 1
+        t11 = tf.range(tf.cast(t10, tf.int64))
+        t12 = t11[..., None]
+        t13 = tf.range(tf.cast(ksizes[2], tf.int64))
+        t14 = strides[2] * t12 + t13
+        t15 = _gather(t7, t14, -4)
+        t16 = tf.shape(input, out_type=tf.int64)[-4]
+        t17 = (-ksizes[1] + t16) // strides[1]
+        t18 = t17 + 1
+        t19 = tf.range(tf.cast(t18, tf.int64))
+        t20 = t19[..., None]
+        t21 = tf.range(tf.cast(ksizes[1], tf.int64))
+        t22 = strides[1] * t20 + t21
+        t23 = _gather(t15, t22, -6)
+        t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4, 6, 7])
+        t25 = tf.shape(input, out_type=tf.int64)[-5]
+        t26 = tf.shape(input, out_type=tf.int64)[-1]
+        patches = tf.reshape(t24, [t25, t18, t10, t2, ksizes[1] * ksizes[2] * ksizes[3] * t26])
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[3])
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = t2[..., None]
+        t4 = tf.range(tf.cast(ksizes[3], tf.int64))
+        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksizes[3], strides[3], 1)
+        t6 = _gather(input, t5, -2)
+        t7 = tf.shape(input, out_type=tf.int64)[-3]
+        t8 = -((-t7) // strides[2])
+        t9 = tf.range(tf.cast(t8, tf.int64))
+        t10 = t9[..., None]
+        t11 = tf.range(tf.cast(ksizes[2], tf.int64))
+        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksizes[2], strides[2], 1)
+        t13 = _gather(t6, t12, -4)
+        t14 = tf.shape(input, out_type=tf.int64)[-4]
+        t15 = -((-t14) // strides[1])
+        t16 = tf.range(tf.cast(t15, tf.int64))
+        t17 = t16[..., None]
+        t18 = tf.range(tf.cast(ksizes[1], tf.int64))
+        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksizes[1], strides[1], 1)
+        t20 = _gather(t13, t19, -6)
+        t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 2, 4, 6, 7])
+        t22 = tf.shape(input, out_type=tf.int64)[-5]
+        t23 = tf.shape(input, out_type=tf.int64)[-1]
+        patches = tf.reshape(t21, [t22, t15, t8, t1, ksizes[1] * ksizes[2] * ksizes[3] * t23])
+    else:
+        raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
+    return patches
+
+
 def extract_volume_patches_vjp(grad, input, patches, *, padding="VALID", ksizes, strides):
-    """Gradient of ExtractVolumePatches (declared at ops/conv.py:171): one per input (input).
+    """Gradient of ExtractVolumePatches: one per input (input).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -1977,96 +2013,77 @@ def extract_volume_patches_grad(op, grad):
     )
 
 
-def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
-    """ExtractVolumePatches: Each 3-D window as one channel axis, ordered (plane, row, column, channel), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return extract_volume_patches_vjp(
-                grad, input, patches, padding=padding, ksizes=ksizes, strides=strides
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "ExtractVolumePatches",
-                1,
-                {"input": input},
-                {"padding": padding, "ksizes": ksizes, "strides": strides},
-            )
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            patches = kernel_outputs[0]
-            return patches, backward
-        # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-2]
-        if padding == "VALID":
-            t1 = (-ksizes[3] + t0) // strides[3]
-            t2 = t1 + 1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = tf.range(tf.cast(ksizes[3], tf.int64))
-            t6 = strides[3] * t4 + t5
-            t7 = _gather(input, t6, -2)
-            t8 = tf.shape(input, out_type=tf.int64)[-3]
-            t9 = (-ksizes[2] + t8) // strides[2]
-            t10 = t9 + 1
-            t11 = tf.range(tf.cast(t10, tf.int64))
-            t12 = t11[..., None]
-            t13 = tf.range(tf.cast(ksizes[2], tf.int64))
-            t14 = strides[2] * t12 + t13
-            t15 = _gather(t7, t14, -4)
-            t16 = tf.shape(input, out_type=tf.int64)[-4]
-            t17 = (-ksizes[1] + t16) // strides[1]
-            t18 = t17 + 1
-            t19 = tf.range(tf.cast(t18, tf.int64))
-            t20 = t19[..., None]
-            t21 = tf.range(tf.cast(ksizes[1], tf.int64))
-            t22 = strides[1] * t20 + t21
-            t23 = _gather(t15, t22, -6)
-            t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4, 6, 7])
-            t25 = tf.shape(input, out_type=tf.int64)[-5]
-            t26 = tf.shape(input, out_type=tf.int64)[-1]
-            patches = tf.reshape(t24, [t25, t18, t10, t2, ksizes[1] * ksizes[2] * ksizes[3] * t26])
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[3])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = t2[..., None]
-            t4 = tf.range(tf.cast(ksizes[3], tf.int64))
-            t5 = strides[3] * t3 + t4 - _same_padding(t0, ksizes[3], strides[3], 1)
-            t6 = _gather(input, t5, -2)
-            t7 = tf.shape(input, out_type=tf.int64)[-3]
-            t8 = -((-t7) // strides[2])
-            t9 = tf.range(tf.cast(t8, tf.int64))
-            t10 = t9[..., None]
-            t11 = tf.range(tf.cast(ksizes[2], tf.int64))
-            t12 = strides[2] * t10 + t11 - _same_padding(t7, ksizes[2], strides[2], 1)
-            t13 = _gather(t6, t12, -4)
-            t14 = tf.shape(input, out_type=tf.int64)[-4]
-            t15 = -((-t14) // strides[1])
-            t16 = tf.range(tf.cast(t15, tf.int64))
-            t17 = t16[..., None]
-            t18 = tf.range(tf.cast(ksizes[1], tf.int64))
-            t19 = strides[1] * t17 + t18 - _same_padding(t14, ksizes[1], strides[1], 1)
-            t20 = _gather(t13, t19, -6)
-            t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 2, 4, 6, 7])
-            t22 = tf.shape(input, out_type=tf.int64)[-5]
-            t23 = tf.shape(input, out_type=tf.int64)[-1]
-            patches = tf.reshape(t21, [t22, t15, t8, t1, ksizes[1] * ksizes[2] * ksizes[3] * t23])
-        else:
-            raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
-        return patches, backward
-
-    return forward(input)
+def _extract_volume_patches_declares(input, *, padding="VALID", ksizes, strides):
+    """Whether ExtractVolumePatches's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME")
 
 
+_extract_volume_patches_custom_gradient = _custom_gradient(
+    "ExtractVolumePatches",
+    "input",
+    extract_volume_patches_forward,
+    extract_volume_patches_vjp,
+    "patches",
+    declares=_extract_volume_patches_declares,
+)
 _register("ExtractVolumePatches", extract_volume_patches_grad)
 
 
+def dilation2d(input, filter, *, padding="VALID", strides, rates):
+    """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC (declared at ops/conv.py:178), with its derived gradient dilation2d_vjp."""
+    return _dilation2d_custom_gradient(input, filter, padding=padding, strides=strides, rates=rates)
+
+
+def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
+    """Dilation2D's formula."""
+    t0 = tf.transpose(filter, perm=[2, 0, 1])
+    if padding == "VALID":
+        t1 = tf.shape(filter, out_type=tf.int64)[-2]
+        t2 = tf.shape(input, out_type=tf.int64)[-2]
+        t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
+        t4 = t3 + 1
+        t5 = tf.range(tf.cast(t4, tf.int64))
+        t6 = t5[..., None]
+        t7 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
+        t8 = rates[2] * t7 + strides[2] * t6
+        t9 = _gather(input, t8, -2, fill=float("-inf"))
+        t10 = tf.shape(input, out_type=tf.int64)[-3]
+        t11 = tf.shape(filter, out_type=tf.int64)[-3]
+        t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
+        t13 = t12 + 1
+        t14 = tf.range(tf.cast(t13, tf.int64))
+        t15 = t14[..., None]
+        t16 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t17 = rates[1] * t16 + strides[1] * t15
+        t18 = _gather(t9, t17, -4, fill=float("-inf"))
+        t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
+        output = tf.reduce_max(t0 + t19, axis=[-2, -1])
+    elif padding == "SAME":
+        t1 = tf.shape(input, out_type=tf.int64)[-2]
+        t2 = -((-t1) // strides[2])
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = t3[..., None]
+        t5 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
+        t6 = tf.shape(filter, out_type=tf.int64)[-2]
+        t7 = rates[2] * t5 + strides[2] * t4 - _same_padding(t1, t6, strides[2], rates[2])
+        t8 = _gather(input, t7, -2, fill=float("-inf"))
+        t9 = tf.shape(input, out_type=tf.int64)[-3]
+        t10 = -((-t9) // strides[1])
+        t11 = tf.range(tf.cast(t10, tf.int64))
+        t12 = t11[..., None]
+        t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        t14 = tf.shape(filter, out_type=tf.int64)[-3]
+        t15 = rates[1] * t13 + strides[1] * t12 - _same_padding(t9, t14, strides[1], rates[1])
+        t16 = _gather(t8, t15, -4, fill=float("-inf"))
+        t17 = tf.transpose(t16, perm=[0, 1, 3, 5, 2, 4])
+        output = tf.reduce_max(t0 + t17, axis=[-2, -1])
+    else:
+        raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
+    return output
+
+
 def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rates):
-    """Gradient of Dilation2D (declared at ops/conv.py:178): one per input (input, filter).
+    """Gradient of Dilation2D: one per input (input, filter).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -2086,7 +2103,7 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
             rates[2] + j * strides[2], c], -oo) + filter[k, b, c], output[n, i, j, c]) + sum_{b, a =
             0..k - 1} indicator_equal(read_outside(input[n, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
-            i.e. `tf.reduce_sum(t20 * tf.where(tf.equal(t29, t21 + t28), tf.constant(1, ...`
+            i.e. `tf.reduce_sum(t20 * tf.cast(tf.equal(t29, t21 + t28), grad.dtype) * ...`
     """
     t0 = grad[..., None, :, None, :]
     t1 = filter[..., None, :, :]
@@ -2102,29 +2119,13 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
         t10 = rates[1] * t9 + strides[1] * t8
         t11 = _gather(t6, t10, -4, fill=float("-inf"))
         t12 = output[..., None, :, None, :]
-        t13 = tf.math.cumsum(
-            tf.where(
-                tf.equal(t12, t1 + t11), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=-2,
-            exclusive=True,
-        )
-        t14 = tf.reduce_sum(
-            tf.where(
-                tf.equal(t12, t1 + t11), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=-2,
-            keepdims=True,
-        )
+        t13 = tf.math.cumsum(tf.cast(tf.equal(t12, t1 + t11), grad.dtype), axis=-2, exclusive=True)
+        t14 = tf.reduce_sum(tf.cast(tf.equal(t12, t1 + t11), grad.dtype), axis=-2, keepdims=True)
         t15 = tf.math.cumsum(t14, axis=-4, exclusive=True)
         t16 = (
             t0
-            * tf.where(
-                tf.equal(t12, t1 + t11), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            * tf.where(
-                tf.equal(t13 + t15, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
+            * tf.cast(tf.equal(t12, t1 + t11), grad.dtype)
+            * tf.cast(tf.equal(t13 + t15, 0), grad.dtype)
         )
         t17 = tf.shape(input, out_type=tf.int64)[-2]
         t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
@@ -2140,29 +2141,13 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
         t27 = _gather(t24, t26, -4, fill=float("-inf"))
         t28 = tf.transpose(t27, perm=[1, 3, 5, 0, 2, 4])
         t29 = tf.transpose(output, perm=[3, 0, 1, 2])
-        t30 = tf.math.cumsum(
-            tf.where(
-                tf.equal(t29, t21 + t28), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=-5,
-            exclusive=True,
-        )
-        t31 = tf.reduce_sum(
-            tf.where(
-                tf.equal(t29, t21 + t28), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=-5,
-            keepdims=True,
-        )
+        t30 = tf.math.cumsum(tf.cast(tf.equal(t29, t21 + t28), grad.dtype), axis=-5, exclusive=True)
+        t31 = tf.reduce_sum(tf.cast(tf.equal(t29, t21 + t28), grad.dtype), axis=-5, keepdims=True)
         t32 = tf.math.cumsum(t31, axis=-6, exclusive=True)
         grad_filter = tf.reduce_sum(
             t20
-            * tf.where(
-                tf.equal(t29, t21 + t28), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            * tf.where(
-                tf.equal(t30 + t32, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
+            * tf.cast(tf.equal(t29, t21 + t28), grad.dtype)
+            * tf.cast(tf.equal(t30 + t32, 0), grad.dtype),
             axis=[-3, -2, -1],
         )
     elif padding == "SAME":
@@ -2178,29 +2163,13 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
         t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
         t15 = _gather(t8, t14, -4, fill=float("-inf"))
         t16 = output[..., None, :, None, :]
-        t17 = tf.math.cumsum(
-            tf.where(
-                tf.equal(t16, t1 + t15), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=-2,
-            exclusive=True,
-        )
-        t18 = tf.reduce_sum(
-            tf.where(
-                tf.equal(t16, t1 + t15), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=-2,
-            keepdims=True,
-        )
+        t17 = tf.math.cumsum(tf.cast(tf.equal(t16, t1 + t15), grad.dtype), axis=-2, exclusive=True)
+        t18 = tf.reduce_sum(tf.cast(tf.equal(t16, t1 + t15), grad.dtype), axis=-2, keepdims=True)
         t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
         t20 = (
             t0
-            * tf.where(
-                tf.equal(t16, t1 + t15), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            * tf.where(
-                tf.equal(t17 + t19, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
+            * tf.cast(tf.equal(t16, t1 + t15), grad.dtype)
+            * tf.cast(tf.equal(t17 + t19, 0), grad.dtype)
         )
         t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
         grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
@@ -2214,29 +2183,13 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
         t29 = _gather(t26, t28, -4, fill=float("-inf"))
         t30 = tf.transpose(t29, perm=[1, 3, 5, 0, 2, 4])
         t31 = tf.transpose(output, perm=[3, 0, 1, 2])
-        t32 = tf.math.cumsum(
-            tf.where(
-                tf.equal(t31, t23 + t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=-5,
-            exclusive=True,
-        )
-        t33 = tf.reduce_sum(
-            tf.where(
-                tf.equal(t31, t23 + t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=-5,
-            keepdims=True,
-        )
+        t32 = tf.math.cumsum(tf.cast(tf.equal(t31, t23 + t30), grad.dtype), axis=-5, exclusive=True)
+        t33 = tf.reduce_sum(tf.cast(tf.equal(t31, t23 + t30), grad.dtype), axis=-5, keepdims=True)
         t34 = tf.math.cumsum(t33, axis=-6, exclusive=True)
         grad_filter = tf.reduce_sum(
             t22
-            * tf.where(
-                tf.equal(t31, t23 + t30), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            * tf.where(
-                tf.equal(t32 + t34, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
+            * tf.cast(tf.equal(t31, t23 + t30), grad.dtype)
+            * tf.cast(tf.equal(t32 + t34, 0), grad.dtype),
             axis=[-3, -2, -1],
         )
     else:
@@ -2256,89 +2209,119 @@ def dilation2d_grad(op, grad):
     )
 
 
-def dilation2d(input, filter, *, padding="VALID", strides, rates):
-    """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input, filter):
-        def backward(grad):
-            output = outputs_again(input, filter)
-            return dilation2d_vjp(
-                grad, input, filter, output, padding=padding, strides=strides, rates=rates
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(input, filter):
-            return tf.identity(output), backward
-
-        kernel_outputs = (
-            _tf_kernel(
-                "Dilation2D",
-                1,
-                {"input": input, "filter": filter},
-                {"padding": padding, "strides": strides, "rates": rates},
-            )
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.transpose(filter, perm=[2, 0, 1])
-        if padding == "VALID":
-            t1 = tf.shape(filter, out_type=tf.int64)[-2]
-            t2 = tf.shape(input, out_type=tf.int64)[-2]
-            t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
-            t4 = t3 + 1
-            t5 = tf.range(tf.cast(t4, tf.int64))
-            t6 = t5[..., None]
-            t7 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
-            t8 = rates[2] * t7 + strides[2] * t6
-            t9 = _gather(input, t8, -2, fill=float("-inf"))
-            t10 = tf.shape(input, out_type=tf.int64)[-3]
-            t11 = tf.shape(filter, out_type=tf.int64)[-3]
-            t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
-            t13 = t12 + 1
-            t14 = tf.range(tf.cast(t13, tf.int64))
-            t15 = t14[..., None]
-            t16 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-            t17 = rates[1] * t16 + strides[1] * t15
-            t18 = _gather(t9, t17, -4, fill=float("-inf"))
-            t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t0 + t19, axis=[-2, -1])
-        elif padding == "SAME":
-            t1 = tf.shape(input, out_type=tf.int64)[-2]
-            t2 = -((-t1) // strides[2])
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
-            t6 = tf.shape(filter, out_type=tf.int64)[-2]
-            t7 = rates[2] * t5 + strides[2] * t4 - _same_padding(t1, t6, strides[2], rates[2])
-            t8 = _gather(input, t7, -2, fill=float("-inf"))
-            t9 = tf.shape(input, out_type=tf.int64)[-3]
-            t10 = -((-t9) // strides[1])
-            t11 = tf.range(tf.cast(t10, tf.int64))
-            t12 = t11[..., None]
-            t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-            t14 = tf.shape(filter, out_type=tf.int64)[-3]
-            t15 = rates[1] * t13 + strides[1] * t12 - _same_padding(t9, t14, strides[1], rates[1])
-            t16 = _gather(t8, t15, -4, fill=float("-inf"))
-            t17 = tf.transpose(t16, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t0 + t17, axis=[-2, -1])
-        else:
-            raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(input, filter)
+def _dilation2d_declares(input, filter, *, padding="VALID", strides, rates):
+    """Whether Dilation2D's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME")
 
 
+_dilation2d_custom_gradient = _custom_gradient(
+    "Dilation2D",
+    "input filter",
+    dilation2d_forward,
+    dilation2d_vjp,
+    "output",
+    read=True,
+    declares=_dilation2d_declares,
+)
 _register("Dilation2D", dilation2d_grad)
 
 
+def avg_pool3d(input, *, padding="VALID", ksize, strides):
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:196), with its derived gradient avg_pool3d_vjp."""
+    return _avg_pool3d_custom_gradient(input, padding=padding, ksize=ksize, strides=strides)
+
+
+def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
+    """AvgPool3D's formula."""
+    t0 = tf.shape(input, out_type=tf.int64)[-4]
+    if padding == "VALID":
+        t1 = (-ksize[1] + t0) // strides[1]
+        t2 = t1 + 1
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = t3[..., None, None, None, None, None]
+        t5 = tf.shape(input, out_type=tf.int64)[-3]
+        t6 = (-ksize[2] + t5) // strides[2]
+        t7 = t6 + 1
+        t8 = tf.range(tf.cast(t7, tf.int64))
+        t9 = t8[..., None, None, None, None]
+        t10 = tf.shape(input, out_type=tf.int64)[-2]
+        t11 = (-ksize[3] + t10) // strides[3]
+        t12 = t11 + 1
+        t13 = tf.range(tf.cast(t12, tf.int64))
+        t14 = t13[..., None, None, None]
+        t15 = tf.range(tf.cast(ksize[1], tf.int64))
+        t16 = t15[..., None, None]
+        t17 = tf.range(tf.cast(ksize[2], tf.int64))
+        t18 = t17[..., None]
+        t19 = tf.range(tf.cast(ksize[3], tf.int64))
+        t20 = (
+            (strides[1] * t4 + t16 >= 0)
+            & (strides[2] * t9 + t18 >= 0)
+            & (strides[3] * t14 + t19 >= 0)
+            & (strides[1] * t4 + t16 <= t0 - 1)
+            & (strides[2] * t9 + t18 <= t5 - 1)
+            & (strides[3] * t14 + t19 <= t10 - 1)
+        )
+        t21 = t20[..., None, :, :, :]
+        t22 = tf.reduce_sum(tf.cast(t21, input.dtype), axis=[-3, -2, -1])
+        t23 = t13[..., None]
+        t24 = strides[3] * t23 + t19
+        t25 = _gather(input, t24, -2)
+        t26 = t8[..., None]
+        t27 = strides[2] * t26 + t17
+        t28 = _gather(t25, t27, -4)
+        t29 = t3[..., None]
+        t30 = strides[1] * t29 + t15
+        t31 = _gather(t28, t30, -6)
+        t32 = tf.transpose(t31, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t33 = tf.reduce_sum(t32, axis=[-3, -2, -1])
+        output = t33 / t22
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[1])
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = t2[..., None, None, None, None, None]
+        t4 = tf.shape(input, out_type=tf.int64)[-3]
+        t5 = -((-t4) // strides[2])
+        t6 = tf.range(tf.cast(t5, tf.int64))
+        t7 = t6[..., None, None, None, None]
+        t8 = tf.shape(input, out_type=tf.int64)[-2]
+        t9 = -((-t8) // strides[3])
+        t10 = tf.range(tf.cast(t9, tf.int64))
+        t11 = t10[..., None, None, None]
+        t12 = tf.range(tf.cast(ksize[1], tf.int64))
+        t13 = t12[..., None, None]
+        t14 = tf.range(tf.cast(ksize[2], tf.int64))
+        t15 = t14[..., None]
+        t16 = tf.range(tf.cast(ksize[3], tf.int64))
+        t17 = (
+            (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
+            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) >= 0)
+            & (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
+            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) <= t8 - 1)
+        )
+        t18 = t17[..., None, :, :, :]
+        t19 = tf.reduce_sum(tf.cast(t18, input.dtype), axis=[-3, -2, -1])
+        t20 = t10[..., None]
+        t21 = strides[3] * t20 + t16 - _same_padding(t8, ksize[3], strides[3], 1)
+        t22 = _gather(input, t21, -2)
+        t23 = t6[..., None]
+        t24 = strides[2] * t23 + t14 - _same_padding(t4, ksize[2], strides[2], 1)
+        t25 = _gather(t22, t24, -4)
+        t26 = t2[..., None]
+        t27 = strides[1] * t26 + t12 - _same_padding(t0, ksize[1], strides[1], 1)
+        t28 = _gather(t25, t27, -6)
+        t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t30 = tf.reduce_sum(t29, axis=[-3, -2, -1])
+        output = t30 / t19
+    else:
+        raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
+    return output
+
+
 def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
-    """Gradient of AvgPool3D (declared at ops/conv.py:196): one per input (input).
+    """Gradient of AvgPool3D: one per input (input).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -2382,11 +2365,7 @@ def avg_pool3d_vjp(grad, input, output, *, padding="VALID", ksize, strides):
                 & (strides[3] * t7 + t5 - _same_padding(t13, ksize[3], strides[3], 1) <= t13 - 1)
             )
         t15 = t14[..., None, :, :, :, :, :]
-        t16 = tf.reduce_sum(
-            tf.where(t15, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=[-4, -2, -1],
-            keepdims=True,
-        )
+        t16 = tf.reduce_sum(tf.cast(t15, grad.dtype), axis=[-4, -2, -1], keepdims=True)
         t17 = grad[..., None, :, None, :, None, :]
         t18 = t17 / t16
         t19 = t6[..., None]
@@ -2424,130 +2403,73 @@ def avg_pool3d_grad(op, grad):
     )
 
 
-def avg_pool3d(input, *, padding="VALID", ksize, strides):
-    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return avg_pool3d_vjp(
-                grad, input, output, padding=padding, ksize=ksize, strides=strides
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "AvgPool3D",
-                1,
-                {"input": input},
-                {"padding": padding, "ksize": ksize, "strides": strides},
-            )
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-4]
-        if padding == "VALID":
-            t1 = (-ksize[1] + t0) // strides[1]
-            t2 = t1 + 1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None, None, None, None, None]
-            t5 = tf.shape(input, out_type=tf.int64)[-3]
-            t6 = (-ksize[2] + t5) // strides[2]
-            t7 = t6 + 1
-            t8 = tf.range(tf.cast(t7, tf.int64))
-            t9 = t8[..., None, None, None, None]
-            t10 = tf.shape(input, out_type=tf.int64)[-2]
-            t11 = (-ksize[3] + t10) // strides[3]
-            t12 = t11 + 1
-            t13 = tf.range(tf.cast(t12, tf.int64))
-            t14 = t13[..., None, None, None]
-            t15 = tf.range(tf.cast(ksize[1], tf.int64))
-            t16 = t15[..., None, None]
-            t17 = tf.range(tf.cast(ksize[2], tf.int64))
-            t18 = t17[..., None]
-            t19 = tf.range(tf.cast(ksize[3], tf.int64))
-            t20 = (
-                (strides[1] * t4 + t16 >= 0)
-                & (strides[2] * t9 + t18 >= 0)
-                & (strides[3] * t14 + t19 >= 0)
-                & (strides[1] * t4 + t16 <= t0 - 1)
-                & (strides[2] * t9 + t18 <= t5 - 1)
-                & (strides[3] * t14 + t19 <= t10 - 1)
-            )
-            t21 = t20[..., None, :, :, :]
-            t22 = tf.reduce_sum(
-                tf.where(t21, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
-                axis=[-3, -2, -1],
-            )
-            t23 = t13[..., None]
-            t24 = strides[3] * t23 + t19
-            t25 = _gather(input, t24, -2)
-            t26 = t8[..., None]
-            t27 = strides[2] * t26 + t17
-            t28 = _gather(t25, t27, -4)
-            t29 = t3[..., None]
-            t30 = strides[1] * t29 + t15
-            t31 = _gather(t28, t30, -6)
-            t32 = tf.transpose(t31, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t33 = tf.reduce_sum(t32, axis=[-3, -2, -1])
-            output = t33 / t22
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[1])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = t2[..., None, None, None, None, None]
-            t4 = tf.shape(input, out_type=tf.int64)[-3]
-            t5 = -((-t4) // strides[2])
-            t6 = tf.range(tf.cast(t5, tf.int64))
-            t7 = t6[..., None, None, None, None]
-            t8 = tf.shape(input, out_type=tf.int64)[-2]
-            t9 = -((-t8) // strides[3])
-            t10 = tf.range(tf.cast(t9, tf.int64))
-            t11 = t10[..., None, None, None]
-            t12 = tf.range(tf.cast(ksize[1], tf.int64))
-            t13 = t12[..., None, None]
-            t14 = tf.range(tf.cast(ksize[2], tf.int64))
-            t15 = t14[..., None]
-            t16 = tf.range(tf.cast(ksize[3], tf.int64))
-            t17 = (
-                (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-                & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
-                & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) >= 0)
-                & (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-                & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
-                & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) <= t8 - 1)
-            )
-            t18 = t17[..., None, :, :, :]
-            t19 = tf.reduce_sum(
-                tf.where(t18, tf.constant(1, input.dtype), tf.constant(0, input.dtype)),
-                axis=[-3, -2, -1],
-            )
-            t20 = t10[..., None]
-            t21 = strides[3] * t20 + t16 - _same_padding(t8, ksize[3], strides[3], 1)
-            t22 = _gather(input, t21, -2)
-            t23 = t6[..., None]
-            t24 = strides[2] * t23 + t14 - _same_padding(t4, ksize[2], strides[2], 1)
-            t25 = _gather(t22, t24, -4)
-            t26 = t2[..., None]
-            t27 = strides[1] * t26 + t12 - _same_padding(t0, ksize[1], strides[1], 1)
-            t28 = _gather(t25, t27, -6)
-            t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-            t30 = tf.reduce_sum(t29, axis=[-3, -2, -1])
-            output = t30 / t19
-        else:
-            raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(input)
+def _avg_pool3d_declares(input, *, padding="VALID", ksize, strides):
+    """Whether AvgPool3D's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return padding in ("VALID", "SAME")
 
 
+_avg_pool3d_custom_gradient = _custom_gradient(
+    "AvgPool3D",
+    "input",
+    avg_pool3d_forward,
+    avg_pool3d_vjp,
+    "output",
+    declares=_avg_pool3d_declares,
+)
 _register("AvgPool3D", avg_pool3d_grad)
 
 
+def max_pool_v2(input, *, padding="VALID", ksize, strides):
+    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:215), with its derived gradient max_pool_v2_vjp."""
+    return _max_pool_v2_custom_gradient(input, padding=padding, ksize=ksize, strides=strides)
+
+
+def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
+    """MaxPoolV2's formula."""
+    ksize = tf.cast(ksize, tf.int64)
+    strides = tf.cast(strides, tf.int64)
+    t0 = tf.shape(input, out_type=tf.int64)[-2]
+    if padding == "VALID":
+        t1 = (-ksize[2] + t0) // strides[2]
+        t2 = t1 + 1
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = t3[..., None]
+        t5 = tf.range(tf.cast(ksize[2], tf.int64))
+        t6 = strides[2] * t4 + t5
+        t7 = _gather(input, t6, -2, fill=float("-inf"))
+        t8 = tf.shape(input, out_type=tf.int64)[-3]
+        t9 = (-ksize[1] + t8) // strides[1]
+        t10 = t9 + 1
+        t11 = tf.range(tf.cast(t10, tf.int64))
+        t12 = t11[..., None]
+        t13 = tf.range(tf.cast(ksize[1], tf.int64))
+        t14 = strides[1] * t12 + t13
+        t15 = _gather(t7, t14, -4, fill=float("-inf"))
+        t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
+        output = tf.reduce_max(t16, axis=[-2, -1])
+    elif padding == "SAME":
+        t1 = -((-t0) // strides[2])
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = t2[..., None]
+        t4 = tf.range(tf.cast(ksize[2], tf.int64))
+        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
+        t6 = _gather(input, t5, -2, fill=float("-inf"))
+        t7 = tf.shape(input, out_type=tf.int64)[-3]
+        t8 = -((-t7) // strides[1])
+        t9 = tf.range(tf.cast(t8, tf.int64))
+        t10 = t9[..., None]
+        t11 = tf.range(tf.cast(ksize[1], tf.int64))
+        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
+        t13 = _gather(t6, t12, -4, fill=float("-inf"))
+        t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
+        output = tf.reduce_max(t14, axis=[-2, -1])
+    else:
+        raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
+    return output
+
+
 def max_pool_v2_vjp(grad, input, output, *, padding="VALID", ksize, strides):
-    """Gradient of MaxPoolV2 (declared at ops/conv.py:215): one per input (input).
+    """Gradient of MaxPoolV2: one per input (input).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
@@ -2604,75 +2526,20 @@ def max_pool_v2_grad(op, grad):
     return _insert_none(grads, (1, 2))
 
 
-def max_pool_v2(input, *, padding="VALID", ksize, strides):
-    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"padding": padding, "ksize": ksize, "strides": strides}
+def _max_pool_v2_declares(input, *, padding="VALID", ksize, strides):
+    """Whether MaxPoolV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            output = outputs_again(input)
-            return max_pool_v2_vjp(
-                grad, input, output, padding=padding, ksize=ksize, strides=strides
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(input):
-            return tf.identity(output), backward
-
-        kernel_outputs = (
-            _tf_kernel("MaxPoolV2", 1, {"input": input}, kernel_attrs)
-            if padding in ("VALID", "SAME")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-2]
-        if padding == "VALID":
-            t1 = (-ksize[2] + t0) // strides[2]
-            t2 = t1 + 1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = t3[..., None]
-            t5 = tf.range(tf.cast(ksize[2], tf.int64))
-            t6 = strides[2] * t4 + t5
-            t7 = _gather(input, t6, -2, fill=float("-inf"))
-            t8 = tf.shape(input, out_type=tf.int64)[-3]
-            t9 = (-ksize[1] + t8) // strides[1]
-            t10 = t9 + 1
-            t11 = tf.range(tf.cast(t10, tf.int64))
-            t12 = t11[..., None]
-            t13 = tf.range(tf.cast(ksize[1], tf.int64))
-            t14 = strides[1] * t12 + t13
-            t15 = _gather(t7, t14, -4, fill=float("-inf"))
-            t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t16, axis=[-2, -1])
-        elif padding == "SAME":
-            t1 = -((-t0) // strides[2])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = t2[..., None]
-            t4 = tf.range(tf.cast(ksize[2], tf.int64))
-            t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
-            t6 = _gather(input, t5, -2, fill=float("-inf"))
-            t7 = tf.shape(input, out_type=tf.int64)[-3]
-            t8 = -((-t7) // strides[1])
-            t9 = tf.range(tf.cast(t8, tf.int64))
-            t10 = t9[..., None]
-            t11 = tf.range(tf.cast(ksize[1], tf.int64))
-            t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=float("-inf"))
-            t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
-            output = tf.reduce_max(t14, axis=[-2, -1])
-        else:
-            raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
-        return output, backward
-
-    return forward(input)
+    return padding in ("VALID", "SAME")
 
 
+_max_pool_v2_custom_gradient = _custom_gradient(
+    "MaxPoolV2",
+    "input",
+    max_pool_v2_forward,
+    max_pool_v2_vjp,
+    "output",
+    read=True,
+    declares=_max_pool_v2_declares,
+)
 _register("MaxPoolV2", max_pool_v2_grad)

@@ -26,6 +26,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _shift_right(x, axis, fill, steps=1):
     """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
     from an inclusive one."""
@@ -241,7 +316,14 @@ def conv2d(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:42); differentiated by conv2d_vjp."""
-    return _Conv2DFunction.apply(padding, strides, explicit_paddings, dilations, input, filter)
+    return _conv2d_autograd(
+        input,
+        filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
+    )
 
 
 def conv2d_forward(
@@ -394,47 +476,20 @@ def conv2d_vjp(
     return grad_input, grad_filter
 
 
-class _Conv2DFunction(torch.autograd.Function):
-    """Conv2D for autograd: the backward is conv2d_vjp."""
-
-    @staticmethod
-    def forward(padding, strides, explicit_paddings, dilations, input, filter):
-        return conv2d_forward(
-            input,
-            filter,
-            padding=padding,
-            strides=strides,
-            explicit_paddings=explicit_paddings,
-            dilations=dilations,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, strides, explicit_paddings, dilations = ctx.attrs
-        input, filter = ctx.saved_tensors
-        grads = conv2d_vjp(
-            grad,
-            input,
-            filter,
-            padding=padding,
-            strides=strides,
-            explicit_paddings=explicit_paddings,
-            dilations=dilations,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_conv2d_autograd = _autograd_function("Conv2D", conv2d_forward, conv2d_vjp, "output")
 
 
 def depthwise_conv2d_native(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:63); differentiated by depthwise_conv2d_native_vjp."""
-    return _DepthwiseConv2dNativeFunction.apply(
-        padding, strides, explicit_paddings, dilations, input, filter
+    return _depthwise_conv2d_native_autograd(
+        input,
+        filter,
+        padding=padding,
+        strides=strides,
+        explicit_paddings=explicit_paddings,
+        dilations=dilations,
     )
 
 
@@ -625,44 +680,16 @@ def depthwise_conv2d_native_vjp(
     return grad_input, grad_filter
 
 
-class _DepthwiseConv2dNativeFunction(torch.autograd.Function):
-    """DepthwiseConv2dNative for autograd: the backward is depthwise_conv2d_native_vjp."""
-
-    @staticmethod
-    def forward(padding, strides, explicit_paddings, dilations, input, filter):
-        return depthwise_conv2d_native_forward(
-            input,
-            filter,
-            padding=padding,
-            strides=strides,
-            explicit_paddings=explicit_paddings,
-            dilations=dilations,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, strides, explicit_paddings, dilations = ctx.attrs
-        input, filter = ctx.saved_tensors
-        grads = depthwise_conv2d_native_vjp(
-            grad,
-            input,
-            filter,
-            padding=padding,
-            strides=strides,
-            explicit_paddings=explicit_paddings,
-            dilations=dilations,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_depthwise_conv2d_native_autograd = _autograd_function(
+    "DepthwiseConv2dNative", depthwise_conv2d_native_forward, depthwise_conv2d_native_vjp, "output"
+)
 
 
 def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:80); differentiated by extract_image_patches_vjp."""
-    return _ExtractImagePatchesFunction.apply(padding, ksizes, strides, rates, images)
+    return _extract_image_patches_autograd(
+        images, padding=padding, ksizes=ksizes, strides=strides, rates=rates
+    )
 
 
 def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
@@ -760,33 +787,14 @@ def extract_image_patches_vjp(
     return (grad_images,)
 
 
-class _ExtractImagePatchesFunction(torch.autograd.Function):
-    """ExtractImagePatches for autograd: the backward is extract_image_patches_vjp."""
-
-    @staticmethod
-    def forward(padding, ksizes, strides, rates, images):
-        return extract_image_patches_forward(
-            images, padding=padding, ksizes=ksizes, strides=strides, rates=rates
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, ksizes, strides, rates = ctx.attrs
-        (images,) = ctx.saved_tensors
-        grads = extract_image_patches_vjp(
-            grad, images, padding=padding, ksizes=ksizes, strides=strides, rates=rates
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_extract_image_patches_autograd = _autograd_function(
+    "ExtractImagePatches", extract_image_patches_forward, extract_image_patches_vjp, "patches"
+)
 
 
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
     """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:90); differentiated by conv3d_vjp."""
-    return _Conv3DFunction.apply(padding, strides, dilations, input, filter)
+    return _conv3d_autograd(input, filter, padding=padding, strides=strides, dilations=dilations)
 
 
 def conv3d_forward(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
@@ -892,31 +900,12 @@ def conv3d_vjp(
     return grad_input, grad_filter
 
 
-class _Conv3DFunction(torch.autograd.Function):
-    """Conv3D for autograd: the backward is conv3d_vjp."""
-
-    @staticmethod
-    def forward(padding, strides, dilations, input, filter):
-        return conv3d_forward(input, filter, padding=padding, strides=strides, dilations=dilations)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:3]
-        ctx.save_for_backward(*inputs[3:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, strides, dilations = ctx.attrs
-        input, filter = ctx.saved_tensors
-        grads = conv3d_vjp(
-            grad, input, filter, padding=padding, strides=strides, dilations=dilations
-        )
-        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+_conv3d_autograd = _autograd_function("Conv3D", conv3d_forward, conv3d_vjp, "output")
 
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
     """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:131); differentiated by avg_pool_vjp."""
-    return _AvgPoolFunction.apply(padding, ksize, strides, value)
+    return _avg_pool_autograd(value, padding=padding, ksize=ksize, strides=strides)
 
 
 def avg_pool_forward(value, *, padding="VALID", ksize, strides):
@@ -1040,29 +1029,14 @@ def avg_pool_vjp(grad, value, *, output=None, padding="VALID", ksize, strides):
     return (grad_value,)
 
 
-class _AvgPoolFunction(torch.autograd.Function):
-    """AvgPool for autograd: the backward is avg_pool_vjp."""
-
-    @staticmethod
-    def forward(padding, ksize, strides, value):
-        return avg_pool_forward(value, padding=padding, ksize=ksize, strides=strides)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:3]
-        ctx.save_for_backward(*inputs[3:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, ksize, strides = ctx.attrs
-        (value,) = ctx.saved_tensors
-        grads = avg_pool_vjp(grad, value, padding=padding, ksize=ksize, strides=strides)
-        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+_avg_pool_autograd = _autograd_function("AvgPool", avg_pool_forward, avg_pool_vjp, "output")
 
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:139); differentiated by max_pool_vjp."""
-    return _MaxPoolFunction.apply(padding, data_format, ksize, strides, input)
+    return _max_pool_autograd(
+        input, padding=padding, data_format=data_format, ksize=ksize, strides=strides
+    )
 
 
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
@@ -1165,39 +1139,14 @@ def max_pool_vjp(grad, input, *, output=None, padding="VALID", data_format="NHWC
     return (grad_input,)
 
 
-class _MaxPoolFunction(torch.autograd.Function):
-    """MaxPool for autograd: the backward is max_pool_vjp."""
-
-    @staticmethod
-    def forward(padding, data_format, ksize, strides, input):
-        return max_pool_forward(
-            input, padding=padding, data_format=data_format, ksize=ksize, strides=strides
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, data_format, ksize, strides = ctx.attrs
-        input, output = ctx.saved_tensors
-        grads = max_pool_vjp(
-            grad,
-            input,
-            output=output,
-            padding=padding,
-            data_format=data_format,
-            ksize=ksize,
-            strides=strides,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_max_pool_autograd = _autograd_function(
+    "MaxPool", max_pool_forward, max_pool_vjp, "output", read="output"
+)
 
 
 def max_pool3d(input, *, padding="VALID", ksize, strides):
     """MaxPool3D: Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum (declared at ops/conv.py:164); differentiated by max_pool3d_vjp."""
-    return _MaxPool3DFunction.apply(padding, ksize, strides, input)
+    return _max_pool3d_autograd(input, padding=padding, ksize=ksize, strides=strides)
 
 
 def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
@@ -1303,31 +1252,14 @@ def max_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
     return (grad_input,)
 
 
-class _MaxPool3DFunction(torch.autograd.Function):
-    """MaxPool3D for autograd: the backward is max_pool3d_vjp."""
-
-    @staticmethod
-    def forward(padding, ksize, strides, input):
-        return max_pool3d_forward(input, padding=padding, ksize=ksize, strides=strides)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:3]
-        ctx.save_for_backward(*inputs[3:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, ksize, strides = ctx.attrs
-        input, output = ctx.saved_tensors
-        grads = max_pool3d_vjp(
-            grad, input, output=output, padding=padding, ksize=ksize, strides=strides
-        )
-        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+_max_pool3d_autograd = _autograd_function(
+    "MaxPool3D", max_pool3d_forward, max_pool3d_vjp, "output", read="output"
+)
 
 
 def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches: Each 3-D window as one channel axis, ordered (plane, row, column, channel) (declared at ops/conv.py:171); differentiated by extract_volume_patches_vjp."""
-    return _ExtractVolumePatchesFunction.apply(padding, ksizes, strides, input)
+    return _extract_volume_patches_autograd(input, padding=padding, ksizes=ksizes, strides=strides)
 
 
 def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
@@ -1452,33 +1384,14 @@ def extract_volume_patches_vjp(grad, input, *, patches=None, padding="VALID", ks
     return (grad_input,)
 
 
-class _ExtractVolumePatchesFunction(torch.autograd.Function):
-    """ExtractVolumePatches for autograd: the backward is extract_volume_patches_vjp."""
-
-    @staticmethod
-    def forward(padding, ksizes, strides, input):
-        return extract_volume_patches_forward(
-            input, padding=padding, ksizes=ksizes, strides=strides
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:3]
-        ctx.save_for_backward(*inputs[3:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, ksizes, strides = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = extract_volume_patches_vjp(
-            grad, input, padding=padding, ksizes=ksizes, strides=strides
-        )
-        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+_extract_volume_patches_autograd = _autograd_function(
+    "ExtractVolumePatches", extract_volume_patches_forward, extract_volume_patches_vjp, "patches"
+)
 
 
 def dilation2d(input, filter, *, padding="VALID", strides, rates):
     """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC (declared at ops/conv.py:178); differentiated by dilation2d_vjp."""
-    return _Dilation2DFunction.apply(padding, strides, rates, input, filter)
+    return _dilation2d_autograd(input, filter, padding=padding, strides=strides, rates=rates)
 
 
 def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
@@ -1640,31 +1553,14 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
     return grad_input, grad_filter
 
 
-class _Dilation2DFunction(torch.autograd.Function):
-    """Dilation2D for autograd: the backward is dilation2d_vjp."""
-
-    @staticmethod
-    def forward(padding, strides, rates, input, filter):
-        return dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:3]
-        ctx.save_for_backward(*inputs[3:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, strides, rates = ctx.attrs
-        input, filter, output = ctx.saved_tensors
-        grads = dilation2d_vjp(
-            grad, input, filter, output=output, padding=padding, strides=strides, rates=rates
-        )
-        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+_dilation2d_autograd = _autograd_function(
+    "Dilation2D", dilation2d_forward, dilation2d_vjp, "output", read="output"
+)
 
 
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
     """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:196); differentiated by avg_pool3d_vjp."""
-    return _AvgPool3DFunction.apply(padding, ksize, strides, input)
+    return _avg_pool3d_autograd(input, padding=padding, ksize=ksize, strides=strides)
 
 
 def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
@@ -1827,29 +1723,12 @@ def avg_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
     return (grad_input,)
 
 
-class _AvgPool3DFunction(torch.autograd.Function):
-    """AvgPool3D for autograd: the backward is avg_pool3d_vjp."""
-
-    @staticmethod
-    def forward(padding, ksize, strides, input):
-        return avg_pool3d_forward(input, padding=padding, ksize=ksize, strides=strides)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:3]
-        ctx.save_for_backward(*inputs[3:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, ksize, strides = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = avg_pool3d_vjp(grad, input, padding=padding, ksize=ksize, strides=strides)
-        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+_avg_pool3d_autograd = _autograd_function("AvgPool3D", avg_pool3d_forward, avg_pool3d_vjp, "output")
 
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:215); differentiated by max_pool_v2_vjp."""
-    return _MaxPoolV2Function.apply(padding, ksize, strides, input)
+    return _max_pool_v2_autograd(input, padding=padding, ksize=ksize, strides=strides)
 
 
 def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
@@ -1942,23 +1821,6 @@ def max_pool_v2_vjp(grad, input, *, output=None, padding="VALID", ksize, strides
     return (grad_input,)
 
 
-class _MaxPoolV2Function(torch.autograd.Function):
-    """MaxPoolV2 for autograd: the backward is max_pool_v2_vjp."""
-
-    @staticmethod
-    def forward(padding, ksize, strides, input):
-        return max_pool_v2_forward(input, padding=padding, ksize=ksize, strides=strides)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:3]
-        ctx.save_for_backward(*inputs[3:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        padding, ksize, strides = ctx.attrs
-        input, output = ctx.saved_tensors
-        grads = max_pool_v2_vjp(
-            grad, input, output=output, padding=padding, ksize=ksize, strides=strides
-        )
-        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+_max_pool_v2_autograd = _autograd_function(
+    "MaxPoolV2", max_pool_v2_forward, max_pool_v2_vjp, "output", read="output"
+)

@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +17,44 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 _python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _sum_to_shape(g, shape):
@@ -98,22 +134,7 @@ def trace_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _trace_custom_vjp(x):
-    return trace_forward(x)
-
-
-def _trace_fwd(x):
-    y = trace_forward(x)
-    return y, ((x,), y)
-
-
-def _trace_bwd(saved, grad):
-    (x,), y = saved
-    return trace_vjp(grad, x, y=y)
-
-
-_trace_custom_vjp.defvjp(_trace_fwd, _trace_bwd)
+_trace_custom_vjp = _custom_vjp(trace_forward, trace_vjp, "y")
 
 
 def matrix_diag_part(input):
@@ -139,22 +160,9 @@ def matrix_diag_part_vjp(grad, input, *, diagonal=None):
     return (grad_input,)
 
 
-@jax.custom_vjp
-def _matrix_diag_part_custom_vjp(input):
-    return matrix_diag_part_forward(input)
-
-
-def _matrix_diag_part_fwd(input):
-    diagonal = matrix_diag_part_forward(input)
-    return diagonal, ((input,), diagonal)
-
-
-def _matrix_diag_part_bwd(saved, grad):
-    (input,), diagonal = saved
-    return matrix_diag_part_vjp(grad, input, diagonal=diagonal)
-
-
-_matrix_diag_part_custom_vjp.defvjp(_matrix_diag_part_fwd, _matrix_diag_part_bwd)
+_matrix_diag_part_custom_vjp = _custom_vjp(
+    matrix_diag_part_forward, matrix_diag_part_vjp, "diagonal"
+)
 
 
 def matrix_diag(diagonal):
@@ -180,22 +188,7 @@ def matrix_diag_vjp(grad, diagonal, *, output=None):
     return (grad_diagonal,)
 
 
-@jax.custom_vjp
-def _matrix_diag_custom_vjp(diagonal):
-    return matrix_diag_forward(diagonal)
-
-
-def _matrix_diag_fwd(diagonal):
-    output = matrix_diag_forward(diagonal)
-    return output, ((diagonal,), output)
-
-
-def _matrix_diag_bwd(saved, grad):
-    (diagonal,), output = saved
-    return matrix_diag_vjp(grad, diagonal, output=output)
-
-
-_matrix_diag_custom_vjp.defvjp(_matrix_diag_fwd, _matrix_diag_bwd)
+_matrix_diag_custom_vjp = _custom_vjp(matrix_diag_forward, matrix_diag_vjp, "output")
 
 
 def matrix_set_diag(input, diagonal):
@@ -229,22 +222,7 @@ def matrix_set_diag_vjp(grad, input, diagonal, *, output=None):
     return grad_input, grad_diagonal
 
 
-@jax.custom_vjp
-def _matrix_set_diag_custom_vjp(input, diagonal):
-    return matrix_set_diag_forward(input, diagonal)
-
-
-def _matrix_set_diag_fwd(input, diagonal):
-    output = matrix_set_diag_forward(input, diagonal)
-    return output, ((input, diagonal), output)
-
-
-def _matrix_set_diag_bwd(saved, grad):
-    (input, diagonal), output = saved
-    return matrix_set_diag_vjp(grad, input, diagonal, output=output)
-
-
-_matrix_set_diag_custom_vjp.defvjp(_matrix_set_diag_fwd, _matrix_set_diag_bwd)
+_matrix_set_diag_custom_vjp = _custom_vjp(matrix_set_diag_forward, matrix_set_diag_vjp, "output")
 
 
 def diag(diagonal):
@@ -270,22 +248,7 @@ def diag_vjp(grad, diagonal, *, output=None):
     return (grad_diagonal,)
 
 
-@jax.custom_vjp
-def _diag_custom_vjp(diagonal):
-    return diag_forward(diagonal)
-
-
-def _diag_fwd(diagonal):
-    output = diag_forward(diagonal)
-    return output, ((diagonal,), output)
-
-
-def _diag_bwd(saved, grad):
-    (diagonal,), output = saved
-    return diag_vjp(grad, diagonal, output=output)
-
-
-_diag_custom_vjp.defvjp(_diag_fwd, _diag_bwd)
+_diag_custom_vjp = _custom_vjp(diag_forward, diag_vjp, "output")
 
 
 def diag_part(input):
@@ -311,27 +274,12 @@ def diag_part_vjp(grad, input, *, diagonal=None):
     return (grad_input,)
 
 
-@jax.custom_vjp
-def _diag_part_custom_vjp(input):
-    return diag_part_forward(input)
-
-
-def _diag_part_fwd(input):
-    diagonal = diag_part_forward(input)
-    return diagonal, ((input,), diagonal)
-
-
-def _diag_part_bwd(saved, grad):
-    (input,), diagonal = saved
-    return diag_part_vjp(grad, input, diagonal=diagonal)
-
-
-_diag_part_custom_vjp.defvjp(_diag_part_fwd, _diag_part_bwd)
+_diag_part_custom_vjp = _custom_vjp(diag_part_forward, diag_part_vjp, "diagonal")
 
 
 def matrix_band_part(input, *, num_lower, num_upper):
     """MatrixBandPart: The band of the last two axes: num_lower diagonals below, num_upper above (negative: all) (declared at ops/diagonals.py:55); differentiated by matrix_band_part_vjp."""
-    return _matrix_band_part_custom_vjp(num_lower, num_upper, input)
+    return _matrix_band_part_custom_vjp(input, num_lower=num_lower, num_upper=num_upper)
 
 
 def matrix_band_part_forward(input, *, num_lower, num_upper):
@@ -359,27 +307,12 @@ def matrix_band_part_vjp(grad, input, *, band=None, num_lower, num_upper):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _matrix_band_part_custom_vjp(num_lower, num_upper, input):
-    return matrix_band_part_forward(input, num_lower=num_lower, num_upper=num_upper)
-
-
-def _matrix_band_part_fwd(num_lower, num_upper, input):
-    band = matrix_band_part_forward(input, num_lower=num_lower, num_upper=num_upper)
-    return band, ((input,), band)
-
-
-def _matrix_band_part_bwd(num_lower, num_upper, saved, grad):
-    (input,), band = saved
-    return matrix_band_part_vjp(grad, input, band=band, num_lower=num_lower, num_upper=num_upper)
-
-
-_matrix_band_part_custom_vjp.defvjp(_matrix_band_part_fwd, _matrix_band_part_bwd)
+_matrix_band_part_custom_vjp = _custom_vjp(matrix_band_part_forward, matrix_band_part_vjp, "band")
 
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
     """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:92); differentiated by matrix_diag_part_v2_vjp."""
-    return _matrix_diag_part_v2_custom_vjp(k, padding_value, input)
+    return _matrix_diag_part_v2_custom_vjp(input, k=k, padding_value=padding_value)
 
 
 def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
@@ -469,27 +402,14 @@ def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0)
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _matrix_diag_part_v2_custom_vjp(k, padding_value, input):
-    return matrix_diag_part_v2_forward(input, k=k, padding_value=padding_value)
-
-
-def _matrix_diag_part_v2_fwd(k, padding_value, input):
-    diagonal = matrix_diag_part_v2_forward(input, k=k, padding_value=padding_value)
-    return diagonal, ((input,), diagonal)
-
-
-def _matrix_diag_part_v2_bwd(k, padding_value, saved, grad):
-    (input,), diagonal = saved
-    return matrix_diag_part_v2_vjp(grad, input, diagonal=diagonal, k=k, padding_value=padding_value)
-
-
-_matrix_diag_part_v2_custom_vjp.defvjp(_matrix_diag_part_v2_fwd, _matrix_diag_part_v2_bwd)
+_matrix_diag_part_v2_custom_vjp = _custom_vjp(
+    matrix_diag_part_v2_forward, matrix_diag_part_v2_vjp, "diagonal"
+)
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
     """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:158); differentiated by matrix_diag_part_v3_vjp."""
-    return _matrix_diag_part_v3_custom_vjp(k, padding_value, align, input)
+    return _matrix_diag_part_v3_custom_vjp(input, k=k, padding_value=padding_value, align=align)
 
 
 def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
@@ -670,29 +590,16 @@ def matrix_diag_part_v3_vjp(
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _matrix_diag_part_v3_custom_vjp(k, padding_value, align, input):
-    return matrix_diag_part_v3_forward(input, k=k, padding_value=padding_value, align=align)
-
-
-def _matrix_diag_part_v3_fwd(k, padding_value, align, input):
-    diagonal = matrix_diag_part_v3_forward(input, k=k, padding_value=padding_value, align=align)
-    return diagonal, ((input,), diagonal)
-
-
-def _matrix_diag_part_v3_bwd(k, padding_value, align, saved, grad):
-    (input,), diagonal = saved
-    return matrix_diag_part_v3_vjp(
-        grad, input, diagonal=diagonal, k=k, padding_value=padding_value, align=align
-    )
-
-
-_matrix_diag_part_v3_custom_vjp.defvjp(_matrix_diag_part_v3_fwd, _matrix_diag_part_v3_bwd)
+_matrix_diag_part_v3_custom_vjp = _custom_vjp(
+    matrix_diag_part_v3_forward, matrix_diag_part_v3_vjp, "diagonal"
+)
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
     """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:176); differentiated by matrix_diag_v2_vjp."""
-    return _matrix_diag_v2_custom_vjp(k, num_rows, num_cols, padding_value, diagonal)
+    return _matrix_diag_v2_custom_vjp(
+        diagonal, k=k, num_rows=num_rows, num_cols=num_cols, padding_value=padding_value
+    )
 
 
 def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
@@ -778,39 +685,19 @@ def matrix_diag_v2_vjp(
     return (grad_diagonal,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _matrix_diag_v2_custom_vjp(k, num_rows, num_cols, padding_value, diagonal):
-    return matrix_diag_v2_forward(
-        diagonal, k=k, num_rows=num_rows, num_cols=num_cols, padding_value=padding_value
-    )
-
-
-def _matrix_diag_v2_fwd(k, num_rows, num_cols, padding_value, diagonal):
-    output = matrix_diag_v2_forward(
-        diagonal, k=k, num_rows=num_rows, num_cols=num_cols, padding_value=padding_value
-    )
-    return output, ((diagonal,), output)
-
-
-def _matrix_diag_v2_bwd(k, num_rows, num_cols, padding_value, saved, grad):
-    (diagonal,), output = saved
-    return matrix_diag_v2_vjp(
-        grad,
-        diagonal,
-        output=output,
-        k=k,
-        num_rows=num_rows,
-        num_cols=num_cols,
-        padding_value=padding_value,
-    )
-
-
-_matrix_diag_v2_custom_vjp.defvjp(_matrix_diag_v2_fwd, _matrix_diag_v2_bwd)
+_matrix_diag_v2_custom_vjp = _custom_vjp(matrix_diag_v2_forward, matrix_diag_v2_vjp, "output")
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
     """MatrixDiagV3: A batch of square matrices, zero but for the given diagonal k or band k = (low, high) (declared at ops/diagonals.py:182); differentiated by matrix_diag_v3_vjp."""
-    return _matrix_diag_v3_custom_vjp(k, num_rows, num_cols, padding_value, align, diagonal)
+    return _matrix_diag_v3_custom_vjp(
+        diagonal,
+        k=k,
+        num_rows=num_rows,
+        num_cols=num_cols,
+        padding_value=padding_value,
+        align=align,
+    )
 
 
 def matrix_diag_v3_forward(
@@ -997,50 +884,12 @@ def matrix_diag_v3_vjp(
     return (grad_diagonal,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4))
-def _matrix_diag_v3_custom_vjp(k, num_rows, num_cols, padding_value, align, diagonal):
-    return matrix_diag_v3_forward(
-        diagonal,
-        k=k,
-        num_rows=num_rows,
-        num_cols=num_cols,
-        padding_value=padding_value,
-        align=align,
-    )
-
-
-def _matrix_diag_v3_fwd(k, num_rows, num_cols, padding_value, align, diagonal):
-    output = matrix_diag_v3_forward(
-        diagonal,
-        k=k,
-        num_rows=num_rows,
-        num_cols=num_cols,
-        padding_value=padding_value,
-        align=align,
-    )
-    return output, ((diagonal,), output)
-
-
-def _matrix_diag_v3_bwd(k, num_rows, num_cols, padding_value, align, saved, grad):
-    (diagonal,), output = saved
-    return matrix_diag_v3_vjp(
-        grad,
-        diagonal,
-        output=output,
-        k=k,
-        num_rows=num_rows,
-        num_cols=num_cols,
-        padding_value=padding_value,
-        align=align,
-    )
-
-
-_matrix_diag_v3_custom_vjp.defvjp(_matrix_diag_v3_fwd, _matrix_diag_v3_bwd)
+_matrix_diag_v3_custom_vjp = _custom_vjp(matrix_diag_v3_forward, matrix_diag_v3_vjp, "output")
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
     """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:188); differentiated by matrix_set_diag_v2_vjp."""
-    return _matrix_set_diag_v2_custom_vjp(k, input, diagonal)
+    return _matrix_set_diag_v2_custom_vjp(input, diagonal, k=k)
 
 
 def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
@@ -1145,27 +994,14 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
     return grad_input, grad_diagonal
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _matrix_set_diag_v2_custom_vjp(k, input, diagonal):
-    return matrix_set_diag_v2_forward(input, diagonal, k=k)
-
-
-def _matrix_set_diag_v2_fwd(k, input, diagonal):
-    output = matrix_set_diag_v2_forward(input, diagonal, k=k)
-    return output, ((input, diagonal), output)
-
-
-def _matrix_set_diag_v2_bwd(k, saved, grad):
-    (input, diagonal), output = saved
-    return matrix_set_diag_v2_vjp(grad, input, diagonal, output=output, k=k)
-
-
-_matrix_set_diag_v2_custom_vjp.defvjp(_matrix_set_diag_v2_fwd, _matrix_set_diag_v2_bwd)
+_matrix_set_diag_v2_custom_vjp = _custom_vjp(
+    matrix_set_diag_v2_forward, matrix_set_diag_v2_vjp, "output"
+)
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
     """MatrixSetDiagV3: input with diagonal k, or the band k = (low, high), of its last two axes replaced (declared at ops/diagonals.py:194); differentiated by matrix_set_diag_v3_vjp."""
-    return _matrix_set_diag_v3_custom_vjp(k, align, input, diagonal)
+    return _matrix_set_diag_v3_custom_vjp(input, diagonal, k=k, align=align)
 
 
 def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
@@ -1376,19 +1212,6 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
     return grad_input, grad_diagonal
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _matrix_set_diag_v3_custom_vjp(k, align, input, diagonal):
-    return matrix_set_diag_v3_forward(input, diagonal, k=k, align=align)
-
-
-def _matrix_set_diag_v3_fwd(k, align, input, diagonal):
-    output = matrix_set_diag_v3_forward(input, diagonal, k=k, align=align)
-    return output, ((input, diagonal), output)
-
-
-def _matrix_set_diag_v3_bwd(k, align, saved, grad):
-    (input, diagonal), output = saved
-    return matrix_set_diag_v3_vjp(grad, input, diagonal, output=output, k=k, align=align)
-
-
-_matrix_set_diag_v3_custom_vjp.defvjp(_matrix_set_diag_v3_fwd, _matrix_set_diag_v3_bwd)
+_matrix_set_diag_v3_custom_vjp = _custom_vjp(
+    matrix_set_diag_v3_forward, matrix_set_diag_v3_vjp, "output"
+)

@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +30,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -184,8 +242,20 @@ def _scatter_segments(reduce, values, positions, trailing, size):
     return tf.transpose(summed, back)
 
 
+def trace(x):
+    """Trace: Sum of the diagonal of the last two axes (TensorFlow composes it: tf.linalg.trace) (declared at ops/diagonals.py:11), with its derived gradient trace_vjp."""
+    return _trace_custom_gradient(x)
+
+
+def trace_forward(x):
+    """Trace's formula."""
+    t0 = tf.linalg.diag_part(x)
+    y = tf.reduce_sum(t0, axis=-1)
+    return y
+
+
 def trace_vjp(grad, x, y):
-    """Gradient of Trace (declared at ops/diagonals.py:11): one per input (x).
+    """Gradient of Trace: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x[batch, i, j] = grad[batch] * delta(i, j), i.e. `t0 * t1`
@@ -201,31 +271,23 @@ def trace_grad(op, grad):
     return trace_vjp(grad, *op.inputs, *op.outputs)
 
 
-def trace(x):
-    """Trace: Sum of the diagonal of the last two axes (TensorFlow composes it: tf.linalg.trace), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return trace_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Trace", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        t0 = tf.linalg.diag_part(x)
-        y = tf.reduce_sum(t0, axis=-1)
-        return y, backward
-
-    return forward(x)
-
-
+_trace_custom_gradient = _custom_gradient("Trace", "x", trace_forward, trace_vjp, "y")
 _register("Trace", trace_grad)
 
 
+def matrix_diag_part(input):
+    """MatrixDiagPart: The diagonal of the last two axes (declared at ops/diagonals.py:18), with its derived gradient matrix_diag_part_vjp."""
+    return _matrix_diag_part_custom_gradient(input)
+
+
+def matrix_diag_part_forward(input):
+    """MatrixDiagPart's formula."""
+    diagonal = tf.linalg.diag_part(input)
+    return diagonal
+
+
 def matrix_diag_part_vjp(grad, input, diagonal):
-    """Gradient of MatrixDiagPart (declared at ops/diagonals.py:18): one per input (input).
+    """Gradient of MatrixDiagPart: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
@@ -241,30 +303,27 @@ def matrix_diag_part_grad(op, grad):
     return matrix_diag_part_vjp(grad, *op.inputs, *op.outputs)
 
 
-def matrix_diag_part(input):
-    """MatrixDiagPart: The diagonal of the last two axes, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return matrix_diag_part_vjp(grad, input, diagonal)
-
-        kernel_outputs = _tf_kernel("MatrixDiagPart", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            diagonal = kernel_outputs[0]
-            return diagonal, backward
-        # else the declared formula
-        diagonal = tf.linalg.diag_part(input)
-        return diagonal, backward
-
-    return forward(input)
-
-
+_matrix_diag_part_custom_gradient = _custom_gradient(
+    "MatrixDiagPart", "input", matrix_diag_part_forward, matrix_diag_part_vjp, "diagonal"
+)
 _register("MatrixDiagPart", matrix_diag_part_grad)
 
 
+def matrix_diag(diagonal):
+    """MatrixDiag: A batch of diagonal matrices with the given diagonals (declared at ops/diagonals.py:25), with its derived gradient matrix_diag_vjp."""
+    return _matrix_diag_custom_gradient(diagonal)
+
+
+def matrix_diag_forward(diagonal):
+    """MatrixDiag's formula."""
+    t0 = diagonal[..., None]
+    t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+    output = t0 * t1
+    return output
+
+
 def matrix_diag_vjp(grad, diagonal, output):
-    """Gradient of MatrixDiag (declared at ops/diagonals.py:25): one per input (diagonal).
+    """Gradient of MatrixDiag: one per input (diagonal).
 
     In index notation, next to the code computing it:
         grad_diagonal[batch, i] = grad[batch, i, i], i.e. `tf.linalg.diag_part(grad)`
@@ -278,32 +337,27 @@ def matrix_diag_grad(op, grad):
     return matrix_diag_vjp(grad, *op.inputs, *op.outputs)
 
 
-def matrix_diag(diagonal):
-    """MatrixDiag: A batch of diagonal matrices with the given diagonals, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(diagonal):
-        def backward(grad):
-            return matrix_diag_vjp(grad, diagonal, output)
-
-        kernel_outputs = _tf_kernel("MatrixDiag", 1, {"diagonal": diagonal}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = diagonal[..., None]
-        t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-        output = t0 * t1
-        return output, backward
-
-    return forward(diagonal)
-
-
+_matrix_diag_custom_gradient = _custom_gradient(
+    "MatrixDiag", "diagonal", matrix_diag_forward, matrix_diag_vjp, "output"
+)
 _register("MatrixDiag", matrix_diag_grad)
 
 
+def matrix_set_diag(input, diagonal):
+    """MatrixSetDiag: input with the diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:32), with its derived gradient matrix_set_diag_vjp."""
+    return _matrix_set_diag_custom_gradient(input, diagonal)
+
+
+def matrix_set_diag_forward(input, diagonal):
+    """MatrixSetDiag's formula."""
+    t0 = diagonal[..., None]
+    t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+    output = -input * t1 + input + t0 * t1
+    return output
+
+
 def matrix_set_diag_vjp(grad, input, diagonal, output):
-    """Gradient of MatrixSetDiag (declared at ops/diagonals.py:32): one per input (input, diagonal).
+    """Gradient of MatrixSetDiag: one per input (input, diagonal).
 
     In index notation, next to the code computing it:
         grad_input[batch, i, j] = grad[batch, i, j] - grad[batch, i, i] * delta(i, j)
@@ -325,32 +379,27 @@ def matrix_set_diag_grad(op, grad):
     return matrix_set_diag_vjp(grad, *op.inputs, *op.outputs)
 
 
-def matrix_set_diag(input, diagonal):
-    """MatrixSetDiag: input with the diagonal of its last two axes replaced by `diagonal`, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input, diagonal):
-        def backward(grad):
-            return matrix_set_diag_vjp(grad, input, diagonal, output)
-
-        kernel_outputs = _tf_kernel("MatrixSetDiag", 1, {"input": input, "diagonal": diagonal}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = diagonal[..., None]
-        t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
-        output = -input * t1 + input + t0 * t1
-        return output, backward
-
-    return forward(input, diagonal)
-
-
+_matrix_set_diag_custom_gradient = _custom_gradient(
+    "MatrixSetDiag", "input diagonal", matrix_set_diag_forward, matrix_set_diag_vjp, "output"
+)
 _register("MatrixSetDiag", matrix_set_diag_grad)
 
 
+def diag(diagonal):
+    """Diag: A square matrix with the given vector as its diagonal (rank 1 only) (declared at ops/diagonals.py:41), with its derived gradient diag_vjp."""
+    return _diag_custom_gradient(diagonal)
+
+
+def diag_forward(diagonal):
+    """Diag's formula."""
+    t0 = diagonal[..., None]
+    t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+    output = t0 * t1
+    return output
+
+
 def diag_vjp(grad, diagonal, output):
-    """Gradient of Diag (declared at ops/diagonals.py:41): one per input (diagonal).
+    """Gradient of Diag: one per input (diagonal).
 
     In index notation, next to the code computing it:
         grad_diagonal[i] = grad[i, i], i.e. `tf.linalg.diag_part(grad)`
@@ -364,32 +413,23 @@ def diag_grad(op, grad):
     return diag_vjp(grad, *op.inputs, *op.outputs)
 
 
-def diag(diagonal):
-    """Diag: A square matrix with the given vector as its diagonal (rank 1 only), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(diagonal):
-        def backward(grad):
-            return diag_vjp(grad, diagonal, output)
-
-        kernel_outputs = _tf_kernel("Diag", 1, {"diagonal": diagonal}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = diagonal[..., None]
-        t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-        output = t0 * t1
-        return output, backward
-
-    return forward(diagonal)
-
-
+_diag_custom_gradient = _custom_gradient("Diag", "diagonal", diag_forward, diag_vjp, "output")
 _register("Diag", diag_grad)
 
 
+def diag_part(input):
+    """DiagPart: The diagonal of a square matrix (rank 2 only) (declared at ops/diagonals.py:48), with its derived gradient diag_part_vjp."""
+    return _diag_part_custom_gradient(input)
+
+
+def diag_part_forward(input):
+    """DiagPart's formula."""
+    diagonal = tf.linalg.diag_part(input)
+    return diagonal
+
+
 def diag_part_vjp(grad, input, diagonal):
-    """Gradient of DiagPart (declared at ops/diagonals.py:48): one per input (input).
+    """Gradient of DiagPart: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input[i, j] = grad[i] * delta(i, j), i.e. `t0 * t1`
@@ -405,41 +445,40 @@ def diag_part_grad(op, grad):
     return diag_part_vjp(grad, *op.inputs, *op.outputs)
 
 
-def diag_part(input):
-    """DiagPart: The diagonal of a square matrix (rank 2 only), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return diag_part_vjp(grad, input, diagonal)
-
-        kernel_outputs = _tf_kernel("DiagPart", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            diagonal = kernel_outputs[0]
-            return diagonal, backward
-        # else the declared formula
-        diagonal = tf.linalg.diag_part(input)
-        return diagonal, backward
-
-    return forward(input)
-
-
+_diag_part_custom_gradient = _custom_gradient(
+    "DiagPart", "input", diag_part_forward, diag_part_vjp, "diagonal"
+)
 _register("DiagPart", diag_part_grad)
 
 
+def matrix_band_part(input, *, num_lower, num_upper):
+    """MatrixBandPart: The band of the last two axes: num_lower diagonals below, num_upper above (negative: all) (declared at ops/diagonals.py:55), with its derived gradient matrix_band_part_vjp."""
+    return _matrix_band_part_custom_gradient(input, num_lower=num_lower, num_upper=num_upper)
+
+
+def matrix_band_part_forward(input, *, num_lower, num_upper):
+    """MatrixBandPart's formula."""
+    t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+    t1 = t0[..., None]
+    t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+    t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2))
+    band = tf.where(t3, input, tf.constant(0, input.dtype))
+    return band
+
+
 def matrix_band_part_vjp(grad, input, band, *, num_lower, num_upper):
-    """Gradient of MatrixBandPart (declared at ops/diagonals.py:55): one per input (input).
+    """Gradient of MatrixBandPart: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input[batch, i, j] = grad[batch, i, j] * (1 if (num_lower < 0 or num_lower >= i - j)
             and (num_upper < 0 or num_upper >= -i + j) else 0)
-            i.e. `grad * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+            i.e. `grad * tf.cast(t3, grad.dtype)`
     """
     t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
     t1 = t0[..., None]
     t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
     t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2))
-    grad_input = grad * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    grad_input = grad * tf.cast(t3, grad.dtype)
     return (grad_input,)
 
 
@@ -455,38 +494,62 @@ def matrix_band_part_grad(op, grad):
     return _insert_none(grads, (1, 2))
 
 
-def matrix_band_part(input, *, num_lower, num_upper):
-    """MatrixBandPart: The band of the last two axes: num_lower diagonals below, num_upper above (negative: all), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return matrix_band_part_vjp(grad, input, band, num_lower=num_lower, num_upper=num_upper)
-
-        kernel_outputs = _tf_kernel(
-            "MatrixBandPart", 1, {"input": input}, {"num_lower": num_lower, "num_upper": num_upper}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            band = kernel_outputs[0]
-            return band, backward
-        # else the declared formula
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-        t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & (
-            (num_upper < 0) | (num_upper >= -t1 + t2)
-        )
-        band = tf.where(t3, input, tf.constant(0, input.dtype))
-        return band, backward
-
-    return forward(input)
-
-
+_matrix_band_part_custom_gradient = _custom_gradient(
+    "MatrixBandPart", "input", matrix_band_part_forward, matrix_band_part_vjp, "band"
+)
 _register("MatrixBandPart", matrix_band_part_grad)
 
 
+def matrix_diag_part_v2(input, *, k=0, padding_value=0):
+    """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:92), with its derived gradient matrix_diag_part_v2_vjp."""
+    return _matrix_diag_part_v2_custom_gradient(input, k=k, padding_value=padding_value)
+
+
+def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
+    """MatrixDiagPartV2's formula."""
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
+        diagonal = tf.linalg.diag_part(input)
+    elif k == 1:
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.shape(input, out_type=tf.int64)[-1]
+        t2 = tf.reshape(
+            input,
+            tf.concat([tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0),
+        )
+        t3 = t0 - 1
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = t4 + 1
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+        diagonal = _gather(t2, t8, -1)
+    elif k == -2:
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.shape(input, out_type=tf.int64)[-1]
+        t2 = tf.reshape(
+            input,
+            tf.concat([tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0),
+        )
+        t3 = t0 - 2
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = t4 + 2
+        t6 = tf.cast(t5, tf.int64)
+        t7 = tf.cast(t4, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+        diagonal = _gather(t2, t8, -1)
+    else:
+        raise ValueError(
+            f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
+        )
+    return diagonal
+
+
 def matrix_diag_part_v2_vjp(grad, input, diagonal, *, k=0, padding_value=0):
-    """Gradient of MatrixDiagPartV2 (declared at ops/diagonals.py:92): one per input (input).
+    """Gradient of MatrixDiagPartV2: one per input (input).
 
     In index notation, next to the code computing it, per variant:
         k=0, padding_value=0:
@@ -547,77 +610,161 @@ def matrix_diag_part_v2_grad(op, grad):
     return _insert_none(grads, (1, 2))
 
 
-def matrix_diag_part_v2(input, *, k=0, padding_value=0):
-    """MatrixDiagPartV2: Diagonal k of the last two axes, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return matrix_diag_part_v2_vjp(grad, input, diagonal, k=k, padding_value=padding_value)
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MatrixDiagPartV2", 1, {"input": input}, {"k": k, "padding_value": padding_value}
-            )
-            if k in (0, 1, -2) and padding_value in (0,)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            diagonal = kernel_outputs[0]
-            return diagonal, backward
-        # else the declared formula
-        if padding_value != 0:
-            raise ValueError(
-                f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
-            )
-        if k == 0:
-            diagonal = tf.linalg.diag_part(input)
-        elif k == 1:
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = tf.shape(input, out_type=tf.int64)[-1]
-            t2 = tf.reshape(
-                input,
-                tf.concat(
-                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
-                ),
-            )
-            t3 = t0 - 1
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4 + 1
-            t6 = tf.cast(t4, tf.int64)
-            t7 = tf.cast(t5, tf.int64)
-            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
-            diagonal = _gather(t2, t8, -1)
-        elif k == -2:
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = tf.shape(input, out_type=tf.int64)[-1]
-            t2 = tf.reshape(
-                input,
-                tf.concat(
-                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
-                ),
-            )
-            t3 = t0 - 2
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4 + 2
-            t6 = tf.cast(t5, tf.int64)
-            t7 = tf.cast(t4, tf.int64)
-            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
-            diagonal = _gather(t2, t8, -1)
-        else:
-            raise ValueError(
-                f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
-            )
-        return diagonal, backward
-
-    return forward(input)
+def _matrix_diag_part_v2_declares(input, *, k=0, padding_value=0):
+    """Whether MatrixDiagPartV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return k in (0, 1, -2) and padding_value in (0,)
 
 
+_matrix_diag_part_v2_custom_gradient = _custom_gradient(
+    "MatrixDiagPartV2",
+    "input",
+    matrix_diag_part_v2_forward,
+    matrix_diag_part_v2_vjp,
+    "diagonal",
+    declares=_matrix_diag_part_v2_declares,
+)
 _register("MatrixDiagPartV2", matrix_diag_part_v2_grad)
 
 
+def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
+    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:158), with its derived gradient matrix_diag_part_v3_vjp."""
+    return _matrix_diag_part_v3_custom_gradient(
+        input, k=k, padding_value=padding_value, align=align
+    )
+
+
+def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
+    """MatrixDiagPartV3's formula."""
+    if padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
+        diagonal = tf.linalg.diag_part(input)
+    elif k == 1 and align == "RIGHT_LEFT":
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.shape(input, out_type=tf.int64)[-1]
+        t2 = tf.reshape(
+            input,
+            tf.concat([tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0),
+        )
+        t3 = t0 - 1
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = t4 + 1
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+        diagonal = _gather(t2, t8, -1)
+    elif k == -2 and align == "RIGHT_LEFT":
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.shape(input, out_type=tf.int64)[-1]
+        t2 = tf.reshape(
+            input,
+            tf.concat([tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0),
+        )
+        t3 = t0 - 2
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = t4 + 2
+        t6 = tf.cast(t5, tf.int64)
+        t7 = tf.cast(t4, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+        diagonal = _gather(t2, t8, -1)
+    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.shape(input, out_type=tf.int64)[-1]
+        t2 = tf.reshape(
+            input,
+            tf.concat([tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0),
+        )
+        t3 = 3
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = t4[..., None]
+        t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        if align == "RIGHT_LEFT":
+            t7 = (
+                t6
+                + tf.math.maximum(t5 - 1, 0)
+                - tf.where(t5 <= 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
+            )
+            t8 = (
+                t6
+                + tf.math.maximum(1 - t5, 0)
+                - tf.where(t5 <= 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
+            )
+        elif align == "LEFT_RIGHT":
+            t7 = (
+                t6
+                + tf.math.maximum(t5 - 1, 0)
+                - tf.where(t5 > 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
+            )
+            t8 = (
+                t6
+                + tf.math.maximum(1 - t5, 0)
+                - tf.where(t5 > 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
+            )
+        elif align == "LEFT_LEFT":
+            t7 = t6 + tf.math.maximum(t5 - 1, 0)
+            t8 = t6 + tf.math.maximum(1 - t5, 0)
+        else:
+            t7 = t6 + tf.math.maximum(t5 - 1, 0) - tf.math.abs(t5 - 1)
+            t8 = t6 + tf.math.maximum(1 - t5, 0) - tf.math.abs(t5 - 1)
+        t9 = tf.cast(t7, tf.int64)
+        t10 = tf.cast(t8, tf.int64)
+        t11 = tf.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, tf.constant(-1, tf.int64))
+        diagonal = _gather(t2, t11, -1)
+    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        t1 = tf.shape(input, out_type=tf.int64)[-1]
+        t2 = tf.reshape(
+            input,
+            tf.concat([tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0),
+        )
+        t3 = 2
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = t4[..., None]
+        t6 = t0 - 1
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        if align == "RIGHT_LEFT":
+            t8 = (
+                t7
+                + tf.math.maximum(t5 - 2, 0)
+                - tf.where(t5 <= 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
+            )
+            t9 = (
+                t7
+                + tf.math.maximum(2 - t5, 0)
+                - tf.where(t5 <= 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
+            )
+        elif align == "LEFT_RIGHT":
+            t8 = (
+                t7
+                + tf.math.maximum(t5 - 2, 0)
+                - tf.where(t5 > 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
+            )
+            t9 = (
+                t7
+                + tf.math.maximum(2 - t5, 0)
+                - tf.where(t5 > 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
+            )
+        elif align == "LEFT_LEFT":
+            t8 = t7 + tf.math.maximum(t5 - 2, 0)
+            t9 = t7 + tf.math.maximum(2 - t5, 0)
+        else:
+            t8 = t7 + tf.math.maximum(t5 - 2, 0) - tf.math.abs(t5 - 2) + 1
+            t9 = t7 + tf.math.maximum(2 - t5, 0) - tf.math.abs(t5 - 2) + 1
+        t10 = tf.cast(t8, tf.int64)
+        t11 = tf.cast(t9, tf.int64)
+        t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
+        diagonal = _gather(t2, t12, -1)
+    else:
+        raise ValueError(
+            f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    return diagonal
+
+
 def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixDiagPartV3 (declared at ops/diagonals.py:158): one per input (input).
+    """Gradient of MatrixDiagPartV3: one per input (input).
 
     In index notation, next to the code computing it, for k=0, padding_value=0, align='RIGHT_LEFT'
     (other values of k, padding_value, align change it):
@@ -759,175 +906,80 @@ def matrix_diag_part_v3_grad(op, grad):
     return _insert_none(grads, (1, 2))
 
 
-def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return matrix_diag_part_v3_vjp(
-                grad, input, diagonal, k=k, padding_value=padding_value, align=align
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MatrixDiagPartV3",
-                1,
-                {"input": input},
-                {"k": k, "padding_value": padding_value, "align": align},
-            )
-            if k in (0, 1, -2, (-1, 1), (1, 2))
-            and padding_value in (0,)
-            and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            diagonal = kernel_outputs[0]
-            return diagonal, backward
-        # else the declared formula
-        if padding_value != 0:
-            raise ValueError(
-                f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
-            )
-        if k == 0 and align == "RIGHT_LEFT":
-            diagonal = tf.linalg.diag_part(input)
-        elif k == 1 and align == "RIGHT_LEFT":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = tf.shape(input, out_type=tf.int64)[-1]
-            t2 = tf.reshape(
-                input,
-                tf.concat(
-                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
-                ),
-            )
-            t3 = t0 - 1
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4 + 1
-            t6 = tf.cast(t4, tf.int64)
-            t7 = tf.cast(t5, tf.int64)
-            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
-            diagonal = _gather(t2, t8, -1)
-        elif k == -2 and align == "RIGHT_LEFT":
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = tf.shape(input, out_type=tf.int64)[-1]
-            t2 = tf.reshape(
-                input,
-                tf.concat(
-                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
-                ),
-            )
-            t3 = t0 - 2
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4 + 2
-            t6 = tf.cast(t5, tf.int64)
-            t7 = tf.cast(t4, tf.int64)
-            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
-            diagonal = _gather(t2, t8, -1)
-        elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = tf.shape(input, out_type=tf.int64)[-1]
-            t2 = tf.reshape(
-                input,
-                tf.concat(
-                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
-                ),
-            )
-            t3 = 3
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4[..., None]
-            t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            if align == "RIGHT_LEFT":
-                t7 = (
-                    t6
-                    + tf.math.maximum(t5 - 1, 0)
-                    - tf.where(t5 <= 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
-                )
-                t8 = (
-                    t6
-                    + tf.math.maximum(1 - t5, 0)
-                    - tf.where(t5 <= 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
-                )
-            elif align == "LEFT_RIGHT":
-                t7 = (
-                    t6
-                    + tf.math.maximum(t5 - 1, 0)
-                    - tf.where(t5 > 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
-                )
-                t8 = (
-                    t6
-                    + tf.math.maximum(1 - t5, 0)
-                    - tf.where(t5 > 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
-                )
-            elif align == "LEFT_LEFT":
-                t7 = t6 + tf.math.maximum(t5 - 1, 0)
-                t8 = t6 + tf.math.maximum(1 - t5, 0)
-            else:
-                t7 = t6 + tf.math.maximum(t5 - 1, 0) - tf.math.abs(t5 - 1)
-                t8 = t6 + tf.math.maximum(1 - t5, 0) - tf.math.abs(t5 - 1)
-            t9 = tf.cast(t7, tf.int64)
-            t10 = tf.cast(t8, tf.int64)
-            t11 = tf.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, tf.constant(-1, tf.int64))
-            diagonal = _gather(t2, t11, -1)
-        elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-            t0 = tf.shape(input, out_type=tf.int64)[-2]
-            t1 = tf.shape(input, out_type=tf.int64)[-1]
-            t2 = tf.reshape(
-                input,
-                tf.concat(
-                    [tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
-                ),
-            )
-            t3 = 2
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4[..., None]
-            t6 = t0 - 1
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            if align == "RIGHT_LEFT":
-                t8 = (
-                    t7
-                    + tf.math.maximum(t5 - 2, 0)
-                    - tf.where(t5 <= 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
-                )
-                t9 = (
-                    t7
-                    + tf.math.maximum(2 - t5, 0)
-                    - tf.where(t5 <= 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
-                )
-            elif align == "LEFT_RIGHT":
-                t8 = (
-                    t7
-                    + tf.math.maximum(t5 - 2, 0)
-                    - tf.where(t5 > 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
-                )
-                t9 = (
-                    t7
-                    + tf.math.maximum(2 - t5, 0)
-                    - tf.where(t5 > 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
-                )
-            elif align == "LEFT_LEFT":
-                t8 = t7 + tf.math.maximum(t5 - 2, 0)
-                t9 = t7 + tf.math.maximum(2 - t5, 0)
-            else:
-                t8 = t7 + tf.math.maximum(t5 - 2, 0) - tf.math.abs(t5 - 2) + 1
-                t9 = t7 + tf.math.maximum(2 - t5, 0) - tf.math.abs(t5 - 2) + 1
-            t10 = tf.cast(t8, tf.int64)
-            t11 = tf.cast(t9, tf.int64)
-            t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
-            diagonal = _gather(t2, t12, -1)
-        else:
-            raise ValueError(
-                f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
-            )
-        return diagonal, backward
-
-    return forward(input)
+def _matrix_diag_part_v3_declares(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
+    """Whether MatrixDiagPartV3's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return (
+        k in (0, 1, -2, (-1, 1), (1, 2))
+        and padding_value in (0,)
+        and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT")
+    )
 
 
+_matrix_diag_part_v3_custom_gradient = _custom_gradient(
+    "MatrixDiagPartV3",
+    "input",
+    matrix_diag_part_v3_forward,
+    matrix_diag_part_v3_vjp,
+    "diagonal",
+    declares=_matrix_diag_part_v3_declares,
+)
 _register("MatrixDiagPartV3", matrix_diag_part_v3_grad)
 
 
+def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
+    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:176), with its derived gradient matrix_diag_v2_vjp."""
+    return _matrix_diag_v2_custom_gradient(
+        diagonal, k=k, num_rows=num_rows, num_cols=num_cols, padding_value=padding_value
+    )
+
+
+def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
+    """MatrixDiagV2's formula."""
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    if k == 0:
+        t0 = diagonal[..., None]
+        t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+        output = t0 * t1
+    elif k == 1:
+        t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t1 = t0 + 1
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = _gather(diagonal, t2, -1)
+        t4 = t2 + 1
+        t5 = tf.cast(t2, tf.int64)
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+        t8 = t1**2
+        t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = tf.reshape(
+            t9, tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+    elif k == -2:
+        t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t1 = t0 + 2
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = t2 - 2
+        t4 = _gather(diagonal, t3, -1)
+        t5 = tf.cast(t2, tf.int64)
+        t6 = tf.cast(t3, tf.int64)
+        t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+        t8 = t1**2
+        t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = tf.reshape(
+            t9, tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+    else:
+        raise ValueError(
+            f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
+        )
+    return output
+
+
 def matrix_diag_v2_vjp(grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """Gradient of MatrixDiagV2 (declared at ops/diagonals.py:176): one per input (diagonal).
+    """Gradient of MatrixDiagV2: one per input (diagonal).
 
     In index notation, next to the code computing it, per variant:
         k=0, num_rows=-1, num_cols=-1, padding_value=0:
@@ -982,95 +1034,154 @@ def matrix_diag_v2_grad(op, grad):
     return _insert_none(grads, (1, 2, 3, 4))
 
 
-def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(diagonal):
-        def backward(grad):
-            return matrix_diag_v2_vjp(
-                grad,
-                diagonal,
-                output,
-                k=k,
-                num_rows=num_rows,
-                num_cols=num_cols,
-                padding_value=padding_value,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MatrixDiagV2",
-                1,
-                {"diagonal": diagonal},
-                {
-                    "k": k,
-                    "num_rows": num_rows,
-                    "num_cols": num_cols,
-                    "padding_value": padding_value,
-                },
-            )
-            if k in (0, 1, -2) and num_rows in (-1,) and num_cols in (-1,) and padding_value in (0,)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if num_rows != -1 or num_cols != -1 or padding_value != 0:
-            raise ValueError(
-                f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
-            )
-        if k == 0:
-            t0 = diagonal[..., None]
-            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-            output = t0 * t1
-        elif k == 1:
-            t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
-            t1 = t0 + 1
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = _gather(diagonal, t2, -1)
-            t4 = t2 + 1
-            t5 = tf.cast(t2, tf.int64)
-            t6 = tf.cast(t4, tf.int64)
-            t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
-            t8 = t1**2
-            t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
-            output = tf.reshape(
-                t9,
-                tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
-            )
-        elif k == -2:
-            t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
-            t1 = t0 + 2
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = t2 - 2
-            t4 = _gather(diagonal, t3, -1)
-            t5 = tf.cast(t2, tf.int64)
-            t6 = tf.cast(t3, tf.int64)
-            t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
-            t8 = t1**2
-            t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
-            output = tf.reshape(
-                t9,
-                tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
-            )
-        else:
-            raise ValueError(
-                f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
-            )
-        return output, backward
-
-    return forward(diagonal)
+def _matrix_diag_v2_declares(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
+    """Whether MatrixDiagV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return k in (0, 1, -2) and num_rows in (-1,) and num_cols in (-1,) and padding_value in (0,)
 
 
+_matrix_diag_v2_custom_gradient = _custom_gradient(
+    "MatrixDiagV2",
+    "diagonal",
+    matrix_diag_v2_forward,
+    matrix_diag_v2_vjp,
+    "output",
+    declares=_matrix_diag_v2_declares,
+)
 _register("MatrixDiagV2", matrix_diag_v2_grad)
+
+
+def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonal k or band k = (low, high) (declared at ops/diagonals.py:182), with its derived gradient matrix_diag_v3_vjp."""
+    return _matrix_diag_v3_custom_gradient(
+        diagonal,
+        k=k,
+        num_rows=num_rows,
+        num_cols=num_cols,
+        padding_value=padding_value,
+        align=align,
+    )
+
+
+def matrix_diag_v3_forward(
+    diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"
+):
+    """MatrixDiagV3's formula."""
+    if num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError(
+            f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    if k == 0 and align == "RIGHT_LEFT":
+        t0 = diagonal[..., None]
+        t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
+        output = t0 * t1
+    elif k == 1 and align == "RIGHT_LEFT":
+        t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t1 = t0 + 1
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = _gather(diagonal, t2, -1)
+        t4 = t2 + 1
+        t5 = tf.cast(t2, tf.int64)
+        t6 = tf.cast(t4, tf.int64)
+        t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+        t8 = t1**2
+        t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = tf.reshape(
+            t9, tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+    elif k == -2 and align == "RIGHT_LEFT":
+        t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t1 = t0 + 2
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        t3 = t2 - 2
+        t4 = _gather(diagonal, t3, -1)
+        t5 = tf.cast(t2, tf.int64)
+        t6 = tf.cast(t3, tf.int64)
+        t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
+        t8 = t1**2
+        t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
+        output = tf.reshape(
+            t9, tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+        t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t2 = tf.reshape(
+            diagonal,
+            tf.concat(
+                [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+            ),
+        )
+        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+        t4 = t3[..., None]
+        t5 = -t3 + t4 + 1
+        if align == "RIGHT_LEFT":
+            t6 = (
+                t4
+                - tf.math.maximum(-t3 + t4, 0)
+                + tf.where(t3 - t4 >= 0, tf.math.abs(t3 - t4), tf.constant(0, tf.int64))
+            )
+        elif align == "LEFT_RIGHT":
+            t6 = (
+                t4
+                - tf.math.maximum(-t3 + t4, 0)
+                + tf.where(t3 - t4 < 0, tf.math.abs(t3 - t4), tf.constant(0, tf.int64))
+            )
+        elif align == "LEFT_LEFT":
+            t6 = t4 - tf.math.maximum(-t3 + t4, 0)
+        else:
+            t6 = t4 - tf.math.maximum(-t3 + t4, 0) + tf.math.abs(t3 - t4)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.cast(t6, tf.int64)
+        t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
+        t10 = _gather(t2, t9, -1)
+        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        output = tf.where(t11, t10, tf.constant(0, diagonal.dtype))
+    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+        t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t2 = tf.reshape(
+            diagonal,
+            tf.concat(
+                [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
+            ),
+        )
+        t3 = t1 + 1
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = t4[..., None]
+        t6 = -t4 + t5 + 2
+        if align == "RIGHT_LEFT":
+            t7 = (
+                t5
+                - tf.math.maximum(-t4 + t5, 0)
+                + tf.where(t4 - t5 >= 0, tf.math.abs(t4 - t5) - 1, tf.constant(0, tf.int64))
+            )
+        elif align == "LEFT_RIGHT":
+            t7 = (
+                t5
+                - tf.math.maximum(-t4 + t5, 0)
+                + tf.where(t4 - t5 < 0, tf.math.abs(t4 - t5) - 1, tf.constant(0, tf.int64))
+            )
+        elif align == "LEFT_LEFT":
+            t7 = t5 - tf.math.maximum(-t4 + t5, 0)
+        else:
+            t7 = t5 - tf.math.maximum(-t4 + t5, 0) + tf.math.abs(t4 - t5) - 1
+        t8 = tf.cast(t6, tf.int64)
+        t9 = tf.cast(t7, tf.int64)
+        t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
+        t11 = _gather(t2, t10, -1)
+        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        output = tf.where(t12, t11, tf.constant(0, diagonal.dtype))
+    else:
+        raise ValueError(
+            f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
+        )
+    return output
 
 
 def matrix_diag_v3_vjp(
     grad, diagonal, output, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"
 ):
-    """Gradient of MatrixDiagV3 (declared at ops/diagonals.py:182): one per input (diagonal).
+    """Gradient of MatrixDiagV3: one per input (diagonal).
 
     In index notation, next to the code computing it, for k=0, num_rows=-1, num_cols=-1,
     padding_value=0, align='RIGHT_LEFT' (other values of k, num_rows, num_cols, padding_value, align
@@ -1140,7 +1251,7 @@ def matrix_diag_v3_vjp(
         t16 = tf.reshape(
             t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
         )
-        grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_diagonal = t16 * tf.cast(t2, grad.dtype)
     elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
         t1 = (t0 >= 0) & (t0 <= 1)
@@ -1180,7 +1291,7 @@ def matrix_diag_v3_vjp(
         t16 = tf.reshape(
             t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
         )
-        grad_diagonal = t16 * tf.where(t2, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_diagonal = t16 * tf.cast(t2, grad.dtype)
     else:
         raise ValueError(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
@@ -1203,168 +1314,86 @@ def matrix_diag_v3_grad(op, grad):
     return _insert_none(grads, (1, 2, 3, 4))
 
 
-def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonal k or band k = (low, high), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(diagonal):
-        def backward(grad):
-            return matrix_diag_v3_vjp(
-                grad,
-                diagonal,
-                output,
-                k=k,
-                num_rows=num_rows,
-                num_cols=num_cols,
-                padding_value=padding_value,
-                align=align,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MatrixDiagV3",
-                1,
-                {"diagonal": diagonal},
-                {
-                    "k": k,
-                    "num_rows": num_rows,
-                    "num_cols": num_cols,
-                    "padding_value": padding_value,
-                    "align": align,
-                },
-            )
-            if k in (0, 1, -2, (-1, 1), (1, 2))
-            and num_rows in (-1,)
-            and num_cols in (-1,)
-            and padding_value in (0,)
-            and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if num_rows != -1 or num_cols != -1 or padding_value != 0:
-            raise ValueError(
-                f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
-            )
-        if k == 0 and align == "RIGHT_LEFT":
-            t0 = diagonal[..., None]
-            t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
-            output = t0 * t1
-        elif k == 1 and align == "RIGHT_LEFT":
-            t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
-            t1 = t0 + 1
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = _gather(diagonal, t2, -1)
-            t4 = t2 + 1
-            t5 = tf.cast(t2, tf.int64)
-            t6 = tf.cast(t4, tf.int64)
-            t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
-            t8 = t1**2
-            t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
-            output = tf.reshape(
-                t9,
-                tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
-            )
-        elif k == -2 and align == "RIGHT_LEFT":
-            t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
-            t1 = t0 + 2
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            t3 = t2 - 2
-            t4 = _gather(diagonal, t3, -1)
-            t5 = tf.cast(t2, tf.int64)
-            t6 = tf.cast(t3, tf.int64)
-            t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
-            t8 = t1**2
-            t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
-            output = tf.reshape(
-                t9,
-                tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
-            )
-        elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-            t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
-            t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
-            t2 = tf.reshape(
-                diagonal,
-                tf.concat(
-                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
-                ),
-            )
-            t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
-            t4 = t3[..., None]
-            t5 = -t3 + t4 + 1
-            if align == "RIGHT_LEFT":
-                t6 = (
-                    t4
-                    - tf.math.maximum(-t3 + t4, 0)
-                    + tf.where(t3 - t4 >= 0, tf.math.abs(t3 - t4), tf.constant(0, tf.int64))
-                )
-            elif align == "LEFT_RIGHT":
-                t6 = (
-                    t4
-                    - tf.math.maximum(-t3 + t4, 0)
-                    + tf.where(t3 - t4 < 0, tf.math.abs(t3 - t4), tf.constant(0, tf.int64))
-                )
-            elif align == "LEFT_LEFT":
-                t6 = t4 - tf.math.maximum(-t3 + t4, 0)
-            else:
-                t6 = t4 - tf.math.maximum(-t3 + t4, 0) + tf.math.abs(t3 - t4)
-            t7 = tf.cast(t5, tf.int64)
-            t8 = tf.cast(t6, tf.int64)
-            t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
-            t10 = _gather(t2, t9, -1)
-            t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
-            output = tf.where(t11, t10, tf.constant(0, diagonal.dtype))
-        elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-            t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
-            t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
-            t2 = tf.reshape(
-                diagonal,
-                tf.concat(
-                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
-                ),
-            )
-            t3 = t1 + 1
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4[..., None]
-            t6 = -t4 + t5 + 2
-            if align == "RIGHT_LEFT":
-                t7 = (
-                    t5
-                    - tf.math.maximum(-t4 + t5, 0)
-                    + tf.where(t4 - t5 >= 0, tf.math.abs(t4 - t5) - 1, tf.constant(0, tf.int64))
-                )
-            elif align == "LEFT_RIGHT":
-                t7 = (
-                    t5
-                    - tf.math.maximum(-t4 + t5, 0)
-                    + tf.where(t4 - t5 < 0, tf.math.abs(t4 - t5) - 1, tf.constant(0, tf.int64))
-                )
-            elif align == "LEFT_LEFT":
-                t7 = t5 - tf.math.maximum(-t4 + t5, 0)
-            else:
-                t7 = t5 - tf.math.maximum(-t4 + t5, 0) + tf.math.abs(t4 - t5) - 1
-            t8 = tf.cast(t6, tf.int64)
-            t9 = tf.cast(t7, tf.int64)
-            t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
-            t11 = _gather(t2, t10, -1)
-            t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
-            output = tf.where(t12, t11, tf.constant(0, diagonal.dtype))
-        else:
-            raise ValueError(
-                f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
-            )
-        return output, backward
-
-    return forward(diagonal)
+def _matrix_diag_v3_declares(
+    diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"
+):
+    """Whether MatrixDiagV3's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return (
+        k in (0, 1, -2, (-1, 1), (1, 2))
+        and num_rows in (-1,)
+        and num_cols in (-1,)
+        and padding_value in (0,)
+        and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT")
+    )
 
 
+_matrix_diag_v3_custom_gradient = _custom_gradient(
+    "MatrixDiagV3",
+    "diagonal",
+    matrix_diag_v3_forward,
+    matrix_diag_v3_vjp,
+    "output",
+    declares=_matrix_diag_v3_declares,
+)
 _register("MatrixDiagV3", matrix_diag_v3_grad)
 
 
+def matrix_set_diag_v2(input, diagonal, *, k=0):
+    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:188), with its derived gradient matrix_set_diag_v2_vjp."""
+    return _matrix_set_diag_v2_custom_gradient(input, diagonal, k=k)
+
+
+def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
+    """MatrixSetDiagV2's formula."""
+    if k == 0:
+        t0 = diagonal[..., None]
+        t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+        output = -input * t1 + input + t0 * t1
+    elif k == 1:
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = _gather(diagonal, t0, -1)
+        t2 = tf.shape(input, out_type=tf.int64)[-2]
+        t3 = t0 + 1
+        t4 = tf.cast(t0, tf.int64)
+        t5 = tf.cast(t3, tf.int64)
+        t6 = tf.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, tf.constant(-1, tf.int64))
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = tf.reshape(
+            t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+        )
+        t10 = tf.constant(1, dtype=input.dtype)
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = tf.reshape(
+            t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+        )
+        output = -input * t12 + input + t9
+    elif k == -2:
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0 - 2
+        t2 = _gather(diagonal, t1, -1)
+        t3 = tf.shape(input, out_type=tf.int64)[-2]
+        t4 = tf.cast(t0, tf.int64)
+        t5 = tf.cast(t1, tf.int64)
+        t6 = tf.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, tf.constant(-1, tf.int64))
+        t7 = t3**2
+        t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = tf.reshape(
+            t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0)
+        )
+        t10 = tf.constant(1, dtype=input.dtype)
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = tf.reshape(
+            t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0)
+        )
+        output = -input * t12 + input + t9
+    else:
+        raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
+    return output
+
+
 def matrix_set_diag_v2_vjp(grad, input, diagonal, output, *, k=0):
-    """Gradient of MatrixSetDiagV2 (declared at ops/diagonals.py:188): one per input (input, diagonal).
+    """Gradient of MatrixSetDiagV2: one per input (input, diagonal).
 
     In index notation, next to the code computing it, per variant:
         k=0:
@@ -1437,81 +1466,167 @@ def matrix_set_diag_v2_grad(op, grad):
     return _insert_none(grads, (2,))
 
 
-def matrix_set_diag_v2(input, diagonal, *, k=0):
-    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal`, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input, diagonal):
-        def backward(grad):
-            return matrix_set_diag_v2_vjp(grad, input, diagonal, output, k=k)
-
-        kernel_outputs = (
-            _tf_kernel("MatrixSetDiagV2", 1, {"input": input, "diagonal": diagonal}, {"k": k})
-            if k in (0, 1, -2)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if k == 0:
-            t0 = diagonal[..., None]
-            t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
-            output = -input * t1 + input + t0 * t1
-        elif k == 1:
-            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t1 = _gather(diagonal, t0, -1)
-            t2 = tf.shape(input, out_type=tf.int64)[-2]
-            t3 = t0 + 1
-            t4 = tf.cast(t0, tf.int64)
-            t5 = tf.cast(t3, tf.int64)
-            t6 = tf.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, tf.constant(-1, tf.int64))
-            t7 = t2**2
-            t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
-            t9 = tf.reshape(
-                t8,
-                tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0),
-            )
-            t10 = tf.constant(1, dtype=input.dtype)
-            t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
-            t12 = tf.reshape(
-                t11,
-                tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0),
-            )
-            output = -input * t12 + input + t9
-        elif k == -2:
-            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t1 = t0 - 2
-            t2 = _gather(diagonal, t1, -1)
-            t3 = tf.shape(input, out_type=tf.int64)[-2]
-            t4 = tf.cast(t0, tf.int64)
-            t5 = tf.cast(t1, tf.int64)
-            t6 = tf.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, tf.constant(-1, tf.int64))
-            t7 = t3**2
-            t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
-            t9 = tf.reshape(
-                t8,
-                tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0),
-            )
-            t10 = tf.constant(1, dtype=input.dtype)
-            t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
-            t12 = tf.reshape(
-                t11,
-                tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0),
-            )
-            output = -input * t12 + input + t9
-        else:
-            raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
-        return output, backward
-
-    return forward(input, diagonal)
+def _matrix_set_diag_v2_declares(input, diagonal, *, k=0):
+    """Whether MatrixSetDiagV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return k in (0, 1, -2)
 
 
+_matrix_set_diag_v2_custom_gradient = _custom_gradient(
+    "MatrixSetDiagV2",
+    "input diagonal",
+    matrix_set_diag_v2_forward,
+    matrix_set_diag_v2_vjp,
+    "output",
+    declares=_matrix_set_diag_v2_declares,
+)
 _register("MatrixSetDiagV2", matrix_set_diag_v2_grad)
 
 
+def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
+    """MatrixSetDiagV3: input with diagonal k, or the band k = (low, high), of its last two axes replaced (declared at ops/diagonals.py:194), with its derived gradient matrix_set_diag_v3_vjp."""
+    return _matrix_set_diag_v3_custom_gradient(input, diagonal, k=k, align=align)
+
+
+def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
+    """MatrixSetDiagV3's formula."""
+    if k == 0 and align == "RIGHT_LEFT":
+        t0 = diagonal[..., None]
+        t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
+        output = -input * t1 + input + t0 * t1
+    elif k == 1 and align == "RIGHT_LEFT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = _gather(diagonal, t0, -1)
+        t2 = tf.shape(input, out_type=tf.int64)[-2]
+        t3 = t0 + 1
+        t4 = tf.cast(t0, tf.int64)
+        t5 = tf.cast(t3, tf.int64)
+        t6 = tf.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, tf.constant(-1, tf.int64))
+        t7 = t2**2
+        t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = tf.reshape(
+            t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+        )
+        t10 = tf.constant(1, dtype=input.dtype)
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = tf.reshape(
+            t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+        )
+        output = -input * t12 + input + t9
+    elif k == -2 and align == "RIGHT_LEFT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0 - 2
+        t2 = _gather(diagonal, t1, -1)
+        t3 = tf.shape(input, out_type=tf.int64)[-2]
+        t4 = tf.cast(t0, tf.int64)
+        t5 = tf.cast(t1, tf.int64)
+        t6 = tf.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, tf.constant(-1, tf.int64))
+        t7 = t3**2
+        t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t9 = tf.reshape(
+            t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0)
+        )
+        t10 = tf.constant(1, dtype=input.dtype)
+        t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
+        t12 = tf.reshape(
+            t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0)
+        )
+        output = -input * t12 + input + t9
+    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t5 = tf.reshape(
+            diagonal,
+            tf.concat(
+                [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
+            ),
+        )
+        t6 = -t0 + t1 + 1
+        if align == "RIGHT_LEFT":
+            t7 = (
+                t1
+                - tf.math.maximum(-t0 + t1, 0)
+                + tf.where(t0 - t1 >= 0, tf.math.abs(t0 - t1), tf.constant(0, tf.int64))
+            )
+        elif align == "LEFT_RIGHT":
+            t7 = (
+                t1
+                - tf.math.maximum(-t0 + t1, 0)
+                + tf.where(t0 - t1 < 0, tf.math.abs(t0 - t1), tf.constant(0, tf.int64))
+            )
+        else:
+            t7 = t1 - tf.math.maximum(-t0 + t1, 0) + tf.math.abs(t0 - t1)
+        t8 = tf.cast(t6, tf.int64)
+        t9 = tf.cast(t7, tf.int64)
+        t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
+        t11 = _gather(t5, t10, -1)
+        output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
+            t2, t11, tf.constant(0, input.dtype)
+        )
+    elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -k[1]) & (-t0 + t1 <= -k[0])
+        t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t5 = tf.reshape(
+            diagonal,
+            tf.concat(
+                [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
+            ),
+        )
+        t6 = -t0 + t1 + k[1]
+        t7 = t1 - tf.math.maximum(-t0 + t1, 0)
+        t8 = tf.cast(t6, tf.int64)
+        t9 = tf.cast(t7, tf.int64)
+        t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
+        t11 = _gather(t5, t10, -1)
+        output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
+            t2, t11, tf.constant(0, input.dtype)
+        )
+    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
+        t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
+        t5 = tf.reshape(
+            diagonal,
+            tf.concat(
+                [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
+            ),
+        )
+        t6 = -t0 + t1 + 2
+        if align == "RIGHT_LEFT":
+            t7 = (
+                t1
+                - tf.math.maximum(-t0 + t1, 0)
+                + tf.where(t0 - t1 >= 0, tf.math.abs(t0 - t1) - 1, tf.constant(0, tf.int64))
+            )
+        elif align == "LEFT_RIGHT":
+            t7 = (
+                t1
+                - tf.math.maximum(-t0 + t1, 0)
+                + tf.where(t0 - t1 < 0, tf.math.abs(t0 - t1) - 1, tf.constant(0, tf.int64))
+            )
+        else:
+            t7 = t1 - tf.math.maximum(-t0 + t1, 0) + tf.math.abs(t0 - t1) - 1
+        t8 = tf.cast(t6, tf.int64)
+        t9 = tf.cast(t7, tf.int64)
+        t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
+        t11 = _gather(t5, t10, -1)
+        output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
+            t2, t11, tf.constant(0, input.dtype)
+        )
+    else:
+        raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
+    return output
+
+
 def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_LEFT"):
-    """Gradient of MatrixSetDiagV3 (declared at ops/diagonals.py:194): one per input (input, diagonal).
+    """Gradient of MatrixSetDiagV3: one per input (input, diagonal).
 
     In index notation, next to the code computing it, for k=0, align='RIGHT_LEFT' (other values of
     k, align change it):
@@ -1606,7 +1721,7 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_L
         t18 = tf.reshape(
             t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
         )
-        grad_diagonal = t18 * tf.where(t5, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_diagonal = t18 * tf.cast(t5, grad.dtype)
         grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
@@ -1651,7 +1766,7 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_L
         t18 = tf.reshape(
             t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
         )
-        grad_diagonal = t18 * tf.where(t5, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_diagonal = t18 * tf.cast(t5, grad.dtype)
         grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
@@ -1671,169 +1786,22 @@ def matrix_set_diag_v3_grad(op, grad):
     return _insert_none(grads, (2,))
 
 
-def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with diagonal k, or the band k = (low, high), of its last two axes replaced, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input, diagonal):
-        def backward(grad):
-            return matrix_set_diag_v3_vjp(grad, input, diagonal, output, k=k, align=align)
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MatrixSetDiagV3",
-                1,
-                {"input": input, "diagonal": diagonal},
-                {"k": k, "align": align},
-            )
-            if k in (0, 1, -2, (-1, 1), (1, 2))
-            and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if k == 0 and align == "RIGHT_LEFT":
-            t0 = diagonal[..., None]
-            t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
-            output = -input * t1 + input + t0 * t1
-        elif k == 1 and align == "RIGHT_LEFT":
-            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t1 = _gather(diagonal, t0, -1)
-            t2 = tf.shape(input, out_type=tf.int64)[-2]
-            t3 = t0 + 1
-            t4 = tf.cast(t0, tf.int64)
-            t5 = tf.cast(t3, tf.int64)
-            t6 = tf.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, tf.constant(-1, tf.int64))
-            t7 = t2**2
-            t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
-            t9 = tf.reshape(
-                t8,
-                tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0),
-            )
-            t10 = tf.constant(1, dtype=input.dtype)
-            t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
-            t12 = tf.reshape(
-                t11,
-                tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0),
-            )
-            output = -input * t12 + input + t9
-        elif k == -2 and align == "RIGHT_LEFT":
-            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t1 = t0 - 2
-            t2 = _gather(diagonal, t1, -1)
-            t3 = tf.shape(input, out_type=tf.int64)[-2]
-            t4 = tf.cast(t0, tf.int64)
-            t5 = tf.cast(t1, tf.int64)
-            t6 = tf.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, tf.constant(-1, tf.int64))
-            t7 = t3**2
-            t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
-            t9 = tf.reshape(
-                t8,
-                tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0),
-            )
-            t10 = tf.constant(1, dtype=input.dtype)
-            t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
-            t12 = tf.reshape(
-                t11,
-                tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0),
-            )
-            output = -input * t12 + input + t9
-        elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
-            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t1 = t0[..., None]
-            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
-            t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
-            t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
-            t5 = tf.reshape(
-                diagonal,
-                tf.concat(
-                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
-                ),
-            )
-            t6 = -t0 + t1 + 1
-            if align == "RIGHT_LEFT":
-                t7 = (
-                    t1
-                    - tf.math.maximum(-t0 + t1, 0)
-                    + tf.where(t0 - t1 >= 0, tf.math.abs(t0 - t1), tf.constant(0, tf.int64))
-                )
-            elif align == "LEFT_RIGHT":
-                t7 = (
-                    t1
-                    - tf.math.maximum(-t0 + t1, 0)
-                    + tf.where(t0 - t1 < 0, tf.math.abs(t0 - t1), tf.constant(0, tf.int64))
-                )
-            else:
-                t7 = t1 - tf.math.maximum(-t0 + t1, 0) + tf.math.abs(t0 - t1)
-            t8 = tf.cast(t6, tf.int64)
-            t9 = tf.cast(t7, tf.int64)
-            t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
-            t11 = _gather(t5, t10, -1)
-            output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
-                t2, t11, tf.constant(0, input.dtype)
-            )
-        elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
-            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t1 = t0[..., None]
-            t2 = (-t0 + t1 >= -k[1]) & (-t0 + t1 <= -k[0])
-            t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
-            t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
-            t5 = tf.reshape(
-                diagonal,
-                tf.concat(
-                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
-                ),
-            )
-            t6 = -t0 + t1 + k[1]
-            t7 = t1 - tf.math.maximum(-t0 + t1, 0)
-            t8 = tf.cast(t6, tf.int64)
-            t9 = tf.cast(t7, tf.int64)
-            t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
-            t11 = _gather(t5, t10, -1)
-            output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
-                t2, t11, tf.constant(0, input.dtype)
-            )
-        elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
-            t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-            t1 = t0[..., None]
-            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-            t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
-            t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
-            t5 = tf.reshape(
-                diagonal,
-                tf.concat(
-                    [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
-                ),
-            )
-            t6 = -t0 + t1 + 2
-            if align == "RIGHT_LEFT":
-                t7 = (
-                    t1
-                    - tf.math.maximum(-t0 + t1, 0)
-                    + tf.where(t0 - t1 >= 0, tf.math.abs(t0 - t1) - 1, tf.constant(0, tf.int64))
-                )
-            elif align == "LEFT_RIGHT":
-                t7 = (
-                    t1
-                    - tf.math.maximum(-t0 + t1, 0)
-                    + tf.where(t0 - t1 < 0, tf.math.abs(t0 - t1) - 1, tf.constant(0, tf.int64))
-                )
-            else:
-                t7 = t1 - tf.math.maximum(-t0 + t1, 0) + tf.math.abs(t0 - t1) - 1
-            t8 = tf.cast(t6, tf.int64)
-            t9 = tf.cast(t7, tf.int64)
-            t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
-            t11 = _gather(t5, t10, -1)
-            output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
-                t2, t11, tf.constant(0, input.dtype)
-            )
-        else:
-            raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
-        return output, backward
-
-    return forward(input, diagonal)
+def _matrix_set_diag_v3_declares(input, diagonal, *, k=0, align="RIGHT_LEFT"):
+    """Whether MatrixSetDiagV3's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return k in (0, 1, -2, (-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    )
 
 
+_matrix_set_diag_v3_custom_gradient = _custom_gradient(
+    "MatrixSetDiagV3",
+    "input diagonal",
+    matrix_set_diag_v3_forward,
+    matrix_set_diag_v3_vjp,
+    "output",
+    declares=_matrix_set_diag_v3_declares,
+)
 _register("MatrixSetDiagV3", matrix_set_diag_v3_grad)

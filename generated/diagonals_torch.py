@@ -21,6 +21,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _tensors(a, b):
     """`a` and `b` as tensors: a Python number in the dtype of the other."""
     like = a if isinstance(a, torch.Tensor) else b
@@ -96,7 +171,7 @@ def _scatter_layout(values, positions, trailing, size):
 
 def trace(x):
     """Trace: Sum of the diagonal of the last two axes (TensorFlow composes it: tf.linalg.trace) (declared at ops/diagonals.py:11); differentiated by trace_vjp."""
-    return _TraceFunction.apply(x)
+    return _trace_autograd(x)
 
 
 def trace_forward(x):
@@ -118,27 +193,12 @@ def trace_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _TraceFunction(torch.autograd.Function):
-    """Trace for autograd: the backward is trace_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return trace_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = trace_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_trace_autograd = _autograd_function("Trace", trace_forward, trace_vjp, "y")
 
 
 def matrix_diag_part(input):
     """MatrixDiagPart: The diagonal of the last two axes (declared at ops/diagonals.py:18); differentiated by matrix_diag_part_vjp."""
-    return _MatrixDiagPartFunction.apply(input)
+    return _matrix_diag_part_autograd(input)
 
 
 def matrix_diag_part_forward(input):
@@ -159,27 +219,14 @@ def matrix_diag_part_vjp(grad, input, *, diagonal=None):
     return (grad_input,)
 
 
-class _MatrixDiagPartFunction(torch.autograd.Function):
-    """MatrixDiagPart for autograd: the backward is matrix_diag_part_vjp."""
-
-    @staticmethod
-    def forward(input):
-        return matrix_diag_part_forward(input)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (input,) = ctx.saved_tensors
-        grads = matrix_diag_part_vjp(grad, input)
-        return _needed(grads, ctx.needs_input_grad)
+_matrix_diag_part_autograd = _autograd_function(
+    "MatrixDiagPart", matrix_diag_part_forward, matrix_diag_part_vjp, "diagonal"
+)
 
 
 def matrix_diag(diagonal):
     """MatrixDiag: A batch of diagonal matrices with the given diagonals (declared at ops/diagonals.py:25); differentiated by matrix_diag_vjp."""
-    return _MatrixDiagFunction.apply(diagonal)
+    return _matrix_diag_autograd(diagonal)
 
 
 def matrix_diag_forward(diagonal):
@@ -200,27 +247,14 @@ def matrix_diag_vjp(grad, diagonal, *, output=None):
     return (grad_diagonal,)
 
 
-class _MatrixDiagFunction(torch.autograd.Function):
-    """MatrixDiag for autograd: the backward is matrix_diag_vjp."""
-
-    @staticmethod
-    def forward(diagonal):
-        return matrix_diag_forward(diagonal)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (diagonal,) = ctx.saved_tensors
-        grads = matrix_diag_vjp(grad, diagonal)
-        return _needed(grads, ctx.needs_input_grad)
+_matrix_diag_autograd = _autograd_function(
+    "MatrixDiag", matrix_diag_forward, matrix_diag_vjp, "output"
+)
 
 
 def matrix_set_diag(input, diagonal):
     """MatrixSetDiag: input with the diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:32); differentiated by matrix_set_diag_vjp."""
-    return _MatrixSetDiagFunction.apply(input, diagonal)
+    return _matrix_set_diag_autograd(input, diagonal)
 
 
 def matrix_set_diag_forward(input, diagonal):
@@ -249,27 +283,14 @@ def matrix_set_diag_vjp(grad, input, diagonal, *, output=None):
     return grad_input, grad_diagonal
 
 
-class _MatrixSetDiagFunction(torch.autograd.Function):
-    """MatrixSetDiag for autograd: the backward is matrix_set_diag_vjp."""
-
-    @staticmethod
-    def forward(input, diagonal):
-        return matrix_set_diag_forward(input, diagonal)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        input, diagonal = ctx.saved_tensors
-        grads = matrix_set_diag_vjp(grad, input, diagonal)
-        return _needed(grads, ctx.needs_input_grad)
+_matrix_set_diag_autograd = _autograd_function(
+    "MatrixSetDiag", matrix_set_diag_forward, matrix_set_diag_vjp, "output"
+)
 
 
 def diag(diagonal):
     """Diag: A square matrix with the given vector as its diagonal (rank 1 only) (declared at ops/diagonals.py:41); differentiated by diag_vjp."""
-    return _DiagFunction.apply(diagonal)
+    return _diag_autograd(diagonal)
 
 
 def diag_forward(diagonal):
@@ -290,27 +311,12 @@ def diag_vjp(grad, diagonal, *, output=None):
     return (grad_diagonal,)
 
 
-class _DiagFunction(torch.autograd.Function):
-    """Diag for autograd: the backward is diag_vjp."""
-
-    @staticmethod
-    def forward(diagonal):
-        return diag_forward(diagonal)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (diagonal,) = ctx.saved_tensors
-        grads = diag_vjp(grad, diagonal)
-        return _needed(grads, ctx.needs_input_grad)
+_diag_autograd = _autograd_function("Diag", diag_forward, diag_vjp, "output")
 
 
 def diag_part(input):
     """DiagPart: The diagonal of a square matrix (rank 2 only) (declared at ops/diagonals.py:48); differentiated by diag_part_vjp."""
-    return _DiagPartFunction.apply(input)
+    return _diag_part_autograd(input)
 
 
 def diag_part_forward(input):
@@ -331,27 +337,12 @@ def diag_part_vjp(grad, input, *, diagonal=None):
     return (grad_input,)
 
 
-class _DiagPartFunction(torch.autograd.Function):
-    """DiagPart for autograd: the backward is diag_part_vjp."""
-
-    @staticmethod
-    def forward(input):
-        return diag_part_forward(input)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (input,) = ctx.saved_tensors
-        grads = diag_part_vjp(grad, input)
-        return _needed(grads, ctx.needs_input_grad)
+_diag_part_autograd = _autograd_function("DiagPart", diag_part_forward, diag_part_vjp, "diagonal")
 
 
 def matrix_band_part(input, *, num_lower, num_upper):
     """MatrixBandPart: The band of the last two axes: num_lower diagonals below, num_upper above (negative: all) (declared at ops/diagonals.py:55); differentiated by matrix_band_part_vjp."""
-    return _MatrixBandPartFunction.apply(num_lower, num_upper, input)
+    return _matrix_band_part_autograd(input, num_lower=num_lower, num_upper=num_upper)
 
 
 def matrix_band_part_forward(input, *, num_lower, num_upper):
@@ -379,29 +370,14 @@ def matrix_band_part_vjp(grad, input, *, band=None, num_lower, num_upper):
     return (grad_input,)
 
 
-class _MatrixBandPartFunction(torch.autograd.Function):
-    """MatrixBandPart for autograd: the backward is matrix_band_part_vjp."""
-
-    @staticmethod
-    def forward(num_lower, num_upper, input):
-        return matrix_band_part_forward(input, num_lower=num_lower, num_upper=num_upper)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        num_lower, num_upper = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = matrix_band_part_vjp(grad, input, num_lower=num_lower, num_upper=num_upper)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_matrix_band_part_autograd = _autograd_function(
+    "MatrixBandPart", matrix_band_part_forward, matrix_band_part_vjp, "band"
+)
 
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
     """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:92); differentiated by matrix_diag_part_v2_vjp."""
-    return _MatrixDiagPartV2Function.apply(k, padding_value, input)
+    return _matrix_diag_part_v2_autograd(input, k=k, padding_value=padding_value)
 
 
 def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
@@ -491,29 +467,14 @@ def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0)
     return (grad_input,)
 
 
-class _MatrixDiagPartV2Function(torch.autograd.Function):
-    """MatrixDiagPartV2 for autograd: the backward is matrix_diag_part_v2_vjp."""
-
-    @staticmethod
-    def forward(k, padding_value, input):
-        return matrix_diag_part_v2_forward(input, k=k, padding_value=padding_value)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        k, padding_value = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = matrix_diag_part_v2_vjp(grad, input, k=k, padding_value=padding_value)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_matrix_diag_part_v2_autograd = _autograd_function(
+    "MatrixDiagPartV2", matrix_diag_part_v2_forward, matrix_diag_part_v2_vjp, "diagonal"
+)
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
     """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:158); differentiated by matrix_diag_part_v3_vjp."""
-    return _MatrixDiagPartV3Function.apply(k, padding_value, align, input)
+    return _matrix_diag_part_v3_autograd(input, k=k, padding_value=padding_value, align=align)
 
 
 def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
@@ -694,29 +655,16 @@ def matrix_diag_part_v3_vjp(
     return (grad_input,)
 
 
-class _MatrixDiagPartV3Function(torch.autograd.Function):
-    """MatrixDiagPartV3 for autograd: the backward is matrix_diag_part_v3_vjp."""
-
-    @staticmethod
-    def forward(k, padding_value, align, input):
-        return matrix_diag_part_v3_forward(input, k=k, padding_value=padding_value, align=align)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:3]
-        ctx.save_for_backward(*inputs[3:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        k, padding_value, align = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = matrix_diag_part_v3_vjp(grad, input, k=k, padding_value=padding_value, align=align)
-        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+_matrix_diag_part_v3_autograd = _autograd_function(
+    "MatrixDiagPartV3", matrix_diag_part_v3_forward, matrix_diag_part_v3_vjp, "diagonal"
+)
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
     """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:176); differentiated by matrix_diag_v2_vjp."""
-    return _MatrixDiagV2Function.apply(k, num_rows, num_cols, padding_value, diagonal)
+    return _matrix_diag_v2_autograd(
+        diagonal, k=k, num_rows=num_rows, num_cols=num_cols, padding_value=padding_value
+    )
 
 
 def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
@@ -802,33 +750,21 @@ def matrix_diag_v2_vjp(
     return (grad_diagonal,)
 
 
-class _MatrixDiagV2Function(torch.autograd.Function):
-    """MatrixDiagV2 for autograd: the backward is matrix_diag_v2_vjp."""
-
-    @staticmethod
-    def forward(k, num_rows, num_cols, padding_value, diagonal):
-        return matrix_diag_v2_forward(
-            diagonal, k=k, num_rows=num_rows, num_cols=num_cols, padding_value=padding_value
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        k, num_rows, num_cols, padding_value = ctx.attrs
-        (diagonal,) = ctx.saved_tensors
-        grads = matrix_diag_v2_vjp(
-            grad, diagonal, k=k, num_rows=num_rows, num_cols=num_cols, padding_value=padding_value
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_matrix_diag_v2_autograd = _autograd_function(
+    "MatrixDiagV2", matrix_diag_v2_forward, matrix_diag_v2_vjp, "output"
+)
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
     """MatrixDiagV3: A batch of square matrices, zero but for the given diagonal k or band k = (low, high) (declared at ops/diagonals.py:182); differentiated by matrix_diag_v3_vjp."""
-    return _MatrixDiagV3Function.apply(k, num_rows, num_cols, padding_value, align, diagonal)
+    return _matrix_diag_v3_autograd(
+        diagonal,
+        k=k,
+        num_rows=num_rows,
+        num_cols=num_cols,
+        padding_value=padding_value,
+        align=align,
+    )
 
 
 def matrix_diag_v3_forward(
@@ -1015,44 +951,14 @@ def matrix_diag_v3_vjp(
     return (grad_diagonal,)
 
 
-class _MatrixDiagV3Function(torch.autograd.Function):
-    """MatrixDiagV3 for autograd: the backward is matrix_diag_v3_vjp."""
-
-    @staticmethod
-    def forward(k, num_rows, num_cols, padding_value, align, diagonal):
-        return matrix_diag_v3_forward(
-            diagonal,
-            k=k,
-            num_rows=num_rows,
-            num_cols=num_cols,
-            padding_value=padding_value,
-            align=align,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:5]
-        ctx.save_for_backward(*inputs[5:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        k, num_rows, num_cols, padding_value, align = ctx.attrs
-        (diagonal,) = ctx.saved_tensors
-        grads = matrix_diag_v3_vjp(
-            grad,
-            diagonal,
-            k=k,
-            num_rows=num_rows,
-            num_cols=num_cols,
-            padding_value=padding_value,
-            align=align,
-        )
-        return None, None, None, None, None, *_needed(grads, ctx.needs_input_grad[5:])
+_matrix_diag_v3_autograd = _autograd_function(
+    "MatrixDiagV3", matrix_diag_v3_forward, matrix_diag_v3_vjp, "output"
+)
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
     """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:188); differentiated by matrix_set_diag_v2_vjp."""
-    return _MatrixSetDiagV2Function.apply(k, input, diagonal)
+    return _matrix_set_diag_v2_autograd(input, diagonal, k=k)
 
 
 def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
@@ -1157,29 +1063,14 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
     return grad_input, grad_diagonal
 
 
-class _MatrixSetDiagV2Function(torch.autograd.Function):
-    """MatrixSetDiagV2 for autograd: the backward is matrix_set_diag_v2_vjp."""
-
-    @staticmethod
-    def forward(k, input, diagonal):
-        return matrix_set_diag_v2_forward(input, diagonal, k=k)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (k,) = ctx.attrs
-        input, diagonal = ctx.saved_tensors
-        grads = matrix_set_diag_v2_vjp(grad, input, diagonal, k=k)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_matrix_set_diag_v2_autograd = _autograd_function(
+    "MatrixSetDiagV2", matrix_set_diag_v2_forward, matrix_set_diag_v2_vjp, "output"
+)
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
     """MatrixSetDiagV3: input with diagonal k, or the band k = (low, high), of its last two axes replaced (declared at ops/diagonals.py:194); differentiated by matrix_set_diag_v3_vjp."""
-    return _MatrixSetDiagV3Function.apply(k, align, input, diagonal)
+    return _matrix_set_diag_v3_autograd(input, diagonal, k=k, align=align)
 
 
 def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
@@ -1390,21 +1281,6 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
     return grad_input, grad_diagonal
 
 
-class _MatrixSetDiagV3Function(torch.autograd.Function):
-    """MatrixSetDiagV3 for autograd: the backward is matrix_set_diag_v3_vjp."""
-
-    @staticmethod
-    def forward(k, align, input, diagonal):
-        return matrix_set_diag_v3_forward(input, diagonal, k=k, align=align)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        k, align = ctx.attrs
-        input, diagonal = ctx.saved_tensors
-        grads = matrix_set_diag_v3_vjp(grad, input, diagonal, k=k, align=align)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_matrix_set_diag_v3_autograd = _autograd_function(
+    "MatrixSetDiagV3", matrix_set_diag_v3_forward, matrix_set_diag_v3_vjp, "output"
+)

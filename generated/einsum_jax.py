@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,9 +16,47 @@ import numpy as np
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
+
+
 def einsum(*inputs, equation="ij,jk->ik"):
     """Einsum: Sum of products of the operands over the indices missing from the output (declared at ops/einsum.py:25); differentiated by einsum_vjp."""
-    return _einsum_custom_vjp(equation, *inputs)
+    return _einsum_custom_vjp(*inputs, equation=equation)
 
 
 def einsum_forward(*inputs, equation="ij,jk->ik"):
@@ -165,19 +201,4 @@ def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
     return grads
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _einsum_custom_vjp(equation, *inputs):
-    return einsum_forward(*inputs, equation=equation)
-
-
-def _einsum_fwd(equation, *inputs):
-    output = einsum_forward(*inputs, equation=equation)
-    return output, ((inputs,), output)
-
-
-def _einsum_bwd(equation, saved, grad):
-    (inputs,), output = saved
-    return einsum_vjp(grad, *inputs, output=output, equation=equation)
-
-
-_einsum_custom_vjp.defvjp(_einsum_fwd, _einsum_bwd)
+_einsum_custom_vjp = _custom_vjp(einsum_forward, einsum_vjp, "output")

@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +30,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -104,8 +162,65 @@ def _string_attr(op, name):
     return value.decode() if isinstance(value, bytes) else value
 
 
+def einsum(*inputs, equation="ij,jk->ik"):
+    """Einsum: Sum of products of the operands over the indices missing from the output (declared at ops/einsum.py:25), with its derived gradient einsum_vjp."""
+    return _einsum_custom_gradient(*inputs, equation=equation)
+
+
+def einsum_forward(*inputs, equation="ij,jk->ik"):
+    """Einsum's formula."""
+    if equation == "ij,jk->ik":
+        inputs_0, inputs_1 = inputs
+        output = tf.linalg.matmul(inputs_0, inputs_1)
+    elif equation == "ij,kj->ik":
+        inputs_0, inputs_1 = inputs
+        output = tf.linalg.matmul(inputs_0, inputs_1, transpose_b=True)
+    elif equation in ("bij,bjk->bik", "ij,jk->i"):
+        inputs_0, inputs_1 = inputs
+        output = tf.einsum(
+            {"bij,bjk->bik": "abc,acd->abd", "ij,jk->i": "ab,bc->a"}[equation], inputs_0, inputs_1
+        )
+    elif equation == "i,j->ij":
+        inputs_0, inputs_1 = inputs
+        t0 = inputs_0[..., None]
+        output = inputs_1 * t0
+    elif equation == "ij->ji":
+        (inputs_0,) = inputs
+        output = tf.transpose(inputs_0, perm=[1, 0])
+    elif equation == "ijk->kij":
+        (inputs_0,) = inputs
+        output = tf.transpose(inputs_0, perm=[2, 0, 1])
+    elif equation == "ii->":
+        (inputs_0,) = inputs
+        t0 = tf.linalg.diag_part(inputs_0)
+        output = tf.reduce_sum(t0, axis=-1)
+    elif equation == "ii->i":
+        (inputs_0,) = inputs
+        output = tf.linalg.diag_part(inputs_0)
+    elif equation == "ij->i":
+        (inputs_0,) = inputs
+        output = tf.reduce_sum(inputs_0, axis=-1)
+    elif equation == "i,i->":
+        inputs_0, inputs_1 = inputs
+        output = tf.reduce_sum(inputs_0 * inputs_1, axis=-1)
+    elif equation == "ij,ij->ij":
+        inputs_0, inputs_1 = inputs
+        output = inputs_0 * inputs_1
+    elif equation == "ij,jk,kl->il":
+        inputs_0, inputs_1, inputs_2 = inputs
+        output = tf.einsum("ab,bc,cd->ad", inputs_0, inputs_1, inputs_2)
+    elif equation == "bi,bj->bij":
+        inputs_0, inputs_1 = inputs
+        t0 = inputs_0[..., None]
+        t1 = inputs_1[..., None, :]
+        output = t0 * t1
+    else:
+        raise ValueError(f"Einsum: unsupported attributes equation={equation!r}")
+    return output
+
+
 def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
-    """Gradient of Einsum (declared at ops/einsum.py:25): one per input (*inputs).
+    """Gradient of Einsum: one per input (*inputs).
 
     In index notation, next to the code computing it, for equation='ij,jk->ik' (other values of
     equation change it):
@@ -192,91 +307,27 @@ def einsum_grad(op, grad):
     return einsum_vjp(grad, *op.inputs, output=op.outputs[0], equation=_string_attr(op, "equation"))
 
 
-def einsum(*inputs, equation="ij,jk->ik"):
-    """Einsum: Sum of products of the operands over the indices missing from the output, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(*inputs):
-        def backward(grad):
-            return einsum_vjp(grad, *inputs, output=output, equation=equation)
-
-        kernel_outputs = (
-            _tf_kernel("Einsum", 1, {"inputs": inputs}, {"equation": equation})
-            if equation
-            in (
-                "ij,jk->ik",
-                "ij,kj->ik",
-                "bij,bjk->bik",
-                "i,j->ij",
-                "ij->ji",
-                "ijk->kij",
-                "ii->",
-                "ii->i",
-                "ij->i",
-                "i,i->",
-                "ij,ij->ij",
-                "ij,jk,kl->il",
-                "ij,jk->i",
-                "bi,bj->bij",
-            )
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if equation == "ij,jk->ik":
-            inputs_0, inputs_1 = inputs
-            output = tf.linalg.matmul(inputs_0, inputs_1)
-        elif equation == "ij,kj->ik":
-            inputs_0, inputs_1 = inputs
-            output = tf.linalg.matmul(inputs_0, inputs_1, transpose_b=True)
-        elif equation in ("bij,bjk->bik", "ij,jk->i"):
-            inputs_0, inputs_1 = inputs
-            output = tf.einsum(
-                {"bij,bjk->bik": "abc,acd->abd", "ij,jk->i": "ab,bc->a"}[equation],
-                inputs_0,
-                inputs_1,
-            )
-        elif equation == "i,j->ij":
-            inputs_0, inputs_1 = inputs
-            t0 = inputs_0[..., None]
-            output = inputs_1 * t0
-        elif equation == "ij->ji":
-            (inputs_0,) = inputs
-            output = tf.transpose(inputs_0, perm=[1, 0])
-        elif equation == "ijk->kij":
-            (inputs_0,) = inputs
-            output = tf.transpose(inputs_0, perm=[2, 0, 1])
-        elif equation == "ii->":
-            (inputs_0,) = inputs
-            t0 = tf.linalg.diag_part(inputs_0)
-            output = tf.reduce_sum(t0, axis=-1)
-        elif equation == "ii->i":
-            (inputs_0,) = inputs
-            output = tf.linalg.diag_part(inputs_0)
-        elif equation == "ij->i":
-            (inputs_0,) = inputs
-            output = tf.reduce_sum(inputs_0, axis=-1)
-        elif equation == "i,i->":
-            inputs_0, inputs_1 = inputs
-            output = tf.reduce_sum(inputs_0 * inputs_1, axis=-1)
-        elif equation == "ij,ij->ij":
-            inputs_0, inputs_1 = inputs
-            output = inputs_0 * inputs_1
-        elif equation == "ij,jk,kl->il":
-            inputs_0, inputs_1, inputs_2 = inputs
-            output = tf.einsum("ab,bc,cd->ad", inputs_0, inputs_1, inputs_2)
-        elif equation == "bi,bj->bij":
-            inputs_0, inputs_1 = inputs
-            t0 = inputs_0[..., None]
-            t1 = inputs_1[..., None, :]
-            output = t0 * t1
-        else:
-            raise ValueError(f"Einsum: unsupported attributes equation={equation!r}")
-        return output, backward
-
-    return forward(*inputs)
+def _einsum_declares(*inputs, equation="ij,jk->ik"):
+    """Whether Einsum's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return equation in (
+        "ij,jk->ik",
+        "ij,kj->ik",
+        "bij,bjk->bik",
+        "i,j->ij",
+        "ij->ji",
+        "ijk->kij",
+        "ii->",
+        "ii->i",
+        "ij->i",
+        "i,i->",
+        "ij,ij->ij",
+        "ij,jk,kl->il",
+        "ij,jk->i",
+        "bi,bj->bij",
+    )
 
 
+_einsum_custom_gradient = _custom_gradient(
+    "Einsum", "*inputs", einsum_forward, einsum_vjp, "output", declares=_einsum_declares
+)
 _register("Einsum", einsum_grad)

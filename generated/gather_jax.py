@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +17,44 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 _python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _gather(x, positions, axis, fill=0):
@@ -102,7 +138,7 @@ def _scatter_at(values, positions, trailing, size, kind):
 
 def gather_v2(params, indices, *, axis=0, batch_dims=0):
     """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:20); differentiated by gather_v2_vjp."""
-    return _gather_v2_custom_vjp(axis, batch_dims, params, indices)
+    return _gather_v2_custom_vjp(params, indices, axis=axis, batch_dims=batch_dims)
 
 
 def gather_v2_forward(params, indices, *, axis=0, batch_dims=0):
@@ -162,22 +198,7 @@ def gather_v2_vjp(grad, params, indices, *, output=None, axis=0, batch_dims=0):
     return grad_params, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _gather_v2_custom_vjp(axis, batch_dims, params, indices):
-    return gather_v2_forward(params, indices, axis=axis, batch_dims=batch_dims)
-
-
-def _gather_v2_fwd(axis, batch_dims, params, indices):
-    output = gather_v2_forward(params, indices, axis=axis, batch_dims=batch_dims)
-    return output, ((params, indices), output)
-
-
-def _gather_v2_bwd(axis, batch_dims, saved, grad):
-    (params, indices), output = saved
-    return gather_v2_vjp(grad, params, indices, output=output, axis=axis, batch_dims=batch_dims)
-
-
-_gather_v2_custom_vjp.defvjp(_gather_v2_fwd, _gather_v2_bwd)
+_gather_v2_custom_vjp = _custom_vjp(gather_v2_forward, gather_v2_vjp, "output")
 
 
 def gather(params, indices):
@@ -203,22 +224,7 @@ def gather_vjp(grad, params, indices, *, output=None):
     return grad_params, None
 
 
-@jax.custom_vjp
-def _gather_custom_vjp(params, indices):
-    return gather_forward(params, indices)
-
-
-def _gather_fwd(params, indices):
-    output = gather_forward(params, indices)
-    return output, ((params, indices), output)
-
-
-def _gather_bwd(saved, grad):
-    (params, indices), output = saved
-    return gather_vjp(grad, params, indices, output=output)
-
-
-_gather_custom_vjp.defvjp(_gather_fwd, _gather_bwd)
+_gather_custom_vjp = _custom_vjp(gather_forward, gather_vjp, "output")
 
 
 def gather_nd(params, indices):
@@ -279,27 +285,12 @@ def gather_nd_vjp(grad, params, indices, *, output=None):
     return grad_params, None
 
 
-@jax.custom_vjp
-def _gather_nd_custom_vjp(params, indices):
-    return gather_nd_forward(params, indices)
-
-
-def _gather_nd_fwd(params, indices):
-    output = gather_nd_forward(params, indices)
-    return output, ((params, indices), output)
-
-
-def _gather_nd_bwd(saved, grad):
-    (params, indices), output = saved
-    return gather_nd_vjp(grad, params, indices, output=output)
-
-
-_gather_nd_custom_vjp.defvjp(_gather_nd_fwd, _gather_nd_bwd)
+_gather_nd_custom_vjp = _custom_vjp(gather_nd_forward, gather_nd_vjp, "output")
 
 
 def scatter_nd(indices, updates, *, shape):
     """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:61); differentiated by scatter_nd_vjp."""
-    return _scatter_nd_custom_vjp(shape, indices, updates)
+    return _scatter_nd_custom_vjp(indices, updates, shape=shape)
 
 
 def scatter_nd_forward(indices, updates, *, shape):
@@ -322,27 +313,12 @@ def scatter_nd_vjp(grad, indices, updates, *, output=None, shape):
     return None, grad_updates
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _scatter_nd_custom_vjp(shape, indices, updates):
-    return scatter_nd_forward(indices, updates, shape=shape)
-
-
-def _scatter_nd_fwd(shape, indices, updates):
-    output = scatter_nd_forward(indices, updates, shape=shape)
-    return output, ((indices, updates), output)
-
-
-def _scatter_nd_bwd(shape, saved, grad):
-    (indices, updates), output = saved
-    return scatter_nd_vjp(grad, indices, updates, output=output, shape=shape)
-
-
-_scatter_nd_custom_vjp.defvjp(_scatter_nd_fwd, _scatter_nd_bwd)
+_scatter_nd_custom_vjp = _custom_vjp(scatter_nd_forward, scatter_nd_vjp, "output")
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
     """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:70); differentiated by unsorted_segment_sum_vjp."""
-    return _unsorted_segment_sum_custom_vjp(num_segments, data, segment_ids)
+    return _unsorted_segment_sum_custom_vjp(data, segment_ids, num_segments=num_segments)
 
 
 def unsorted_segment_sum_forward(data, segment_ids, *, num_segments):
@@ -363,24 +339,9 @@ def unsorted_segment_sum_vjp(grad, data, segment_ids, *, output=None, num_segmen
     return grad_data, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _unsorted_segment_sum_custom_vjp(num_segments, data, segment_ids):
-    return unsorted_segment_sum_forward(data, segment_ids, num_segments=num_segments)
-
-
-def _unsorted_segment_sum_fwd(num_segments, data, segment_ids):
-    output = unsorted_segment_sum_forward(data, segment_ids, num_segments=num_segments)
-    return output, ((data, segment_ids), output)
-
-
-def _unsorted_segment_sum_bwd(num_segments, saved, grad):
-    (data, segment_ids), output = saved
-    return unsorted_segment_sum_vjp(
-        grad, data, segment_ids, output=output, num_segments=num_segments
-    )
-
-
-_unsorted_segment_sum_custom_vjp.defvjp(_unsorted_segment_sum_fwd, _unsorted_segment_sum_bwd)
+_unsorted_segment_sum_custom_vjp = _custom_vjp(
+    unsorted_segment_sum_forward, unsorted_segment_sum_vjp, "output"
+)
 
 
 def segment_sum(data, segment_ids):
@@ -406,27 +367,12 @@ def segment_sum_vjp(grad, data, segment_ids, *, output=None):
     return grad_data, None
 
 
-@jax.custom_vjp
-def _segment_sum_custom_vjp(data, segment_ids):
-    return segment_sum_forward(data, segment_ids)
-
-
-def _segment_sum_fwd(data, segment_ids):
-    output = segment_sum_forward(data, segment_ids)
-    return output, ((data, segment_ids), output)
-
-
-def _segment_sum_bwd(saved, grad):
-    (data, segment_ids), output = saved
-    return segment_sum_vjp(grad, data, segment_ids, output=output)
-
-
-_segment_sum_custom_vjp.defvjp(_segment_sum_fwd, _segment_sum_bwd)
+_segment_sum_custom_vjp = _custom_vjp(segment_sum_forward, segment_sum_vjp, "output")
 
 
 def unsorted_segment_max(data, segment_ids, *, num_segments):
     """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:99); differentiated by unsorted_segment_max_vjp."""
-    return _unsorted_segment_max_custom_vjp(num_segments, data, segment_ids)
+    return _unsorted_segment_max_custom_vjp(data, segment_ids, num_segments=num_segments)
 
 
 def unsorted_segment_max_forward(data, segment_ids, *, num_segments):
@@ -455,29 +401,14 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, *, output=None, num_segmen
     return grad_data, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _unsorted_segment_max_custom_vjp(num_segments, data, segment_ids):
-    return unsorted_segment_max_forward(data, segment_ids, num_segments=num_segments)
-
-
-def _unsorted_segment_max_fwd(num_segments, data, segment_ids):
-    output = unsorted_segment_max_forward(data, segment_ids, num_segments=num_segments)
-    return output, ((data, segment_ids), output)
-
-
-def _unsorted_segment_max_bwd(num_segments, saved, grad):
-    (data, segment_ids), output = saved
-    return unsorted_segment_max_vjp(
-        grad, data, segment_ids, output=output, num_segments=num_segments
-    )
-
-
-_unsorted_segment_max_custom_vjp.defvjp(_unsorted_segment_max_fwd, _unsorted_segment_max_bwd)
+_unsorted_segment_max_custom_vjp = _custom_vjp(
+    unsorted_segment_max_forward, unsorted_segment_max_vjp, "output"
+)
 
 
 def unsorted_segment_min(data, segment_ids, *, num_segments):
     """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:106); differentiated by unsorted_segment_min_vjp."""
-    return _unsorted_segment_min_custom_vjp(num_segments, data, segment_ids)
+    return _unsorted_segment_min_custom_vjp(data, segment_ids, num_segments=num_segments)
 
 
 def unsorted_segment_min_forward(data, segment_ids, *, num_segments):
@@ -506,29 +437,14 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, *, output=None, num_segmen
     return grad_data, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _unsorted_segment_min_custom_vjp(num_segments, data, segment_ids):
-    return unsorted_segment_min_forward(data, segment_ids, num_segments=num_segments)
-
-
-def _unsorted_segment_min_fwd(num_segments, data, segment_ids):
-    output = unsorted_segment_min_forward(data, segment_ids, num_segments=num_segments)
-    return output, ((data, segment_ids), output)
-
-
-def _unsorted_segment_min_bwd(num_segments, saved, grad):
-    (data, segment_ids), output = saved
-    return unsorted_segment_min_vjp(
-        grad, data, segment_ids, output=output, num_segments=num_segments
-    )
-
-
-_unsorted_segment_min_custom_vjp.defvjp(_unsorted_segment_min_fwd, _unsorted_segment_min_bwd)
+_unsorted_segment_min_custom_vjp = _custom_vjp(
+    unsorted_segment_min_forward, unsorted_segment_min_vjp, "output"
+)
 
 
 def unsorted_segment_prod(data, segment_ids, *, num_segments):
     """UnsortedSegmentProd: The product of the rows of `data` with equal `segment_ids` (1 where a segment has none) (declared at ops/gather.py:113); differentiated by unsorted_segment_prod_vjp."""
-    return _unsorted_segment_prod_custom_vjp(num_segments, data, segment_ids)
+    return _unsorted_segment_prod_custom_vjp(data, segment_ids, num_segments=num_segments)
 
 
 def unsorted_segment_prod_forward(data, segment_ids, *, num_segments):
@@ -549,7 +465,7 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segme
             segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
             == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
             indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
-            i.e. `t0 * jnp.where(data != 0, jnp.where(~(data != 0), 1, t1) / jnp.where(~(data ...`
+            i.e. `t0 * jnp.where(data != 0, jnp.where(data == 0, 1, t1) / jnp.where(data == 0, ...`
     """
     if output is None:
         output = unsorted_segment_prod_forward(data, segment_ids, num_segments=num_segments)
@@ -567,30 +483,15 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segme
     t11 = _gather(t10, segment_ids, -2)
     grad_data = t0 * jnp.where(
         data != 0,
-        jnp.where(~(data != 0), 1, t1) / jnp.where(~(data != 0), 1, data),
+        jnp.where(data == 0, 1, t1) / jnp.where(data == 0, 1, data),
         jnp.where(t8 == 1, t5, jnp.where(t8 == 2, t5 * (-data + t11), 0)),
     )
     return grad_data, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _unsorted_segment_prod_custom_vjp(num_segments, data, segment_ids):
-    return unsorted_segment_prod_forward(data, segment_ids, num_segments=num_segments)
-
-
-def _unsorted_segment_prod_fwd(num_segments, data, segment_ids):
-    output = unsorted_segment_prod_forward(data, segment_ids, num_segments=num_segments)
-    return output, ((data, segment_ids), output)
-
-
-def _unsorted_segment_prod_bwd(num_segments, saved, grad):
-    (data, segment_ids), output = saved
-    return unsorted_segment_prod_vjp(
-        grad, data, segment_ids, output=output, num_segments=num_segments
-    )
-
-
-_unsorted_segment_prod_custom_vjp.defvjp(_unsorted_segment_prod_fwd, _unsorted_segment_prod_bwd)
+_unsorted_segment_prod_custom_vjp = _custom_vjp(
+    unsorted_segment_prod_forward, unsorted_segment_prod_vjp, "output"
+)
 
 
 def segment_max(data, segment_ids):
@@ -639,22 +540,7 @@ def segment_max_vjp(grad, data, segment_ids, *, output=None, ext1=None):
     return grad_data, None
 
 
-@jax.custom_vjp
-def _segment_max_custom_vjp(data, segment_ids):
-    return segment_max_forward(data, segment_ids)
-
-
-def _segment_max_fwd(data, segment_ids):
-    output, stages = segment_max_forward(data, segment_ids, return_stages=True)
-    return output, ((data, segment_ids), output, stages)
-
-
-def _segment_max_bwd(saved, grad):
-    (data, segment_ids), output, stages = saved
-    return segment_max_vjp(grad, data, segment_ids, output=output, **stages)
-
-
-_segment_max_custom_vjp.defvjp(_segment_max_fwd, _segment_max_bwd)
+_segment_max_custom_vjp = _custom_vjp(segment_max_forward, segment_max_vjp, "output", stages=True)
 
 
 def segment_min(data, segment_ids):
@@ -703,22 +589,7 @@ def segment_min_vjp(grad, data, segment_ids, *, output=None, ext1=None):
     return grad_data, None
 
 
-@jax.custom_vjp
-def _segment_min_custom_vjp(data, segment_ids):
-    return segment_min_forward(data, segment_ids)
-
-
-def _segment_min_fwd(data, segment_ids):
-    output, stages = segment_min_forward(data, segment_ids, return_stages=True)
-    return output, ((data, segment_ids), output, stages)
-
-
-def _segment_min_bwd(saved, grad):
-    (data, segment_ids), output, stages = saved
-    return segment_min_vjp(grad, data, segment_ids, output=output, **stages)
-
-
-_segment_min_custom_vjp.defvjp(_segment_min_fwd, _segment_min_bwd)
+_segment_min_custom_vjp = _custom_vjp(segment_min_forward, segment_min_vjp, "output", stages=True)
 
 
 def segment_mean(data, segment_ids):
@@ -754,22 +625,7 @@ def segment_mean_vjp(grad, data, segment_ids, *, output=None):
     return grad_data, None
 
 
-@jax.custom_vjp
-def _segment_mean_custom_vjp(data, segment_ids):
-    return segment_mean_forward(data, segment_ids)
-
-
-def _segment_mean_fwd(data, segment_ids):
-    output = segment_mean_forward(data, segment_ids)
-    return output, ((data, segment_ids), output)
-
-
-def _segment_mean_bwd(saved, grad):
-    (data, segment_ids), output = saved
-    return segment_mean_vjp(grad, data, segment_ids, output=output)
-
-
-_segment_mean_custom_vjp.defvjp(_segment_mean_fwd, _segment_mean_bwd)
+_segment_mean_custom_vjp = _custom_vjp(segment_mean_forward, segment_mean_vjp, "output")
 
 
 def segment_prod(data, segment_ids):
@@ -797,7 +653,7 @@ def segment_prod_vjp(grad, data, segment_ids, *, output=None):
             segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
             == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
             indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
-            i.e. `t0 * jnp.where(data != 0, jnp.where(~(data != 0), 1, t1) / jnp.where(~(data ...`
+            i.e. `t0 * jnp.where(data != 0, jnp.where(data == 0, 1, t1) / jnp.where(data == 0, ...`
     """
     if output is None:
         output = segment_prod_forward(data, segment_ids)
@@ -815,25 +671,10 @@ def segment_prod_vjp(grad, data, segment_ids, *, output=None):
     t11 = _gather(t10, segment_ids, -2)
     grad_data = t0 * jnp.where(
         data != 0,
-        jnp.where(~(data != 0), 1, t1) / jnp.where(~(data != 0), 1, data),
+        jnp.where(data == 0, 1, t1) / jnp.where(data == 0, 1, data),
         jnp.where(t8 == 1, t5, jnp.where(t8 == 2, t5 * (-data + t11), 0)),
     )
     return grad_data, None
 
 
-@jax.custom_vjp
-def _segment_prod_custom_vjp(data, segment_ids):
-    return segment_prod_forward(data, segment_ids)
-
-
-def _segment_prod_fwd(data, segment_ids):
-    output = segment_prod_forward(data, segment_ids)
-    return output, ((data, segment_ids), output)
-
-
-def _segment_prod_bwd(saved, grad):
-    (data, segment_ids), output = saved
-    return segment_prod_vjp(grad, data, segment_ids, output=output)
-
-
-_segment_prod_custom_vjp.defvjp(_segment_prod_fwd, _segment_prod_bwd)
+_segment_prod_custom_vjp = _custom_vjp(segment_prod_forward, segment_prod_vjp, "output")

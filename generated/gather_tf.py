@@ -6,14 +6,15 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
-  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
-  that a second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
-  no derivative of `backprop` w.r.t. `labels`).
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
+  Where the backward reads the op's outputs, it reads them again through a custom gradient of
+  their own, so that a second order (an outer tape) differentiates them by the derived
+  gradient too, not by TensorFlow's gradient of its kernel (NaN at a norm's 0;
+  SoftmaxCrossEntropyWithLogits's has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
   Where it reads forward stages (intermediates) it takes them as keywords, computing them
   again when they are not given: the wrapper passes its forward's; the registered gradient
@@ -36,6 +37,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -200,8 +258,35 @@ def _scatter_segments(reduce, values, positions, trailing, size):
     return tf.transpose(summed, back)
 
 
+def gather_v2(params, indices, *, axis=0, batch_dims=0):
+    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:20), with its derived gradient gather_v2_vjp."""
+    return _gather_v2_custom_gradient(params, indices, axis=axis, batch_dims=batch_dims)
+
+
+def gather_v2_forward(params, indices, *, axis=0, batch_dims=0):
+    """GatherV2's formula."""
+    if axis in (0, 1) and batch_dims == 0:
+        output = _gather(params, indices, -2)
+    elif axis == 1 and batch_dims == 1:
+        t0 = tf.shape(params, out_type=tf.int64)[-3]
+        t1 = tf.shape(params, out_type=tf.int64)[-2]
+        t2 = tf.shape(params, out_type=tf.int64)[-1]
+        t3 = tf.reshape(params, [t0 * t1, t2])
+        t4 = tf.range(tf.shape(params, out_type=tf.int64)[-3])
+        t5 = t4[..., None]
+        t6 = tf.cast(t5, tf.int64)
+        t7 = tf.cast(indices, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+        output = _gather(t3, t8, -2)
+    else:
+        raise ValueError(
+            f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
+        )
+    return output
+
+
 def gather_v2_vjp(grad, params, indices, output, *, axis=0, batch_dims=0):
-    """Gradient of GatherV2 (declared at ops/gather.py:20): one per input (params, indices).
+    """Gradient of GatherV2: one per input (params, indices).
 
     In index notation, next to the code computing it, per variant:
         axis=0, batch_dims=0:
@@ -258,55 +343,35 @@ def gather_v2_grad(op, grad):
     return _insert_none(grads, (2,))
 
 
-def gather_v2(params, indices, *, axis=0, batch_dims=0):
-    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(params, indices):
-        def backward(grad):
-            return gather_v2_vjp(grad, params, indices, output, axis=axis, batch_dims=batch_dims)
-
-        kernel_outputs = (
-            _tf_kernel(
-                "GatherV2",
-                1,
-                {"params": params, "indices": indices},
-                {"axis": axis, "batch_dims": batch_dims},
-            )
-            if axis in (0, 1) and batch_dims in (0, 1)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if axis in (0, 1) and batch_dims == 0:
-            output = _gather(params, indices, -2)
-        elif axis == 1 and batch_dims == 1:
-            t0 = tf.shape(params, out_type=tf.int64)[-3]
-            t1 = tf.shape(params, out_type=tf.int64)[-2]
-            t2 = tf.shape(params, out_type=tf.int64)[-1]
-            t3 = tf.reshape(params, [t0 * t1, t2])
-            t4 = tf.range(tf.shape(params, out_type=tf.int64)[-3])
-            t5 = t4[..., None]
-            t6 = tf.cast(t5, tf.int64)
-            t7 = tf.cast(indices, tf.int64)
-            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
-            output = _gather(t3, t8, -2)
-        else:
-            raise ValueError(
-                f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
-            )
-        return output, backward
-
-    return forward(params, indices)
+def _gather_v2_declares(params, indices, *, axis=0, batch_dims=0):
+    """Whether GatherV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return axis in (0, 1) and batch_dims in (0, 1)
 
 
+_gather_v2_custom_gradient = _custom_gradient(
+    "GatherV2",
+    "params indices",
+    gather_v2_forward,
+    gather_v2_vjp,
+    "output",
+    declares=_gather_v2_declares,
+)
 _register("GatherV2", gather_v2_grad)
 
 
+def gather(params, indices):
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:42), with its derived gradient gather_vjp."""
+    return _gather_custom_gradient(params, indices)
+
+
+def gather_forward(params, indices):
+    """Gather's formula."""
+    output = _gather(params, indices, -2)
+    return output
+
+
 def gather_vjp(grad, params, indices, output):
-    """Gradient of Gather (declared at ops/gather.py:42): one per input (params, indices).
+    """Gradient of Gather: one per input (params, indices).
 
     In index notation, next to the code computing it:
         grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
@@ -322,30 +387,43 @@ def gather_grad(op, grad):
     return gather_vjp(grad, *op.inputs, *op.outputs)
 
 
-def gather(params, indices):
-    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(params, indices):
-        def backward(grad):
-            return gather_vjp(grad, params, indices, output)
-
-        kernel_outputs = _tf_kernel("Gather", 1, {"params": params, "indices": indices}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = _gather(params, indices, -2)
-        return output, backward
-
-    return forward(params, indices)
-
-
+_gather_custom_gradient = _custom_gradient(
+    "Gather", "params indices", gather_forward, gather_vjp, "output"
+)
 _register("Gather", gather_grad)
 
 
+def gather_nd(params, indices):
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:50), with its derived gradient gather_nd_vjp."""
+    return _gather_nd_custom_gradient(params, indices)
+
+
+def gather_nd_forward(params, indices):
+    """GatherNd's formula."""
+    depth = indices.shape[-1]
+    if depth == 1:
+        t0 = tf.squeeze(indices, axis=[-1])
+        output = _gather(params, t0, -3)
+    elif depth == 2:
+        t0 = tf.shape(params, out_type=tf.int64)[-3]
+        t1 = tf.shape(params, out_type=tf.int64)[-2]
+        t2 = tf.shape(params, out_type=tf.int64)[-1]
+        t3 = tf.reshape(params, [t0 * t1, t2])
+        t4 = 0
+        t5 = _gather(indices, t4, -1)
+        t6 = 1
+        t7 = _gather(indices, t6, -1)
+        t8 = tf.cast(t5, tf.int64)
+        t9 = tf.cast(t7, tf.int64)
+        t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
+        output = _gather(t3, t10, -2)
+    else:
+        raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
+    return output
+
+
 def gather_nd_vjp(grad, params, indices, output):
-    """Gradient of GatherNd (declared at ops/gather.py:50): one per input (params, indices).
+    """Gradient of GatherNd: one per input (params, indices).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_params[i, j, k] = sum_batch grad[batch, j, k] * delta(i, indices[batch, 0])
@@ -388,54 +466,38 @@ def gather_nd_grad(op, grad):
     return gather_nd_vjp(grad, *op.inputs, *op.outputs)
 
 
-def gather_nd(params, indices):
-    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {}
+def _gather_nd_declares(params, indices):
+    """Whether GatherNd's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     depth = indices.shape[-1]
-
-    @tf.custom_gradient
-    def forward(params, indices):
-        def backward(grad):
-            return gather_nd_vjp(grad, params, indices, output)
-
-        kernel_outputs = (
-            _tf_kernel("GatherNd", 1, {"params": params, "indices": indices}, kernel_attrs)
-            if depth in (1, 2)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if depth == 1:
-            t0 = tf.squeeze(indices, axis=[-1])
-            output = _gather(params, t0, -3)
-        elif depth == 2:
-            t0 = tf.shape(params, out_type=tf.int64)[-3]
-            t1 = tf.shape(params, out_type=tf.int64)[-2]
-            t2 = tf.shape(params, out_type=tf.int64)[-1]
-            t3 = tf.reshape(params, [t0 * t1, t2])
-            t4 = 0
-            t5 = _gather(indices, t4, -1)
-            t6 = 1
-            t7 = _gather(indices, t6, -1)
-            t8 = tf.cast(t5, tf.int64)
-            t9 = tf.cast(t7, tf.int64)
-            t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
-            output = _gather(t3, t10, -2)
-        else:
-            raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
-        return output, backward
-
-    return forward(params, indices)
+    return depth in (1, 2)
 
 
+_gather_nd_custom_gradient = _custom_gradient(
+    "GatherNd",
+    "params indices",
+    gather_nd_forward,
+    gather_nd_vjp,
+    "output",
+    declares=_gather_nd_declares,
+)
 _register("GatherNd", gather_nd_grad)
 
 
+def scatter_nd(indices, updates, *, shape):
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:61), with its derived gradient scatter_nd_vjp."""
+    return _scatter_nd_custom_gradient(indices, updates, shape=shape)
+
+
+def scatter_nd_forward(indices, updates, *, shape):
+    """ScatterNd's formula."""
+    shape = tf.cast(shape, tf.int64)
+    t0 = tf.squeeze(indices, axis=[-1])
+    output = _scatter_add(updates, t0, 1, shape[0])  # no gather form: an explicit scatter-add
+    return output
+
+
 def scatter_nd_vjp(grad, indices, updates, output, *, shape):
-    """Gradient of ScatterNd (declared at ops/gather.py:61): one per input (indices, updates).
+    """Gradient of ScatterNd: one per input (indices, updates).
 
     In index notation, next to the code computing it:
         grad_updates[i, p] = grad[indices[i, 0], p], i.e. `_gather(grad, t0, -2)`
@@ -452,36 +514,27 @@ def scatter_nd_grad(op, grad):
     return _insert_none(grads, (2,))
 
 
-def scatter_nd(indices, updates, *, shape):
-    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"shape": shape}
-    shape = tf.cast(shape, tf.int64)
-
-    @tf.custom_gradient
-    def forward(indices, updates):
-        def backward(grad):
-            return scatter_nd_vjp(grad, indices, updates, output, shape=shape)
-
-        kernel_outputs = _tf_kernel(
-            "ScatterNd", 1, {"indices": indices, "updates": updates}, kernel_attrs
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.squeeze(indices, axis=[-1])
-        output = _scatter_add(updates, t0, 1, shape[0])  # no gather form: an explicit scatter-add
-        return output, backward
-
-    return forward(indices, updates)
-
-
+_scatter_nd_custom_gradient = _custom_gradient(
+    "ScatterNd", "indices updates", scatter_nd_forward, scatter_nd_vjp, "output"
+)
 _register("ScatterNd", scatter_nd_grad)
 
 
+def unsorted_segment_sum(data, segment_ids, *, num_segments):
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:70), with its derived gradient unsorted_segment_sum_vjp."""
+    return _unsorted_segment_sum_custom_gradient(data, segment_ids, num_segments=num_segments)
+
+
+def unsorted_segment_sum_forward(data, segment_ids, *, num_segments):
+    """UnsortedSegmentSum's formula."""
+    output = _scatter_add(
+        data, segment_ids, 1, num_segments
+    )  # no gather form: an explicit scatter-add
+    return output
+
+
 def unsorted_segment_sum_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentSum (declared at ops/gather.py:70): one per input (data, segment_ids).
+    """Gradient of UnsortedSegmentSum: one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[i, p] = grad[segment_ids[i], p], i.e. `_gather(grad, segment_ids, -2)`
@@ -498,39 +551,31 @@ def unsorted_segment_sum_grad(op, grad):
     return _insert_none(grads, (2,))
 
 
-def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, segment_ids):
-        def backward(grad):
-            return unsorted_segment_sum_vjp(
-                grad, data, segment_ids, output, num_segments=num_segments
-            )
-
-        kernel_outputs = _tf_kernel(
-            "UnsortedSegmentSum",
-            1,
-            {"data": data, "segment_ids": segment_ids},
-            {"num_segments": num_segments},
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = _scatter_add(
-            data, segment_ids, 1, num_segments
-        )  # no gather form: an explicit scatter-add
-        return output, backward
-
-    return forward(data, segment_ids)
-
-
+_unsorted_segment_sum_custom_gradient = _custom_gradient(
+    "UnsortedSegmentSum",
+    "data segment_ids",
+    unsorted_segment_sum_forward,
+    unsorted_segment_sum_vjp,
+    "output",
+)
 _register("UnsortedSegmentSum", unsorted_segment_sum_grad)
 
 
+def segment_sum(data, segment_ids):
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:79), with its derived gradient segment_sum_vjp."""
+    return _segment_sum_custom_gradient(data, segment_ids)
+
+
+def segment_sum_forward(data, segment_ids):
+    """SegmentSum's formula."""
+    t0 = tf.shape(data, out_type=tf.int64)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+    return output
+
+
 def segment_sum_vjp(grad, data, segment_ids, output):
-    """Gradient of SegmentSum (declared at ops/gather.py:79): one per input (data, segment_ids).
+    """Gradient of SegmentSum: one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[i, p] = grad[segment_ids[i], p], i.e. `_gather(grad, segment_ids, -2)`
@@ -544,50 +589,39 @@ def segment_sum_grad(op, grad):
     return segment_sum_vjp(grad, *op.inputs, *op.outputs)
 
 
-def segment_sum(data, segment_ids):
-    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, segment_ids):
-        def backward(grad):
-            return segment_sum_vjp(grad, data, segment_ids, output)
-
-        kernel_outputs = _tf_kernel("SegmentSum", 1, {"data": data, "segment_ids": segment_ids}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(data, out_type=tf.int64)[-2]
-        t1 = segment_ids[t0 - 1] + 1
-        output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-        return output, backward
-
-    return forward(data, segment_ids)
-
-
+_segment_sum_custom_gradient = _custom_gradient(
+    "SegmentSum", "data segment_ids", segment_sum_forward, segment_sum_vjp, "output"
+)
 _register("SegmentSum", segment_sum_grad)
 
 
+def unsorted_segment_max(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:99), with its derived gradient unsorted_segment_max_vjp."""
+    return _unsorted_segment_max_custom_gradient(data, segment_ids, num_segments=num_segments)
+
+
+def unsorted_segment_max_forward(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMax's formula."""
+    output = _scatter_extremum(data, segment_ids, 1, num_segments, "max")
+    return output
+
+
 def unsorted_segment_max_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentMax (declared at ops/gather.py:99): one per input (data, segment_ids).
+    """Gradient of UnsortedSegmentMax: one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
             p], output[s, p]) at s = segment_ids[j])
-            i.e. `t5 * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, ...`
+            i.e. `t5 * tf.cast(tf.equal(data, t0), grad.dtype) / t4`
     """
     t0 = _gather(output, segment_ids, -2)
-    t1 = tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t1 = tf.cast(tf.equal(data, t0), grad.dtype)
     t2 = tf.shape(grad, out_type=tf.int64)[-2]
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = (
-        t5
-        * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        / t4
-    )
+    grad_data = t5 * tf.cast(tf.equal(data, t0), grad.dtype) / t4
     return grad_data, None
 
 
@@ -599,61 +633,44 @@ def unsorted_segment_max_grad(op, grad):
     return _insert_none(grads, (2,))
 
 
-def unsorted_segment_max(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, segment_ids):
-        def backward(grad):
-            output = outputs_again(data, segment_ids)
-            return unsorted_segment_max_vjp(
-                grad, data, segment_ids, output, num_segments=num_segments
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(data, segment_ids):
-            return tf.identity(output), backward
-
-        kernel_outputs = _tf_kernel(
-            "UnsortedSegmentMax",
-            1,
-            {"data": data, "segment_ids": segment_ids},
-            {"num_segments": num_segments},
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = _scatter_extremum(data, segment_ids, 1, num_segments, "max")
-        return output, backward
-
-    return forward(data, segment_ids)
-
-
+_unsorted_segment_max_custom_gradient = _custom_gradient(
+    "UnsortedSegmentMax",
+    "data segment_ids",
+    unsorted_segment_max_forward,
+    unsorted_segment_max_vjp,
+    "output",
+    read=True,
+)
 _register("UnsortedSegmentMax", unsorted_segment_max_grad)
 
 
+def unsorted_segment_min(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:106), with its derived gradient unsorted_segment_min_vjp."""
+    return _unsorted_segment_min_custom_gradient(data, segment_ids, num_segments=num_segments)
+
+
+def unsorted_segment_min_forward(data, segment_ids, *, num_segments):
+    """UnsortedSegmentMin's formula."""
+    output = _scatter_extremum(data, segment_ids, 1, num_segments, "min")
+    return output
+
+
 def unsorted_segment_min_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentMin (declared at ops/gather.py:106): one per input (data, segment_ids).
+    """Gradient of UnsortedSegmentMin: one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
             p], output[s, p]) at s = segment_ids[j])
-            i.e. `t5 * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, ...`
+            i.e. `t5 * tf.cast(tf.equal(data, t0), grad.dtype) / t4`
     """
     t0 = _gather(output, segment_ids, -2)
-    t1 = tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t1 = tf.cast(tf.equal(data, t0), grad.dtype)
     t2 = tf.shape(grad, out_type=tf.int64)[-2]
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = (
-        t5
-        * tf.where(tf.equal(data, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        / t4
-    )
+    grad_data = t5 * tf.cast(tf.equal(data, t0), grad.dtype) / t4
     return grad_data, None
 
 
@@ -665,43 +682,30 @@ def unsorted_segment_min_grad(op, grad):
     return _insert_none(grads, (2,))
 
 
-def unsorted_segment_min(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, segment_ids):
-        def backward(grad):
-            output = outputs_again(data, segment_ids)
-            return unsorted_segment_min_vjp(
-                grad, data, segment_ids, output, num_segments=num_segments
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(data, segment_ids):
-            return tf.identity(output), backward
-
-        kernel_outputs = _tf_kernel(
-            "UnsortedSegmentMin",
-            1,
-            {"data": data, "segment_ids": segment_ids},
-            {"num_segments": num_segments},
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = _scatter_extremum(data, segment_ids, 1, num_segments, "min")
-        return output, backward
-
-    return forward(data, segment_ids)
-
-
+_unsorted_segment_min_custom_gradient = _custom_gradient(
+    "UnsortedSegmentMin",
+    "data segment_ids",
+    unsorted_segment_min_forward,
+    unsorted_segment_min_vjp,
+    "output",
+    read=True,
+)
 _register("UnsortedSegmentMin", unsorted_segment_min_grad)
 
 
+def unsorted_segment_prod(data, segment_ids, *, num_segments):
+    """UnsortedSegmentProd: The product of the rows of `data` with equal `segment_ids` (1 where a segment has none) (declared at ops/gather.py:113), with its derived gradient unsorted_segment_prod_vjp."""
+    return _unsorted_segment_prod_custom_gradient(data, segment_ids, num_segments=num_segments)
+
+
+def unsorted_segment_prod_forward(data, segment_ids, *, num_segments):
+    """UnsortedSegmentProd's formula."""
+    output = _scatter_product(data, segment_ids, 1, num_segments)
+    return output
+
+
 def unsorted_segment_prod_vjp(grad, data, segment_ids, output, *, num_segments):
-    """Gradient of UnsortedSegmentProd (declared at ops/gather.py:113): one per input (data, segment_ids).
+    """Gradient of UnsortedSegmentProd: one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
@@ -712,7 +716,7 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, output, *, num_segments):
             segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
             == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
             indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
-            i.e. `t0 * tf.where(tf.not_equal(data, 0), tf.where(~tf.not_equal(data, 0), ...`
+            i.e. `t0 * tf.where(tf.not_equal(data, 0), tf.where(tf.equal(data, 0), ...`
     """
     t0 = _gather(grad, segment_ids, -2)
     t1 = _gather(output, segment_ids, -2)
@@ -720,7 +724,7 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, output, *, num_segments):
     t3 = tf.shape(grad, out_type=tf.int64)[-2]
     t4 = _scatter_product(t2, segment_ids, 1, t3)
     t5 = _gather(t4, segment_ids, -2)
-    t6 = tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t6 = tf.cast(tf.equal(data, 0), grad.dtype)
     t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t8 = _gather(t7, segment_ids, -2)
     t9 = tf.where(tf.equal(data, 0), data, tf.constant(0, grad.dtype))
@@ -728,8 +732,8 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, output, *, num_segments):
     t11 = _gather(t10, segment_ids, -2)
     grad_data = t0 * tf.where(
         tf.not_equal(data, 0),
-        tf.where(~tf.not_equal(data, 0), tf.constant(1, grad.dtype), t1)
-        / tf.where(~tf.not_equal(data, 0), tf.constant(1, grad.dtype), data),
+        tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), t1)
+        / tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), data),
         tf.where(
             tf.equal(t8, 1),
             t5,
@@ -747,53 +751,47 @@ def unsorted_segment_prod_grad(op, grad):
     return _insert_none(grads, (2,))
 
 
-def unsorted_segment_prod(data, segment_ids, *, num_segments):
-    """UnsortedSegmentProd: The product of the rows of `data` with equal `segment_ids` (1 where a segment has none), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, segment_ids):
-        def backward(grad):
-            output = outputs_again(data, segment_ids)
-            return unsorted_segment_prod_vjp(
-                grad, data, segment_ids, output, num_segments=num_segments
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(data, segment_ids):
-            return tf.identity(output), backward
-
-        kernel_outputs = _tf_kernel(
-            "UnsortedSegmentProd",
-            1,
-            {"data": data, "segment_ids": segment_ids},
-            {"num_segments": num_segments},
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = _scatter_product(data, segment_ids, 1, num_segments)
-        return output, backward
-
-    return forward(data, segment_ids)
-
-
+_unsorted_segment_prod_custom_gradient = _custom_gradient(
+    "UnsortedSegmentProd",
+    "data segment_ids",
+    unsorted_segment_prod_forward,
+    unsorted_segment_prod_vjp,
+    "output",
+    read=True,
+)
 _register("UnsortedSegmentProd", unsorted_segment_prod_grad)
 
 
+def segment_max(data, segment_ids):
+    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:131), with its derived gradient segment_max_vjp."""
+    return _segment_max_custom_gradient(data, segment_ids)
+
+
+def segment_max_forward(data, segment_ids, *, return_stages=False):
+    """SegmentMax's formula."""
+    t0 = tf.shape(data, out_type=tf.int64)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    ext1 = _scatter_extremum(data, segment_ids, 1, t1, "max")
+    t2 = tf.constant(1, dtype=data.dtype)
+    t3 = _scatter_add(t2, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+    output = ext1 * tf.cast(t3 > 0, data.dtype)
+    if return_stages:  # for segment_max_vjp(..., **stages): not computed again
+        return output, {"ext1": ext1}
+    return output
+
+
 def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
-    """Gradient of SegmentMax (declared at ops/gather.py:131): one per input (data, segment_ids).
+    """Gradient of SegmentMax: one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         ext1[s, p] = max_i selected(segment_ids[i] == s, data[i, p], -oo)
             i.e. `_scatter_extremum(data, segment_ids, 1, t0, "max")`
         grad_ext1[s, p] = grad[s, p] * mask(sum_i delta(s, segment_ids[i]) > 0)
-            i.e. `grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+            i.e. `grad * tf.cast(t3 > 0, grad.dtype)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
             ext1[s, p]) at s = segment_ids[j])
-            i.e. `t8 * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, ...`
+            i.e. `t8 * tf.cast(tf.equal(data, t4), grad.dtype) / t7`
     """
     if ext1 is None:
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
@@ -801,17 +799,13 @@ def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
     t1 = tf.constant(1, dtype=grad.dtype)
     t2 = tf.shape(grad, out_type=tf.int64)[-2]
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
-    grad_ext1 = grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    grad_ext1 = grad * tf.cast(t3 > 0, grad.dtype)
     t4 = _gather(ext1, segment_ids, -2)
-    t5 = tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t5 = tf.cast(tf.equal(data, t4), grad.dtype)
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = (
-        t8
-        * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        / t7
-    )
+    grad_data = t8 * tf.cast(tf.equal(data, t4), grad.dtype) / t7
     return grad_data, None
 
 
@@ -820,47 +814,42 @@ def segment_max_grad(op, grad):
     return segment_max_vjp(grad, *op.inputs, *op.outputs)
 
 
-def segment_max(data, segment_ids):
-    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, segment_ids):
-        ext1 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad):
-            return segment_max_vjp(grad, data, segment_ids, output, ext1=ext1)
-
-        kernel_outputs = _tf_kernel("SegmentMax", 1, {"data": data, "segment_ids": segment_ids}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(data, out_type=tf.int64)[-2]
-        t1 = segment_ids[t0 - 1] + 1
-        ext1 = _scatter_extremum(data, segment_ids, 1, t1, "max")
-        t2 = tf.constant(1, dtype=data.dtype)
-        t3 = _scatter_add(t2, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-        output = ext1 * tf.where(t3 > 0, tf.constant(1, data.dtype), tf.constant(0, data.dtype))
-        return output, backward
-
-    return forward(data, segment_ids)
-
-
+_segment_max_custom_gradient = _custom_gradient(
+    "SegmentMax", "data segment_ids", segment_max_forward, segment_max_vjp, "output", stages=True
+)
 _register("SegmentMax", segment_max_grad)
 
 
+def segment_min(data, segment_ids):
+    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:138), with its derived gradient segment_min_vjp."""
+    return _segment_min_custom_gradient(data, segment_ids)
+
+
+def segment_min_forward(data, segment_ids, *, return_stages=False):
+    """SegmentMin's formula."""
+    t0 = tf.shape(data, out_type=tf.int64)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    ext1 = _scatter_extremum(data, segment_ids, 1, t1, "min")
+    t2 = tf.constant(1, dtype=data.dtype)
+    t3 = _scatter_add(t2, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
+    output = ext1 * tf.cast(t3 > 0, data.dtype)
+    if return_stages:  # for segment_min_vjp(..., **stages): not computed again
+        return output, {"ext1": ext1}
+    return output
+
+
 def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
-    """Gradient of SegmentMin (declared at ops/gather.py:138): one per input (data, segment_ids).
+    """Gradient of SegmentMin: one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         ext1[s, p] = min_i selected(segment_ids[i] == s, data[i, p], oo)
             i.e. `_scatter_extremum(data, segment_ids, 1, t0, "min")`
         grad_ext1[s, p] = grad[s, p] * mask(sum_i delta(s, segment_ids[i]) > 0)
-            i.e. `grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+            i.e. `grad * tf.cast(t3 > 0, grad.dtype)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
             ext1[s, p]) at s = segment_ids[j])
-            i.e. `t8 * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, ...`
+            i.e. `t8 * tf.cast(tf.equal(data, t4), grad.dtype) / t7`
     """
     if ext1 is None:
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
@@ -868,17 +857,13 @@ def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
     t1 = tf.constant(1, dtype=grad.dtype)
     t2 = tf.shape(grad, out_type=tf.int64)[-2]
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
-    grad_ext1 = grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    grad_ext1 = grad * tf.cast(t3 > 0, grad.dtype)
     t4 = _gather(ext1, segment_ids, -2)
-    t5 = tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t5 = tf.cast(tf.equal(data, t4), grad.dtype)
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = (
-        t8
-        * tf.where(tf.equal(data, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        / t7
-    )
+    grad_data = t8 * tf.cast(tf.equal(data, t4), grad.dtype) / t7
     return grad_data, None
 
 
@@ -887,37 +872,30 @@ def segment_min_grad(op, grad):
     return segment_min_vjp(grad, *op.inputs, *op.outputs)
 
 
-def segment_min(data, segment_ids):
-    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, segment_ids):
-        ext1 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad):
-            return segment_min_vjp(grad, data, segment_ids, output, ext1=ext1)
-
-        kernel_outputs = _tf_kernel("SegmentMin", 1, {"data": data, "segment_ids": segment_ids}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(data, out_type=tf.int64)[-2]
-        t1 = segment_ids[t0 - 1] + 1
-        ext1 = _scatter_extremum(data, segment_ids, 1, t1, "min")
-        t2 = tf.constant(1, dtype=data.dtype)
-        t3 = _scatter_add(t2, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
-        output = ext1 * tf.where(t3 > 0, tf.constant(1, data.dtype), tf.constant(0, data.dtype))
-        return output, backward
-
-    return forward(data, segment_ids)
-
-
+_segment_min_custom_gradient = _custom_gradient(
+    "SegmentMin", "data segment_ids", segment_min_forward, segment_min_vjp, "output", stages=True
+)
 _register("SegmentMin", segment_min_grad)
 
 
+def segment_mean(data, segment_ids):
+    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:145), with its derived gradient segment_mean_vjp."""
+    return _segment_mean_custom_gradient(data, segment_ids)
+
+
+def segment_mean_forward(data, segment_ids):
+    """SegmentMean's formula."""
+    t0 = tf.constant(1, dtype=data.dtype)
+    t1 = tf.shape(data, out_type=tf.int64)[-2]
+    t2 = segment_ids[t1 - 1] + 1
+    t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _scatter_add(data, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    output = t4 / tf.math.maximum(t3, 1)
+    return output
+
+
 def segment_mean_vjp(grad, data, segment_ids, output):
-    """Gradient of SegmentMean (declared at ops/gather.py:145): one per input (data, segment_ids).
+    """Gradient of SegmentMean: one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] / Max(1, (sum_i delta(s, segment_ids[i]) at s =
@@ -938,37 +916,27 @@ def segment_mean_grad(op, grad):
     return segment_mean_vjp(grad, *op.inputs, *op.outputs)
 
 
-def segment_mean(data, segment_ids):
-    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, segment_ids):
-        def backward(grad):
-            return segment_mean_vjp(grad, data, segment_ids, output)
-
-        kernel_outputs = _tf_kernel(
-            "SegmentMean", 1, {"data": data, "segment_ids": segment_ids}, {}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.constant(1, dtype=data.dtype)
-        t1 = tf.shape(data, out_type=tf.int64)[-2]
-        t2 = segment_ids[t1 - 1] + 1
-        t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
-        t4 = _scatter_add(data, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
-        output = t4 / tf.math.maximum(t3, 1)
-        return output, backward
-
-    return forward(data, segment_ids)
-
-
+_segment_mean_custom_gradient = _custom_gradient(
+    "SegmentMean", "data segment_ids", segment_mean_forward, segment_mean_vjp, "output"
+)
 _register("SegmentMean", segment_mean_grad)
 
 
+def segment_prod(data, segment_ids):
+    """SegmentProd: The product of the rows of `data` with equal ascending `segment_ids` (1 where none) (declared at ops/gather.py:152), with its derived gradient segment_prod_vjp."""
+    return _segment_prod_custom_gradient(data, segment_ids)
+
+
+def segment_prod_forward(data, segment_ids):
+    """SegmentProd's formula."""
+    t0 = tf.shape(data, out_type=tf.int64)[-2]
+    t1 = segment_ids[t0 - 1] + 1
+    output = _scatter_product(data, segment_ids, 1, t1)
+    return output
+
+
 def segment_prod_vjp(grad, data, segment_ids, output):
-    """Gradient of SegmentProd (declared at ops/gather.py:152): one per input (data, segment_ids).
+    """Gradient of SegmentProd: one per input (data, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * (output[segment_ids[j], p] / data[j, p] if
@@ -979,7 +947,7 @@ def segment_prod_vjp(grad, data, segment_ids, output):
             segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
             == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
             indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
-            i.e. `t0 * tf.where(tf.not_equal(data, 0), tf.where(~tf.not_equal(data, 0), ...`
+            i.e. `t0 * tf.where(tf.not_equal(data, 0), tf.where(tf.equal(data, 0), ...`
     """
     t0 = _gather(grad, segment_ids, -2)
     t1 = _gather(output, segment_ids, -2)
@@ -987,7 +955,7 @@ def segment_prod_vjp(grad, data, segment_ids, output):
     t3 = tf.shape(grad, out_type=tf.int64)[-2]
     t4 = _scatter_product(t2, segment_ids, 1, t3)
     t5 = _gather(t4, segment_ids, -2)
-    t6 = tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+    t6 = tf.cast(tf.equal(data, 0), grad.dtype)
     t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t8 = _gather(t7, segment_ids, -2)
     t9 = tf.where(tf.equal(data, 0), data, tf.constant(0, grad.dtype))
@@ -995,8 +963,8 @@ def segment_prod_vjp(grad, data, segment_ids, output):
     t11 = _gather(t10, segment_ids, -2)
     grad_data = t0 * tf.where(
         tf.not_equal(data, 0),
-        tf.where(~tf.not_equal(data, 0), tf.constant(1, grad.dtype), t1)
-        / tf.where(~tf.not_equal(data, 0), tf.constant(1, grad.dtype), data),
+        tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), t1)
+        / tf.where(tf.equal(data, 0), tf.constant(1, grad.dtype), data),
         tf.where(
             tf.equal(t8, 1),
             t5,
@@ -1011,33 +979,7 @@ def segment_prod_grad(op, grad):
     return segment_prod_vjp(grad, *op.inputs, *op.outputs)
 
 
-def segment_prod(data, segment_ids):
-    """SegmentProd: The product of the rows of `data` with equal ascending `segment_ids` (1 where none), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, segment_ids):
-        def backward(grad):
-            output = outputs_again(data, segment_ids)
-            return segment_prod_vjp(grad, data, segment_ids, output)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(data, segment_ids):
-            return tf.identity(output), backward
-
-        kernel_outputs = _tf_kernel(
-            "SegmentProd", 1, {"data": data, "segment_ids": segment_ids}, {}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(data, out_type=tf.int64)[-2]
-        t1 = segment_ids[t0 - 1] + 1
-        output = _scatter_product(data, segment_ids, 1, t1)
-        return output, backward
-
-    return forward(data, segment_ids)
-
-
+_segment_prod_custom_gradient = _custom_gradient(
+    "SegmentProd", "data segment_ids", segment_prod_forward, segment_prod_vjp, "output", read=True
+)
 _register("SegmentProd", segment_prod_grad)

@@ -21,10 +21,79 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
 def _views(stages):
     """The stages a Function returns, each a view of its own: a stage that is also an output
     (the same tensor) is marked non-differentiable apart from that output."""
     return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
 
 
 def _tensors(a, b):
@@ -111,7 +180,7 @@ def _scatter_layout(values, positions, trailing, size):
 
 def gather_v2(params, indices, *, axis=0, batch_dims=0):
     """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:20); differentiated by gather_v2_vjp."""
-    return _GatherV2Function.apply(axis, batch_dims, params, indices)
+    return _gather_v2_autograd(params, indices, axis=axis, batch_dims=batch_dims)
 
 
 def gather_v2_forward(params, indices, *, axis=0, batch_dims=0):
@@ -171,29 +240,12 @@ def gather_v2_vjp(grad, params, indices, *, output=None, axis=0, batch_dims=0):
     return grad_params, None
 
 
-class _GatherV2Function(torch.autograd.Function):
-    """GatherV2 for autograd: the backward is gather_v2_vjp."""
-
-    @staticmethod
-    def forward(axis, batch_dims, params, indices):
-        return gather_v2_forward(params, indices, axis=axis, batch_dims=batch_dims)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        axis, batch_dims = ctx.attrs
-        params, indices = ctx.saved_tensors
-        grads = gather_v2_vjp(grad, params, indices, axis=axis, batch_dims=batch_dims)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_gather_v2_autograd = _autograd_function("GatherV2", gather_v2_forward, gather_v2_vjp, "output")
 
 
 def gather(params, indices):
     """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:42); differentiated by gather_vjp."""
-    return _GatherFunction.apply(params, indices)
+    return _gather_autograd(params, indices)
 
 
 def gather_forward(params, indices):
@@ -214,27 +266,12 @@ def gather_vjp(grad, params, indices, *, output=None):
     return grad_params, None
 
 
-class _GatherFunction(torch.autograd.Function):
-    """Gather for autograd: the backward is gather_vjp."""
-
-    @staticmethod
-    def forward(params, indices):
-        return gather_forward(params, indices)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        params, indices = ctx.saved_tensors
-        grads = gather_vjp(grad, params, indices)
-        return _needed(grads, ctx.needs_input_grad)
+_gather_autograd = _autograd_function("Gather", gather_forward, gather_vjp, "output")
 
 
 def gather_nd(params, indices):
     """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:50); differentiated by gather_nd_vjp."""
-    return _GatherNdFunction.apply(params, indices)
+    return _gather_nd_autograd(params, indices)
 
 
 def gather_nd_forward(params, indices):
@@ -290,27 +327,12 @@ def gather_nd_vjp(grad, params, indices, *, output=None):
     return grad_params, None
 
 
-class _GatherNdFunction(torch.autograd.Function):
-    """GatherNd for autograd: the backward is gather_nd_vjp."""
-
-    @staticmethod
-    def forward(params, indices):
-        return gather_nd_forward(params, indices)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        params, indices = ctx.saved_tensors
-        grads = gather_nd_vjp(grad, params, indices)
-        return _needed(grads, ctx.needs_input_grad)
+_gather_nd_autograd = _autograd_function("GatherNd", gather_nd_forward, gather_nd_vjp, "output")
 
 
 def scatter_nd(indices, updates, *, shape):
     """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:61); differentiated by scatter_nd_vjp."""
-    return _ScatterNdFunction.apply(shape, indices, updates)
+    return _scatter_nd_autograd(indices, updates, shape=shape)
 
 
 def scatter_nd_forward(indices, updates, *, shape):
@@ -333,29 +355,12 @@ def scatter_nd_vjp(grad, indices, updates, *, output=None, shape):
     return None, grad_updates
 
 
-class _ScatterNdFunction(torch.autograd.Function):
-    """ScatterNd for autograd: the backward is scatter_nd_vjp."""
-
-    @staticmethod
-    def forward(shape, indices, updates):
-        return scatter_nd_forward(indices, updates, shape=shape)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (shape,) = ctx.attrs
-        indices, updates = ctx.saved_tensors
-        grads = scatter_nd_vjp(grad, indices, updates, shape=shape)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_scatter_nd_autograd = _autograd_function("ScatterNd", scatter_nd_forward, scatter_nd_vjp, "output")
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
     """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:70); differentiated by unsorted_segment_sum_vjp."""
-    return _UnsortedSegmentSumFunction.apply(num_segments, data, segment_ids)
+    return _unsorted_segment_sum_autograd(data, segment_ids, num_segments=num_segments)
 
 
 def unsorted_segment_sum_forward(data, segment_ids, *, num_segments):
@@ -376,29 +381,14 @@ def unsorted_segment_sum_vjp(grad, data, segment_ids, *, output=None, num_segmen
     return grad_data, None
 
 
-class _UnsortedSegmentSumFunction(torch.autograd.Function):
-    """UnsortedSegmentSum for autograd: the backward is unsorted_segment_sum_vjp."""
-
-    @staticmethod
-    def forward(num_segments, data, segment_ids):
-        return unsorted_segment_sum_forward(data, segment_ids, num_segments=num_segments)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (num_segments,) = ctx.attrs
-        data, segment_ids = ctx.saved_tensors
-        grads = unsorted_segment_sum_vjp(grad, data, segment_ids, num_segments=num_segments)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_unsorted_segment_sum_autograd = _autograd_function(
+    "UnsortedSegmentSum", unsorted_segment_sum_forward, unsorted_segment_sum_vjp, "output"
+)
 
 
 def segment_sum(data, segment_ids):
     """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:79); differentiated by segment_sum_vjp."""
-    return _SegmentSumFunction.apply(data, segment_ids)
+    return _segment_sum_autograd(data, segment_ids)
 
 
 def segment_sum_forward(data, segment_ids):
@@ -419,27 +409,14 @@ def segment_sum_vjp(grad, data, segment_ids, *, output=None):
     return grad_data, None
 
 
-class _SegmentSumFunction(torch.autograd.Function):
-    """SegmentSum for autograd: the backward is segment_sum_vjp."""
-
-    @staticmethod
-    def forward(data, segment_ids):
-        return segment_sum_forward(data, segment_ids)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        data, segment_ids = ctx.saved_tensors
-        grads = segment_sum_vjp(grad, data, segment_ids)
-        return _needed(grads, ctx.needs_input_grad)
+_segment_sum_autograd = _autograd_function(
+    "SegmentSum", segment_sum_forward, segment_sum_vjp, "output"
+)
 
 
 def unsorted_segment_max(data, segment_ids, *, num_segments):
     """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:99); differentiated by unsorted_segment_max_vjp."""
-    return _UnsortedSegmentMaxFunction.apply(num_segments, data, segment_ids)
+    return _unsorted_segment_max_autograd(data, segment_ids, num_segments=num_segments)
 
 
 def unsorted_segment_max_forward(data, segment_ids, *, num_segments):
@@ -468,31 +445,18 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, *, output=None, num_segmen
     return grad_data, None
 
 
-class _UnsortedSegmentMaxFunction(torch.autograd.Function):
-    """UnsortedSegmentMax for autograd: the backward is unsorted_segment_max_vjp."""
-
-    @staticmethod
-    def forward(num_segments, data, segment_ids):
-        return unsorted_segment_max_forward(data, segment_ids, num_segments=num_segments)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (num_segments,) = ctx.attrs
-        data, segment_ids, output = ctx.saved_tensors
-        grads = unsorted_segment_max_vjp(
-            grad, data, segment_ids, output=output, num_segments=num_segments
-        )
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_unsorted_segment_max_autograd = _autograd_function(
+    "UnsortedSegmentMax",
+    unsorted_segment_max_forward,
+    unsorted_segment_max_vjp,
+    "output",
+    read="output",
+)
 
 
 def unsorted_segment_min(data, segment_ids, *, num_segments):
     """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:106); differentiated by unsorted_segment_min_vjp."""
-    return _UnsortedSegmentMinFunction.apply(num_segments, data, segment_ids)
+    return _unsorted_segment_min_autograd(data, segment_ids, num_segments=num_segments)
 
 
 def unsorted_segment_min_forward(data, segment_ids, *, num_segments):
@@ -521,31 +485,18 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, *, output=None, num_segmen
     return grad_data, None
 
 
-class _UnsortedSegmentMinFunction(torch.autograd.Function):
-    """UnsortedSegmentMin for autograd: the backward is unsorted_segment_min_vjp."""
-
-    @staticmethod
-    def forward(num_segments, data, segment_ids):
-        return unsorted_segment_min_forward(data, segment_ids, num_segments=num_segments)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (num_segments,) = ctx.attrs
-        data, segment_ids, output = ctx.saved_tensors
-        grads = unsorted_segment_min_vjp(
-            grad, data, segment_ids, output=output, num_segments=num_segments
-        )
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_unsorted_segment_min_autograd = _autograd_function(
+    "UnsortedSegmentMin",
+    unsorted_segment_min_forward,
+    unsorted_segment_min_vjp,
+    "output",
+    read="output",
+)
 
 
 def unsorted_segment_prod(data, segment_ids, *, num_segments):
     """UnsortedSegmentProd: The product of the rows of `data` with equal `segment_ids` (1 where a segment has none) (declared at ops/gather.py:113); differentiated by unsorted_segment_prod_vjp."""
-    return _UnsortedSegmentProdFunction.apply(num_segments, data, segment_ids)
+    return _unsorted_segment_prod_autograd(data, segment_ids, num_segments=num_segments)
 
 
 def unsorted_segment_prod_forward(data, segment_ids, *, num_segments):
@@ -566,7 +517,7 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segme
             segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
             == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
             indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
-            i.e. `t0 * torch.where(data != 0, torch.where(~(data != 0), 1, t1) / ...`
+            i.e. `t0 * torch.where(data != 0, torch.where(data == 0, 1, t1) / torch.where(data ...`
     """
     if output is None:
         output = unsorted_segment_prod_forward(data, segment_ids, num_segments=num_segments)
@@ -584,37 +535,24 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segme
     t11 = _gather(t10, segment_ids, -2)
     grad_data = t0 * torch.where(
         data != 0,
-        torch.where(~(data != 0), 1, t1) / torch.where(~(data != 0), 1, data),
+        torch.where(data == 0, 1, t1) / torch.where(data == 0, 1, data),
         torch.where(t8 == 1, t5, torch.where(t8 == 2, t5 * (-data + t11), 0)),
     )
     return grad_data, None
 
 
-class _UnsortedSegmentProdFunction(torch.autograd.Function):
-    """UnsortedSegmentProd for autograd: the backward is unsorted_segment_prod_vjp."""
-
-    @staticmethod
-    def forward(num_segments, data, segment_ids):
-        return unsorted_segment_prod_forward(data, segment_ids, num_segments=num_segments)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (num_segments,) = ctx.attrs
-        data, segment_ids, output = ctx.saved_tensors
-        grads = unsorted_segment_prod_vjp(
-            grad, data, segment_ids, output=output, num_segments=num_segments
-        )
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_unsorted_segment_prod_autograd = _autograd_function(
+    "UnsortedSegmentProd",
+    unsorted_segment_prod_forward,
+    unsorted_segment_prod_vjp,
+    "output",
+    read="output",
+)
 
 
 def segment_max(data, segment_ids):
     """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:131); differentiated by segment_max_vjp."""
-    return _SegmentMaxFunction.apply(data, segment_ids)[0]
+    return _segment_max_autograd(data, segment_ids)
 
 
 def segment_max_forward(data, segment_ids, *, return_stages=False):
@@ -658,31 +596,14 @@ def segment_max_vjp(grad, data, segment_ids, *, output=None, ext1=None):
     return grad_data, None
 
 
-class _SegmentMaxFunction(torch.autograd.Function):
-    """SegmentMax for autograd: the backward is segment_max_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(data, segment_ids):
-        output, stages = segment_max_forward(data, segment_ids, return_stages=True)
-        return output, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        data, segment_ids, ext1 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"ext1": ext1}
-        grads = segment_max_vjp(cotangents[0], data, segment_ids, **stages)
-        return _needed(grads, ctx.needs_input_grad)
+_segment_max_autograd = _autograd_function(
+    "SegmentMax", segment_max_forward, segment_max_vjp, "output", stages="ext1"
+)
 
 
 def segment_min(data, segment_ids):
     """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:138); differentiated by segment_min_vjp."""
-    return _SegmentMinFunction.apply(data, segment_ids)[0]
+    return _segment_min_autograd(data, segment_ids)
 
 
 def segment_min_forward(data, segment_ids, *, return_stages=False):
@@ -726,31 +647,14 @@ def segment_min_vjp(grad, data, segment_ids, *, output=None, ext1=None):
     return grad_data, None
 
 
-class _SegmentMinFunction(torch.autograd.Function):
-    """SegmentMin for autograd: the backward is segment_min_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(data, segment_ids):
-        output, stages = segment_min_forward(data, segment_ids, return_stages=True)
-        return output, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        data, segment_ids, ext1 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"ext1": ext1}
-        grads = segment_min_vjp(cotangents[0], data, segment_ids, **stages)
-        return _needed(grads, ctx.needs_input_grad)
+_segment_min_autograd = _autograd_function(
+    "SegmentMin", segment_min_forward, segment_min_vjp, "output", stages="ext1"
+)
 
 
 def segment_mean(data, segment_ids):
     """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:145); differentiated by segment_mean_vjp."""
-    return _SegmentMeanFunction.apply(data, segment_ids)
+    return _segment_mean_autograd(data, segment_ids)
 
 
 def segment_mean_forward(data, segment_ids):
@@ -781,27 +685,14 @@ def segment_mean_vjp(grad, data, segment_ids, *, output=None):
     return grad_data, None
 
 
-class _SegmentMeanFunction(torch.autograd.Function):
-    """SegmentMean for autograd: the backward is segment_mean_vjp."""
-
-    @staticmethod
-    def forward(data, segment_ids):
-        return segment_mean_forward(data, segment_ids)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        data, segment_ids = ctx.saved_tensors
-        grads = segment_mean_vjp(grad, data, segment_ids)
-        return _needed(grads, ctx.needs_input_grad)
+_segment_mean_autograd = _autograd_function(
+    "SegmentMean", segment_mean_forward, segment_mean_vjp, "output"
+)
 
 
 def segment_prod(data, segment_ids):
     """SegmentProd: The product of the rows of `data` with equal ascending `segment_ids` (1 where none) (declared at ops/gather.py:152); differentiated by segment_prod_vjp."""
-    return _SegmentProdFunction.apply(data, segment_ids)
+    return _segment_prod_autograd(data, segment_ids)
 
 
 def segment_prod_forward(data, segment_ids):
@@ -824,7 +715,7 @@ def segment_prod_vjp(grad, data, segment_ids, *, output=None):
             segment_ids[j]) * (-data[j, p] + (sum_i delta(s, segment_ids[i]) * selected(data[i, p]
             == 0, data[i, p], 0) at s = segment_ids[j])) if (sum_i delta(s, segment_ids[i]) *
             indicator(data[i, p] == 0) at s = segment_ids[j]) == 2 else 0)
-            i.e. `t0 * torch.where(data != 0, torch.where(~(data != 0), 1, t1) / ...`
+            i.e. `t0 * torch.where(data != 0, torch.where(data == 0, 1, t1) / torch.where(data ...`
     """
     if output is None:
         output = segment_prod_forward(data, segment_ids)
@@ -842,25 +733,12 @@ def segment_prod_vjp(grad, data, segment_ids, *, output=None):
     t11 = _gather(t10, segment_ids, -2)
     grad_data = t0 * torch.where(
         data != 0,
-        torch.where(~(data != 0), 1, t1) / torch.where(~(data != 0), 1, data),
+        torch.where(data == 0, 1, t1) / torch.where(data == 0, 1, data),
         torch.where(t8 == 1, t5, torch.where(t8 == 2, t5 * (-data + t11), 0)),
     )
     return grad_data, None
 
 
-class _SegmentProdFunction(torch.autograd.Function):
-    """SegmentProd for autograd: the backward is segment_prod_vjp."""
-
-    @staticmethod
-    def forward(data, segment_ids):
-        return segment_prod_forward(data, segment_ids)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        data, segment_ids, output = ctx.saved_tensors
-        grads = segment_prod_vjp(grad, data, segment_ids, output=output)
-        return _needed(grads, ctx.needs_input_grad)
+_segment_prod_autograd = _autograd_function(
+    "SegmentProd", segment_prod_forward, segment_prod_vjp, "output", read="output"
+)

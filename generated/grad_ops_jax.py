@@ -9,13 +9,49 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _sum_to_shape(g, shape):
@@ -57,22 +93,7 @@ def sigmoid_grad_vjp(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
-@jax.custom_vjp
-def _sigmoid_grad_custom_vjp(y, dy):
-    return sigmoid_grad_forward(y, dy)
-
-
-def _sigmoid_grad_fwd(y, dy):
-    z = sigmoid_grad_forward(y, dy)
-    return z, ((y, dy), z)
-
-
-def _sigmoid_grad_bwd(saved, grad):
-    (y, dy), z = saved
-    return sigmoid_grad_vjp(grad, y, dy, z=z)
-
-
-_sigmoid_grad_custom_vjp.defvjp(_sigmoid_grad_fwd, _sigmoid_grad_bwd)
+_sigmoid_grad_custom_vjp = _custom_vjp(sigmoid_grad_forward, sigmoid_grad_vjp, "z")
 
 
 def tanh_grad(y, dy):
@@ -98,22 +119,7 @@ def tanh_grad_vjp(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
-@jax.custom_vjp
-def _tanh_grad_custom_vjp(y, dy):
-    return tanh_grad_forward(y, dy)
-
-
-def _tanh_grad_fwd(y, dy):
-    z = tanh_grad_forward(y, dy)
-    return z, ((y, dy), z)
-
-
-def _tanh_grad_bwd(saved, grad):
-    (y, dy), z = saved
-    return tanh_grad_vjp(grad, y, dy, z=z)
-
-
-_tanh_grad_custom_vjp.defvjp(_tanh_grad_fwd, _tanh_grad_bwd)
+_tanh_grad_custom_vjp = _custom_vjp(tanh_grad_forward, tanh_grad_vjp, "z")
 
 
 def sqrt_grad(y, dy):
@@ -142,22 +148,7 @@ def sqrt_grad_vjp(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
-@jax.custom_vjp
-def _sqrt_grad_custom_vjp(y, dy):
-    return sqrt_grad_forward(y, dy)
-
-
-def _sqrt_grad_fwd(y, dy):
-    z = sqrt_grad_forward(y, dy)
-    return z, ((y, dy), z)
-
-
-def _sqrt_grad_bwd(saved, grad):
-    (y, dy), z = saved
-    return sqrt_grad_vjp(grad, y, dy, z=z)
-
-
-_sqrt_grad_custom_vjp.defvjp(_sqrt_grad_fwd, _sqrt_grad_bwd)
+_sqrt_grad_custom_vjp = _custom_vjp(sqrt_grad_forward, sqrt_grad_vjp, "z")
 
 
 def rsqrt_grad(y, dy):
@@ -184,22 +175,7 @@ def rsqrt_grad_vjp(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
-@jax.custom_vjp
-def _rsqrt_grad_custom_vjp(y, dy):
-    return rsqrt_grad_forward(y, dy)
-
-
-def _rsqrt_grad_fwd(y, dy):
-    z = rsqrt_grad_forward(y, dy)
-    return z, ((y, dy), z)
-
-
-def _rsqrt_grad_bwd(saved, grad):
-    (y, dy), z = saved
-    return rsqrt_grad_vjp(grad, y, dy, z=z)
-
-
-_rsqrt_grad_custom_vjp.defvjp(_rsqrt_grad_fwd, _rsqrt_grad_bwd)
+_rsqrt_grad_custom_vjp = _custom_vjp(rsqrt_grad_forward, rsqrt_grad_vjp, "z")
 
 
 def reciprocal_grad(y, dy):
@@ -225,22 +201,7 @@ def reciprocal_grad_vjp(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
-@jax.custom_vjp
-def _reciprocal_grad_custom_vjp(y, dy):
-    return reciprocal_grad_forward(y, dy)
-
-
-def _reciprocal_grad_fwd(y, dy):
-    z = reciprocal_grad_forward(y, dy)
-    return z, ((y, dy), z)
-
-
-def _reciprocal_grad_bwd(saved, grad):
-    (y, dy), z = saved
-    return reciprocal_grad_vjp(grad, y, dy, z=z)
-
-
-_reciprocal_grad_custom_vjp.defvjp(_reciprocal_grad_fwd, _reciprocal_grad_bwd)
+_reciprocal_grad_custom_vjp = _custom_vjp(reciprocal_grad_forward, reciprocal_grad_vjp, "z")
 
 
 def inv_grad(y, dy):
@@ -266,22 +227,7 @@ def inv_grad_vjp(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
-@jax.custom_vjp
-def _inv_grad_custom_vjp(y, dy):
-    return inv_grad_forward(y, dy)
-
-
-def _inv_grad_fwd(y, dy):
-    z = inv_grad_forward(y, dy)
-    return z, ((y, dy), z)
-
-
-def _inv_grad_bwd(saved, grad):
-    (y, dy), z = saved
-    return inv_grad_vjp(grad, y, dy, z=z)
-
-
-_inv_grad_custom_vjp.defvjp(_inv_grad_fwd, _inv_grad_bwd)
+_inv_grad_custom_vjp = _custom_vjp(inv_grad_forward, inv_grad_vjp, "z")
 
 
 def relu_grad(gradients, features):
@@ -306,22 +252,7 @@ def relu_grad_vjp(grad, gradients, features, *, backprops=None):
     return grad_gradients, None
 
 
-@jax.custom_vjp
-def _relu_grad_custom_vjp(gradients, features):
-    return relu_grad_forward(gradients, features)
-
-
-def _relu_grad_fwd(gradients, features):
-    backprops = relu_grad_forward(gradients, features)
-    return backprops, ((gradients, features), backprops)
-
-
-def _relu_grad_bwd(saved, grad):
-    (gradients, features), backprops = saved
-    return relu_grad_vjp(grad, gradients, features, backprops=backprops)
-
-
-_relu_grad_custom_vjp.defvjp(_relu_grad_fwd, _relu_grad_bwd)
+_relu_grad_custom_vjp = _custom_vjp(relu_grad_forward, relu_grad_vjp, "backprops")
 
 
 def relu6_grad(gradients, features):
@@ -348,27 +279,12 @@ def relu6_grad_vjp(grad, gradients, features, *, backprops=None):
     return grad_gradients, None
 
 
-@jax.custom_vjp
-def _relu6_grad_custom_vjp(gradients, features):
-    return relu6_grad_forward(gradients, features)
-
-
-def _relu6_grad_fwd(gradients, features):
-    backprops = relu6_grad_forward(gradients, features)
-    return backprops, ((gradients, features), backprops)
-
-
-def _relu6_grad_bwd(saved, grad):
-    (gradients, features), backprops = saved
-    return relu6_grad_vjp(grad, gradients, features, backprops=backprops)
-
-
-_relu6_grad_custom_vjp.defvjp(_relu6_grad_fwd, _relu6_grad_bwd)
+_relu6_grad_custom_vjp = _custom_vjp(relu6_grad_forward, relu6_grad_vjp, "backprops")
 
 
 def leaky_relu_grad(gradients, features, *, alpha=0.2):
     """LeakyReluGrad: backprops = gradients where features > 0, else alpha * gradients (declared at ops/grad_ops.py:67); differentiated by leaky_relu_grad_vjp."""
-    return _leaky_relu_grad_custom_vjp(alpha, gradients, features)
+    return _leaky_relu_grad_custom_vjp(gradients, features, alpha=alpha)
 
 
 def leaky_relu_grad_forward(gradients, features, *, alpha=0.2):
@@ -388,22 +304,7 @@ def leaky_relu_grad_vjp(grad, gradients, features, *, backprops=None, alpha=0.2)
     return grad_gradients, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _leaky_relu_grad_custom_vjp(alpha, gradients, features):
-    return leaky_relu_grad_forward(gradients, features, alpha=alpha)
-
-
-def _leaky_relu_grad_fwd(alpha, gradients, features):
-    backprops = leaky_relu_grad_forward(gradients, features, alpha=alpha)
-    return backprops, ((gradients, features), backprops)
-
-
-def _leaky_relu_grad_bwd(alpha, saved, grad):
-    (gradients, features), backprops = saved
-    return leaky_relu_grad_vjp(grad, gradients, features, backprops=backprops, alpha=alpha)
-
-
-_leaky_relu_grad_custom_vjp.defvjp(_leaky_relu_grad_fwd, _leaky_relu_grad_bwd)
+_leaky_relu_grad_custom_vjp = _custom_vjp(leaky_relu_grad_forward, leaky_relu_grad_vjp, "backprops")
 
 
 def elu_grad(gradients, outputs):
@@ -432,22 +333,7 @@ def elu_grad_vjp(grad, gradients, outputs, *, backprops=None):
     return grad_gradients, grad_outputs
 
 
-@jax.custom_vjp
-def _elu_grad_custom_vjp(gradients, outputs):
-    return elu_grad_forward(gradients, outputs)
-
-
-def _elu_grad_fwd(gradients, outputs):
-    backprops = elu_grad_forward(gradients, outputs)
-    return backprops, ((gradients, outputs), backprops)
-
-
-def _elu_grad_bwd(saved, grad):
-    (gradients, outputs), backprops = saved
-    return elu_grad_vjp(grad, gradients, outputs, backprops=backprops)
-
-
-_elu_grad_custom_vjp.defvjp(_elu_grad_fwd, _elu_grad_bwd)
+_elu_grad_custom_vjp = _custom_vjp(elu_grad_forward, elu_grad_vjp, "backprops")
 
 
 def selu_grad(gradients, outputs):
@@ -482,22 +368,7 @@ def selu_grad_vjp(grad, gradients, outputs, *, backprops=None):
     return grad_gradients, grad_outputs
 
 
-@jax.custom_vjp
-def _selu_grad_custom_vjp(gradients, outputs):
-    return selu_grad_forward(gradients, outputs)
-
-
-def _selu_grad_fwd(gradients, outputs):
-    backprops = selu_grad_forward(gradients, outputs)
-    return backprops, ((gradients, outputs), backprops)
-
-
-def _selu_grad_bwd(saved, grad):
-    (gradients, outputs), backprops = saved
-    return selu_grad_vjp(grad, gradients, outputs, backprops=backprops)
-
-
-_selu_grad_custom_vjp.defvjp(_selu_grad_fwd, _selu_grad_bwd)
+_selu_grad_custom_vjp = _custom_vjp(selu_grad_forward, selu_grad_vjp, "backprops")
 
 
 def softplus_grad(gradients, features):
@@ -528,19 +399,4 @@ def softplus_grad_vjp(grad, gradients, features, *, backprops=None):
     return grad_gradients, grad_features
 
 
-@jax.custom_vjp
-def _softplus_grad_custom_vjp(gradients, features):
-    return softplus_grad_forward(gradients, features)
-
-
-def _softplus_grad_fwd(gradients, features):
-    backprops = softplus_grad_forward(gradients, features)
-    return backprops, ((gradients, features), backprops)
-
-
-def _softplus_grad_bwd(saved, grad):
-    (gradients, features), backprops = saved
-    return softplus_grad_vjp(grad, gradients, features, backprops=backprops)
-
-
-_softplus_grad_custom_vjp.defvjp(_softplus_grad_fwd, _softplus_grad_bwd)
+_softplus_grad_custom_vjp = _custom_vjp(softplus_grad_forward, softplus_grad_vjp, "backprops")

@@ -6,14 +6,15 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
-  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
-  that a second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
-  no derivative of `backprop` w.r.t. `labels`).
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
+  Where the backward reads the op's outputs, it reads them again through a custom gradient of
+  their own, so that a second order (an outer tape) differentiates them by the derived
+  gradient too, not by TensorFlow's gradient of its kernel (NaN at a norm's 0;
+  SoftmaxCrossEntropyWithLogits's has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -33,6 +34,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -115,8 +173,19 @@ def _sum_to_shape(g, x):
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
 
+def sigmoid_grad(y, dy):
+    """SigmoidGrad: z = dy * y * (1 - y), Sigmoid's backprop from its output y (declared at ops/grad_ops.py:18), with its derived gradient sigmoid_grad_vjp."""
+    return _sigmoid_grad_custom_gradient(y, dy)
+
+
+def sigmoid_grad_forward(y, dy):
+    """SigmoidGrad's formula."""
+    z = dy * y * (1 - y)
+    return z
+
+
 def sigmoid_grad_vjp(grad, y, dy, z):
-    """Gradient of SigmoidGrad (declared at ops/grad_ops.py:18): one per input (y, dy).
+    """Gradient of SigmoidGrad: one per input (y, dy).
 
     In index notation, next to the code computing it:
         grad_y = grad * (-dy * y + dy * (1 - y))
@@ -134,30 +203,25 @@ def sigmoid_grad_grad(op, grad):
     return sigmoid_grad_vjp(grad, *op.inputs, *op.outputs)
 
 
-def sigmoid_grad(y, dy):
-    """SigmoidGrad: z = dy * y * (1 - y), Sigmoid's backprop from its output y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(y, dy):
-        def backward(grad):
-            return sigmoid_grad_vjp(grad, y, dy, z)
-
-        kernel_outputs = _tf_kernel("SigmoidGrad", 1, {"y": y, "dy": dy}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = dy * y * (1 - y)
-        return z, backward
-
-    return forward(y, dy)
-
-
+_sigmoid_grad_custom_gradient = _custom_gradient(
+    "SigmoidGrad", "y dy", sigmoid_grad_forward, sigmoid_grad_vjp, "z"
+)
 _register("SigmoidGrad", sigmoid_grad_grad)
 
 
+def tanh_grad(y, dy):
+    """TanhGrad: z = dy * (1 - y**2), Tanh's backprop from its output y (declared at ops/grad_ops.py:24), with its derived gradient tanh_grad_vjp."""
+    return _tanh_grad_custom_gradient(y, dy)
+
+
+def tanh_grad_forward(y, dy):
+    """TanhGrad's formula."""
+    z = dy * (1 - y**2)
+    return z
+
+
 def tanh_grad_vjp(grad, y, dy, z):
-    """Gradient of TanhGrad (declared at ops/grad_ops.py:24): one per input (y, dy).
+    """Gradient of TanhGrad: one per input (y, dy).
 
     In index notation, next to the code computing it:
         grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, y)`
@@ -173,30 +237,25 @@ def tanh_grad_grad(op, grad):
     return tanh_grad_vjp(grad, *op.inputs, *op.outputs)
 
 
-def tanh_grad(y, dy):
-    """TanhGrad: z = dy * (1 - y**2), Tanh's backprop from its output y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(y, dy):
-        def backward(grad):
-            return tanh_grad_vjp(grad, y, dy, z)
-
-        kernel_outputs = _tf_kernel("TanhGrad", 1, {"y": y, "dy": dy}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = dy * (1 - y**2)
-        return z, backward
-
-    return forward(y, dy)
-
-
+_tanh_grad_custom_gradient = _custom_gradient(
+    "TanhGrad", "y dy", tanh_grad_forward, tanh_grad_vjp, "z"
+)
 _register("TanhGrad", tanh_grad_grad)
 
 
+def sqrt_grad(y, dy):
+    """SqrtGrad: z = dy / (2 y), Sqrt's backprop from its output y (declared at ops/grad_ops.py:30), with its derived gradient sqrt_grad_vjp."""
+    return _sqrt_grad_custom_gradient(y, dy)
+
+
+def sqrt_grad_forward(y, dy):
+    """SqrtGrad's formula."""
+    z = (1 / 2) * dy / y
+    return z
+
+
 def sqrt_grad_vjp(grad, y, dy, z):
-    """Gradient of SqrtGrad (declared at ops/grad_ops.py:30): one per input (y, dy).
+    """Gradient of SqrtGrad: one per input (y, dy).
 
     In index notation, next to the code computing it:
         grad_y = -grad * z / y, i.e. `_sum_to_shape(-tmp0 * z, y)`
@@ -213,36 +272,25 @@ def sqrt_grad_grad(op, grad):
     return sqrt_grad_vjp(grad, *op.inputs, *op.outputs)
 
 
-def sqrt_grad(y, dy):
-    """SqrtGrad: z = dy / (2 y), Sqrt's backprop from its output y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(y, dy):
-        def backward(grad):
-            z = outputs_again(y, dy)
-            return sqrt_grad_vjp(grad, y, dy, z)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(y, dy):
-            return tf.identity(z), backward
-
-        kernel_outputs = _tf_kernel("SqrtGrad", 1, {"y": y, "dy": dy}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = (1 / 2) * dy / y
-        return z, backward
-
-    return forward(y, dy)
-
-
+_sqrt_grad_custom_gradient = _custom_gradient(
+    "SqrtGrad", "y dy", sqrt_grad_forward, sqrt_grad_vjp, "z", read=True
+)
 _register("SqrtGrad", sqrt_grad_grad)
 
 
+def rsqrt_grad(y, dy):
+    """RsqrtGrad: z = -dy * y**3 / 2, Rsqrt's backprop from its output y (declared at ops/grad_ops.py:36), with its derived gradient rsqrt_grad_vjp."""
+    return _rsqrt_grad_custom_gradient(y, dy)
+
+
+def rsqrt_grad_forward(y, dy):
+    """RsqrtGrad's formula."""
+    z = -1 / 2 * dy * y**3
+    return z
+
+
 def rsqrt_grad_vjp(grad, y, dy, z):
-    """Gradient of RsqrtGrad (declared at ops/grad_ops.py:36): one per input (y, dy).
+    """Gradient of RsqrtGrad: one per input (y, dy).
 
     In index notation, next to the code computing it:
         grad_y = -3 * grad * dy * y**2 / 2, i.e. `_sum_to_shape(-3 / 2 * dy * grad * y**2, y)`
@@ -258,30 +306,25 @@ def rsqrt_grad_grad(op, grad):
     return rsqrt_grad_vjp(grad, *op.inputs, *op.outputs)
 
 
-def rsqrt_grad(y, dy):
-    """RsqrtGrad: z = -dy * y**3 / 2, Rsqrt's backprop from its output y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(y, dy):
-        def backward(grad):
-            return rsqrt_grad_vjp(grad, y, dy, z)
-
-        kernel_outputs = _tf_kernel("RsqrtGrad", 1, {"y": y, "dy": dy}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = -1 / 2 * dy * y**3
-        return z, backward
-
-    return forward(y, dy)
-
-
+_rsqrt_grad_custom_gradient = _custom_gradient(
+    "RsqrtGrad", "y dy", rsqrt_grad_forward, rsqrt_grad_vjp, "z"
+)
 _register("RsqrtGrad", rsqrt_grad_grad)
 
 
+def reciprocal_grad(y, dy):
+    """ReciprocalGrad: z = -dy * y**2, Reciprocal's backprop from its output y (declared at ops/grad_ops.py:42), with its derived gradient reciprocal_grad_vjp."""
+    return _reciprocal_grad_custom_gradient(y, dy)
+
+
+def reciprocal_grad_forward(y, dy):
+    """ReciprocalGrad's formula."""
+    z = -dy * y**2
+    return z
+
+
 def reciprocal_grad_vjp(grad, y, dy, z):
-    """Gradient of ReciprocalGrad (declared at ops/grad_ops.py:42): one per input (y, dy).
+    """Gradient of ReciprocalGrad: one per input (y, dy).
 
     In index notation, next to the code computing it:
         grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, y)`
@@ -297,30 +340,25 @@ def reciprocal_grad_grad(op, grad):
     return reciprocal_grad_vjp(grad, *op.inputs, *op.outputs)
 
 
-def reciprocal_grad(y, dy):
-    """ReciprocalGrad: z = -dy * y**2, Reciprocal's backprop from its output y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(y, dy):
-        def backward(grad):
-            return reciprocal_grad_vjp(grad, y, dy, z)
-
-        kernel_outputs = _tf_kernel("ReciprocalGrad", 1, {"y": y, "dy": dy}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = -dy * y**2
-        return z, backward
-
-    return forward(y, dy)
-
-
+_reciprocal_grad_custom_gradient = _custom_gradient(
+    "ReciprocalGrad", "y dy", reciprocal_grad_forward, reciprocal_grad_vjp, "z"
+)
 _register("ReciprocalGrad", reciprocal_grad_grad)
 
 
+def inv_grad(y, dy):
+    """InvGrad: z = -dy * y**2, Inv's backprop from its output y (declared at ops/grad_ops.py:48), with its derived gradient inv_grad_vjp."""
+    return _inv_grad_custom_gradient(y, dy)
+
+
+def inv_grad_forward(y, dy):
+    """InvGrad's formula."""
+    z = -dy * y**2
+    return z
+
+
 def inv_grad_vjp(grad, y, dy, z):
-    """Gradient of InvGrad (declared at ops/grad_ops.py:48): one per input (y, dy).
+    """Gradient of InvGrad: one per input (y, dy).
 
     In index notation, next to the code computing it:
         grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, y)`
@@ -336,30 +374,23 @@ def inv_grad_grad(op, grad):
     return inv_grad_vjp(grad, *op.inputs, *op.outputs)
 
 
-def inv_grad(y, dy):
-    """InvGrad: z = -dy * y**2, Inv's backprop from its output y, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(y, dy):
-        def backward(grad):
-            return inv_grad_vjp(grad, y, dy, z)
-
-        kernel_outputs = _tf_kernel("InvGrad", 1, {"y": y, "dy": dy}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = -dy * y**2
-        return z, backward
-
-    return forward(y, dy)
-
-
+_inv_grad_custom_gradient = _custom_gradient("InvGrad", "y dy", inv_grad_forward, inv_grad_vjp, "z")
 _register("InvGrad", inv_grad_grad)
 
 
+def relu_grad(gradients, features):
+    """ReluGrad: backprops = gradients where features > 0, else 0 (declared at ops/grad_ops.py:54), with its derived gradient relu_grad_vjp."""
+    return _relu_grad_custom_gradient(gradients, features)
+
+
+def relu_grad_forward(gradients, features):
+    """ReluGrad's formula."""
+    backprops = tf.where(features > 0, gradients, tf.constant(0, gradients.dtype))
+    return backprops
+
+
 def relu_grad_vjp(grad, gradients, features, backprops):
-    """Gradient of ReluGrad (declared at ops/grad_ops.py:54): one per input (gradients, features).
+    """Gradient of ReluGrad: one per input (gradients, features).
 
     In index notation, next to the code computing it:
         grad_gradients = (grad if features > 0 else 0)
@@ -376,32 +407,27 @@ def relu_grad_grad(op, grad):
     return relu_grad_vjp(grad, *op.inputs, *op.outputs)
 
 
-def relu_grad(gradients, features):
-    """ReluGrad: backprops = gradients where features > 0, else 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(gradients, features):
-        def backward(grad):
-            return relu_grad_vjp(grad, gradients, features, backprops)
-
-        kernel_outputs = _tf_kernel(
-            "ReluGrad", 1, {"gradients": gradients, "features": features}, {}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            backprops = kernel_outputs[0]
-            return backprops, backward
-        # else the declared formula
-        backprops = tf.where(features > 0, gradients, tf.constant(0, gradients.dtype))
-        return backprops, backward
-
-    return forward(gradients, features)
-
-
+_relu_grad_custom_gradient = _custom_gradient(
+    "ReluGrad", "gradients features", relu_grad_forward, relu_grad_vjp, "backprops"
+)
 _register("ReluGrad", relu_grad_grad)
 
 
+def relu6_grad(gradients, features):
+    """Relu6Grad: backprops = gradients where 0 < features < 6, else 0 (declared at ops/grad_ops.py:61), with its derived gradient relu6_grad_vjp."""
+    return _relu6_grad_custom_gradient(gradients, features)
+
+
+def relu6_grad_forward(gradients, features):
+    """Relu6Grad's formula."""
+    backprops = tf.where(
+        (features > 0) & (features < 6), gradients, tf.constant(0, gradients.dtype)
+    )
+    return backprops
+
+
 def relu6_grad_vjp(grad, gradients, features, backprops):
-    """Gradient of Relu6Grad (declared at ops/grad_ops.py:61): one per input (gradients, features).
+    """Gradient of Relu6Grad: one per input (gradients, features).
 
     In index notation, next to the code computing it:
         grad_gradients = (grad if features > 0 and features < 6 else 0)
@@ -418,34 +444,25 @@ def relu6_grad_grad(op, grad):
     return relu6_grad_vjp(grad, *op.inputs, *op.outputs)
 
 
-def relu6_grad(gradients, features):
-    """Relu6Grad: backprops = gradients where 0 < features < 6, else 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(gradients, features):
-        def backward(grad):
-            return relu6_grad_vjp(grad, gradients, features, backprops)
-
-        kernel_outputs = _tf_kernel(
-            "Relu6Grad", 1, {"gradients": gradients, "features": features}, {}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            backprops = kernel_outputs[0]
-            return backprops, backward
-        # else the declared formula
-        backprops = tf.where(
-            (features > 0) & (features < 6), gradients, tf.constant(0, gradients.dtype)
-        )
-        return backprops, backward
-
-    return forward(gradients, features)
-
-
+_relu6_grad_custom_gradient = _custom_gradient(
+    "Relu6Grad", "gradients features", relu6_grad_forward, relu6_grad_vjp, "backprops"
+)
 _register("Relu6Grad", relu6_grad_grad)
 
 
+def leaky_relu_grad(gradients, features, *, alpha=0.2):
+    """LeakyReluGrad: backprops = gradients where features > 0, else alpha * gradients (declared at ops/grad_ops.py:67), with its derived gradient leaky_relu_grad_vjp."""
+    return _leaky_relu_grad_custom_gradient(gradients, features, alpha=alpha)
+
+
+def leaky_relu_grad_forward(gradients, features, *, alpha=0.2):
+    """LeakyReluGrad's formula."""
+    backprops = tf.where(features > 0, gradients, alpha * gradients)
+    return backprops
+
+
 def leaky_relu_grad_vjp(grad, gradients, features, backprops, *, alpha=0.2):
-    """Gradient of LeakyReluGrad (declared at ops/grad_ops.py:67): one per input (gradients, features).
+    """Gradient of LeakyReluGrad: one per input (gradients, features).
 
     In index notation, next to the code computing it:
         grad_gradients = (grad if features > 0 else grad * alpha)
@@ -460,32 +477,25 @@ def leaky_relu_grad_grad(op, grad):
     return leaky_relu_grad_vjp(grad, *op.inputs, *op.outputs, alpha=op.get_attr("alpha"))
 
 
-def leaky_relu_grad(gradients, features, *, alpha=0.2):
-    """LeakyReluGrad: backprops = gradients where features > 0, else alpha * gradients, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(gradients, features):
-        def backward(grad):
-            return leaky_relu_grad_vjp(grad, gradients, features, backprops, alpha=alpha)
-
-        kernel_outputs = _tf_kernel(
-            "LeakyReluGrad", 1, {"gradients": gradients, "features": features}, {"alpha": alpha}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            backprops = kernel_outputs[0]
-            return backprops, backward
-        # else the declared formula
-        backprops = tf.where(features > 0, gradients, alpha * gradients)
-        return backprops, backward
-
-    return forward(gradients, features)
-
-
+_leaky_relu_grad_custom_gradient = _custom_gradient(
+    "LeakyReluGrad", "gradients features", leaky_relu_grad_forward, leaky_relu_grad_vjp, "backprops"
+)
 _register("LeakyReluGrad", leaky_relu_grad_grad)
 
 
+def elu_grad(gradients, outputs):
+    """EluGrad: backprops = gradients where Elu's outputs > 0, else gradients * (outputs + 1) (declared at ops/grad_ops.py:73), with its derived gradient elu_grad_vjp."""
+    return _elu_grad_custom_gradient(gradients, outputs)
+
+
+def elu_grad_forward(gradients, outputs):
+    """EluGrad's formula."""
+    backprops = tf.where(outputs >= 0, gradients, gradients * (outputs + 1))
+    return backprops
+
+
 def elu_grad_vjp(grad, gradients, outputs, backprops):
-    """Gradient of EluGrad (declared at ops/grad_ops.py:73): one per input (gradients, outputs).
+    """Gradient of EluGrad: one per input (gradients, outputs).
 
     In index notation, next to the code computing it:
         grad_gradients = (grad if outputs >= 0 else grad * (outputs + 1))
@@ -506,30 +516,27 @@ def elu_grad_grad(op, grad):
     return elu_grad_vjp(grad, *op.inputs, *op.outputs)
 
 
-def elu_grad(gradients, outputs):
-    """EluGrad: backprops = gradients where Elu's outputs > 0, else gradients * (outputs + 1), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(gradients, outputs):
-        def backward(grad):
-            return elu_grad_vjp(grad, gradients, outputs, backprops)
-
-        kernel_outputs = _tf_kernel("EluGrad", 1, {"gradients": gradients, "outputs": outputs}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            backprops = kernel_outputs[0]
-            return backprops, backward
-        # else the declared formula
-        backprops = tf.where(outputs >= 0, gradients, gradients * (outputs + 1))
-        return backprops, backward
-
-    return forward(gradients, outputs)
-
-
+_elu_grad_custom_gradient = _custom_gradient(
+    "EluGrad", "gradients outputs", elu_grad_forward, elu_grad_vjp, "backprops"
+)
 _register("EluGrad", elu_grad_grad)
 
 
+def selu_grad(gradients, outputs):
+    """SeluGrad: backprops = gradients * scale where Selu's outputs >= 0, else gradients * (outputs + scale * alpha) (declared at ops/grad_ops.py:81), with its derived gradient selu_grad_vjp."""
+    return _selu_grad_custom_gradient(gradients, outputs)
+
+
+def selu_grad_forward(gradients, outputs):
+    """SeluGrad's formula."""
+    backprops = tf.where(
+        outputs < 0, gradients * (outputs + 1.7580993408473768), 1.0507009873554805 * gradients
+    )
+    return backprops
+
+
 def selu_grad_vjp(grad, gradients, outputs, backprops):
-    """Gradient of SeluGrad (declared at ops/grad_ops.py:81): one per input (gradients, outputs).
+    """Gradient of SeluGrad: one per input (gradients, outputs).
 
     In index notation, next to the code computing it:
         grad_gradients = (grad * (outputs + 1.7580993408473768) if outputs < 0 else
@@ -553,32 +560,25 @@ def selu_grad_grad(op, grad):
     return selu_grad_vjp(grad, *op.inputs, *op.outputs)
 
 
-def selu_grad(gradients, outputs):
-    """SeluGrad: backprops = gradients * scale where Selu's outputs >= 0, else gradients * (outputs + scale * alpha), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(gradients, outputs):
-        def backward(grad):
-            return selu_grad_vjp(grad, gradients, outputs, backprops)
-
-        kernel_outputs = _tf_kernel("SeluGrad", 1, {"gradients": gradients, "outputs": outputs}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            backprops = kernel_outputs[0]
-            return backprops, backward
-        # else the declared formula
-        backprops = tf.where(
-            outputs < 0, gradients * (outputs + 1.7580993408473768), 1.0507009873554805 * gradients
-        )
-        return backprops, backward
-
-    return forward(gradients, outputs)
-
-
+_selu_grad_custom_gradient = _custom_gradient(
+    "SeluGrad", "gradients outputs", selu_grad_forward, selu_grad_vjp, "backprops"
+)
 _register("SeluGrad", selu_grad_grad)
 
 
+def softplus_grad(gradients, features):
+    """SoftplusGrad: backprops = gradients * sigmoid(features), Softplus's backprop (declared at ops/grad_ops.py:90), with its derived gradient softplus_grad_vjp."""
+    return _softplus_grad_custom_gradient(gradients, features)
+
+
+def softplus_grad_forward(gradients, features):
+    """SoftplusGrad's formula."""
+    backprops = (1 / 2) * gradients * (tf.math.tanh((1 / 2) * features) + 1)
+    return backprops
+
+
 def softplus_grad_vjp(grad, gradients, features, backprops):
-    """Gradient of SoftplusGrad (declared at ops/grad_ops.py:90): one per input (gradients, features).
+    """Gradient of SoftplusGrad: one per input (gradients, features).
 
     In index notation, next to the code computing it:
         grad_gradients = grad * (tanh(features / 2) / 2 + 1/2)
@@ -597,25 +597,7 @@ def softplus_grad_grad(op, grad):
     return softplus_grad_vjp(grad, *op.inputs, *op.outputs)
 
 
-def softplus_grad(gradients, features):
-    """SoftplusGrad: backprops = gradients * sigmoid(features), Softplus's backprop, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(gradients, features):
-        def backward(grad):
-            return softplus_grad_vjp(grad, gradients, features, backprops)
-
-        kernel_outputs = _tf_kernel(
-            "SoftplusGrad", 1, {"gradients": gradients, "features": features}, {}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            backprops = kernel_outputs[0]
-            return backprops, backward
-        # else the declared formula
-        backprops = (1 / 2) * gradients * (tf.math.tanh((1 / 2) * features) + 1)
-        return backprops, backward
-
-    return forward(gradients, features)
-
-
+_softplus_grad_custom_gradient = _custom_gradient(
+    "SoftplusGrad", "gradients features", softplus_grad_forward, softplus_grad_vjp, "backprops"
+)
 _register("SoftplusGrad", softplus_grad_grad)

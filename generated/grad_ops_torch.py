@@ -21,6 +21,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
     `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
@@ -37,7 +112,7 @@ def _sum_to_shape(g, shape):
 
 def sigmoid_grad(y, dy):
     """SigmoidGrad: z = dy * y * (1 - y), Sigmoid's backprop from its output y (declared at ops/grad_ops.py:18); differentiated by sigmoid_grad_vjp."""
-    return _SigmoidGradFunction.apply(y, dy)
+    return _sigmoid_grad_autograd(y, dy)
 
 
 def sigmoid_grad_forward(y, dy):
@@ -60,27 +135,14 @@ def sigmoid_grad_vjp(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
-class _SigmoidGradFunction(torch.autograd.Function):
-    """SigmoidGrad for autograd: the backward is sigmoid_grad_vjp."""
-
-    @staticmethod
-    def forward(y, dy):
-        return sigmoid_grad_forward(y, dy)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        y, dy = ctx.saved_tensors
-        grads = sigmoid_grad_vjp(grad, y, dy)
-        return _needed(grads, ctx.needs_input_grad)
+_sigmoid_grad_autograd = _autograd_function(
+    "SigmoidGrad", sigmoid_grad_forward, sigmoid_grad_vjp, "z"
+)
 
 
 def tanh_grad(y, dy):
     """TanhGrad: z = dy * (1 - y**2), Tanh's backprop from its output y (declared at ops/grad_ops.py:24); differentiated by tanh_grad_vjp."""
-    return _TanhGradFunction.apply(y, dy)
+    return _tanh_grad_autograd(y, dy)
 
 
 def tanh_grad_forward(y, dy):
@@ -101,27 +163,12 @@ def tanh_grad_vjp(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
-class _TanhGradFunction(torch.autograd.Function):
-    """TanhGrad for autograd: the backward is tanh_grad_vjp."""
-
-    @staticmethod
-    def forward(y, dy):
-        return tanh_grad_forward(y, dy)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        y, dy = ctx.saved_tensors
-        grads = tanh_grad_vjp(grad, y, dy)
-        return _needed(grads, ctx.needs_input_grad)
+_tanh_grad_autograd = _autograd_function("TanhGrad", tanh_grad_forward, tanh_grad_vjp, "z")
 
 
 def sqrt_grad(y, dy):
     """SqrtGrad: z = dy / (2 y), Sqrt's backprop from its output y (declared at ops/grad_ops.py:30); differentiated by sqrt_grad_vjp."""
-    return _SqrtGradFunction.apply(y, dy)
+    return _sqrt_grad_autograd(y, dy)
 
 
 def sqrt_grad_forward(y, dy):
@@ -145,27 +192,14 @@ def sqrt_grad_vjp(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
-class _SqrtGradFunction(torch.autograd.Function):
-    """SqrtGrad for autograd: the backward is sqrt_grad_vjp."""
-
-    @staticmethod
-    def forward(y, dy):
-        return sqrt_grad_forward(y, dy)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        y, dy, z = ctx.saved_tensors
-        grads = sqrt_grad_vjp(grad, y, dy, z=z)
-        return _needed(grads, ctx.needs_input_grad)
+_sqrt_grad_autograd = _autograd_function(
+    "SqrtGrad", sqrt_grad_forward, sqrt_grad_vjp, "z", read="z"
+)
 
 
 def rsqrt_grad(y, dy):
     """RsqrtGrad: z = -dy * y**3 / 2, Rsqrt's backprop from its output y (declared at ops/grad_ops.py:36); differentiated by rsqrt_grad_vjp."""
-    return _RsqrtGradFunction.apply(y, dy)
+    return _rsqrt_grad_autograd(y, dy)
 
 
 def rsqrt_grad_forward(y, dy):
@@ -187,27 +221,12 @@ def rsqrt_grad_vjp(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
-class _RsqrtGradFunction(torch.autograd.Function):
-    """RsqrtGrad for autograd: the backward is rsqrt_grad_vjp."""
-
-    @staticmethod
-    def forward(y, dy):
-        return rsqrt_grad_forward(y, dy)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        y, dy = ctx.saved_tensors
-        grads = rsqrt_grad_vjp(grad, y, dy)
-        return _needed(grads, ctx.needs_input_grad)
+_rsqrt_grad_autograd = _autograd_function("RsqrtGrad", rsqrt_grad_forward, rsqrt_grad_vjp, "z")
 
 
 def reciprocal_grad(y, dy):
     """ReciprocalGrad: z = -dy * y**2, Reciprocal's backprop from its output y (declared at ops/grad_ops.py:42); differentiated by reciprocal_grad_vjp."""
-    return _ReciprocalGradFunction.apply(y, dy)
+    return _reciprocal_grad_autograd(y, dy)
 
 
 def reciprocal_grad_forward(y, dy):
@@ -228,27 +247,14 @@ def reciprocal_grad_vjp(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
-class _ReciprocalGradFunction(torch.autograd.Function):
-    """ReciprocalGrad for autograd: the backward is reciprocal_grad_vjp."""
-
-    @staticmethod
-    def forward(y, dy):
-        return reciprocal_grad_forward(y, dy)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        y, dy = ctx.saved_tensors
-        grads = reciprocal_grad_vjp(grad, y, dy)
-        return _needed(grads, ctx.needs_input_grad)
+_reciprocal_grad_autograd = _autograd_function(
+    "ReciprocalGrad", reciprocal_grad_forward, reciprocal_grad_vjp, "z"
+)
 
 
 def inv_grad(y, dy):
     """InvGrad: z = -dy * y**2, Inv's backprop from its output y (declared at ops/grad_ops.py:48); differentiated by inv_grad_vjp."""
-    return _InvGradFunction.apply(y, dy)
+    return _inv_grad_autograd(y, dy)
 
 
 def inv_grad_forward(y, dy):
@@ -269,27 +275,12 @@ def inv_grad_vjp(grad, y, dy, *, z=None):
     return grad_y, grad_dy
 
 
-class _InvGradFunction(torch.autograd.Function):
-    """InvGrad for autograd: the backward is inv_grad_vjp."""
-
-    @staticmethod
-    def forward(y, dy):
-        return inv_grad_forward(y, dy)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        y, dy = ctx.saved_tensors
-        grads = inv_grad_vjp(grad, y, dy)
-        return _needed(grads, ctx.needs_input_grad)
+_inv_grad_autograd = _autograd_function("InvGrad", inv_grad_forward, inv_grad_vjp, "z")
 
 
 def relu_grad(gradients, features):
     """ReluGrad: backprops = gradients where features > 0, else 0 (declared at ops/grad_ops.py:54); differentiated by relu_grad_vjp."""
-    return _ReluGradFunction.apply(gradients, features)
+    return _relu_grad_autograd(gradients, features)
 
 
 def relu_grad_forward(gradients, features):
@@ -309,27 +300,12 @@ def relu_grad_vjp(grad, gradients, features, *, backprops=None):
     return grad_gradients, None
 
 
-class _ReluGradFunction(torch.autograd.Function):
-    """ReluGrad for autograd: the backward is relu_grad_vjp."""
-
-    @staticmethod
-    def forward(gradients, features):
-        return relu_grad_forward(gradients, features)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        gradients, features = ctx.saved_tensors
-        grads = relu_grad_vjp(grad, gradients, features)
-        return _needed(grads, ctx.needs_input_grad)
+_relu_grad_autograd = _autograd_function("ReluGrad", relu_grad_forward, relu_grad_vjp, "backprops")
 
 
 def relu6_grad(gradients, features):
     """Relu6Grad: backprops = gradients where 0 < features < 6, else 0 (declared at ops/grad_ops.py:61); differentiated by relu6_grad_vjp."""
-    return _Relu6GradFunction.apply(gradients, features)
+    return _relu6_grad_autograd(gradients, features)
 
 
 def relu6_grad_forward(gradients, features):
@@ -351,27 +327,14 @@ def relu6_grad_vjp(grad, gradients, features, *, backprops=None):
     return grad_gradients, None
 
 
-class _Relu6GradFunction(torch.autograd.Function):
-    """Relu6Grad for autograd: the backward is relu6_grad_vjp."""
-
-    @staticmethod
-    def forward(gradients, features):
-        return relu6_grad_forward(gradients, features)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        gradients, features = ctx.saved_tensors
-        grads = relu6_grad_vjp(grad, gradients, features)
-        return _needed(grads, ctx.needs_input_grad)
+_relu6_grad_autograd = _autograd_function(
+    "Relu6Grad", relu6_grad_forward, relu6_grad_vjp, "backprops"
+)
 
 
 def leaky_relu_grad(gradients, features, *, alpha=0.2):
     """LeakyReluGrad: backprops = gradients where features > 0, else alpha * gradients (declared at ops/grad_ops.py:67); differentiated by leaky_relu_grad_vjp."""
-    return _LeakyReluGradFunction.apply(alpha, gradients, features)
+    return _leaky_relu_grad_autograd(gradients, features, alpha=alpha)
 
 
 def leaky_relu_grad_forward(gradients, features, *, alpha=0.2):
@@ -393,29 +356,14 @@ def leaky_relu_grad_vjp(grad, gradients, features, *, backprops=None, alpha=0.2)
     return grad_gradients, None
 
 
-class _LeakyReluGradFunction(torch.autograd.Function):
-    """LeakyReluGrad for autograd: the backward is leaky_relu_grad_vjp."""
-
-    @staticmethod
-    def forward(alpha, gradients, features):
-        return leaky_relu_grad_forward(gradients, features, alpha=alpha)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (alpha,) = ctx.attrs
-        gradients, features = ctx.saved_tensors
-        grads = leaky_relu_grad_vjp(grad, gradients, features, alpha=alpha)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_leaky_relu_grad_autograd = _autograd_function(
+    "LeakyReluGrad", leaky_relu_grad_forward, leaky_relu_grad_vjp, "backprops"
+)
 
 
 def elu_grad(gradients, outputs):
     """EluGrad: backprops = gradients where Elu's outputs > 0, else gradients * (outputs + 1) (declared at ops/grad_ops.py:73); differentiated by elu_grad_vjp."""
-    return _EluGradFunction.apply(gradients, outputs)
+    return _elu_grad_autograd(gradients, outputs)
 
 
 def elu_grad_forward(gradients, outputs):
@@ -441,27 +389,12 @@ def elu_grad_vjp(grad, gradients, outputs, *, backprops=None):
     return grad_gradients, grad_outputs
 
 
-class _EluGradFunction(torch.autograd.Function):
-    """EluGrad for autograd: the backward is elu_grad_vjp."""
-
-    @staticmethod
-    def forward(gradients, outputs):
-        return elu_grad_forward(gradients, outputs)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        gradients, outputs = ctx.saved_tensors
-        grads = elu_grad_vjp(grad, gradients, outputs)
-        return _needed(grads, ctx.needs_input_grad)
+_elu_grad_autograd = _autograd_function("EluGrad", elu_grad_forward, elu_grad_vjp, "backprops")
 
 
 def selu_grad(gradients, outputs):
     """SeluGrad: backprops = gradients * scale where Selu's outputs >= 0, else gradients * (outputs + scale * alpha) (declared at ops/grad_ops.py:81); differentiated by selu_grad_vjp."""
-    return _SeluGradFunction.apply(gradients, outputs)
+    return _selu_grad_autograd(gradients, outputs)
 
 
 def selu_grad_forward(gradients, outputs):
@@ -491,27 +424,12 @@ def selu_grad_vjp(grad, gradients, outputs, *, backprops=None):
     return grad_gradients, grad_outputs
 
 
-class _SeluGradFunction(torch.autograd.Function):
-    """SeluGrad for autograd: the backward is selu_grad_vjp."""
-
-    @staticmethod
-    def forward(gradients, outputs):
-        return selu_grad_forward(gradients, outputs)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        gradients, outputs = ctx.saved_tensors
-        grads = selu_grad_vjp(grad, gradients, outputs)
-        return _needed(grads, ctx.needs_input_grad)
+_selu_grad_autograd = _autograd_function("SeluGrad", selu_grad_forward, selu_grad_vjp, "backprops")
 
 
 def softplus_grad(gradients, features):
     """SoftplusGrad: backprops = gradients * sigmoid(features), Softplus's backprop (declared at ops/grad_ops.py:90); differentiated by softplus_grad_vjp."""
-    return _SoftplusGradFunction.apply(gradients, features)
+    return _softplus_grad_autograd(gradients, features)
 
 
 def softplus_grad_forward(gradients, features):
@@ -537,19 +455,6 @@ def softplus_grad_vjp(grad, gradients, features, *, backprops=None):
     return grad_gradients, grad_features
 
 
-class _SoftplusGradFunction(torch.autograd.Function):
-    """SoftplusGrad for autograd: the backward is softplus_grad_vjp."""
-
-    @staticmethod
-    def forward(gradients, features):
-        return softplus_grad_forward(gradients, features)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        gradients, features = ctx.saved_tensors
-        grads = softplus_grad_vjp(grad, gradients, features)
-        return _needed(grads, ctx.needs_input_grad)
+_softplus_grad_autograd = _autograd_function(
+    "SoftplusGrad", softplus_grad_forward, softplus_grad_vjp, "backprops"
+)

@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +19,39 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 def _conj(x):
     """Complex conjugate; real arrays are returned as they are."""
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def identity(input):
@@ -44,29 +75,12 @@ def identity_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-@jax.custom_vjp
-def _identity_custom_vjp(input):
-    return identity_forward(input)
-
-
-def _identity_fwd(input):
-    output = identity_forward(input)
-    return output, ((input,), output)
-
-
-def _identity_bwd(saved, grad):
-    (input,), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in identity_vjp(grad, input, output=output))
-
-
-_identity_custom_vjp.defvjp(_identity_fwd, _identity_bwd)
+_identity_custom_vjp = _custom_vjp(identity_forward, identity_vjp, "output")
 
 
 def check_numerics(tensor, *, message="symgrad"):
     """CheckNumerics: output = tensor, raising where an entry is NaN or infinite (declared at ops/identity.py:14); differentiated by check_numerics_vjp."""
-    return _check_numerics_custom_vjp(message, tensor)
+    return _check_numerics_custom_vjp(tensor, message=message)
 
 
 def check_numerics_forward(tensor, *, message="symgrad"):
@@ -92,27 +106,12 @@ def check_numerics_vjp(grad, tensor, *, output=None, message="symgrad"):
     return (grad_tensor,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _check_numerics_custom_vjp(message, tensor):
-    return check_numerics_forward(tensor, message=message)
-
-
-def _check_numerics_fwd(message, tensor):
-    output = check_numerics_forward(tensor, message=message)
-    return output, ((tensor,), output)
-
-
-def _check_numerics_bwd(message, saved, grad):
-    (tensor,), output = saved
-    return check_numerics_vjp(grad, tensor, output=output, message=message)
-
-
-_check_numerics_custom_vjp.defvjp(_check_numerics_fwd, _check_numerics_bwd)
+_check_numerics_custom_vjp = _custom_vjp(check_numerics_forward, check_numerics_vjp, "output")
 
 
 def check_numerics_v2(tensor, *, message="symgrad"):
     """CheckNumericsV2: output = tensor, raising where an entry is NaN or infinite (also -0 against +0) (declared at ops/identity.py:20); differentiated by check_numerics_v2_vjp."""
-    return _check_numerics_v2_custom_vjp(message, tensor)
+    return _check_numerics_v2_custom_vjp(tensor, message=message)
 
 
 def check_numerics_v2_forward(tensor, *, message="symgrad"):
@@ -138,22 +137,9 @@ def check_numerics_v2_vjp(grad, tensor, *, output=None, message="symgrad"):
     return (grad_tensor,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _check_numerics_v2_custom_vjp(message, tensor):
-    return check_numerics_v2_forward(tensor, message=message)
-
-
-def _check_numerics_v2_fwd(message, tensor):
-    output = check_numerics_v2_forward(tensor, message=message)
-    return output, ((tensor,), output)
-
-
-def _check_numerics_v2_bwd(message, saved, grad):
-    (tensor,), output = saved
-    return check_numerics_v2_vjp(grad, tensor, output=output, message=message)
-
-
-_check_numerics_v2_custom_vjp.defvjp(_check_numerics_v2_fwd, _check_numerics_v2_bwd)
+_check_numerics_v2_custom_vjp = _custom_vjp(
+    check_numerics_v2_forward, check_numerics_v2_vjp, "output"
+)
 
 
 def placeholder_with_default(input):
@@ -177,26 +163,6 @@ def placeholder_with_default_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-@jax.custom_vjp
-def _placeholder_with_default_custom_vjp(input):
-    return placeholder_with_default_forward(input)
-
-
-def _placeholder_with_default_fwd(input):
-    output = placeholder_with_default_forward(input)
-    return output, ((input,), output)
-
-
-def _placeholder_with_default_bwd(saved, grad):
-    (input,), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(
-        None if g is None else _conj(g)
-        for g in placeholder_with_default_vjp(grad, input, output=output)
-    )
-
-
-_placeholder_with_default_custom_vjp.defvjp(
-    _placeholder_with_default_fwd, _placeholder_with_default_bwd
+_placeholder_with_default_custom_vjp = _custom_vjp(
+    placeholder_with_default_forward, placeholder_with_default_vjp, "output"
 )

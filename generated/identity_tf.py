@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +30,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -104,8 +162,19 @@ def _string_attr(op, name):
     return value.decode() if isinstance(value, bytes) else value
 
 
+def identity(input):
+    """Identity: output = input (declared at ops/identity.py:8), with its derived gradient identity_vjp."""
+    return _identity_custom_gradient(input)
+
+
+def identity_forward(input):
+    """Identity's formula."""
+    output = input
+    return output
+
+
 def identity_vjp(grad, input, output):
-    """Gradient of Identity (declared at ops/identity.py:8): one per input (input).
+    """Gradient of Identity: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input = grad
@@ -119,30 +188,28 @@ def identity_grad(op, grad):
     return identity_vjp(grad, *op.inputs, *op.outputs)
 
 
-def identity(input):
-    """Identity: output = input, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return identity_vjp(grad, input, output)
-
-        kernel_outputs = _tf_kernel("Identity", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = input
-        return output, backward
-
-    return forward(input)
-
-
+_identity_custom_gradient = _custom_gradient(
+    "Identity", "input", identity_forward, identity_vjp, "output"
+)
 _register("Identity", identity_grad)
 
 
+def check_numerics(tensor, *, message="symgrad"):
+    """CheckNumerics: output = tensor, raising where an entry is NaN or infinite (declared at ops/identity.py:14), with its derived gradient check_numerics_vjp."""
+    return _check_numerics_custom_gradient(tensor, message=message)
+
+
+def check_numerics_forward(tensor, *, message="symgrad"):
+    """CheckNumerics's formula."""
+    if message == "symgrad":
+        output = tensor
+    else:
+        raise ValueError(f"CheckNumerics: unsupported attributes message={message!r}")
+    return output
+
+
 def check_numerics_vjp(grad, tensor, output, *, message="symgrad"):
-    """Gradient of CheckNumerics (declared at ops/identity.py:14): one per input (tensor).
+    """Gradient of CheckNumerics: one per input (tensor).
 
     In index notation, next to the code computing it, per variant:
         message='symgrad':
@@ -160,37 +227,38 @@ def check_numerics_grad(op, grad):
     return check_numerics_vjp(grad, *op.inputs, *op.outputs, message=_string_attr(op, "message"))
 
 
-def check_numerics(tensor, *, message="symgrad"):
-    """CheckNumerics: output = tensor, raising where an entry is NaN or infinite, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(tensor):
-        def backward(grad):
-            return check_numerics_vjp(grad, tensor, output, message=message)
-
-        kernel_outputs = (
-            _tf_kernel("CheckNumerics", 1, {"tensor": tensor}, {"message": message})
-            if message in ("symgrad",)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if message == "symgrad":
-            output = tensor
-        else:
-            raise ValueError(f"CheckNumerics: unsupported attributes message={message!r}")
-        return output, backward
-
-    return forward(tensor)
+def _check_numerics_declares(tensor, *, message="symgrad"):
+    """Whether CheckNumerics's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return message in ("symgrad",)
 
 
+_check_numerics_custom_gradient = _custom_gradient(
+    "CheckNumerics",
+    "tensor",
+    check_numerics_forward,
+    check_numerics_vjp,
+    "output",
+    declares=_check_numerics_declares,
+)
 _register("CheckNumerics", check_numerics_grad)
 
 
+def check_numerics_v2(tensor, *, message="symgrad"):
+    """CheckNumericsV2: output = tensor, raising where an entry is NaN or infinite (also -0 against +0) (declared at ops/identity.py:20), with its derived gradient check_numerics_v2_vjp."""
+    return _check_numerics_v2_custom_gradient(tensor, message=message)
+
+
+def check_numerics_v2_forward(tensor, *, message="symgrad"):
+    """CheckNumericsV2's formula."""
+    if message == "symgrad":
+        output = tensor
+    else:
+        raise ValueError(f"CheckNumericsV2: unsupported attributes message={message!r}")
+    return output
+
+
 def check_numerics_v2_vjp(grad, tensor, output, *, message="symgrad"):
-    """Gradient of CheckNumericsV2 (declared at ops/identity.py:20): one per input (tensor).
+    """Gradient of CheckNumericsV2: one per input (tensor).
 
     In index notation, next to the code computing it, per variant:
         message='symgrad':
@@ -208,37 +276,35 @@ def check_numerics_v2_grad(op, grad):
     return check_numerics_v2_vjp(grad, *op.inputs, *op.outputs, message=_string_attr(op, "message"))
 
 
-def check_numerics_v2(tensor, *, message="symgrad"):
-    """CheckNumericsV2: output = tensor, raising where an entry is NaN or infinite (also -0 against +0), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(tensor):
-        def backward(grad):
-            return check_numerics_v2_vjp(grad, tensor, output, message=message)
-
-        kernel_outputs = (
-            _tf_kernel("CheckNumericsV2", 1, {"tensor": tensor}, {"message": message})
-            if message in ("symgrad",)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if message == "symgrad":
-            output = tensor
-        else:
-            raise ValueError(f"CheckNumericsV2: unsupported attributes message={message!r}")
-        return output, backward
-
-    return forward(tensor)
+def _check_numerics_v2_declares(tensor, *, message="symgrad"):
+    """Whether CheckNumericsV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return message in ("symgrad",)
 
 
+_check_numerics_v2_custom_gradient = _custom_gradient(
+    "CheckNumericsV2",
+    "tensor",
+    check_numerics_v2_forward,
+    check_numerics_v2_vjp,
+    "output",
+    declares=_check_numerics_v2_declares,
+)
 _register("CheckNumericsV2", check_numerics_v2_grad)
 
 
+def placeholder_with_default(input):
+    """PlaceholderWithDefault: output = input: a graph placeholder's value where nothing is fed (declared at ops/identity.py:26), with its derived gradient placeholder_with_default_vjp."""
+    return _placeholder_with_default_custom_gradient(input)
+
+
+def placeholder_with_default_forward(input):
+    """PlaceholderWithDefault's formula."""
+    output = input
+    return output
+
+
 def placeholder_with_default_vjp(grad, input, output):
-    """Gradient of PlaceholderWithDefault (declared at ops/identity.py:26): one per input (input).
+    """Gradient of PlaceholderWithDefault: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input = grad
@@ -252,23 +318,11 @@ def placeholder_with_default_grad(op, grad):
     return placeholder_with_default_vjp(grad, *op.inputs, *op.outputs)
 
 
-def placeholder_with_default(input):
-    """PlaceholderWithDefault: output = input: a graph placeholder's value where nothing is fed, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return placeholder_with_default_vjp(grad, input, output)
-
-        kernel_outputs = _tf_kernel("PlaceholderWithDefault", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = input
-        return output, backward
-
-    return forward(input)
-
-
+_placeholder_with_default_custom_gradient = _custom_gradient(
+    "PlaceholderWithDefault",
+    "input",
+    placeholder_with_default_forward,
+    placeholder_with_default_vjp,
+    "output",
+)
 _register("PlaceholderWithDefault", placeholder_with_default_grad)

@@ -28,9 +28,77 @@ def _fresh(outputs, inputs):
     return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
 
 
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def identity(input):
     """Identity: output = input (declared at ops/identity.py:8); differentiated by identity_vjp."""
-    return _IdentityFunction.apply(input)
+    return _identity_autograd(input)
 
 
 def identity_forward(input):
@@ -49,27 +117,12 @@ def identity_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-class _IdentityFunction(torch.autograd.Function):
-    """Identity for autograd: the backward is identity_vjp."""
-
-    @staticmethod
-    def forward(input):
-        return _fresh(identity_forward(input), (input,))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (input,) = ctx.saved_tensors
-        grads = identity_vjp(grad, input)
-        return _needed(grads, ctx.needs_input_grad)
+_identity_autograd = _autograd_function("Identity", identity_forward, identity_vjp, "output")
 
 
 def check_numerics(tensor, *, message="symgrad"):
     """CheckNumerics: output = tensor, raising where an entry is NaN or infinite (declared at ops/identity.py:14); differentiated by check_numerics_vjp."""
-    return _CheckNumericsFunction.apply(message, tensor)
+    return _check_numerics_autograd(tensor, message=message)
 
 
 def check_numerics_forward(tensor, *, message="symgrad"):
@@ -95,29 +148,14 @@ def check_numerics_vjp(grad, tensor, *, output=None, message="symgrad"):
     return (grad_tensor,)
 
 
-class _CheckNumericsFunction(torch.autograd.Function):
-    """CheckNumerics for autograd: the backward is check_numerics_vjp."""
-
-    @staticmethod
-    def forward(message, tensor):
-        return _fresh(check_numerics_forward(tensor, message=message), (tensor,))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (message,) = ctx.attrs
-        (tensor,) = ctx.saved_tensors
-        grads = check_numerics_vjp(grad, tensor, message=message)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_check_numerics_autograd = _autograd_function(
+    "CheckNumerics", check_numerics_forward, check_numerics_vjp, "output"
+)
 
 
 def check_numerics_v2(tensor, *, message="symgrad"):
     """CheckNumericsV2: output = tensor, raising where an entry is NaN or infinite (also -0 against +0) (declared at ops/identity.py:20); differentiated by check_numerics_v2_vjp."""
-    return _CheckNumericsV2Function.apply(message, tensor)
+    return _check_numerics_v2_autograd(tensor, message=message)
 
 
 def check_numerics_v2_forward(tensor, *, message="symgrad"):
@@ -143,29 +181,14 @@ def check_numerics_v2_vjp(grad, tensor, *, output=None, message="symgrad"):
     return (grad_tensor,)
 
 
-class _CheckNumericsV2Function(torch.autograd.Function):
-    """CheckNumericsV2 for autograd: the backward is check_numerics_v2_vjp."""
-
-    @staticmethod
-    def forward(message, tensor):
-        return _fresh(check_numerics_v2_forward(tensor, message=message), (tensor,))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (message,) = ctx.attrs
-        (tensor,) = ctx.saved_tensors
-        grads = check_numerics_v2_vjp(grad, tensor, message=message)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_check_numerics_v2_autograd = _autograd_function(
+    "CheckNumericsV2", check_numerics_v2_forward, check_numerics_v2_vjp, "output"
+)
 
 
 def placeholder_with_default(input):
     """PlaceholderWithDefault: output = input: a graph placeholder's value where nothing is fed (declared at ops/identity.py:26); differentiated by placeholder_with_default_vjp."""
-    return _PlaceholderWithDefaultFunction.apply(input)
+    return _placeholder_with_default_autograd(input)
 
 
 def placeholder_with_default_forward(input):
@@ -184,19 +207,9 @@ def placeholder_with_default_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-class _PlaceholderWithDefaultFunction(torch.autograd.Function):
-    """PlaceholderWithDefault for autograd: the backward is placeholder_with_default_vjp."""
-
-    @staticmethod
-    def forward(input):
-        return _fresh(placeholder_with_default_forward(input), (input,))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (input,) = ctx.saved_tensors
-        grads = placeholder_with_default_vjp(grad, input)
-        return _needed(grads, ctx.needs_input_grad)
+_placeholder_with_default_autograd = _autograd_function(
+    "PlaceholderWithDefault",
+    placeholder_with_default_forward,
+    placeholder_with_default_vjp,
+    "output",
+)

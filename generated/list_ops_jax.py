@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +19,39 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 def _conj(x):
     """Complex conjugate; real arrays are returned as they are."""
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _sum_to_shape(g, shape):
@@ -50,7 +81,7 @@ def _gather(x, positions, axis, fill=0):
 
 def concat_v2(*values, axis=-1):
     """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:28); differentiated by concat_v2_vjp."""
-    return _concat_v2_custom_vjp(axis, *values)
+    return _concat_v2_custom_vjp(*values, axis=axis)
 
 
 def concat_v2_forward(*values, axis=-1):
@@ -138,27 +169,12 @@ def concat_v2_vjp(grad, *values, output=None, axis=-1):
     return grads
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _concat_v2_custom_vjp(axis, *values):
-    return concat_v2_forward(*values, axis=axis)
-
-
-def _concat_v2_fwd(axis, *values):
-    output = concat_v2_forward(*values, axis=axis)
-    return output, ((values,), output)
-
-
-def _concat_v2_bwd(axis, saved, grad):
-    (values,), output = saved
-    return concat_v2_vjp(grad, *values, output=output, axis=axis)
-
-
-_concat_v2_custom_vjp.defvjp(_concat_v2_fwd, _concat_v2_bwd)
+_concat_v2_custom_vjp = _custom_vjp(concat_v2_forward, concat_v2_vjp, "output")
 
 
 def concat(*values, concat_dim=-1):
     """Concat: ConcatV2 with the axis passed first, as `concat_dim` (declared at ops/list_ops.py:43); differentiated by concat_vjp."""
-    return _concat_custom_vjp(concat_dim, *values)
+    return _concat_custom_vjp(*values, concat_dim=concat_dim)
 
 
 def concat_forward(*values, concat_dim=-1):
@@ -254,27 +270,12 @@ def concat_vjp(grad, *values, output=None, concat_dim=-1):
     return grads
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _concat_custom_vjp(concat_dim, *values):
-    return concat_forward(*values, concat_dim=concat_dim)
-
-
-def _concat_fwd(concat_dim, *values):
-    output = concat_forward(*values, concat_dim=concat_dim)
-    return output, ((values,), output)
-
-
-def _concat_bwd(concat_dim, saved, grad):
-    (values,), output = saved
-    return concat_vjp(grad, *values, output=output, concat_dim=concat_dim)
-
-
-_concat_custom_vjp.defvjp(_concat_fwd, _concat_bwd)
+_concat_custom_vjp = _custom_vjp(concat_forward, concat_vjp, "output")
 
 
 def split(value, *, num_split=2, axis=-1):
     """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:65); differentiated by split_vjp."""
-    return _split_custom_vjp(num_split, axis, value)
+    return _split_custom_vjp(value, num_split=num_split, axis=axis)
 
 
 def split_forward(value, *, num_split=2, axis=-1):
@@ -337,27 +338,12 @@ def split_vjp(grad_output, value, *, output=None, num_split=2, axis=-1):
     return (grad_value,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _split_custom_vjp(num_split, axis, value):
-    return split_forward(value, num_split=num_split, axis=axis)
-
-
-def _split_fwd(num_split, axis, value):
-    output = split_forward(value, num_split=num_split, axis=axis)
-    return output, ((value,), output)
-
-
-def _split_bwd(num_split, axis, saved, grad_output):
-    (value,), output = saved
-    return split_vjp(grad_output, value, output=output, num_split=num_split, axis=axis)
-
-
-_split_custom_vjp.defvjp(_split_fwd, _split_bwd)
+_split_custom_vjp = _custom_vjp(split_forward, split_vjp, "*output")
 
 
 def split_v(value, *, num_split=2, axis=-1, size_splits):
     """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:74); differentiated by split_v_vjp."""
-    return _split_v_custom_vjp(num_split, axis, size_splits, value)
+    return _split_v_custom_vjp(value, num_split=num_split, axis=axis, size_splits=size_splits)
 
 
 def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
@@ -439,29 +425,12 @@ def split_v_vjp(grad_output, value, *, output=None, num_split=2, axis=-1, size_s
     return (grad_value,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _split_v_custom_vjp(num_split, axis, size_splits, value):
-    return split_v_forward(value, num_split=num_split, axis=axis, size_splits=size_splits)
-
-
-def _split_v_fwd(num_split, axis, size_splits, value):
-    output = split_v_forward(value, num_split=num_split, axis=axis, size_splits=size_splits)
-    return output, ((value,), output)
-
-
-def _split_v_bwd(num_split, axis, size_splits, saved, grad_output):
-    (value,), output = saved
-    return split_v_vjp(
-        grad_output, value, output=output, num_split=num_split, axis=axis, size_splits=size_splits
-    )
-
-
-_split_v_custom_vjp.defvjp(_split_v_fwd, _split_v_bwd)
+_split_v_custom_vjp = _custom_vjp(split_v_forward, split_v_vjp, "*output")
 
 
 def pack(*values, axis=-1):
     """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:108); differentiated by pack_vjp."""
-    return _pack_custom_vjp(axis, *values)
+    return _pack_custom_vjp(*values, axis=axis)
 
 
 def pack_forward(*values, axis=-1):
@@ -515,27 +484,12 @@ def pack_vjp(grad, *values, output=None, axis=-1):
     return grads
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _pack_custom_vjp(axis, *values):
-    return pack_forward(*values, axis=axis)
-
-
-def _pack_fwd(axis, *values):
-    output = pack_forward(*values, axis=axis)
-    return output, ((values,), output)
-
-
-def _pack_bwd(axis, saved, grad):
-    (values,), output = saved
-    return pack_vjp(grad, *values, output=output, axis=axis)
-
-
-_pack_custom_vjp.defvjp(_pack_fwd, _pack_bwd)
+_pack_custom_vjp = _custom_vjp(pack_forward, pack_vjp, "output")
 
 
 def unpack(value, *, num=2, axis=-1):
     """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:126); differentiated by unpack_vjp."""
-    return _unpack_custom_vjp(num, axis, value)
+    return _unpack_custom_vjp(value, num=num, axis=axis)
 
 
 def unpack_forward(value, *, num=2, axis=-1):
@@ -579,22 +533,7 @@ def unpack_vjp(grad_output, value, *, output=None, num=2, axis=-1):
     return (grad_value,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _unpack_custom_vjp(num, axis, value):
-    return unpack_forward(value, num=num, axis=axis)
-
-
-def _unpack_fwd(num, axis, value):
-    output = unpack_forward(value, num=num, axis=axis)
-    return output, ((value,), output)
-
-
-def _unpack_bwd(num, axis, saved, grad_output):
-    (value,), output = saved
-    return unpack_vjp(grad_output, value, output=output, num=num, axis=axis)
-
-
-_unpack_custom_vjp.defvjp(_unpack_fwd, _unpack_bwd)
+_unpack_custom_vjp = _custom_vjp(unpack_forward, unpack_vjp, "*output")
 
 
 def add_n(*inputs):
@@ -650,24 +589,7 @@ def add_n_vjp(grad, *inputs, sum=None):
     return grads
 
 
-@jax.custom_vjp
-def _add_n_custom_vjp(*inputs):
-    return add_n_forward(*inputs)
-
-
-def _add_n_fwd(*inputs):
-    sum = add_n_forward(*inputs)
-    return sum, ((inputs,), sum)
-
-
-def _add_n_bwd(saved, grad):
-    (inputs,), sum = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in add_n_vjp(grad, *inputs, sum=sum))
-
-
-_add_n_custom_vjp.defvjp(_add_n_fwd, _add_n_bwd)
+_add_n_custom_vjp = _custom_vjp(add_n_forward, add_n_vjp, "sum")
 
 
 def identity_n(*input):
@@ -741,23 +663,4 @@ def identity_n_vjp(grad_output, *input, output=None):
     return grads
 
 
-@jax.custom_vjp
-def _identity_n_custom_vjp(*input):
-    return identity_n_forward(*input)
-
-
-def _identity_n_fwd(*input):
-    output = identity_n_forward(*input)
-    return output, ((input,), output)
-
-
-def _identity_n_bwd(saved, grad_output):
-    (input,), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad_output = [_conj(c) for c in grad_output]
-    return tuple(
-        None if g is None else _conj(g) for g in identity_n_vjp(grad_output, *input, output=output)
-    )
-
-
-_identity_n_custom_vjp.defvjp(_identity_n_fwd, _identity_n_bwd)
+_identity_n_custom_vjp = _custom_vjp(identity_n_forward, identity_n_vjp, "*output")

@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +30,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -146,8 +204,45 @@ def _gather(x, positions, axis, fill=0):
     )
 
 
+def concat_v2(*values, axis=-1):
+    """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:28), with its derived gradient concat_v2_vjp."""
+    return _concat_v2_custom_gradient(*values, axis=axis)
+
+
+def concat_v2_forward(*values, axis=-1):
+    """ConcatV2's formula."""
+    N = len(values)
+    axis = axis - len(values[0].shape) if isinstance(axis, int) and axis >= 0 else axis
+    if N == 2 and axis in (-1, -2):
+        values_0, values_1 = values
+        t0 = tf.shape(values_0, out_type=tf.int64)[axis]
+        t1 = tf.shape(values_1, out_type=tf.int64)[axis]
+        t2 = t0 + t1
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = _gather(values_0, t3, axis)
+        t5 = -t0 + t3
+        t6 = _gather(values_1, t5, axis)
+        output = t4 + t6
+    elif N == 3 and axis in (-1, -2):
+        values_0, values_1, values_2 = values
+        t0 = tf.shape(values_0, out_type=tf.int64)[axis]
+        t1 = tf.shape(values_1, out_type=tf.int64)[axis]
+        t2 = tf.shape(values_2, out_type=tf.int64)[axis]
+        t3 = t0 + t1 + t2
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = _gather(values_0, t4, axis)
+        t6 = -t0 + t4
+        t7 = _gather(values_1, t6, axis)
+        t8 = -t0 - t1 + t4
+        t9 = _gather(values_2, t8, axis)
+        output = t5 + t7 + t9
+    else:
+        raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
+    return output
+
+
 def concat_v2_vjp(grad, *values, output=None, axis=-1):
-    """Gradient of ConcatV2 (declared at ops/list_ops.py:28): one per input (*values).
+    """Gradient of ConcatV2: one per input (*values).
 
     In index notation, next to the code computing it, per variant:
         N=2, axis=-1:
@@ -205,62 +300,62 @@ def concat_v2_grad(op, grad):
     return _insert_none(grads, (len(op.inputs) - 1,))
 
 
-def concat_v2(*values, axis=-1):
-    """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis}
+def _concat_v2_declares(*values, axis=-1):
+    """Whether ConcatV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     N = len(values)
     axis = axis - len(values[0].shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(*values):
-        def backward(grad):
-            return concat_v2_vjp(grad, *values, output=output, axis=axis)
-
-        kernel_outputs = (
-            _tf_kernel("ConcatV2", 1, {"values": values}, kernel_attrs)
-            if N in (2, 3) and axis in (-1, -2)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if N == 2 and axis in (-1, -2):
-            values_0, values_1 = values
-            t0 = tf.shape(values_0, out_type=tf.int64)[axis]
-            t1 = tf.shape(values_1, out_type=tf.int64)[axis]
-            t2 = t0 + t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = _gather(values_0, t3, axis)
-            t5 = -t0 + t3
-            t6 = _gather(values_1, t5, axis)
-            output = t4 + t6
-        elif N == 3 and axis in (-1, -2):
-            values_0, values_1, values_2 = values
-            t0 = tf.shape(values_0, out_type=tf.int64)[axis]
-            t1 = tf.shape(values_1, out_type=tf.int64)[axis]
-            t2 = tf.shape(values_2, out_type=tf.int64)[axis]
-            t3 = t0 + t1 + t2
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = _gather(values_0, t4, axis)
-            t6 = -t0 + t4
-            t7 = _gather(values_1, t6, axis)
-            t8 = -t0 - t1 + t4
-            t9 = _gather(values_2, t8, axis)
-            output = t5 + t7 + t9
-        else:
-            raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
-        return output, backward
-
-    return forward(*values)
+    return N in (2, 3) and axis in (-1, -2)
 
 
+_concat_v2_custom_gradient = _custom_gradient(
+    "ConcatV2", "*values", concat_v2_forward, concat_v2_vjp, "output", declares=_concat_v2_declares
+)
 _register("ConcatV2", concat_v2_grad)
 
 
+def concat(*values, concat_dim=-1):
+    """Concat: ConcatV2 with the axis passed first, as `concat_dim` (declared at ops/list_ops.py:43), with its derived gradient concat_vjp."""
+    return _concat_custom_gradient(*values, concat_dim=concat_dim)
+
+
+def concat_forward(*values, concat_dim=-1):
+    """Concat's formula."""
+    concat_dim = (
+        concat_dim - len(values[0].shape)
+        if isinstance(concat_dim, int) and concat_dim >= 0
+        else concat_dim
+    )
+    N = len(values)
+    if concat_dim in (-1, -2) and N == 2:
+        values_0, values_1 = values
+        t0 = tf.shape(values_0, out_type=tf.int64)[concat_dim]
+        t1 = tf.shape(values_1, out_type=tf.int64)[concat_dim]
+        t2 = t0 + t1
+        t3 = tf.range(tf.cast(t2, tf.int64))
+        t4 = _gather(values_0, t3, concat_dim)
+        t5 = -t0 + t3
+        t6 = _gather(values_1, t5, concat_dim)
+        output = t4 + t6
+    elif concat_dim in (-1, -2) and N == 3:
+        values_0, values_1, values_2 = values
+        t0 = tf.shape(values_0, out_type=tf.int64)[concat_dim]
+        t1 = tf.shape(values_1, out_type=tf.int64)[concat_dim]
+        t2 = tf.shape(values_2, out_type=tf.int64)[concat_dim]
+        t3 = t0 + t1 + t2
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = _gather(values_0, t4, concat_dim)
+        t6 = -t0 + t4
+        t7 = _gather(values_1, t6, concat_dim)
+        t8 = -t0 - t1 + t4
+        t9 = _gather(values_2, t8, concat_dim)
+        output = t5 + t7 + t9
+    else:
+        raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
+    return output
+
+
 def concat_vjp(grad, *values, output=None, concat_dim=-1):
-    """Gradient of Concat (declared at ops/list_ops.py:43): one per input (*values).
+    """Gradient of Concat: one per input (*values).
 
     In index notation, next to the code computing it, per variant:
         concat_dim=-1, N=2:
@@ -322,66 +417,56 @@ def concat_grad(op, grad):
     return _insert_none(grads, (0,))
 
 
-def concat(*values, concat_dim=-1):
-    """Concat: ConcatV2 with the axis passed first, as `concat_dim`, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"concat_dim": concat_dim}
+def _concat_declares(*values, concat_dim=-1):
+    """Whether Concat's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     concat_dim = (
         concat_dim - len(values[0].shape)
         if isinstance(concat_dim, int) and concat_dim >= 0
         else concat_dim
     )
     N = len(values)
-
-    @tf.custom_gradient
-    def forward(*values):
-        def backward(grad):
-            return concat_vjp(grad, *values, output=output, concat_dim=concat_dim)
-
-        kernel_outputs = (
-            _tf_kernel("Concat", 1, {"values": values}, kernel_attrs)
-            if concat_dim in (-1, -2) and N in (2, 3)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if concat_dim in (-1, -2) and N == 2:
-            values_0, values_1 = values
-            t0 = tf.shape(values_0, out_type=tf.int64)[concat_dim]
-            t1 = tf.shape(values_1, out_type=tf.int64)[concat_dim]
-            t2 = t0 + t1
-            t3 = tf.range(tf.cast(t2, tf.int64))
-            t4 = _gather(values_0, t3, concat_dim)
-            t5 = -t0 + t3
-            t6 = _gather(values_1, t5, concat_dim)
-            output = t4 + t6
-        elif concat_dim in (-1, -2) and N == 3:
-            values_0, values_1, values_2 = values
-            t0 = tf.shape(values_0, out_type=tf.int64)[concat_dim]
-            t1 = tf.shape(values_1, out_type=tf.int64)[concat_dim]
-            t2 = tf.shape(values_2, out_type=tf.int64)[concat_dim]
-            t3 = t0 + t1 + t2
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = _gather(values_0, t4, concat_dim)
-            t6 = -t0 + t4
-            t7 = _gather(values_1, t6, concat_dim)
-            t8 = -t0 - t1 + t4
-            t9 = _gather(values_2, t8, concat_dim)
-            output = t5 + t7 + t9
-        else:
-            raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
-        return output, backward
-
-    return forward(*values)
+    return concat_dim in (-1, -2) and N in (2, 3)
 
 
+_concat_custom_gradient = _custom_gradient(
+    "Concat", "*values", concat_forward, concat_vjp, "output", declares=_concat_declares
+)
 _register("Concat", concat_grad)
 
 
+def split(value, *, num_split=2, axis=-1):
+    """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:65), with its derived gradient split_vjp."""
+    return _split_custom_gradient(value, num_split=num_split, axis=axis)
+
+
+def split_forward(value, *, num_split=2, axis=-1):
+    """Split's formula."""
+    axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if num_split == 2 and axis in (-1, -2):
+        t0 = tf.shape(value, out_type=tf.int64)[axis]
+        t1 = t0 // 2
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        output_0 = _gather(value, t2, axis)
+        t3 = t1 + t2
+        output_1 = _gather(value, t3, axis)
+        output = (output_0, output_1)
+    elif num_split == 3 and axis in (-1, -2):
+        t0 = tf.shape(value, out_type=tf.int64)[axis]
+        t1 = t0 // 3
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        output_0 = _gather(value, t2, axis)
+        t3 = t1 + t2
+        output_1 = _gather(value, t3, axis)
+        t4 = 2 * t1 + t2
+        output_2 = _gather(value, t4, axis)
+        output = (output_0, output_1, output_2)
+    else:
+        raise ValueError(f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}")
+    return output
+
+
 def split_vjp(grad_output, value, output, *, num_split=2, axis=-1):
-    """Gradient of Split (declared at ops/list_ops.py:65): one per input (value).
+    """Gradient of Split: one per input (value).
 
     In index notation, next to the code computing it, for num_split=2, axis=-1 (other values of
     num_split, axis change it):
@@ -426,58 +511,74 @@ def split_grad(op, *grad_output):
     return _insert_none(grads, (0,))
 
 
-def split(value, *, num_split=2, axis=-1):
-    """Split: `value` cut along `axis` into `num_split` pieces of equal size, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"num_split": num_split, "axis": axis}
+def _split_declares(value, *, num_split=2, axis=-1):
+    """Whether Split's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(value):
-        def backward(*grad_output):
-            return split_vjp(grad_output, value, output, num_split=num_split, axis=axis)
-
-        kernel_outputs = (
-            _tf_kernel("Split", 1, {"value": value}, kernel_attrs, list_output=True)
-            if num_split in (2, 3) and axis in (-1, -2)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if num_split == 2 and axis in (-1, -2):
-            t0 = tf.shape(value, out_type=tf.int64)[axis]
-            t1 = t0 // 2
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            output_0 = _gather(value, t2, axis)
-            t3 = t1 + t2
-            output_1 = _gather(value, t3, axis)
-            output = (output_0, output_1)
-        elif num_split == 3 and axis in (-1, -2):
-            t0 = tf.shape(value, out_type=tf.int64)[axis]
-            t1 = t0 // 3
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            output_0 = _gather(value, t2, axis)
-            t3 = t1 + t2
-            output_1 = _gather(value, t3, axis)
-            t4 = 2 * t1 + t2
-            output_2 = _gather(value, t4, axis)
-            output = (output_0, output_1, output_2)
-        else:
-            raise ValueError(
-                f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}"
-            )
-        return output, backward
-
-    return forward(value)
+    return num_split in (2, 3) and axis in (-1, -2)
 
 
+_split_custom_gradient = _custom_gradient(
+    "Split", "value", split_forward, split_vjp, "*output", declares=_split_declares
+)
 _register("Split", split_grad)
 
 
+def split_v(value, *, num_split=2, axis=-1, size_splits):
+    """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:74), with its derived gradient split_v_vjp."""
+    return _split_v_custom_gradient(value, num_split=num_split, axis=axis, size_splits=size_splits)
+
+
+def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
+    """SplitV's formula."""
+    size_splits = tf.cast(size_splits, tf.int64)
+    axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if num_split == 2 and axis in (-1, -2):
+        t0 = tf.shape(value, out_type=tf.int64)[axis]
+        t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        output_0 = _gather(value, t2, axis)
+        t3 = tf.where(tf.equal(size_splits[1], -1), -size_splits[0] + t0, size_splits[1])
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = t4 + tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
+        output_1 = _gather(value, t5, axis)
+        output = (output_0, output_1)
+    elif num_split == 3 and axis in (-1, -2):
+        t0 = tf.shape(value, out_type=tf.int64)[axis]
+        t1 = tf.where(
+            tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
+        )
+        t2 = tf.range(tf.cast(t1, tf.int64))
+        output_0 = _gather(value, t2, axis)
+        t3 = tf.where(
+            tf.equal(size_splits[1], -1), -size_splits[0] - size_splits[2] + t0, size_splits[1]
+        )
+        t4 = tf.range(tf.cast(t3, tf.int64))
+        t5 = t4 + tf.where(
+            tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
+        )
+        output_1 = _gather(value, t5, axis)
+        t6 = tf.where(
+            tf.equal(size_splits[2], -1), -size_splits[0] - size_splits[1] + t0, size_splits[2]
+        )
+        t7 = tf.range(tf.cast(t6, tf.int64))
+        t8 = (
+            t7
+            + tf.where(
+                tf.equal(size_splits[1], -1), -size_splits[0] - size_splits[2] + t0, size_splits[1]
+            )
+            + tf.where(
+                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
+            )
+        )
+        output_2 = _gather(value, t8, axis)
+        output = (output_0, output_1, output_2)
+    else:
+        raise ValueError(f"SplitV: unsupported attributes num_split={num_split!r}, axis={axis!r}")
+    return output
+
+
 def split_v_vjp(grad_output, value, output, *, num_split=2, axis=-1, size_splits):
-    """Gradient of SplitV (declared at ops/list_ops.py:74): one per input (value).
+    """Gradient of SplitV: one per input (value).
 
     In index notation, next to the code computing it, for num_split=2, axis=-1 (other values of
     num_split, axis change it):
@@ -533,87 +634,41 @@ def split_v_grad(op, *grad_output):
     return _insert_none(grads, (1, 2))
 
 
-def split_v(value, *, num_split=2, axis=-1, size_splits):
-    """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest), with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"num_split": num_split, "axis": axis, "size_splits": size_splits}
+def _split_v_declares(value, *, num_split=2, axis=-1, size_splits):
+    """Whether SplitV's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     size_splits = tf.cast(size_splits, tf.int64)
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(value):
-        def backward(*grad_output):
-            return split_v_vjp(
-                grad_output, value, output, num_split=num_split, axis=axis, size_splits=size_splits
-            )
-
-        kernel_outputs = (
-            _tf_kernel("SplitV", 1, {"value": value}, kernel_attrs, list_output=True)
-            if num_split in (2, 3) and axis in (-1, -2)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if num_split == 2 and axis in (-1, -2):
-            t0 = tf.shape(value, out_type=tf.int64)[axis]
-            t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            output_0 = _gather(value, t2, axis)
-            t3 = tf.where(tf.equal(size_splits[1], -1), -size_splits[0] + t0, size_splits[1])
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4 + tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
-            output_1 = _gather(value, t5, axis)
-            output = (output_0, output_1)
-        elif num_split == 3 and axis in (-1, -2):
-            t0 = tf.shape(value, out_type=tf.int64)[axis]
-            t1 = tf.where(
-                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
-            )
-            t2 = tf.range(tf.cast(t1, tf.int64))
-            output_0 = _gather(value, t2, axis)
-            t3 = tf.where(
-                tf.equal(size_splits[1], -1), -size_splits[0] - size_splits[2] + t0, size_splits[1]
-            )
-            t4 = tf.range(tf.cast(t3, tf.int64))
-            t5 = t4 + tf.where(
-                tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
-            )
-            output_1 = _gather(value, t5, axis)
-            t6 = tf.where(
-                tf.equal(size_splits[2], -1), -size_splits[0] - size_splits[1] + t0, size_splits[2]
-            )
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = (
-                t7
-                + tf.where(
-                    tf.equal(size_splits[1], -1),
-                    -size_splits[0] - size_splits[2] + t0,
-                    size_splits[1],
-                )
-                + tf.where(
-                    tf.equal(size_splits[0], -1),
-                    -size_splits[1] - size_splits[2] + t0,
-                    size_splits[0],
-                )
-            )
-            output_2 = _gather(value, t8, axis)
-            output = (output_0, output_1, output_2)
-        else:
-            raise ValueError(
-                f"SplitV: unsupported attributes num_split={num_split!r}, axis={axis!r}"
-            )
-        return output, backward
-
-    return forward(value)
+    return num_split in (2, 3) and axis in (-1, -2)
 
 
+_split_v_custom_gradient = _custom_gradient(
+    "SplitV", "value", split_v_forward, split_v_vjp, "*output", declares=_split_v_declares
+)
 _register("SplitV", split_v_grad)
 
 
+def pack(*values, axis=-1):
+    """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:108), with its derived gradient pack_vjp."""
+    return _pack_custom_gradient(*values, axis=axis)
+
+
+def pack_forward(*values, axis=-1):
+    """Pack's formula."""
+    N = len(values)
+    axis = axis - (len(values[0].shape) + 1) if isinstance(axis, int) and axis >= 0 else axis
+    if N == 2 and axis in (-1, -2, -3):
+        values_0, values_1 = values
+        output = tf.stack([values_0, values_1], axis=axis)
+    elif N == 3 and axis in (-1, -2, -3):
+        values_0, values_1, values_2 = values
+        output = tf.stack([values_0, values_1, values_2], axis=axis)
+    else:
+        raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
+    return output
+
+
 def pack_vjp(grad, *values, output=None, axis=-1):
-    """Gradient of Pack (declared at ops/list_ops.py:108): one per input (*values).
+    """Gradient of Pack: one per input (*values).
 
     In index notation, next to the code computing it, for N=2, axis=-1 (other values of axis change
     it):
@@ -653,45 +708,46 @@ def pack_grad(op, grad):
     return pack_vjp(grad, *op.inputs, output=op.outputs[0], axis=op.get_attr("axis"))
 
 
-def pack(*values, axis=-1):
-    """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis`, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis}
+def _pack_declares(*values, axis=-1):
+    """Whether Pack's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     N = len(values)
     axis = axis - (len(values[0].shape) + 1) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(*values):
-        def backward(grad):
-            return pack_vjp(grad, *values, output=output, axis=axis)
-
-        kernel_outputs = (
-            _tf_kernel("Pack", 1, {"values": values}, kernel_attrs)
-            if N in (2, 3) and axis in (-1, -2, -3)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if N == 2 and axis in (-1, -2, -3):
-            values_0, values_1 = values
-            output = tf.stack([values_0, values_1], axis=axis)
-        elif N == 3 and axis in (-1, -2, -3):
-            values_0, values_1, values_2 = values
-            output = tf.stack([values_0, values_1, values_2], axis=axis)
-        else:
-            raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
-        return output, backward
-
-    return forward(*values)
+    return N in (2, 3) and axis in (-1, -2, -3)
 
 
+_pack_custom_gradient = _custom_gradient(
+    "Pack", "*values", pack_forward, pack_vjp, "output", declares=_pack_declares
+)
 _register("Pack", pack_grad)
 
 
+def unpack(value, *, num=2, axis=-1):
+    """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:126), with its derived gradient unpack_vjp."""
+    return _unpack_custom_gradient(value, num=num, axis=axis)
+
+
+def unpack_forward(value, *, num=2, axis=-1):
+    """Unpack's formula."""
+    axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
+    t0 = 0
+    t1 = 1
+    if num == 2 and axis in (-1, -2, -3):
+        output_0 = _gather(value, t0, axis)
+        output_1 = _gather(value, t1, axis)
+        output = (output_0, output_1)
+    elif num == 3 and axis in (-1, -2, -3):
+        output_0 = _gather(value, t0, axis)
+        output_1 = _gather(value, t1, axis)
+        t2 = 2
+        output_2 = _gather(value, t2, axis)
+        output = (output_0, output_1, output_2)
+    else:
+        raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
+    return output
+
+
 def unpack_vjp(grad_output, value, output, *, num=2, axis=-1):
-    """Gradient of Unpack (declared at ops/list_ops.py:126): one per input (value).
+    """Gradient of Unpack: one per input (value).
 
     In index notation, next to the code computing it, for num=2, axis=-1 (other values of num, axis
     change it):
@@ -718,50 +774,39 @@ def unpack_grad(op, *grad_output):
     )
 
 
-def unpack(value, *, num=2, axis=-1):
-    """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"num": num, "axis": axis}
+def _unpack_declares(value, *, num=2, axis=-1):
+    """Whether Unpack's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(value):
-        def backward(*grad_output):
-            return unpack_vjp(grad_output, value, output, num=num, axis=axis)
-
-        kernel_outputs = (
-            _tf_kernel("Unpack", 1, {"value": value}, kernel_attrs, list_output=True)
-            if num in (2, 3) and axis in (-1, -2, -3)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = 0
-        t1 = 1
-        if num == 2 and axis in (-1, -2, -3):
-            output_0 = _gather(value, t0, axis)
-            output_1 = _gather(value, t1, axis)
-            output = (output_0, output_1)
-        elif num == 3 and axis in (-1, -2, -3):
-            output_0 = _gather(value, t0, axis)
-            output_1 = _gather(value, t1, axis)
-            t2 = 2
-            output_2 = _gather(value, t2, axis)
-            output = (output_0, output_1, output_2)
-        else:
-            raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
-        return output, backward
-
-    return forward(value)
+    return num in (2, 3) and axis in (-1, -2, -3)
 
 
+_unpack_custom_gradient = _custom_gradient(
+    "Unpack", "value", unpack_forward, unpack_vjp, "*output", declares=_unpack_declares
+)
 _register("Unpack", unpack_grad)
 
 
+def add_n(*inputs):
+    """AddN: The sum of the tensors of `inputs`, all of one shape (declared at ops/list_ops.py:138), with its derived gradient add_n_vjp."""
+    return _add_n_custom_gradient(*inputs)
+
+
+def add_n_forward(*inputs):
+    """AddN's formula."""
+    N = len(inputs)
+    if N == 2:
+        inputs_0, inputs_1 = inputs
+        sum = inputs_0 + inputs_1
+    elif N == 3:
+        inputs_0, inputs_1, inputs_2 = inputs
+        sum = inputs_0 + inputs_1 + inputs_2
+    else:
+        raise ValueError(f"AddN: unsupported attributes N={N!r}")
+    return sum
+
+
 def add_n_vjp(grad, *inputs, sum=None):
-    """Gradient of AddN (declared at ops/list_ops.py:138): one per input (*inputs).
+    """Gradient of AddN: one per input (*inputs).
 
     In index notation, next to the code computing it, per variant:
         N=2:
@@ -799,42 +844,48 @@ def add_n_grad(op, grad):
     return add_n_vjp(grad, *op.inputs, sum=op.outputs[0])
 
 
-def add_n(*inputs):
-    """AddN: The sum of the tensors of `inputs`, all of one shape, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {}
+def _add_n_declares(*inputs):
+    """Whether AddN's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     N = len(inputs)
-
-    @tf.custom_gradient
-    def forward(*inputs):
-        def backward(grad):
-            return add_n_vjp(grad, *inputs, sum=sum)
-
-        kernel_outputs = (
-            _tf_kernel("AddN", 1, {"inputs": inputs}, kernel_attrs) if N in (2, 3) else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            sum = kernel_outputs[0]
-            return sum, backward
-        # else the declared formula
-        if N == 2:
-            inputs_0, inputs_1 = inputs
-            sum = inputs_0 + inputs_1
-        elif N == 3:
-            inputs_0, inputs_1, inputs_2 = inputs
-            sum = inputs_0 + inputs_1 + inputs_2
-        else:
-            raise ValueError(f"AddN: unsupported attributes N={N!r}")
-        return sum, backward
-
-    return forward(*inputs)
+    return N in (2, 3)
 
 
+_add_n_custom_gradient = _custom_gradient(
+    "AddN", "*inputs", add_n_forward, add_n_vjp, "sum", declares=_add_n_declares
+)
 _register("AddN", add_n_grad)
 
 
+def identity_n(*input):
+    """IdentityN: Each tensor of `input` as it is, a list of any shapes (an index per output: each its (declared at ops/list_ops.py:145), with its derived gradient identity_n_vjp."""
+    return _identity_n_custom_gradient(*input)
+
+
+def identity_n_forward(*input):
+    """IdentityN's formula."""
+    N = len(input)
+    if N == 1:
+        (input_0,) = input
+        output_0 = input_0
+        output = (output_0,)
+    elif N == 2:
+        input_0, input_1 = input
+        output_0 = input_0
+        output_1 = input_1
+        output = (output_0, output_1)
+    elif N == 3:
+        input_0, input_1, input_2 = input
+        output_0 = input_0
+        output_1 = input_1
+        output_2 = input_2
+        output = (output_0, output_1, output_2)
+    else:
+        raise ValueError(f"IdentityN: unsupported attributes N={N!r}")
+    return output
+
+
 def identity_n_vjp(grad_output, *input, output=None):
-    """Gradient of IdentityN (declared at ops/list_ops.py:145): one per input (*input).
+    """Gradient of IdentityN: one per input (*input).
 
     In index notation, next to the code computing it, per variant:
         N=1:
@@ -881,46 +932,18 @@ def identity_n_grad(op, *grad_output):
     return identity_n_vjp(grad_output, *op.inputs, output=list(op.outputs))
 
 
-def identity_n(*input):
-    """IdentityN: Each tensor of `input` as it is, a list of any shapes (an index per output: each its, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {}
+def _identity_n_declares(*input):
+    """Whether IdentityN's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     N = len(input)
-
-    @tf.custom_gradient
-    def forward(*input):
-        def backward(*grad_output):
-            return identity_n_vjp(grad_output, *input, output=output)
-
-        kernel_outputs = (
-            _tf_kernel("IdentityN", 1, {"input": input}, kernel_attrs, list_output=True)
-            if N in (1, 2, 3)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if N == 1:
-            (input_0,) = input
-            output_0 = input_0
-            output = (output_0,)
-        elif N == 2:
-            input_0, input_1 = input
-            output_0 = input_0
-            output_1 = input_1
-            output = (output_0, output_1)
-        elif N == 3:
-            input_0, input_1, input_2 = input
-            output_0 = input_0
-            output_1 = input_1
-            output_2 = input_2
-            output = (output_0, output_1, output_2)
-        else:
-            raise ValueError(f"IdentityN: unsupported attributes N={N!r}")
-        return output, backward
-
-    return forward(*input)
+    return N in (1, 2, 3)
 
 
+_identity_n_custom_gradient = _custom_gradient(
+    "IdentityN",
+    "*input",
+    identity_n_forward,
+    identity_n_vjp,
+    "*output",
+    declares=_identity_n_declares,
+)
 _register("IdentityN", identity_n_grad)

@@ -28,6 +28,74 @@ def _fresh(outputs, inputs):
     return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
 
 
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
     `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
@@ -58,7 +126,7 @@ def _gather(x, positions, axis, fill=0):
 
 def concat_v2(*values, axis=-1):
     """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:28); differentiated by concat_v2_vjp."""
-    return _ConcatV2Function.apply(axis, *values)
+    return _concat_v2_autograd(*values, axis=axis)
 
 
 def concat_v2_forward(*values, axis=-1):
@@ -146,29 +214,12 @@ def concat_v2_vjp(grad, *values, output=None, axis=-1):
     return grads
 
 
-class _ConcatV2Function(torch.autograd.Function):
-    """ConcatV2 for autograd: the backward is concat_v2_vjp."""
-
-    @staticmethod
-    def forward(axis, *values):
-        return _fresh(concat_v2_forward(*values, axis=axis), (*values,))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (axis,) = ctx.attrs
-        (*values,) = ctx.saved_tensors
-        grads = concat_v2_vjp(grad, *values, axis=axis)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_concat_v2_autograd = _autograd_function("ConcatV2", concat_v2_forward, concat_v2_vjp, "output")
 
 
 def concat(*values, concat_dim=-1):
     """Concat: ConcatV2 with the axis passed first, as `concat_dim` (declared at ops/list_ops.py:43); differentiated by concat_vjp."""
-    return _ConcatFunction.apply(concat_dim, *values)
+    return _concat_autograd(*values, concat_dim=concat_dim)
 
 
 def concat_forward(*values, concat_dim=-1):
@@ -264,29 +315,12 @@ def concat_vjp(grad, *values, output=None, concat_dim=-1):
     return grads
 
 
-class _ConcatFunction(torch.autograd.Function):
-    """Concat for autograd: the backward is concat_vjp."""
-
-    @staticmethod
-    def forward(concat_dim, *values):
-        return _fresh(concat_forward(*values, concat_dim=concat_dim), (*values,))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (concat_dim,) = ctx.attrs
-        (*values,) = ctx.saved_tensors
-        grads = concat_vjp(grad, *values, concat_dim=concat_dim)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_concat_autograd = _autograd_function("Concat", concat_forward, concat_vjp, "output")
 
 
 def split(value, *, num_split=2, axis=-1):
     """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:65); differentiated by split_vjp."""
-    return list(_SplitFunction.apply(num_split, axis, value))
+    return _split_autograd(value, num_split=num_split, axis=axis)
 
 
 def split_forward(value, *, num_split=2, axis=-1):
@@ -349,29 +383,12 @@ def split_vjp(grad_output, value, *, output=None, num_split=2, axis=-1):
     return (grad_value,)
 
 
-class _SplitFunction(torch.autograd.Function):
-    """Split for autograd: the backward is split_vjp."""
-
-    @staticmethod
-    def forward(num_split, axis, value):
-        return tuple(split_forward(value, num_split=num_split, axis=axis))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        num_split, axis = ctx.attrs
-        (value,) = ctx.saved_tensors
-        grads = split_vjp(list(cotangents), value, num_split=num_split, axis=axis)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_split_autograd = _autograd_function("Split", split_forward, split_vjp, "*output")
 
 
 def split_v(value, *, num_split=2, axis=-1, size_splits):
     """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:74); differentiated by split_v_vjp."""
-    return list(_SplitVFunction.apply(num_split, axis, size_splits, value))
+    return _split_v_autograd(value, num_split=num_split, axis=axis, size_splits=size_splits)
 
 
 def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
@@ -453,33 +470,12 @@ def split_v_vjp(grad_output, value, *, output=None, num_split=2, axis=-1, size_s
     return (grad_value,)
 
 
-class _SplitVFunction(torch.autograd.Function):
-    """SplitV for autograd: the backward is split_v_vjp."""
-
-    @staticmethod
-    def forward(num_split, axis, size_splits, value):
-        return tuple(
-            split_v_forward(value, num_split=num_split, axis=axis, size_splits=size_splits)
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:3]
-        ctx.save_for_backward(*inputs[3:])
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        num_split, axis, size_splits = ctx.attrs
-        (value,) = ctx.saved_tensors
-        grads = split_v_vjp(
-            list(cotangents), value, num_split=num_split, axis=axis, size_splits=size_splits
-        )
-        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+_split_v_autograd = _autograd_function("SplitV", split_v_forward, split_v_vjp, "*output")
 
 
 def pack(*values, axis=-1):
     """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:108); differentiated by pack_vjp."""
-    return _PackFunction.apply(axis, *values)
+    return _pack_autograd(*values, axis=axis)
 
 
 def pack_forward(*values, axis=-1):
@@ -533,29 +529,12 @@ def pack_vjp(grad, *values, output=None, axis=-1):
     return grads
 
 
-class _PackFunction(torch.autograd.Function):
-    """Pack for autograd: the backward is pack_vjp."""
-
-    @staticmethod
-    def forward(axis, *values):
-        return _fresh(pack_forward(*values, axis=axis), (*values,))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (axis,) = ctx.attrs
-        (*values,) = ctx.saved_tensors
-        grads = pack_vjp(grad, *values, axis=axis)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_pack_autograd = _autograd_function("Pack", pack_forward, pack_vjp, "output")
 
 
 def unpack(value, *, num=2, axis=-1):
     """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:126); differentiated by unpack_vjp."""
-    return list(_UnpackFunction.apply(num, axis, value))
+    return _unpack_autograd(value, num=num, axis=axis)
 
 
 def unpack_forward(value, *, num=2, axis=-1):
@@ -599,29 +578,12 @@ def unpack_vjp(grad_output, value, *, output=None, num=2, axis=-1):
     return (grad_value,)
 
 
-class _UnpackFunction(torch.autograd.Function):
-    """Unpack for autograd: the backward is unpack_vjp."""
-
-    @staticmethod
-    def forward(num, axis, value):
-        return tuple(unpack_forward(value, num=num, axis=axis))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        num, axis = ctx.attrs
-        (value,) = ctx.saved_tensors
-        grads = unpack_vjp(list(cotangents), value, num=num, axis=axis)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_unpack_autograd = _autograd_function("Unpack", unpack_forward, unpack_vjp, "*output")
 
 
 def add_n(*inputs):
     """AddN: The sum of the tensors of `inputs`, all of one shape (declared at ops/list_ops.py:138); differentiated by add_n_vjp."""
-    return _AddNFunction.apply(*inputs)
+    return _add_n_autograd(*inputs)
 
 
 def add_n_forward(*inputs):
@@ -672,27 +634,12 @@ def add_n_vjp(grad, *inputs, sum=None):
     return grads
 
 
-class _AddNFunction(torch.autograd.Function):
-    """AddN for autograd: the backward is add_n_vjp."""
-
-    @staticmethod
-    def forward(*inputs):
-        return _fresh(add_n_forward(*inputs), (*inputs,))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (*inputs,) = ctx.saved_tensors
-        grads = add_n_vjp(grad, *inputs)
-        return _needed(grads, ctx.needs_input_grad)
+_add_n_autograd = _autograd_function("AddN", add_n_forward, add_n_vjp, "sum")
 
 
 def identity_n(*input):
     """IdentityN: Each tensor of `input` as it is, a list of any shapes (an index per output: each its (declared at ops/list_ops.py:145); differentiated by identity_n_vjp."""
-    return list(_IdentityNFunction.apply(*input))
+    return _identity_n_autograd(*input)
 
 
 def identity_n_forward(*input):
@@ -761,19 +708,6 @@ def identity_n_vjp(grad_output, *input, output=None):
     return grads
 
 
-class _IdentityNFunction(torch.autograd.Function):
-    """IdentityN for autograd: the backward is identity_n_vjp."""
-
-    @staticmethod
-    def forward(*input):
-        return _fresh(tuple(identity_n_forward(*input)), (*input,))
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        (*input,) = ctx.saved_tensors
-        grads = identity_n_vjp(list(cotangents), *input)
-        return _needed(grads, ctx.needs_input_grad)
+_identity_n_autograd = _autograd_function(
+    "IdentityN", identity_n_forward, identity_n_vjp, "*output"
+)

@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,9 +21,42 @@ def _conj(x):
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
 
 
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
+
+
 def matmul(a, b, *, transpose_a=False, transpose_b=False):
     """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:11); differentiated by matmul_vjp."""
-    return _matmul_custom_vjp(transpose_a, transpose_b, a, b)
+    return _matmul_custom_vjp(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
 def matmul_forward(a, b, *, transpose_a=False, transpose_b=False):
@@ -83,34 +114,12 @@ def matmul_vjp(grad, a, b, *, product=None, transpose_a=False, transpose_b=False
     return grad_a, grad_b
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _matmul_custom_vjp(transpose_a, transpose_b, a, b):
-    return matmul_forward(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
-
-
-def _matmul_fwd(transpose_a, transpose_b, a, b):
-    product = matmul_forward(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
-    return product, ((a, b), product)
-
-
-def _matmul_bwd(transpose_a, transpose_b, saved, grad):
-    (a, b), product = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(
-        None if g is None else _conj(g)
-        for g in matmul_vjp(
-            grad, a, b, product=product, transpose_a=transpose_a, transpose_b=transpose_b
-        )
-    )
-
-
-_matmul_custom_vjp.defvjp(_matmul_fwd, _matmul_bwd)
+_matmul_custom_vjp = _custom_vjp(matmul_forward, matmul_vjp, "product")
 
 
 def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
     """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:21); differentiated by sparse_mat_mul_vjp."""
-    return _sparse_mat_mul_custom_vjp(transpose_a, transpose_b, a, b)
+    return _sparse_mat_mul_custom_vjp(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
 def sparse_mat_mul_forward(a, b, *, transpose_a=False, transpose_b=False):
@@ -166,21 +175,4 @@ def sparse_mat_mul_vjp(grad, a, b, *, product=None, transpose_a=False, transpose
     return grad_a, grad_b
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _sparse_mat_mul_custom_vjp(transpose_a, transpose_b, a, b):
-    return sparse_mat_mul_forward(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
-
-
-def _sparse_mat_mul_fwd(transpose_a, transpose_b, a, b):
-    product = sparse_mat_mul_forward(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
-    return product, ((a, b), product)
-
-
-def _sparse_mat_mul_bwd(transpose_a, transpose_b, saved, grad):
-    (a, b), product = saved
-    return sparse_mat_mul_vjp(
-        grad, a, b, product=product, transpose_a=transpose_a, transpose_b=transpose_b
-    )
-
-
-_sparse_mat_mul_custom_vjp.defvjp(_sparse_mat_mul_fwd, _sparse_mat_mul_bwd)
+_sparse_mat_mul_custom_vjp = _custom_vjp(sparse_mat_mul_forward, sparse_mat_mul_vjp, "product")

@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +17,44 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 _python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _sum_to_shape(g, shape):
@@ -106,22 +142,7 @@ def softmax_vjp(grad, logits, *, softmax=None):
     return (grad_logits,)
 
 
-@jax.custom_vjp
-def _softmax_custom_vjp(logits):
-    return softmax_forward(logits)
-
-
-def _softmax_fwd(logits):
-    softmax = softmax_forward(logits)
-    return softmax, ((logits,), softmax)
-
-
-def _softmax_bwd(saved, grad):
-    (logits,), softmax = saved
-    return softmax_vjp(grad, logits, softmax=softmax)
-
-
-_softmax_custom_vjp.defvjp(_softmax_fwd, _softmax_bwd)
+_softmax_custom_vjp = _custom_vjp(softmax_forward, softmax_vjp, "softmax")
 
 
 def log_softmax(logits):
@@ -155,22 +176,7 @@ def log_softmax_vjp(grad, logits, *, logsoftmax=None):
     return (grad_logits,)
 
 
-@jax.custom_vjp
-def _log_softmax_custom_vjp(logits):
-    return log_softmax_forward(logits)
-
-
-def _log_softmax_fwd(logits):
-    logsoftmax = log_softmax_forward(logits)
-    return logsoftmax, ((logits,), logsoftmax)
-
-
-def _log_softmax_bwd(saved, grad):
-    (logits,), logsoftmax = saved
-    return log_softmax_vjp(grad, logits, logsoftmax=logsoftmax)
-
-
-_log_softmax_custom_vjp.defvjp(_log_softmax_fwd, _log_softmax_bwd)
+_log_softmax_custom_vjp = _custom_vjp(log_softmax_forward, log_softmax_vjp, "logsoftmax")
 
 
 def l2_loss(t):
@@ -195,22 +201,7 @@ def l2_loss_vjp(grad, t, *, output=None):
     return (grad_t,)
 
 
-@jax.custom_vjp
-def _l2_loss_custom_vjp(t):
-    return l2_loss_forward(t)
-
-
-def _l2_loss_fwd(t):
-    output = l2_loss_forward(t)
-    return output, ((t,), output)
-
-
-def _l2_loss_bwd(saved, grad):
-    (t,), output = saved
-    return l2_loss_vjp(grad, t, output=output)
-
-
-_l2_loss_custom_vjp.defvjp(_l2_loss_fwd, _l2_loss_bwd)
+_l2_loss_custom_vjp = _custom_vjp(l2_loss_forward, l2_loss_vjp, "output")
 
 
 def softmax_cross_entropy_with_logits(features, labels):
@@ -267,27 +258,11 @@ def softmax_cross_entropy_with_logits_vjp(
     return grad_features, grad_labels
 
 
-@jax.custom_vjp
-def _softmax_cross_entropy_with_logits_custom_vjp(features, labels):
-    return softmax_cross_entropy_with_logits_forward(features, labels)
-
-
-def _softmax_cross_entropy_with_logits_fwd(features, labels):
-    (loss, backprop), stages = softmax_cross_entropy_with_logits_forward(
-        features, labels, return_stages=True
-    )
-    return (loss, backprop), ((features, labels), (loss, backprop), stages)
-
-
-def _softmax_cross_entropy_with_logits_bwd(saved, cotangents):
-    (features, labels), (loss, backprop), stages = saved
-    return softmax_cross_entropy_with_logits_vjp(
-        *cotangents, features, labels, loss=loss, backprop=backprop, **stages
-    )
-
-
-_softmax_cross_entropy_with_logits_custom_vjp.defvjp(
-    _softmax_cross_entropy_with_logits_fwd, _softmax_cross_entropy_with_logits_bwd
+_softmax_cross_entropy_with_logits_custom_vjp = _custom_vjp(
+    softmax_cross_entropy_with_logits_forward,
+    softmax_cross_entropy_with_logits_vjp,
+    "loss backprop",
+    stages=True,
 )
 
 
@@ -356,31 +331,16 @@ def sparse_softmax_cross_entropy_with_logits_vjp(
     return grad_features, None
 
 
-@jax.custom_vjp
-def _sparse_softmax_cross_entropy_with_logits_custom_vjp(features, labels):
-    return sparse_softmax_cross_entropy_with_logits_forward(features, labels)
-
-
-def _sparse_softmax_cross_entropy_with_logits_fwd(features, labels):
-    loss, backprop = sparse_softmax_cross_entropy_with_logits_forward(features, labels)
-    return (loss, backprop), ((features, labels), (loss, backprop))
-
-
-def _sparse_softmax_cross_entropy_with_logits_bwd(saved, cotangents):
-    (features, labels), (loss, backprop) = saved
-    return sparse_softmax_cross_entropy_with_logits_vjp(
-        *cotangents, features, labels, loss=loss, backprop=backprop
-    )
-
-
-_sparse_softmax_cross_entropy_with_logits_custom_vjp.defvjp(
-    _sparse_softmax_cross_entropy_with_logits_fwd, _sparse_softmax_cross_entropy_with_logits_bwd
+_sparse_softmax_cross_entropy_with_logits_custom_vjp = _custom_vjp(
+    sparse_softmax_cross_entropy_with_logits_forward,
+    sparse_softmax_cross_entropy_with_logits_vjp,
+    "loss backprop",
 )
 
 
 def bias_add(value, bias, *, data_format="NHWC"):
     """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:71); differentiated by bias_add_vjp."""
-    return _bias_add_custom_vjp(data_format, value, bias)
+    return _bias_add_custom_vjp(value, bias, data_format=data_format)
 
 
 def bias_add_forward(value, bias, *, data_format="NHWC"):
@@ -417,22 +377,7 @@ def bias_add_vjp(grad, value, bias, *, output=None, data_format="NHWC"):
     return grad_value, grad_bias
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _bias_add_custom_vjp(data_format, value, bias):
-    return bias_add_forward(value, bias, data_format=data_format)
-
-
-def _bias_add_fwd(data_format, value, bias):
-    output = bias_add_forward(value, bias, data_format=data_format)
-    return output, ((value, bias), output)
-
-
-def _bias_add_bwd(data_format, saved, grad):
-    (value, bias), output = saved
-    return bias_add_vjp(grad, value, bias, output=output, data_format=data_format)
-
-
-_bias_add_custom_vjp.defvjp(_bias_add_fwd, _bias_add_bwd)
+_bias_add_custom_vjp = _custom_vjp(bias_add_forward, bias_add_vjp, "output")
 
 
 def cross(a, b):
@@ -478,22 +423,7 @@ def cross_vjp(grad, a, b, *, product=None):
     return grad_a, grad_b
 
 
-@jax.custom_vjp
-def _cross_custom_vjp(a, b):
-    return cross_forward(a, b)
-
-
-def _cross_fwd(a, b):
-    product = cross_forward(a, b)
-    return product, ((a, b), product)
-
-
-def _cross_bwd(saved, grad):
-    (a, b), product = saved
-    return cross_vjp(grad, a, b, product=product)
-
-
-_cross_custom_vjp.defvjp(_cross_fwd, _cross_bwd)
+_cross_custom_vjp = _custom_vjp(cross_forward, cross_vjp, "product")
 
 
 def bias_add_v1(value, bias):
@@ -520,27 +450,12 @@ def bias_add_v1_vjp(grad, value, bias, *, output=None):
     return grad_value, grad_bias
 
 
-@jax.custom_vjp
-def _bias_add_v1_custom_vjp(value, bias):
-    return bias_add_v1_forward(value, bias)
-
-
-def _bias_add_v1_fwd(value, bias):
-    output = bias_add_v1_forward(value, bias)
-    return output, ((value, bias), output)
-
-
-def _bias_add_v1_bwd(saved, grad):
-    (value, bias), output = saved
-    return bias_add_v1_vjp(grad, value, bias, output=output)
-
-
-_bias_add_v1_custom_vjp.defvjp(_bias_add_v1_fwd, _bias_add_v1_bwd)
+_bias_add_v1_custom_vjp = _custom_vjp(bias_add_v1_forward, bias_add_v1_vjp, "output")
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
     """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:106); differentiated by bias_add_backprop_vjp."""
-    return _bias_add_backprop_custom_vjp(data_format, out_backprop)
+    return _bias_add_backprop_custom_vjp(out_backprop, data_format=data_format)
 
 
 def bias_add_backprop_forward(out_backprop, *, data_format="NHWC"):
@@ -575,19 +490,6 @@ def bias_add_backprop_vjp(grad, out_backprop, *, output=None, data_format="NHWC"
     return (grad_out_backprop,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _bias_add_backprop_custom_vjp(data_format, out_backprop):
-    return bias_add_backprop_forward(out_backprop, data_format=data_format)
-
-
-def _bias_add_backprop_fwd(data_format, out_backprop):
-    output = bias_add_backprop_forward(out_backprop, data_format=data_format)
-    return output, ((out_backprop,), output)
-
-
-def _bias_add_backprop_bwd(data_format, saved, grad):
-    (out_backprop,), output = saved
-    return bias_add_backprop_vjp(grad, out_backprop, output=output, data_format=data_format)
-
-
-_bias_add_backprop_custom_vjp.defvjp(_bias_add_backprop_fwd, _bias_add_backprop_bwd)
+_bias_add_backprop_custom_vjp = _custom_vjp(
+    bias_add_backprop_forward, bias_add_backprop_vjp, "output"
+)

@@ -9,13 +9,49 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _gather(x, positions, axis, fill=0):
@@ -34,7 +70,13 @@ def batch_norm_with_global_normalization(
 ):
     """BatchNormWithGlobalNormalization: (t - m) / sqrt(v + variance_epsilon), times gamma if scale_after_normalization, plus beta: (declared at ops/nn_more.py:15); differentiated by batch_norm_with_global_normalization_vjp."""
     return _batch_norm_with_global_normalization_custom_vjp(
-        scale_after_normalization, variance_epsilon, t, m, v, beta, gamma
+        t,
+        m,
+        v,
+        beta,
+        gamma,
+        scale_after_normalization=scale_after_normalization,
+        variance_epsilon=variance_epsilon,
     )
 
 
@@ -108,61 +150,14 @@ def batch_norm_with_global_normalization_vjp(
     return grad_t, grad_m, grad_v, grad_beta, grad_gamma
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _batch_norm_with_global_normalization_custom_vjp(
-    scale_after_normalization, variance_epsilon, t, m, v, beta, gamma
-):
-    return batch_norm_with_global_normalization_forward(
-        t,
-        m,
-        v,
-        beta,
-        gamma,
-        scale_after_normalization=scale_after_normalization,
-        variance_epsilon=variance_epsilon,
-    )
-
-
-def _batch_norm_with_global_normalization_fwd(
-    scale_after_normalization, variance_epsilon, t, m, v, beta, gamma
-):
-    result = batch_norm_with_global_normalization_forward(
-        t,
-        m,
-        v,
-        beta,
-        gamma,
-        scale_after_normalization=scale_after_normalization,
-        variance_epsilon=variance_epsilon,
-    )
-    return result, ((t, m, v, beta, gamma), result)
-
-
-def _batch_norm_with_global_normalization_bwd(
-    scale_after_normalization, variance_epsilon, saved, grad
-):
-    (t, m, v, beta, gamma), result = saved
-    return batch_norm_with_global_normalization_vjp(
-        grad,
-        t,
-        m,
-        v,
-        beta,
-        gamma,
-        result=result,
-        scale_after_normalization=scale_after_normalization,
-        variance_epsilon=variance_epsilon,
-    )
-
-
-_batch_norm_with_global_normalization_custom_vjp.defvjp(
-    _batch_norm_with_global_normalization_fwd, _batch_norm_with_global_normalization_bwd
+_batch_norm_with_global_normalization_custom_vjp = _custom_vjp(
+    batch_norm_with_global_normalization_forward, batch_norm_with_global_normalization_vjp, "result"
 )
 
 
 def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
     """LRN: Local response normalisation: each entry divided by (bias + alpha * the sum of squares (declared at ops/nn_more.py:30); differentiated by lrn_vjp."""
-    return _lrn_custom_vjp(depth_radius, bias, alpha, beta, input)
+    return _lrn_custom_vjp(input, depth_radius=depth_radius, bias=bias, alpha=alpha, beta=beta)
 
 
 def lrn_forward(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, return_stages=False):
@@ -218,33 +213,7 @@ def lrn_vjp(
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _lrn_custom_vjp(depth_radius, bias, alpha, beta, input):
-    return lrn_forward(input, depth_radius=depth_radius, bias=bias, alpha=alpha, beta=beta)
-
-
-def _lrn_fwd(depth_radius, bias, alpha, beta, input):
-    output, stages = lrn_forward(
-        input, depth_radius=depth_radius, bias=bias, alpha=alpha, beta=beta, return_stages=True
-    )
-    return output, ((input,), output, stages)
-
-
-def _lrn_bwd(depth_radius, bias, alpha, beta, saved, grad):
-    (input,), output, stages = saved
-    return lrn_vjp(
-        grad,
-        input,
-        output=output,
-        **stages,
-        depth_radius=depth_radius,
-        bias=bias,
-        alpha=alpha,
-        beta=beta,
-    )
-
-
-_lrn_custom_vjp.defvjp(_lrn_fwd, _lrn_bwd)
+_lrn_custom_vjp = _custom_vjp(lrn_forward, lrn_vjp, "output", stages=True)
 
 
 def fused_batch_norm(
@@ -261,7 +230,15 @@ def fused_batch_norm(
 ):
     """FusedBatchNorm: Batch normalisation, scaled and offset per channel, with its statistics as outputs (declared at ops/nn_more.py:83); differentiated by fused_batch_norm_vjp."""
     return _fused_batch_norm_custom_vjp(
-        data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
+        x,
+        scale,
+        offset,
+        mean,
+        variance,
+        data_format=data_format,
+        is_training=is_training,
+        epsilon=epsilon,
+        exponential_avg_factor=exponential_avg_factor,
     )
 
 
@@ -455,76 +432,12 @@ def fused_batch_norm_vjp(
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _fused_batch_norm_custom_vjp(
-    data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-):
-    return fused_batch_norm_forward(
-        x,
-        scale,
-        offset,
-        mean,
-        variance,
-        data_format=data_format,
-        is_training=is_training,
-        epsilon=epsilon,
-        exponential_avg_factor=exponential_avg_factor,
-    )
-
-
-def _fused_batch_norm_fwd(
-    data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-):
-    (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), stages = (
-        fused_batch_norm_forward(
-            x,
-            scale,
-            offset,
-            mean,
-            variance,
-            data_format=data_format,
-            is_training=is_training,
-            epsilon=epsilon,
-            exponential_avg_factor=exponential_avg_factor,
-            return_stages=True,
-        )
-    )
-    return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), (
-        (x, scale, offset, mean, variance),
-        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2),
-        stages,
-    )
-
-
-def _fused_batch_norm_bwd(
-    data_format, is_training, epsilon, exponential_avg_factor, saved, cotangents
-):
-    (
-        (x, scale, offset, mean, variance),
-        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2),
-        stages,
-    ) = saved
-    return fused_batch_norm_vjp(
-        *cotangents,
-        x,
-        scale,
-        offset,
-        mean,
-        variance,
-        y=y,
-        batch_mean=batch_mean,
-        batch_variance=batch_variance,
-        reserve_space_1=reserve_space_1,
-        reserve_space_2=reserve_space_2,
-        **stages,
-        data_format=data_format,
-        is_training=is_training,
-        epsilon=epsilon,
-        exponential_avg_factor=exponential_avg_factor,
-    )
-
-
-_fused_batch_norm_custom_vjp.defvjp(_fused_batch_norm_fwd, _fused_batch_norm_bwd)
+_fused_batch_norm_custom_vjp = _custom_vjp(
+    fused_batch_norm_forward,
+    fused_batch_norm_vjp,
+    "y batch_mean batch_variance reserve_space_1 reserve_space_2",
+    stages=True,
+)
 
 
 def fused_batch_norm_v2(
@@ -541,7 +454,15 @@ def fused_batch_norm_v2(
 ):
     """FusedBatchNormV2: FusedBatchNorm whose scale, offset and statistics may have another dtype than x (declared at ops/nn_more.py:89); differentiated by fused_batch_norm_v2_vjp."""
     return _fused_batch_norm_v2_custom_vjp(
-        data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
+        x,
+        scale,
+        offset,
+        mean,
+        variance,
+        data_format=data_format,
+        is_training=is_training,
+        epsilon=epsilon,
+        exponential_avg_factor=exponential_avg_factor,
     )
 
 
@@ -735,76 +656,12 @@ def fused_batch_norm_v2_vjp(
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _fused_batch_norm_v2_custom_vjp(
-    data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-):
-    return fused_batch_norm_v2_forward(
-        x,
-        scale,
-        offset,
-        mean,
-        variance,
-        data_format=data_format,
-        is_training=is_training,
-        epsilon=epsilon,
-        exponential_avg_factor=exponential_avg_factor,
-    )
-
-
-def _fused_batch_norm_v2_fwd(
-    data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-):
-    (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), stages = (
-        fused_batch_norm_v2_forward(
-            x,
-            scale,
-            offset,
-            mean,
-            variance,
-            data_format=data_format,
-            is_training=is_training,
-            epsilon=epsilon,
-            exponential_avg_factor=exponential_avg_factor,
-            return_stages=True,
-        )
-    )
-    return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), (
-        (x, scale, offset, mean, variance),
-        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2),
-        stages,
-    )
-
-
-def _fused_batch_norm_v2_bwd(
-    data_format, is_training, epsilon, exponential_avg_factor, saved, cotangents
-):
-    (
-        (x, scale, offset, mean, variance),
-        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2),
-        stages,
-    ) = saved
-    return fused_batch_norm_v2_vjp(
-        *cotangents,
-        x,
-        scale,
-        offset,
-        mean,
-        variance,
-        y=y,
-        batch_mean=batch_mean,
-        batch_variance=batch_variance,
-        reserve_space_1=reserve_space_1,
-        reserve_space_2=reserve_space_2,
-        **stages,
-        data_format=data_format,
-        is_training=is_training,
-        epsilon=epsilon,
-        exponential_avg_factor=exponential_avg_factor,
-    )
-
-
-_fused_batch_norm_v2_custom_vjp.defvjp(_fused_batch_norm_v2_fwd, _fused_batch_norm_v2_bwd)
+_fused_batch_norm_v2_custom_vjp = _custom_vjp(
+    fused_batch_norm_v2_forward,
+    fused_batch_norm_v2_vjp,
+    "y batch_mean batch_variance reserve_space_1 reserve_space_2",
+    stages=True,
+)
 
 
 def fused_batch_norm_v3(
@@ -821,7 +678,15 @@ def fused_batch_norm_v3(
 ):
     """FusedBatchNormV3: FusedBatchNormV2 with a third reserve space, empty on the CPU (declared at ops/nn_more.py:95); differentiated by fused_batch_norm_v3_vjp."""
     return _fused_batch_norm_v3_custom_vjp(
-        data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
+        x,
+        scale,
+        offset,
+        mean,
+        variance,
+        data_format=data_format,
+        is_training=is_training,
+        epsilon=epsilon,
+        exponential_avg_factor=exponential_avg_factor,
     )
 
 
@@ -1023,74 +888,9 @@ def fused_batch_norm_v3_vjp(
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _fused_batch_norm_v3_custom_vjp(
-    data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-):
-    return fused_batch_norm_v3_forward(
-        x,
-        scale,
-        offset,
-        mean,
-        variance,
-        data_format=data_format,
-        is_training=is_training,
-        epsilon=epsilon,
-        exponential_avg_factor=exponential_avg_factor,
-    )
-
-
-def _fused_batch_norm_v3_fwd(
-    data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-):
-    (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3), stages = (
-        fused_batch_norm_v3_forward(
-            x,
-            scale,
-            offset,
-            mean,
-            variance,
-            data_format=data_format,
-            is_training=is_training,
-            epsilon=epsilon,
-            exponential_avg_factor=exponential_avg_factor,
-            return_stages=True,
-        )
-    )
-    return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3), (
-        (x, scale, offset, mean, variance),
-        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3),
-        stages,
-    )
-
-
-def _fused_batch_norm_v3_bwd(
-    data_format, is_training, epsilon, exponential_avg_factor, saved, cotangents
-):
-    (
-        (x, scale, offset, mean, variance),
-        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3),
-        stages,
-    ) = saved
-    return fused_batch_norm_v3_vjp(
-        *cotangents,
-        x,
-        scale,
-        offset,
-        mean,
-        variance,
-        y=y,
-        batch_mean=batch_mean,
-        batch_variance=batch_variance,
-        reserve_space_1=reserve_space_1,
-        reserve_space_2=reserve_space_2,
-        reserve_space_3=reserve_space_3,
-        **stages,
-        data_format=data_format,
-        is_training=is_training,
-        epsilon=epsilon,
-        exponential_avg_factor=exponential_avg_factor,
-    )
-
-
-_fused_batch_norm_v3_custom_vjp.defvjp(_fused_batch_norm_v3_fwd, _fused_batch_norm_v3_bwd)
+_fused_batch_norm_v3_custom_vjp = _custom_vjp(
+    fused_batch_norm_v3_forward,
+    fused_batch_norm_v3_vjp,
+    "y batch_mean batch_variance reserve_space_1 reserve_space_2 reserve_space_3",
+    stages=True,
+)

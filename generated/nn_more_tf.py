@@ -6,14 +6,15 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
-  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
-  that a second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
-  no derivative of `backprop` w.r.t. `labels`).
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
+  Where the backward reads the op's outputs, it reads them again through a custom gradient of
+  their own, so that a second order (an outer tape) differentiates them by the derived
+  gradient too, not by TensorFlow's gradient of its kernel (NaN at a norm's 0;
+  SoftmaxCrossEntropyWithLogits's has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
   Where it reads forward stages (intermediates) it takes them as keywords, computing them
   again when they are not given: the wrapper passes its forward's; the registered gradient
@@ -36,6 +37,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -128,10 +186,40 @@ def _gather(x, positions, axis, fill=0):
     )
 
 
+def batch_norm_with_global_normalization(
+    t, m, v, beta, gamma, *, scale_after_normalization=False, variance_epsilon=0.001
+):
+    """BatchNormWithGlobalNormalization: (t - m) / sqrt(v + variance_epsilon), times gamma if scale_after_normalization, plus beta: (declared at ops/nn_more.py:15), with its derived gradient batch_norm_with_global_normalization_vjp."""
+    return _batch_norm_with_global_normalization_custom_gradient(
+        t,
+        m,
+        v,
+        beta,
+        gamma,
+        scale_after_normalization=scale_after_normalization,
+        variance_epsilon=variance_epsilon,
+    )
+
+
+def batch_norm_with_global_normalization_forward(
+    t, m, v, beta, gamma, *, scale_after_normalization=False, variance_epsilon=0.001
+):
+    """BatchNormWithGlobalNormalization's formula."""
+    if not scale_after_normalization:
+        result = beta + (-m + t) / tf.math.sqrt(v + variance_epsilon)
+    elif scale_after_normalization:
+        result = beta + gamma * (-m + t) / tf.math.sqrt(v + variance_epsilon)
+    else:
+        raise ValueError(
+            f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
+        )
+    return result
+
+
 def batch_norm_with_global_normalization_vjp(
     grad, t, m, v, beta, gamma, result, *, scale_after_normalization=False, variance_epsilon=0.001
 ):
-    """Gradient of BatchNormWithGlobalNormalization (declared at ops/nn_more.py:15): one per input (t, m, v, beta, gamma).
+    """Gradient of BatchNormWithGlobalNormalization: one per input (t, m, v, beta, gamma).
 
     In index notation, next to the code computing it, for scale_after_normalization=False (other
     values of scale_after_normalization change it):
@@ -175,67 +263,48 @@ def batch_norm_with_global_normalization_grad(op, grad):
     )
 
 
-def batch_norm_with_global_normalization(
+def _batch_norm_with_global_normalization_declares(
     t, m, v, beta, gamma, *, scale_after_normalization=False, variance_epsilon=0.001
 ):
-    """BatchNormWithGlobalNormalization: (t - m) / sqrt(v + variance_epsilon), times gamma if scale_after_normalization, plus beta:, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(t, m, v, beta, gamma):
-        def backward(grad):
-            result = outputs_again(t, m, v, beta, gamma)
-            return batch_norm_with_global_normalization_vjp(
-                grad,
-                t,
-                m,
-                v,
-                beta,
-                gamma,
-                result,
-                scale_after_normalization=scale_after_normalization,
-                variance_epsilon=variance_epsilon,
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(t, m, v, beta, gamma):
-            return tf.identity(result), backward
-
-        kernel_outputs = (
-            _tf_kernel(
-                "BatchNormWithGlobalNormalization",
-                1,
-                {"t": t, "m": m, "v": v, "beta": beta, "gamma": gamma},
-                {
-                    "scale_after_normalization": scale_after_normalization,
-                    "variance_epsilon": variance_epsilon,
-                },
-            )
-            if scale_after_normalization in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            result = kernel_outputs[0]
-            return result, backward
-        # else the declared formula
-        if not scale_after_normalization:
-            result = beta + (-m + t) / tf.math.sqrt(v + variance_epsilon)
-        elif scale_after_normalization:
-            result = beta + gamma * (-m + t) / tf.math.sqrt(v + variance_epsilon)
-        else:
-            raise ValueError(
-                f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
-            )
-        return result, backward
-
-    return forward(t, m, v, beta, gamma)
+    """Whether BatchNormWithGlobalNormalization's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return scale_after_normalization in (False, True)
 
 
+_batch_norm_with_global_normalization_custom_gradient = _custom_gradient(
+    "BatchNormWithGlobalNormalization",
+    "t m v beta gamma",
+    batch_norm_with_global_normalization_forward,
+    batch_norm_with_global_normalization_vjp,
+    "result",
+    read=True,
+    declares=_batch_norm_with_global_normalization_declares,
+)
 _register("BatchNormWithGlobalNormalization", batch_norm_with_global_normalization_grad)
 
 
+def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
+    """LRN: Local response normalisation: each entry divided by (bias + alpha * the sum of squares (declared at ops/nn_more.py:30), with its derived gradient lrn_vjp."""
+    return _lrn_custom_gradient(input, depth_radius=depth_radius, bias=bias, alpha=alpha, beta=beta)
+
+
+def lrn_forward(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, return_stages=False):
+    """LRN's formula."""
+    t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
+    t1 = t0[..., None]
+    t2 = 2 * depth_radius + 1
+    t3 = tf.range(tf.cast(t2, tf.int64))
+    t4 = -depth_radius + t1 + t3
+    t5 = _gather(input, t4, -1)
+    t6 = tf.reduce_sum(t5**2, axis=-1)
+    affine1 = alpha * t6 + bias
+    output = affine1 ** (-beta) * input
+    if return_stages:  # for lrn_vjp(..., **stages): not computed again
+        return output, {"affine1": affine1}
+    return output
+
+
 def lrn_vjp(grad, input, output, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, affine1=None):
-    """Gradient of LRN (declared at ops/nn_more.py:30): one per input (input).
+    """Gradient of LRN: one per input (input).
 
     In index notation, next to the code computing it:
         affine1[b, h, w, c] = bias + sum_k alpha * input[b, h, w, c - depth_radius + k]**2
@@ -280,56 +349,88 @@ def lrn_grad(op, grad):
     )
 
 
-def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
-    """LRN: Local response normalisation: each entry divided by (bias + alpha * the sum of squares, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        affine1 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad):
-            output = outputs_again(input)
-            return lrn_vjp(
-                grad,
-                input,
-                output,
-                depth_radius=depth_radius,
-                bias=bias,
-                alpha=alpha,
-                beta=beta,
-                affine1=affine1,
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(input):
-            return tf.identity(output), backward
-
-        kernel_outputs = _tf_kernel(
-            "LRN",
-            1,
-            {"input": input},
-            {"depth_radius": depth_radius, "bias": bias, "alpha": alpha, "beta": beta},
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-        t1 = t0[..., None]
-        t2 = 2 * depth_radius + 1
-        t3 = tf.range(tf.cast(t2, tf.int64))
-        t4 = -depth_radius + t1 + t3
-        t5 = _gather(input, t4, -1)
-        t6 = tf.reduce_sum(t5**2, axis=-1)
-        affine1 = alpha * t6 + bias
-        output = affine1 ** (-beta) * input
-        return output, backward
-
-    return forward(input)
-
-
+_lrn_custom_gradient = _custom_gradient(
+    "LRN", "input", lrn_forward, lrn_vjp, "output", read=True, stages=True
+)
 _register("LRN", lrn_grad)
+
+
+def fused_batch_norm(
+    x,
+    scale,
+    offset,
+    mean,
+    variance,
+    *,
+    data_format="NHWC",
+    is_training=True,
+    epsilon=0.0001,
+    exponential_avg_factor=1.0,
+):
+    """FusedBatchNorm: Batch normalisation, scaled and offset per channel, with its statistics as outputs (declared at ops/nn_more.py:83), with its derived gradient fused_batch_norm_vjp."""
+    return _fused_batch_norm_custom_gradient(
+        x,
+        scale,
+        offset,
+        mean,
+        variance,
+        data_format=data_format,
+        is_training=is_training,
+        epsilon=epsilon,
+        exponential_avg_factor=exponential_avg_factor,
+    )
+
+
+def fused_batch_norm_forward(
+    x,
+    scale,
+    offset,
+    mean,
+    variance,
+    *,
+    data_format="NHWC",
+    is_training=True,
+    epsilon=0.0001,
+    exponential_avg_factor=1.0,
+    return_stages=False,
+):
+    """FusedBatchNorm's formula."""
+    batch_mean_ = None
+    if data_format != "NHWC":
+        raise ValueError(
+            f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
+        )
+    if not is_training:
+        y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
+        batch_mean = mean
+        batch_variance = variance
+        reserve_space_1 = mean
+        reserve_space_2 = variance
+    elif is_training:
+        t0 = tf.cast(tf.shape(x)[-4], x.dtype)
+        t1 = tf.cast(tf.shape(x)[-3], x.dtype)
+        t2 = tf.cast(tf.shape(x)[-2], x.dtype)
+        t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
+        batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
+        batch_variance_ = t4 / (t0 * t1 * t2)
+        y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        t5 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+            1 - exponential_avg_factor
+        )
+        reserve_space_1 = batch_mean_
+        reserve_space_2 = batch_variance_
+    else:
+        raise ValueError(
+            f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
+        )
+    if return_stages:  # for fused_batch_norm_vjp(..., **stages): not computed again
+        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
+            "batch_mean_": batch_mean_
+        }
+    return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2)
 
 
 def fused_batch_norm_vjp(
@@ -355,7 +456,7 @@ def fused_batch_norm_vjp(
     exponential_avg_factor=1.0,
     batch_mean_=None,
 ):
-    """Gradient of FusedBatchNorm (declared at ops/nn_more.py:83): one per input (x, scale, offset, mean, variance).
+    """Gradient of FusedBatchNorm: one per input (x, scale, offset, mean, variance).
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
@@ -466,7 +567,7 @@ def fused_batch_norm_grad(
     )
 
 
-def fused_batch_norm(
+def _fused_batch_norm_declares(
     x,
     scale,
     offset,
@@ -478,107 +579,99 @@ def fused_batch_norm(
     epsilon=0.0001,
     exponential_avg_factor=1.0,
 ):
-    """FusedBatchNorm: Batch normalisation, scaled and offset per channel, with its statistics as outputs, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, scale, offset, mean, variance):
-        batch_mean_ = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(
-            grad_y, grad_batch_mean, grad_batch_variance, grad_reserve_space_1, grad_reserve_space_2
-        ):
-            y, batch_mean, batch_variance, reserve_space_1, reserve_space_2 = outputs_again(
-                x, scale, offset, mean, variance
-            )
-            return fused_batch_norm_vjp(
-                grad_y,
-                grad_batch_mean,
-                grad_batch_variance,
-                grad_reserve_space_1,
-                grad_reserve_space_2,
-                x,
-                scale,
-                offset,
-                mean,
-                variance,
-                y,
-                batch_mean,
-                batch_variance,
-                reserve_space_1,
-                reserve_space_2,
-                data_format=data_format,
-                is_training=is_training,
-                epsilon=epsilon,
-                exponential_avg_factor=exponential_avg_factor,
-                batch_mean_=batch_mean_,
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x, scale, offset, mean, variance):
-            return (
-                tf.identity(y),
-                tf.identity(batch_mean),
-                tf.identity(batch_variance),
-                tf.identity(reserve_space_1),
-                tf.identity(reserve_space_2),
-            ), backward
-
-        kernel_outputs = (
-            _tf_kernel(
-                "FusedBatchNorm",
-                5,
-                {"x": x, "scale": scale, "offset": offset, "mean": mean, "variance": variance},
-                {
-                    "data_format": data_format,
-                    "is_training": is_training,
-                    "epsilon": epsilon,
-                    "exponential_avg_factor": exponential_avg_factor,
-                },
-            )
-            if data_format in ("NHWC",) and is_training in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y, batch_mean, batch_variance, reserve_space_1, reserve_space_2 = kernel_outputs
-            return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), backward
-        # else the declared formula
-        if data_format != "NHWC":
-            raise ValueError(
-                f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-            )
-        if not is_training:
-            y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
-            batch_mean = mean
-            batch_variance = variance
-            reserve_space_1 = mean
-            reserve_space_2 = variance
-        elif is_training:
-            t0 = tf.cast(tf.shape(x)[-4], x.dtype)
-            t1 = tf.cast(tf.shape(x)[-3], x.dtype)
-            t2 = tf.cast(tf.shape(x)[-2], x.dtype)
-            t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-            batch_mean_ = t3 / (t0 * t1 * t2)
-            t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
-            batch_variance_ = t4 / (t0 * t1 * t2)
-            y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
-            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-            t5 = t0 * t1 * t2
-            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-                1 - exponential_avg_factor
-            )
-            reserve_space_1 = batch_mean_
-            reserve_space_2 = batch_variance_
-        else:
-            raise ValueError(
-                f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-            )
-        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), backward
-
-    return forward(x, scale, offset, mean, variance)
+    """Whether FusedBatchNorm's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return data_format in ("NHWC",) and is_training in (False, True)
 
 
+_fused_batch_norm_custom_gradient = _custom_gradient(
+    "FusedBatchNorm",
+    "x scale offset mean variance",
+    fused_batch_norm_forward,
+    fused_batch_norm_vjp,
+    "y batch_mean batch_variance reserve_space_1 reserve_space_2",
+    read=True,
+    stages=True,
+    declares=_fused_batch_norm_declares,
+)
 _register("FusedBatchNorm", fused_batch_norm_grad)
+
+
+def fused_batch_norm_v2(
+    x,
+    scale,
+    offset,
+    mean,
+    variance,
+    *,
+    data_format="NHWC",
+    is_training=True,
+    epsilon=0.0001,
+    exponential_avg_factor=1.0,
+):
+    """FusedBatchNormV2: FusedBatchNorm whose scale, offset and statistics may have another dtype than x (declared at ops/nn_more.py:89), with its derived gradient fused_batch_norm_v2_vjp."""
+    return _fused_batch_norm_v2_custom_gradient(
+        x,
+        scale,
+        offset,
+        mean,
+        variance,
+        data_format=data_format,
+        is_training=is_training,
+        epsilon=epsilon,
+        exponential_avg_factor=exponential_avg_factor,
+    )
+
+
+def fused_batch_norm_v2_forward(
+    x,
+    scale,
+    offset,
+    mean,
+    variance,
+    *,
+    data_format="NHWC",
+    is_training=True,
+    epsilon=0.0001,
+    exponential_avg_factor=1.0,
+    return_stages=False,
+):
+    """FusedBatchNormV2's formula."""
+    batch_mean_ = None
+    if data_format != "NHWC":
+        raise ValueError(
+            f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
+        )
+    if not is_training:
+        y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
+        batch_mean = mean
+        batch_variance = variance
+        reserve_space_1 = mean
+        reserve_space_2 = variance
+    elif is_training:
+        t0 = tf.cast(tf.shape(x)[-4], x.dtype)
+        t1 = tf.cast(tf.shape(x)[-3], x.dtype)
+        t2 = tf.cast(tf.shape(x)[-2], x.dtype)
+        t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
+        batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
+        batch_variance_ = t4 / (t0 * t1 * t2)
+        y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        t5 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+            1 - exponential_avg_factor
+        )
+        reserve_space_1 = batch_mean_
+        reserve_space_2 = batch_variance_
+    else:
+        raise ValueError(
+            f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
+        )
+    if return_stages:  # for fused_batch_norm_v2_vjp(..., **stages): not computed again
+        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
+            "batch_mean_": batch_mean_
+        }
+    return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2)
 
 
 def fused_batch_norm_v2_vjp(
@@ -604,7 +697,7 @@ def fused_batch_norm_v2_vjp(
     exponential_avg_factor=1.0,
     batch_mean_=None,
 ):
-    """Gradient of FusedBatchNormV2 (declared at ops/nn_more.py:89): one per input (x, scale, offset, mean, variance).
+    """Gradient of FusedBatchNormV2: one per input (x, scale, offset, mean, variance).
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
@@ -715,7 +808,7 @@ def fused_batch_norm_v2_grad(
     )
 
 
-def fused_batch_norm_v2(
+def _fused_batch_norm_v2_declares(
     x,
     scale,
     offset,
@@ -727,107 +820,105 @@ def fused_batch_norm_v2(
     epsilon=0.0001,
     exponential_avg_factor=1.0,
 ):
-    """FusedBatchNormV2: FusedBatchNorm whose scale, offset and statistics may have another dtype than x, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, scale, offset, mean, variance):
-        batch_mean_ = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(
-            grad_y, grad_batch_mean, grad_batch_variance, grad_reserve_space_1, grad_reserve_space_2
-        ):
-            y, batch_mean, batch_variance, reserve_space_1, reserve_space_2 = outputs_again(
-                x, scale, offset, mean, variance
-            )
-            return fused_batch_norm_v2_vjp(
-                grad_y,
-                grad_batch_mean,
-                grad_batch_variance,
-                grad_reserve_space_1,
-                grad_reserve_space_2,
-                x,
-                scale,
-                offset,
-                mean,
-                variance,
-                y,
-                batch_mean,
-                batch_variance,
-                reserve_space_1,
-                reserve_space_2,
-                data_format=data_format,
-                is_training=is_training,
-                epsilon=epsilon,
-                exponential_avg_factor=exponential_avg_factor,
-                batch_mean_=batch_mean_,
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x, scale, offset, mean, variance):
-            return (
-                tf.identity(y),
-                tf.identity(batch_mean),
-                tf.identity(batch_variance),
-                tf.identity(reserve_space_1),
-                tf.identity(reserve_space_2),
-            ), backward
-
-        kernel_outputs = (
-            _tf_kernel(
-                "FusedBatchNormV2",
-                5,
-                {"x": x, "scale": scale, "offset": offset, "mean": mean, "variance": variance},
-                {
-                    "data_format": data_format,
-                    "is_training": is_training,
-                    "epsilon": epsilon,
-                    "exponential_avg_factor": exponential_avg_factor,
-                },
-            )
-            if data_format in ("NHWC",) and is_training in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y, batch_mean, batch_variance, reserve_space_1, reserve_space_2 = kernel_outputs
-            return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), backward
-        # else the declared formula
-        if data_format != "NHWC":
-            raise ValueError(
-                f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-            )
-        if not is_training:
-            y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
-            batch_mean = mean
-            batch_variance = variance
-            reserve_space_1 = mean
-            reserve_space_2 = variance
-        elif is_training:
-            t0 = tf.cast(tf.shape(x)[-4], x.dtype)
-            t1 = tf.cast(tf.shape(x)[-3], x.dtype)
-            t2 = tf.cast(tf.shape(x)[-2], x.dtype)
-            t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-            batch_mean_ = t3 / (t0 * t1 * t2)
-            t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
-            batch_variance_ = t4 / (t0 * t1 * t2)
-            y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
-            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-            t5 = t0 * t1 * t2
-            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-                1 - exponential_avg_factor
-            )
-            reserve_space_1 = batch_mean_
-            reserve_space_2 = batch_variance_
-        else:
-            raise ValueError(
-                f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-            )
-        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), backward
-
-    return forward(x, scale, offset, mean, variance)
+    """Whether FusedBatchNormV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return data_format in ("NHWC",) and is_training in (False, True)
 
 
+_fused_batch_norm_v2_custom_gradient = _custom_gradient(
+    "FusedBatchNormV2",
+    "x scale offset mean variance",
+    fused_batch_norm_v2_forward,
+    fused_batch_norm_v2_vjp,
+    "y batch_mean batch_variance reserve_space_1 reserve_space_2",
+    read=True,
+    stages=True,
+    declares=_fused_batch_norm_v2_declares,
+)
 _register("FusedBatchNormV2", fused_batch_norm_v2_grad)
+
+
+def fused_batch_norm_v3(
+    x,
+    scale,
+    offset,
+    mean,
+    variance,
+    *,
+    data_format="NHWC",
+    is_training=True,
+    epsilon=0.0001,
+    exponential_avg_factor=1.0,
+):
+    """FusedBatchNormV3: FusedBatchNormV2 with a third reserve space, empty on the CPU (declared at ops/nn_more.py:95), with its derived gradient fused_batch_norm_v3_vjp."""
+    return _fused_batch_norm_v3_custom_gradient(
+        x,
+        scale,
+        offset,
+        mean,
+        variance,
+        data_format=data_format,
+        is_training=is_training,
+        epsilon=epsilon,
+        exponential_avg_factor=exponential_avg_factor,
+    )
+
+
+def fused_batch_norm_v3_forward(
+    x,
+    scale,
+    offset,
+    mean,
+    variance,
+    *,
+    data_format="NHWC",
+    is_training=True,
+    epsilon=0.0001,
+    exponential_avg_factor=1.0,
+    return_stages=False,
+):
+    """FusedBatchNormV3's formula."""
+    batch_mean_ = None
+    if data_format != "NHWC":
+        raise ValueError(
+            f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
+        )
+    if not is_training:
+        y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
+        batch_mean = mean
+        batch_variance = variance
+        reserve_space_1 = mean
+        reserve_space_2 = variance
+        t0 = tf.constant(0, dtype=x.dtype)
+        t1 = 0
+        reserve_space_3 = tf.broadcast_to(t0, (t1,))
+    elif is_training:
+        t0 = tf.cast(tf.shape(x)[-4], x.dtype)
+        t1 = tf.cast(tf.shape(x)[-3], x.dtype)
+        t2 = tf.cast(tf.shape(x)[-2], x.dtype)
+        t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
+        batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
+        batch_variance_ = t4 / (t0 * t1 * t2)
+        y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+        t5 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+            1 - exponential_avg_factor
+        )
+        reserve_space_1 = batch_mean_
+        reserve_space_2 = batch_variance_
+        t6 = tf.constant(0, dtype=x.dtype)
+        t7 = 0
+        reserve_space_3 = tf.broadcast_to(t6, (t7,))
+    else:
+        raise ValueError(
+            f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
+        )
+    if return_stages:  # for fused_batch_norm_v3_vjp(..., **stages): not computed again
+        return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3), {
+            "batch_mean_": batch_mean_
+        }
+    return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3)
 
 
 def fused_batch_norm_v3_vjp(
@@ -855,7 +946,7 @@ def fused_batch_norm_v3_vjp(
     exponential_avg_factor=1.0,
     batch_mean_=None,
 ):
-    """Gradient of FusedBatchNormV3 (declared at ops/nn_more.py:95): one per input (x, scale, offset, mean, variance).
+    """Gradient of FusedBatchNormV3: one per input (x, scale, offset, mean, variance).
 
     In index notation, next to the code computing it, for data_format='NHWC', is_training=True
     (other values of data_format, is_training change it):
@@ -973,7 +1064,7 @@ def fused_batch_norm_v3_grad(
     )
 
 
-def fused_batch_norm_v3(
+def _fused_batch_norm_v3_declares(
     x,
     scale,
     offset,
@@ -985,134 +1076,18 @@ def fused_batch_norm_v3(
     epsilon=0.0001,
     exponential_avg_factor=1.0,
 ):
-    """FusedBatchNormV3: FusedBatchNormV2 with a third reserve space, empty on the CPU, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, scale, offset, mean, variance):
-        batch_mean_ = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(
-            grad_y,
-            grad_batch_mean,
-            grad_batch_variance,
-            grad_reserve_space_1,
-            grad_reserve_space_2,
-            grad_reserve_space_3,
-        ):
-            y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3 = (
-                outputs_again(x, scale, offset, mean, variance)
-            )
-            return fused_batch_norm_v3_vjp(
-                grad_y,
-                grad_batch_mean,
-                grad_batch_variance,
-                grad_reserve_space_1,
-                grad_reserve_space_2,
-                grad_reserve_space_3,
-                x,
-                scale,
-                offset,
-                mean,
-                variance,
-                y,
-                batch_mean,
-                batch_variance,
-                reserve_space_1,
-                reserve_space_2,
-                reserve_space_3,
-                data_format=data_format,
-                is_training=is_training,
-                epsilon=epsilon,
-                exponential_avg_factor=exponential_avg_factor,
-                batch_mean_=batch_mean_,
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x, scale, offset, mean, variance):
-            return (
-                tf.identity(y),
-                tf.identity(batch_mean),
-                tf.identity(batch_variance),
-                tf.identity(reserve_space_1),
-                tf.identity(reserve_space_2),
-                tf.identity(reserve_space_3),
-            ), backward
-
-        kernel_outputs = (
-            _tf_kernel(
-                "FusedBatchNormV3",
-                6,
-                {"x": x, "scale": scale, "offset": offset, "mean": mean, "variance": variance},
-                {
-                    "data_format": data_format,
-                    "is_training": is_training,
-                    "epsilon": epsilon,
-                    "exponential_avg_factor": exponential_avg_factor,
-                },
-            )
-            if data_format in ("NHWC",) and is_training in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y, batch_mean, batch_variance, reserve_space_1, reserve_space_2, reserve_space_3 = (
-                kernel_outputs
-            )
-            return (
-                y,
-                batch_mean,
-                batch_variance,
-                reserve_space_1,
-                reserve_space_2,
-                reserve_space_3,
-            ), backward
-        # else the declared formula
-        if data_format != "NHWC":
-            raise ValueError(
-                f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-            )
-        if not is_training:
-            y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
-            batch_mean = mean
-            batch_variance = variance
-            reserve_space_1 = mean
-            reserve_space_2 = variance
-            t0 = tf.constant(0, dtype=x.dtype)
-            t1 = 0
-            reserve_space_3 = tf.broadcast_to(t0, (t1,))
-        elif is_training:
-            t0 = tf.cast(tf.shape(x)[-4], x.dtype)
-            t1 = tf.cast(tf.shape(x)[-3], x.dtype)
-            t2 = tf.cast(tf.shape(x)[-2], x.dtype)
-            t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-            batch_mean_ = t3 / (t0 * t1 * t2)
-            t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
-            batch_variance_ = t4 / (t0 * t1 * t2)
-            y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
-            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-            t5 = t0 * t1 * t2
-            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-                1 - exponential_avg_factor
-            )
-            reserve_space_1 = batch_mean_
-            reserve_space_2 = batch_variance_
-            t6 = tf.constant(0, dtype=x.dtype)
-            t7 = 0
-            reserve_space_3 = tf.broadcast_to(t6, (t7,))
-        else:
-            raise ValueError(
-                f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-            )
-        return (
-            y,
-            batch_mean,
-            batch_variance,
-            reserve_space_1,
-            reserve_space_2,
-            reserve_space_3,
-        ), backward
-
-    return forward(x, scale, offset, mean, variance)
+    """Whether FusedBatchNormV3's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return data_format in ("NHWC",) and is_training in (False, True)
 
 
+_fused_batch_norm_v3_custom_gradient = _custom_gradient(
+    "FusedBatchNormV3",
+    "x scale offset mean variance",
+    fused_batch_norm_v3_forward,
+    fused_batch_norm_v3_vjp,
+    "y batch_mean batch_variance reserve_space_1 reserve_space_2 reserve_space_3",
+    read=True,
+    stages=True,
+    declares=_fused_batch_norm_v3_declares,
+)
 _register("FusedBatchNormV3", fused_batch_norm_v3_grad)

@@ -34,6 +34,68 @@ def _views(stages):
     return tuple(None if s is None else s.view_as(s) for s in stages)
 
 
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -52,8 +114,14 @@ def batch_norm_with_global_normalization(
     t, m, v, beta, gamma, *, scale_after_normalization=False, variance_epsilon=0.001
 ):
     """BatchNormWithGlobalNormalization: (t - m) / sqrt(v + variance_epsilon), times gamma if scale_after_normalization, plus beta: (declared at ops/nn_more.py:15); differentiated by batch_norm_with_global_normalization_vjp."""
-    return _BatchNormWithGlobalNormalizationFunction.apply(
-        scale_after_normalization, variance_epsilon, t, m, v, beta, gamma
+    return _batch_norm_with_global_normalization_autograd(
+        t,
+        m,
+        v,
+        beta,
+        gamma,
+        scale_after_normalization=scale_after_normalization,
+        variance_epsilon=variance_epsilon,
     )
 
 
@@ -127,47 +195,18 @@ def batch_norm_with_global_normalization_vjp(
     return grad_t, grad_m, grad_v, grad_beta, grad_gamma
 
 
-class _BatchNormWithGlobalNormalizationFunction(torch.autograd.Function):
-    """BatchNormWithGlobalNormalization for autograd: the backward is batch_norm_with_global_normalization_vjp."""
-
-    @staticmethod
-    def forward(scale_after_normalization, variance_epsilon, t, m, v, beta, gamma):
-        return batch_norm_with_global_normalization_forward(
-            t,
-            m,
-            v,
-            beta,
-            gamma,
-            scale_after_normalization=scale_after_normalization,
-            variance_epsilon=variance_epsilon,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        scale_after_normalization, variance_epsilon = ctx.attrs
-        t, m, v, beta, gamma, result = ctx.saved_tensors
-        grads = batch_norm_with_global_normalization_vjp(
-            grad,
-            t,
-            m,
-            v,
-            beta,
-            gamma,
-            result=result,
-            scale_after_normalization=scale_after_normalization,
-            variance_epsilon=variance_epsilon,
-        )
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_batch_norm_with_global_normalization_autograd = _autograd_function(
+    "BatchNormWithGlobalNormalization",
+    batch_norm_with_global_normalization_forward,
+    batch_norm_with_global_normalization_vjp,
+    "result",
+    read="result",
+)
 
 
 def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
     """LRN: Local response normalisation: each entry divided by (bias + alpha * the sum of squares (declared at ops/nn_more.py:30); differentiated by lrn_vjp."""
-    return _LRNFunction.apply(depth_radius, bias, alpha, beta, input)[0]
+    return _lrn_autograd(input, depth_radius=depth_radius, bias=bias, alpha=alpha, beta=beta)
 
 
 def lrn_forward(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, return_stages=False):
@@ -223,39 +262,9 @@ def lrn_vjp(
     return (grad_input,)
 
 
-class _LRNFunction(torch.autograd.Function):
-    """LRN for autograd: the backward is lrn_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(depth_radius, bias, alpha, beta, input):
-        output, stages = lrn_forward(
-            input, depth_radius=depth_radius, bias=bias, alpha=alpha, beta=beta, return_stages=True
-        )
-        return output, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:], output[0], *output[1:])
-        ctx.mark_non_differentiable(*(s for s in output[1:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        depth_radius, bias, alpha, beta = ctx.attrs
-        input, output, affine1 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"affine1": affine1}
-        grads = lrn_vjp(
-            cotangents[0],
-            input,
-            output=output,
-            **stages,
-            depth_radius=depth_radius,
-            bias=bias,
-            alpha=alpha,
-            beta=beta,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_lrn_autograd = _autograd_function(
+    "LRN", lrn_forward, lrn_vjp, "output", read="output", stages="affine1"
+)
 
 
 def fused_batch_norm(
@@ -271,9 +280,17 @@ def fused_batch_norm(
     exponential_avg_factor=1.0,
 ):
     """FusedBatchNorm: Batch normalisation, scaled and offset per channel, with its statistics as outputs (declared at ops/nn_more.py:83); differentiated by fused_batch_norm_vjp."""
-    return _FusedBatchNormFunction.apply(
-        data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-    )[:5]
+    return _fused_batch_norm_autograd(
+        x,
+        scale,
+        offset,
+        mean,
+        variance,
+        data_format=data_format,
+        is_training=is_training,
+        epsilon=epsilon,
+        exponential_avg_factor=exponential_avg_factor,
+    )
 
 
 def fused_batch_norm_forward(
@@ -467,74 +484,14 @@ def fused_batch_norm_vjp(
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
-class _FusedBatchNormFunction(torch.autograd.Function):
-    """FusedBatchNorm for autograd: the backward is fused_batch_norm_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(
-        data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-    ):
-        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), stages = (
-            fused_batch_norm_forward(
-                x,
-                scale,
-                offset,
-                mean,
-                variance,
-                data_format=data_format,
-                is_training=is_training,
-                epsilon=epsilon,
-                exponential_avg_factor=exponential_avg_factor,
-                return_stages=True,
-            )
-        )
-        return *_fresh(
-            (
-                y,
-                batch_mean,
-                batch_variance,
-                reserve_space_1,
-                reserve_space_2,
-            ),
-            (
-                x,
-                scale,
-                offset,
-                mean,
-                variance,
-            ),
-        ), *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:], output[3], output[4], *output[5:])
-        ctx.mark_non_differentiable(*(s for s in output[5:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        data_format, is_training, epsilon, exponential_avg_factor = ctx.attrs
-        x, scale, offset, mean, variance, reserve_space_1, reserve_space_2, batch_mean_ = (
-            ctx.saved_tensors
-        )
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"batch_mean_": batch_mean_}
-        grads = fused_batch_norm_vjp(
-            *cotangents[:5],
-            x,
-            scale,
-            offset,
-            mean,
-            variance,
-            reserve_space_1=reserve_space_1,
-            reserve_space_2=reserve_space_2,
-            **stages,
-            data_format=data_format,
-            is_training=is_training,
-            epsilon=epsilon,
-            exponential_avg_factor=exponential_avg_factor,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_fused_batch_norm_autograd = _autograd_function(
+    "FusedBatchNorm",
+    fused_batch_norm_forward,
+    fused_batch_norm_vjp,
+    "y batch_mean batch_variance reserve_space_1 reserve_space_2",
+    read="reserve_space_1 reserve_space_2",
+    stages="batch_mean_",
+)
 
 
 def fused_batch_norm_v2(
@@ -550,9 +507,17 @@ def fused_batch_norm_v2(
     exponential_avg_factor=1.0,
 ):
     """FusedBatchNormV2: FusedBatchNorm whose scale, offset and statistics may have another dtype than x (declared at ops/nn_more.py:89); differentiated by fused_batch_norm_v2_vjp."""
-    return _FusedBatchNormV2Function.apply(
-        data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-    )[:5]
+    return _fused_batch_norm_v2_autograd(
+        x,
+        scale,
+        offset,
+        mean,
+        variance,
+        data_format=data_format,
+        is_training=is_training,
+        epsilon=epsilon,
+        exponential_avg_factor=exponential_avg_factor,
+    )
 
 
 def fused_batch_norm_v2_forward(
@@ -746,74 +711,14 @@ def fused_batch_norm_v2_vjp(
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
-class _FusedBatchNormV2Function(torch.autograd.Function):
-    """FusedBatchNormV2 for autograd: the backward is fused_batch_norm_v2_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(
-        data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-    ):
-        (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), stages = (
-            fused_batch_norm_v2_forward(
-                x,
-                scale,
-                offset,
-                mean,
-                variance,
-                data_format=data_format,
-                is_training=is_training,
-                epsilon=epsilon,
-                exponential_avg_factor=exponential_avg_factor,
-                return_stages=True,
-            )
-        )
-        return *_fresh(
-            (
-                y,
-                batch_mean,
-                batch_variance,
-                reserve_space_1,
-                reserve_space_2,
-            ),
-            (
-                x,
-                scale,
-                offset,
-                mean,
-                variance,
-            ),
-        ), *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:], output[3], output[4], *output[5:])
-        ctx.mark_non_differentiable(*(s for s in output[5:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        data_format, is_training, epsilon, exponential_avg_factor = ctx.attrs
-        x, scale, offset, mean, variance, reserve_space_1, reserve_space_2, batch_mean_ = (
-            ctx.saved_tensors
-        )
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"batch_mean_": batch_mean_}
-        grads = fused_batch_norm_v2_vjp(
-            *cotangents[:5],
-            x,
-            scale,
-            offset,
-            mean,
-            variance,
-            reserve_space_1=reserve_space_1,
-            reserve_space_2=reserve_space_2,
-            **stages,
-            data_format=data_format,
-            is_training=is_training,
-            epsilon=epsilon,
-            exponential_avg_factor=exponential_avg_factor,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_fused_batch_norm_v2_autograd = _autograd_function(
+    "FusedBatchNormV2",
+    fused_batch_norm_v2_forward,
+    fused_batch_norm_v2_vjp,
+    "y batch_mean batch_variance reserve_space_1 reserve_space_2",
+    read="reserve_space_1 reserve_space_2",
+    stages="batch_mean_",
+)
 
 
 def fused_batch_norm_v3(
@@ -829,9 +734,17 @@ def fused_batch_norm_v3(
     exponential_avg_factor=1.0,
 ):
     """FusedBatchNormV3: FusedBatchNormV2 with a third reserve space, empty on the CPU (declared at ops/nn_more.py:95); differentiated by fused_batch_norm_v3_vjp."""
-    return _FusedBatchNormV3Function.apply(
-        data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-    )[:6]
+    return _fused_batch_norm_v3_autograd(
+        x,
+        scale,
+        offset,
+        mean,
+        variance,
+        data_format=data_format,
+        is_training=is_training,
+        epsilon=epsilon,
+        exponential_avg_factor=exponential_avg_factor,
+    )
 
 
 def fused_batch_norm_v3_forward(
@@ -1033,77 +946,11 @@ def fused_batch_norm_v3_vjp(
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
-class _FusedBatchNormV3Function(torch.autograd.Function):
-    """FusedBatchNormV3 for autograd: the backward is fused_batch_norm_v3_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(
-        data_format, is_training, epsilon, exponential_avg_factor, x, scale, offset, mean, variance
-    ):
-        (
-            y,
-            batch_mean,
-            batch_variance,
-            reserve_space_1,
-            reserve_space_2,
-            reserve_space_3,
-        ), stages = fused_batch_norm_v3_forward(
-            x,
-            scale,
-            offset,
-            mean,
-            variance,
-            data_format=data_format,
-            is_training=is_training,
-            epsilon=epsilon,
-            exponential_avg_factor=exponential_avg_factor,
-            return_stages=True,
-        )
-        return *_fresh(
-            (
-                y,
-                batch_mean,
-                batch_variance,
-                reserve_space_1,
-                reserve_space_2,
-                reserve_space_3,
-            ),
-            (
-                x,
-                scale,
-                offset,
-                mean,
-                variance,
-            ),
-        ), *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:4]
-        ctx.save_for_backward(*inputs[4:], output[3], output[4], *output[6:])
-        ctx.mark_non_differentiable(*(s for s in output[6:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        data_format, is_training, epsilon, exponential_avg_factor = ctx.attrs
-        x, scale, offset, mean, variance, reserve_space_1, reserve_space_2, batch_mean_ = (
-            ctx.saved_tensors
-        )
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"batch_mean_": batch_mean_}
-        grads = fused_batch_norm_v3_vjp(
-            *cotangents[:6],
-            x,
-            scale,
-            offset,
-            mean,
-            variance,
-            reserve_space_1=reserve_space_1,
-            reserve_space_2=reserve_space_2,
-            **stages,
-            data_format=data_format,
-            is_training=is_training,
-            epsilon=epsilon,
-            exponential_avg_factor=exponential_avg_factor,
-        )
-        return None, None, None, None, *_needed(grads, ctx.needs_input_grad[4:])
+_fused_batch_norm_v3_autograd = _autograd_function(
+    "FusedBatchNormV3",
+    fused_batch_norm_v3_forward,
+    fused_batch_norm_v3_vjp,
+    "y batch_mean batch_variance reserve_space_1 reserve_space_2 reserve_space_3",
+    read="reserve_space_1 reserve_space_2",
+    stages="batch_mean_",
+)

@@ -6,14 +6,15 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
-  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
-  that a second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
-  no derivative of `backprop` w.r.t. `labels`).
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
+  Where the backward reads the op's outputs, it reads them again through a custom gradient of
+  their own, so that a second order (an outer tape) differentiates them by the derived
+  gradient too, not by TensorFlow's gradient of its kernel (NaN at a norm's 0;
+  SoftmaxCrossEntropyWithLogits's has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
   Where it reads forward stages (intermediates) it takes them as keywords, computing them
   again when they are not given: the wrapper passes its forward's; the registered gradient
@@ -36,6 +37,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -173,8 +231,23 @@ def _scatter_segments(reduce, values, positions, trailing, size):
     return tf.transpose(summed, back)
 
 
+def softmax(logits):
+    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17), with its derived gradient softmax_vjp."""
+    return _softmax_custom_gradient(logits)
+
+
+def softmax_forward(logits):
+    """Softmax's formula."""
+    ext1 = tf.reduce_max(logits, axis=-1)
+    t0 = ext1[..., None]
+    sum1 = tf.reduce_sum(tf.math.exp(logits - t0), axis=-1)
+    t1 = sum1[..., None]
+    softmax = tf.math.exp(logits - t0) / t1
+    return softmax
+
+
 def softmax_vjp(grad, logits, softmax):
-    """Gradient of Softmax (declared at ops/nn.py:17): one per input (logits).
+    """Gradient of Softmax: one per input (logits).
 
     In index notation, next to the code computing it:
         ext1[batch] = max_l logits[batch, l]
@@ -193,40 +266,29 @@ def softmax_grad(op, grad):
     return softmax_vjp(grad, *op.inputs, *op.outputs)
 
 
-def softmax(logits):
-    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(logits):
-        def backward(grad):
-            softmax = outputs_again(logits)
-            return softmax_vjp(grad, logits, softmax)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(logits):
-            return tf.identity(softmax), backward
-
-        kernel_outputs = _tf_kernel("Softmax", 1, {"logits": logits}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            softmax = kernel_outputs[0]
-            return softmax, backward
-        # else the declared formula
-        ext1 = tf.reduce_max(logits, axis=-1)
-        t0 = ext1[..., None]
-        sum1 = tf.reduce_sum(tf.math.exp(logits - t0), axis=-1)
-        t1 = sum1[..., None]
-        softmax = tf.math.exp(logits - t0) / t1
-        return softmax, backward
-
-    return forward(logits)
-
-
+_softmax_custom_gradient = _custom_gradient(
+    "Softmax", "logits", softmax_forward, softmax_vjp, "softmax", read=True
+)
 _register("Softmax", softmax_grad)
 
 
+def log_softmax(logits):
+    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:26), with its derived gradient log_softmax_vjp."""
+    return _log_softmax_custom_gradient(logits)
+
+
+def log_softmax_forward(logits):
+    """LogSoftmax's formula."""
+    ext1 = tf.reduce_max(logits, axis=-1)
+    t0 = ext1[..., None]
+    sum1 = tf.reduce_sum(tf.math.exp(logits - t0), axis=-1)
+    t1 = sum1[..., None]
+    logsoftmax = logits - t0 - tf.math.log(t1)
+    return logsoftmax
+
+
 def log_softmax_vjp(grad, logits, logsoftmax):
-    """Gradient of LogSoftmax (declared at ops/nn.py:26): one per input (logits).
+    """Gradient of LogSoftmax: one per input (logits).
 
     In index notation, next to the code computing it:
         ext1[batch] = max_l logits[batch, l]
@@ -244,40 +306,26 @@ def log_softmax_grad(op, grad):
     return log_softmax_vjp(grad, *op.inputs, *op.outputs)
 
 
-def log_softmax(logits):
-    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(logits):
-        def backward(grad):
-            logsoftmax = outputs_again(logits)
-            return log_softmax_vjp(grad, logits, logsoftmax)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(logits):
-            return tf.identity(logsoftmax), backward
-
-        kernel_outputs = _tf_kernel("LogSoftmax", 1, {"logits": logits}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            logsoftmax = kernel_outputs[0]
-            return logsoftmax, backward
-        # else the declared formula
-        ext1 = tf.reduce_max(logits, axis=-1)
-        t0 = ext1[..., None]
-        sum1 = tf.reduce_sum(tf.math.exp(logits - t0), axis=-1)
-        t1 = sum1[..., None]
-        logsoftmax = logits - t0 - tf.math.log(t1)
-        return logsoftmax, backward
-
-    return forward(logits)
-
-
+_log_softmax_custom_gradient = _custom_gradient(
+    "LogSoftmax", "logits", log_softmax_forward, log_softmax_vjp, "logsoftmax", read=True
+)
 _register("LogSoftmax", log_softmax_grad)
 
 
+def l2_loss(t):
+    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:35), with its derived gradient l2_loss_vjp."""
+    return _l2_loss_custom_gradient(t)
+
+
+def l2_loss_forward(t):
+    """L2Loss's formula."""
+    t0 = tf.reduce_sum(t**2)
+    output = (1 / 2) * t0
+    return output
+
+
 def l2_loss_vjp(grad, t, output):
-    """Gradient of L2Loss (declared at ops/nn.py:35): one per input (t).
+    """Gradient of L2Loss: one per input (t).
 
     In index notation, next to the code computing it:
         grad_t[batch] = grad * t[batch], i.e. `grad * t`
@@ -291,33 +339,35 @@ def l2_loss_grad(op, grad):
     return l2_loss_vjp(grad, *op.inputs, *op.outputs)
 
 
-def l2_loss(t):
-    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(t):
-        def backward(grad):
-            return l2_loss_vjp(grad, t, output)
-
-        kernel_outputs = _tf_kernel("L2Loss", 1, {"t": t}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.reduce_sum(t**2)
-        output = (1 / 2) * t0
-        return output, backward
-
-    return forward(t)
-
-
+_l2_loss_custom_gradient = _custom_gradient("L2Loss", "t", l2_loss_forward, l2_loss_vjp, "output")
 _register("L2Loss", l2_loss_grad)
+
+
+def softmax_cross_entropy_with_logits(features, labels):
+    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42), with its derived gradient softmax_cross_entropy_with_logits_vjp."""
+    return _softmax_cross_entropy_with_logits_custom_gradient(features, labels)
+
+
+def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages=False):
+    """SoftmaxCrossEntropyWithLogits's formula."""
+    ext1 = tf.reduce_max(features, axis=-1)
+    t0 = ext1[..., None]
+    sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
+    t1 = sum1[..., None]
+    t2 = tf.reduce_sum(labels * (features - t0 - tf.math.log(t1)), axis=-1)
+    loss = -t2
+    backprop = -labels + tf.math.exp(features - t0) / t1
+    if (
+        return_stages
+    ):  # for softmax_cross_entropy_with_logits_vjp(..., **stages): not computed again
+        return (loss, backprop), {"ext1": ext1, "sum1": sum1}
+    return (loss, backprop)
 
 
 def softmax_cross_entropy_with_logits_vjp(
     grad_loss, grad_backprop, features, labels, loss, backprop, *, ext1=None, sum1=None
 ):
-    """Gradient of SoftmaxCrossEntropyWithLogits (declared at ops/nn.py:42): one per input (features, labels).
+    """Gradient of SoftmaxCrossEntropyWithLogits: one per input (features, labels).
 
     In index notation, next to the code computing it:
         ext1[i] = max_l features[i, l], i.e. `tf.reduce_max(features, axis=-1)`
@@ -350,50 +400,52 @@ def softmax_cross_entropy_with_logits_grad(op, grad_loss, grad_backprop):
     return softmax_cross_entropy_with_logits_vjp(grad_loss, grad_backprop, *op.inputs, *op.outputs)
 
 
-def softmax_cross_entropy_with_logits(features, labels):
-    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(features, labels):
-        ext1 = sum1 = None  # stages: the formula computes them, TensorFlow's kernel does not
-
-        def backward(grad_loss, grad_backprop):
-            loss, backprop = outputs_again(features, labels)
-            return softmax_cross_entropy_with_logits_vjp(
-                grad_loss, grad_backprop, features, labels, loss, backprop, ext1=ext1, sum1=sum1
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(features, labels):
-            return (tf.identity(loss), tf.identity(backprop)), backward
-
-        kernel_outputs = _tf_kernel(
-            "SoftmaxCrossEntropyWithLogits", 2, {"features": features, "labels": labels}, {}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            loss, backprop = kernel_outputs
-            return (loss, backprop), backward
-        # else the declared formula
-        ext1 = tf.reduce_max(features, axis=-1)
-        t0 = ext1[..., None]
-        sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
-        t1 = sum1[..., None]
-        t2 = tf.reduce_sum(labels * (features - t0 - tf.math.log(t1)), axis=-1)
-        loss = -t2
-        backprop = -labels + tf.math.exp(features - t0) / t1
-        return (loss, backprop), backward
-
-    return forward(features, labels)
-
-
+_softmax_cross_entropy_with_logits_custom_gradient = _custom_gradient(
+    "SoftmaxCrossEntropyWithLogits",
+    "features labels",
+    softmax_cross_entropy_with_logits_forward,
+    softmax_cross_entropy_with_logits_vjp,
+    "loss backprop",
+    read=True,
+    stages=True,
+)
 _register("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits_grad)
+
+
+def sparse_softmax_cross_entropy_with_logits(features, labels):
+    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56), with its derived gradient sparse_softmax_cross_entropy_with_logits_vjp."""
+    return _sparse_softmax_cross_entropy_with_logits_custom_gradient(features, labels)
+
+
+def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
+    """SparseSoftmaxCrossEntropyWithLogits's formula."""
+    ext1 = tf.reduce_max(features, axis=-1)
+    t0 = ext1[..., None]
+    sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
+    t1 = tf.shape(features, out_type=tf.int64)[-2]
+    t2 = tf.shape(features, out_type=tf.int64)[-1]
+    t3 = tf.reshape(features, [t1 * t2])
+    t4 = tf.range(tf.shape(features, out_type=tf.int64)[-2])
+    t5 = tf.cast(t4, tf.int64)
+    t6 = tf.cast(labels, tf.int64)
+    t7 = tf.where((t6 >= 0) & (t2 > t6), t2 * t5 + t6, tf.constant(-1, tf.int64))
+    t8 = _gather(t3, t7, -1)
+    loss = ext1 - t8 + tf.math.log(sum1)
+    t9 = tf.constant(-1, dtype=features.dtype)
+    t10 = t1 * t2
+    t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
+    t12 = tf.reshape(
+        t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+    )
+    t13 = sum1[..., None]
+    backprop = t12 + tf.math.exp(features - t0) / t13
+    return (loss, backprop)
 
 
 def sparse_softmax_cross_entropy_with_logits_vjp(
     grad_loss, grad_backprop, features, labels, loss, backprop
 ):
-    """Gradient of SparseSoftmaxCrossEntropyWithLogits (declared at ops/nn.py:56): one per input (features, labels).
+    """Gradient of SparseSoftmaxCrossEntropyWithLogits: one per input (features, labels).
 
     In index notation, next to the code computing it:
         ext1[i] = max_l features[i, l]
@@ -436,59 +488,36 @@ def sparse_softmax_cross_entropy_with_logits_grad(op, grad_loss, grad_backprop):
     )
 
 
-def sparse_softmax_cross_entropy_with_logits(features, labels):
-    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(features, labels):
-        def backward(grad_loss, grad_backprop):
-            loss, backprop = outputs_again(features, labels)
-            return sparse_softmax_cross_entropy_with_logits_vjp(
-                grad_loss, grad_backprop, features, labels, loss, backprop
-            )
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(features, labels):
-            return (tf.identity(loss), tf.identity(backprop)), backward
-
-        kernel_outputs = _tf_kernel(
-            "SparseSoftmaxCrossEntropyWithLogits", 2, {"features": features, "labels": labels}, {}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            loss, backprop = kernel_outputs
-            return (loss, backprop), backward
-        # else the declared formula
-        ext1 = tf.reduce_max(features, axis=-1)
-        t0 = ext1[..., None]
-        sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
-        t1 = tf.shape(features, out_type=tf.int64)[-2]
-        t2 = tf.shape(features, out_type=tf.int64)[-1]
-        t3 = tf.reshape(features, [t1 * t2])
-        t4 = tf.range(tf.shape(features, out_type=tf.int64)[-2])
-        t5 = tf.cast(t4, tf.int64)
-        t6 = tf.cast(labels, tf.int64)
-        t7 = tf.where((t6 >= 0) & (t2 > t6), t2 * t5 + t6, tf.constant(-1, tf.int64))
-        t8 = _gather(t3, t7, -1)
-        loss = ext1 - t8 + tf.math.log(sum1)
-        t9 = tf.constant(-1, dtype=features.dtype)
-        t10 = t1 * t2
-        t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
-        t12 = tf.reshape(
-            t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
-        )
-        t13 = sum1[..., None]
-        backprop = t12 + tf.math.exp(features - t0) / t13
-        return (loss, backprop), backward
-
-    return forward(features, labels)
-
-
+_sparse_softmax_cross_entropy_with_logits_custom_gradient = _custom_gradient(
+    "SparseSoftmaxCrossEntropyWithLogits",
+    "features labels",
+    sparse_softmax_cross_entropy_with_logits_forward,
+    sparse_softmax_cross_entropy_with_logits_vjp,
+    "loss backprop",
+    read=True,
+)
 _register("SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits_grad)
 
 
+def bias_add(value, bias, *, data_format="NHWC"):
+    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:71), with its derived gradient bias_add_vjp."""
+    return _bias_add_custom_gradient(value, bias, data_format=data_format)
+
+
+def bias_add_forward(value, bias, *, data_format="NHWC"):
+    """BiasAdd's formula."""
+    if data_format == "NHWC":
+        output = bias + value
+    elif data_format == "NCHW":
+        t0 = bias[..., None, None]
+        output = t0 + value
+    else:
+        raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
+    return output
+
+
 def bias_add_vjp(grad, value, bias, output, *, data_format="NHWC"):
-    """Gradient of BiasAdd (declared at ops/nn.py:71): one per input (value, bias).
+    """Gradient of BiasAdd: one per input (value, bias).
 
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
@@ -515,40 +544,38 @@ def bias_add_grad(op, grad):
     return bias_add_vjp(grad, *op.inputs, *op.outputs, data_format=_string_attr(op, "data_format"))
 
 
-def bias_add(value, bias, *, data_format="NHWC"):
-    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(value, bias):
-        def backward(grad):
-            return bias_add_vjp(grad, value, bias, output, data_format=data_format)
-
-        kernel_outputs = (
-            _tf_kernel("BiasAdd", 1, {"value": value, "bias": bias}, {"data_format": data_format})
-            if data_format in ("NHWC", "NCHW")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if data_format == "NHWC":
-            output = bias + value
-        elif data_format == "NCHW":
-            t0 = bias[..., None, None]
-            output = t0 + value
-        else:
-            raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
-        return output, backward
-
-    return forward(value, bias)
+def _bias_add_declares(value, bias, *, data_format="NHWC"):
+    """Whether BiasAdd's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return data_format in ("NHWC", "NCHW")
 
 
+_bias_add_custom_gradient = _custom_gradient(
+    "BiasAdd", "value bias", bias_add_forward, bias_add_vjp, "output", declares=_bias_add_declares
+)
 _register("BiasAdd", bias_add_grad)
 
 
+def cross(a, b):
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86), with its derived gradient cross_vjp."""
+    return _cross_custom_gradient(a, b)
+
+
+def cross_forward(a, b):
+    """Cross's formula."""
+    t0 = tf.constant(
+        [
+            [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
+            [[0, 0, -1], [0, 0, 0], [1, 0, 0]],
+            [[0, 1, 0], [-1, 0, 0], [0, 0, 0]],
+        ],
+        dtype=a.dtype,
+    )
+    product = tf.einsum("...a,...b,cab->...c", a, b, t0)
+    return product
+
+
 def cross_vjp(grad, a, b, product):
-    """Gradient of Cross (declared at ops/nn.py:86): one per input (a, b).
+    """Gradient of Cross: one per input (a, b).
 
     In index notation, next to the code computing it:
         grad_a[batch, i] = sum_{a, c} grad[batch, a] * LeviCivita(a, i, c) * b[batch, c]
@@ -576,38 +603,23 @@ def cross_grad(op, grad):
     return cross_vjp(grad, *op.inputs, *op.outputs)
 
 
-def cross(a, b):
-    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(a, b):
-        def backward(grad):
-            return cross_vjp(grad, a, b, product)
-
-        kernel_outputs = _tf_kernel("Cross", 1, {"a": a, "b": b}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            product = kernel_outputs[0]
-            return product, backward
-        # else the declared formula
-        t0 = tf.constant(
-            [
-                [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
-                [[0, 0, -1], [0, 0, 0], [1, 0, 0]],
-                [[0, 1, 0], [-1, 0, 0], [0, 0, 0]],
-            ],
-            dtype=a.dtype,
-        )
-        product = tf.einsum("...a,...b,cab->...c", a, b, t0)
-        return product, backward
-
-    return forward(a, b)
-
-
+_cross_custom_gradient = _custom_gradient("Cross", "a b", cross_forward, cross_vjp, "product")
 _register("Cross", cross_grad)
 
 
+def bias_add_v1(value, bias):
+    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:96), with its derived gradient bias_add_v1_vjp."""
+    return _bias_add_v1_custom_gradient(value, bias)
+
+
+def bias_add_v1_forward(value, bias):
+    """BiasAddV1's formula."""
+    output = bias + value
+    return output
+
+
 def bias_add_v1_vjp(grad, value, bias, output):
-    """Gradient of BiasAddV1 (declared at ops/nn.py:96): one per input (value, bias).
+    """Gradient of BiasAddV1: one per input (value, bias).
 
     In index notation, next to the code computing it:
         grad_value[batch, c] = grad[batch, c], i.e. `grad`
@@ -624,30 +636,30 @@ def bias_add_v1_grad(op, grad):
     return bias_add_v1_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bias_add_v1(value, bias):
-    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(value, bias):
-        def backward(grad):
-            return bias_add_v1_vjp(grad, value, bias, output)
-
-        kernel_outputs = _tf_kernel("BiasAddV1", 1, {"value": value, "bias": bias}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = bias + value
-        return output, backward
-
-    return forward(value, bias)
-
-
+_bias_add_v1_custom_gradient = _custom_gradient(
+    "BiasAddV1", "value bias", bias_add_v1_forward, bias_add_v1_vjp, "output"
+)
 _register("BiasAddV1", bias_add_v1_grad)
 
 
+def bias_add_backprop(out_backprop, *, data_format="NHWC"):
+    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:106), with its derived gradient bias_add_backprop_vjp."""
+    return _bias_add_backprop_custom_gradient(out_backprop, data_format=data_format)
+
+
+def bias_add_backprop_forward(out_backprop, *, data_format="NHWC"):
+    """BiasAddGrad's formula."""
+    if data_format == "NHWC":
+        output = tf.reduce_sum(out_backprop, axis=tf.range(tf.rank(out_backprop) - 1))
+    elif data_format == "NCHW":
+        output = tf.reduce_sum(out_backprop, axis=[-4, -2, -1])
+    else:
+        raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
+    return output
+
+
 def bias_add_backprop_vjp(grad, out_backprop, output, *, data_format="NHWC"):
-    """Gradient of BiasAddGrad (declared at ops/nn.py:106): one per input (out_backprop).
+    """Gradient of BiasAddGrad: one per input (out_backprop).
 
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
@@ -674,34 +686,17 @@ def bias_add_backprop_grad(op, grad):
     )
 
 
-def bias_add_backprop(out_backprop, *, data_format="NHWC"):
-    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(out_backprop):
-        def backward(grad):
-            return bias_add_backprop_vjp(grad, out_backprop, output, data_format=data_format)
-
-        kernel_outputs = (
-            _tf_kernel(
-                "BiasAddGrad", 1, {"out_backprop": out_backprop}, {"data_format": data_format}
-            )
-            if data_format in ("NHWC", "NCHW")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if data_format == "NHWC":
-            output = tf.reduce_sum(out_backprop, axis=tf.range(tf.rank(out_backprop) - 1))
-        elif data_format == "NCHW":
-            output = tf.reduce_sum(out_backprop, axis=[-4, -2, -1])
-        else:
-            raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
-        return output, backward
-
-    return forward(out_backprop)
+def _bias_add_backprop_declares(out_backprop, *, data_format="NHWC"):
+    """Whether BiasAddGrad's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return data_format in ("NHWC", "NCHW")
 
 
+_bias_add_backprop_custom_gradient = _custom_gradient(
+    "BiasAddGrad",
+    "out_backprop",
+    bias_add_backprop_forward,
+    bias_add_backprop_vjp,
+    "output",
+    declares=_bias_add_backprop_declares,
+)
 _register("BiasAddGrad", bias_add_backprop_grad)

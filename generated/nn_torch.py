@@ -34,6 +34,68 @@ def _views(stages):
     return tuple(None if s is None else s.view_as(s) for s in stages)
 
 
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _over(reduce, x, axes, keepdims=False):
     """`reduce` (`torch.sum`, `torch.amax`, ...) over `axes`, none where `axes` is empty
     (torch reads an empty tuple of axes as all of them)."""
@@ -102,7 +164,7 @@ def _scatter_layout(values, positions, trailing, size):
 
 def softmax(logits):
     """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17); differentiated by softmax_vjp."""
-    return _SoftmaxFunction.apply(logits)
+    return _softmax_autograd(logits)
 
 
 def softmax_forward(logits):
@@ -132,27 +194,14 @@ def softmax_vjp(grad, logits, *, softmax=None):
     return (grad_logits,)
 
 
-class _SoftmaxFunction(torch.autograd.Function):
-    """Softmax for autograd: the backward is softmax_vjp."""
-
-    @staticmethod
-    def forward(logits):
-        return softmax_forward(logits)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        logits, softmax = ctx.saved_tensors
-        grads = softmax_vjp(grad, logits, softmax=softmax)
-        return _needed(grads, ctx.needs_input_grad)
+_softmax_autograd = _autograd_function(
+    "Softmax", softmax_forward, softmax_vjp, "softmax", read="softmax"
+)
 
 
 def log_softmax(logits):
     """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:26); differentiated by log_softmax_vjp."""
-    return _LogSoftmaxFunction.apply(logits)
+    return _log_softmax_autograd(logits)
 
 
 def log_softmax_forward(logits):
@@ -181,27 +230,14 @@ def log_softmax_vjp(grad, logits, *, logsoftmax=None):
     return (grad_logits,)
 
 
-class _LogSoftmaxFunction(torch.autograd.Function):
-    """LogSoftmax for autograd: the backward is log_softmax_vjp."""
-
-    @staticmethod
-    def forward(logits):
-        return log_softmax_forward(logits)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        logits, logsoftmax = ctx.saved_tensors
-        grads = log_softmax_vjp(grad, logits, logsoftmax=logsoftmax)
-        return _needed(grads, ctx.needs_input_grad)
+_log_softmax_autograd = _autograd_function(
+    "LogSoftmax", log_softmax_forward, log_softmax_vjp, "logsoftmax", read="logsoftmax"
+)
 
 
 def l2_loss(t):
     """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:35); differentiated by l2_loss_vjp."""
-    return _L2LossFunction.apply(t)
+    return _l2_loss_autograd(t)
 
 
 def l2_loss_forward(t):
@@ -221,27 +257,12 @@ def l2_loss_vjp(grad, t, *, output=None):
     return (grad_t,)
 
 
-class _L2LossFunction(torch.autograd.Function):
-    """L2Loss for autograd: the backward is l2_loss_vjp."""
-
-    @staticmethod
-    def forward(t):
-        return l2_loss_forward(t)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (t,) = ctx.saved_tensors
-        grads = l2_loss_vjp(grad, t)
-        return _needed(grads, ctx.needs_input_grad)
+_l2_loss_autograd = _autograd_function("L2Loss", l2_loss_forward, l2_loss_vjp, "output")
 
 
 def softmax_cross_entropy_with_logits(features, labels):
     """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42); differentiated by softmax_cross_entropy_with_logits_vjp."""
-    return _SoftmaxCrossEntropyWithLogitsFunction.apply(features, labels)[:2]
+    return _softmax_cross_entropy_with_logits_autograd(features, labels)
 
 
 def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages=False):
@@ -293,35 +314,19 @@ def softmax_cross_entropy_with_logits_vjp(
     return grad_features, grad_labels
 
 
-class _SoftmaxCrossEntropyWithLogitsFunction(torch.autograd.Function):
-    """SoftmaxCrossEntropyWithLogits for autograd: the backward is softmax_cross_entropy_with_logits_vjp, given the forward's stages."""
-
-    @staticmethod
-    def forward(features, labels):
-        (loss, backprop), stages = softmax_cross_entropy_with_logits_forward(
-            features, labels, return_stages=True
-        )
-        return loss, backprop, *_views(stages.values())
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output[1], *output[2:])
-        ctx.mark_non_differentiable(*(s for s in output[2:] if s is not None))
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        features, labels, backprop, ext1, sum1 = ctx.saved_tensors
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        stages = {} if torch.is_grad_enabled() else {"ext1": ext1, "sum1": sum1}
-        grads = softmax_cross_entropy_with_logits_vjp(
-            *cotangents[:2], features, labels, backprop=backprop, **stages
-        )
-        return _needed(grads, ctx.needs_input_grad)
+_softmax_cross_entropy_with_logits_autograd = _autograd_function(
+    "SoftmaxCrossEntropyWithLogits",
+    softmax_cross_entropy_with_logits_forward,
+    softmax_cross_entropy_with_logits_vjp,
+    "loss backprop",
+    read="backprop",
+    stages="ext1 sum1",
+)
 
 
 def sparse_softmax_cross_entropy_with_logits(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56); differentiated by sparse_softmax_cross_entropy_with_logits_vjp."""
-    return _SparseSoftmaxCrossEntropyWithLogitsFunction.apply(features, labels)
+    return _sparse_softmax_cross_entropy_with_logits_autograd(features, labels)
 
 
 def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
@@ -384,29 +389,18 @@ def sparse_softmax_cross_entropy_with_logits_vjp(
     return grad_features, None
 
 
-class _SparseSoftmaxCrossEntropyWithLogitsFunction(torch.autograd.Function):
-    """SparseSoftmaxCrossEntropyWithLogits for autograd: the backward is sparse_softmax_cross_entropy_with_logits_vjp."""
-
-    @staticmethod
-    def forward(features, labels):
-        return sparse_softmax_cross_entropy_with_logits_forward(features, labels)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output[1])
-
-    @staticmethod
-    def backward(ctx, *cotangents):
-        features, labels, backprop = ctx.saved_tensors
-        grads = sparse_softmax_cross_entropy_with_logits_vjp(
-            *cotangents[:2], features, labels, backprop=backprop
-        )
-        return _needed(grads, ctx.needs_input_grad)
+_sparse_softmax_cross_entropy_with_logits_autograd = _autograd_function(
+    "SparseSoftmaxCrossEntropyWithLogits",
+    sparse_softmax_cross_entropy_with_logits_forward,
+    sparse_softmax_cross_entropy_with_logits_vjp,
+    "loss backprop",
+    read="backprop",
+)
 
 
 def bias_add(value, bias, *, data_format="NHWC"):
     """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:71); differentiated by bias_add_vjp."""
-    return _BiasAddFunction.apply(data_format, value, bias)
+    return _bias_add_autograd(value, bias, data_format=data_format)
 
 
 def bias_add_forward(value, bias, *, data_format="NHWC"):
@@ -443,29 +437,12 @@ def bias_add_vjp(grad, value, bias, *, output=None, data_format="NHWC"):
     return grad_value, grad_bias
 
 
-class _BiasAddFunction(torch.autograd.Function):
-    """BiasAdd for autograd: the backward is bias_add_vjp."""
-
-    @staticmethod
-    def forward(data_format, value, bias):
-        return bias_add_forward(value, bias, data_format=data_format)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (data_format,) = ctx.attrs
-        value, bias = ctx.saved_tensors
-        grads = bias_add_vjp(grad, value, bias, data_format=data_format)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_bias_add_autograd = _autograd_function("BiasAdd", bias_add_forward, bias_add_vjp, "output")
 
 
 def cross(a, b):
     """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86); differentiated by cross_vjp."""
-    return _CrossFunction.apply(a, b)
+    return _cross_autograd(a, b)
 
 
 def cross_forward(a, b):
@@ -506,27 +483,12 @@ def cross_vjp(grad, a, b, *, product=None):
     return grad_a, grad_b
 
 
-class _CrossFunction(torch.autograd.Function):
-    """Cross for autograd: the backward is cross_vjp."""
-
-    @staticmethod
-    def forward(a, b):
-        return cross_forward(a, b)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        a, b = ctx.saved_tensors
-        grads = cross_vjp(grad, a, b)
-        return _needed(grads, ctx.needs_input_grad)
+_cross_autograd = _autograd_function("Cross", cross_forward, cross_vjp, "product")
 
 
 def bias_add_v1(value, bias):
     """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:96); differentiated by bias_add_v1_vjp."""
-    return _BiasAddV1Function.apply(value, bias)
+    return _bias_add_v1_autograd(value, bias)
 
 
 def bias_add_v1_forward(value, bias):
@@ -548,27 +510,14 @@ def bias_add_v1_vjp(grad, value, bias, *, output=None):
     return grad_value, grad_bias
 
 
-class _BiasAddV1Function(torch.autograd.Function):
-    """BiasAddV1 for autograd: the backward is bias_add_v1_vjp."""
-
-    @staticmethod
-    def forward(value, bias):
-        return bias_add_v1_forward(value, bias)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        value, bias = ctx.saved_tensors
-        grads = bias_add_v1_vjp(grad, value, bias)
-        return _needed(grads, ctx.needs_input_grad)
+_bias_add_v1_autograd = _autograd_function(
+    "BiasAddV1", bias_add_v1_forward, bias_add_v1_vjp, "output"
+)
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
     """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:106); differentiated by bias_add_backprop_vjp."""
-    return _BiasAddGradFunction.apply(data_format, out_backprop)
+    return _bias_add_backprop_autograd(out_backprop, data_format=data_format)
 
 
 def bias_add_backprop_forward(out_backprop, *, data_format="NHWC"):
@@ -603,23 +552,6 @@ def bias_add_backprop_vjp(grad, out_backprop, *, output=None, data_format="NHWC"
     return (grad_out_backprop,)
 
 
-class _BiasAddGradFunction(torch.autograd.Function):
-    """BiasAddGrad for autograd: the backward is bias_add_backprop_vjp."""
-
-    @staticmethod
-    def forward(data_format, out_backprop):
-        return _fresh(
-            bias_add_backprop_forward(out_backprop, data_format=data_format), (out_backprop,)
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (data_format,) = ctx.attrs
-        (out_backprop,) = ctx.saved_tensors
-        grads = bias_add_backprop_vjp(grad, out_backprop, data_format=data_format)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_bias_add_backprop_autograd = _autograd_function(
+    "BiasAddGrad", bias_add_backprop_forward, bias_add_backprop_vjp, "output"
+)

@@ -9,13 +9,49 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _sum_to_shape(g, shape):
@@ -45,7 +81,14 @@ def quantize_and_dequantize(
 ):
     """QuantizeAndDequantize: output = input rounded to the levels of [input_min, input_max] (attributes); gradient (declared at ops/quantize.py:53); differentiated by quantize_and_dequantize_vjp."""
     return _quantize_and_dequantize_custom_vjp(
-        signed_input, narrow_range, range_given, axis, num_bits, input_min, input_max, input
+        input,
+        signed_input=signed_input,
+        narrow_range=narrow_range,
+        range_given=range_given,
+        axis=axis,
+        num_bits=num_bits,
+        input_min=input_min,
+        input_max=input_max,
     )
 
 
@@ -151,58 +194,8 @@ def quantize_and_dequantize_vjp(
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4, 5, 6))
-def _quantize_and_dequantize_custom_vjp(
-    signed_input, narrow_range, range_given, axis, num_bits, input_min, input_max, input
-):
-    return quantize_and_dequantize_forward(
-        input,
-        signed_input=signed_input,
-        narrow_range=narrow_range,
-        range_given=range_given,
-        axis=axis,
-        num_bits=num_bits,
-        input_min=input_min,
-        input_max=input_max,
-    )
-
-
-def _quantize_and_dequantize_fwd(
-    signed_input, narrow_range, range_given, axis, num_bits, input_min, input_max, input
-):
-    output = quantize_and_dequantize_forward(
-        input,
-        signed_input=signed_input,
-        narrow_range=narrow_range,
-        range_given=range_given,
-        axis=axis,
-        num_bits=num_bits,
-        input_min=input_min,
-        input_max=input_max,
-    )
-    return output, ((input,), output)
-
-
-def _quantize_and_dequantize_bwd(
-    signed_input, narrow_range, range_given, axis, num_bits, input_min, input_max, saved, grad
-):
-    (input,), output = saved
-    return quantize_and_dequantize_vjp(
-        grad,
-        input,
-        output=output,
-        signed_input=signed_input,
-        narrow_range=narrow_range,
-        range_given=range_given,
-        axis=axis,
-        num_bits=num_bits,
-        input_min=input_min,
-        input_max=input_max,
-    )
-
-
-_quantize_and_dequantize_custom_vjp.defvjp(
-    _quantize_and_dequantize_fwd, _quantize_and_dequantize_bwd
+_quantize_and_dequantize_custom_vjp = _custom_vjp(
+    quantize_and_dequantize_forward, quantize_and_dequantize_vjp, "output"
 )
 
 
@@ -220,15 +213,15 @@ def quantize_and_dequantize_v2(
 ):
     """QuantizeAndDequantizeV2: output = input rounded to the levels of [input_min, input_max] (scalar inputs), ties (declared at ops/quantize.py:66); differentiated by quantize_and_dequantize_v2_vjp."""
     return _quantize_and_dequantize_v2_custom_vjp(
-        signed_input,
-        narrow_range,
-        range_given,
-        axis,
-        round_mode,
-        num_bits,
         input,
         input_min,
         input_max,
+        signed_input=signed_input,
+        narrow_range=narrow_range,
+        range_given=range_given,
+        axis=axis,
+        round_mode=round_mode,
+        num_bits=num_bits,
     )
 
 
@@ -363,61 +356,8 @@ def quantize_and_dequantize_v2_vjp(
     return grad_input, None, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4, 5))
-def _quantize_and_dequantize_v2_custom_vjp(
-    signed_input, narrow_range, range_given, axis, round_mode, num_bits, input, input_min, input_max
-):
-    return quantize_and_dequantize_v2_forward(
-        input,
-        input_min,
-        input_max,
-        signed_input=signed_input,
-        narrow_range=narrow_range,
-        range_given=range_given,
-        axis=axis,
-        round_mode=round_mode,
-        num_bits=num_bits,
-    )
-
-
-def _quantize_and_dequantize_v2_fwd(
-    signed_input, narrow_range, range_given, axis, round_mode, num_bits, input, input_min, input_max
-):
-    output = quantize_and_dequantize_v2_forward(
-        input,
-        input_min,
-        input_max,
-        signed_input=signed_input,
-        narrow_range=narrow_range,
-        range_given=range_given,
-        axis=axis,
-        round_mode=round_mode,
-        num_bits=num_bits,
-    )
-    return output, ((input, input_min, input_max), output)
-
-
-def _quantize_and_dequantize_v2_bwd(
-    signed_input, narrow_range, range_given, axis, round_mode, num_bits, saved, grad
-):
-    (input, input_min, input_max), output = saved
-    return quantize_and_dequantize_v2_vjp(
-        grad,
-        input,
-        input_min,
-        input_max,
-        output=output,
-        signed_input=signed_input,
-        narrow_range=narrow_range,
-        range_given=range_given,
-        axis=axis,
-        round_mode=round_mode,
-        num_bits=num_bits,
-    )
-
-
-_quantize_and_dequantize_v2_custom_vjp.defvjp(
-    _quantize_and_dequantize_v2_fwd, _quantize_and_dequantize_v2_bwd
+_quantize_and_dequantize_v2_custom_vjp = _custom_vjp(
+    quantize_and_dequantize_v2_forward, quantize_and_dequantize_v2_vjp, "output"
 )
 
 
@@ -434,7 +374,14 @@ def quantize_and_dequantize_v3(
 ):
     """QuantizeAndDequantizeV3: output = input rounded to the levels of [input_min, input_max], the bit count an input; (declared at ops/quantize.py:80); differentiated by quantize_and_dequantize_v3_vjp."""
     return _quantize_and_dequantize_v3_custom_vjp(
-        signed_input, narrow_range, range_given, axis, num_bits, input, input_min, input_max
+        input,
+        input_min,
+        input_max,
+        signed_input=signed_input,
+        narrow_range=narrow_range,
+        range_given=range_given,
+        axis=axis,
+        num_bits=num_bits,
     )
 
 
@@ -540,56 +487,6 @@ def quantize_and_dequantize_v3_vjp(
     return grad_input, None, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4))
-def _quantize_and_dequantize_v3_custom_vjp(
-    signed_input, narrow_range, range_given, axis, num_bits, input, input_min, input_max
-):
-    return quantize_and_dequantize_v3_forward(
-        input,
-        input_min,
-        input_max,
-        signed_input=signed_input,
-        narrow_range=narrow_range,
-        range_given=range_given,
-        axis=axis,
-        num_bits=num_bits,
-    )
-
-
-def _quantize_and_dequantize_v3_fwd(
-    signed_input, narrow_range, range_given, axis, num_bits, input, input_min, input_max
-):
-    output = quantize_and_dequantize_v3_forward(
-        input,
-        input_min,
-        input_max,
-        signed_input=signed_input,
-        narrow_range=narrow_range,
-        range_given=range_given,
-        axis=axis,
-        num_bits=num_bits,
-    )
-    return output, ((input, input_min, input_max), output)
-
-
-def _quantize_and_dequantize_v3_bwd(
-    signed_input, narrow_range, range_given, axis, num_bits, saved, grad
-):
-    (input, input_min, input_max), output = saved
-    return quantize_and_dequantize_v3_vjp(
-        grad,
-        input,
-        input_min,
-        input_max,
-        output=output,
-        signed_input=signed_input,
-        narrow_range=narrow_range,
-        range_given=range_given,
-        axis=axis,
-        num_bits=num_bits,
-    )
-
-
-_quantize_and_dequantize_v3_custom_vjp.defvjp(
-    _quantize_and_dequantize_v3_fwd, _quantize_and_dequantize_v3_bwd
+_quantize_and_dequantize_v3_custom_vjp = _custom_vjp(
+    quantize_and_dequantize_v3_forward, quantize_and_dequantize_v3_vjp, "output"
 )

@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +30,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -125,6 +183,103 @@ def _sum_to_shape(g, x):
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
 
+def quantize_and_dequantize(
+    input,
+    *,
+    signed_input=True,
+    narrow_range=False,
+    range_given=True,
+    axis=-1,
+    num_bits=8,
+    input_min=-1.0,
+    input_max=1.0,
+):
+    """QuantizeAndDequantize: output = input rounded to the levels of [input_min, input_max] (attributes); gradient (declared at ops/quantize.py:53), with its derived gradient quantize_and_dequantize_vjp."""
+    return _quantize_and_dequantize_custom_gradient(
+        input,
+        signed_input=signed_input,
+        narrow_range=narrow_range,
+        range_given=range_given,
+        axis=axis,
+        num_bits=num_bits,
+        input_min=input_min,
+        input_max=input_max,
+    )
+
+
+def quantize_and_dequantize_forward(
+    input,
+    *,
+    signed_input=True,
+    narrow_range=False,
+    range_given=True,
+    axis=-1,
+    num_bits=8,
+    input_min=-1.0,
+    input_max=1.0,
+):
+    """QuantizeAndDequantize's formula."""
+    if not range_given or axis != -1:
+        raise ValueError(
+            f"QuantizeAndDequantize: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
+        )
+    if not signed_input and narrow_range in (False, True):
+        tmp0 = 2**num_bits - 1
+        output = (
+            input_max
+            * tf.math.rint(
+                tf.where(
+                    input_max > 0, tmp0 / input_max, tf.constant(3.4028234663852886e38, input.dtype)
+                )
+                * tf.math.maximum(tf.math.minimum(input, input_max), 0)
+            )
+            / tmp0
+        )
+    elif signed_input and not narrow_range:
+        tmp0 = 2 ** (num_bits - 1)
+        tmp1 = tmp0 / input_min
+        tmp2 = tmp0 - 1
+        tmp3 = tmp2 / input_max
+        tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp1 > -tmp3))
+        tmp5 = input_max / tmp2
+        tmp6 = tf.where(tmp4, -input_min / tmp0, tmp5)
+        output = tmp6 * tf.math.rint(
+            tf.where(
+                tmp4,
+                -tmp1,
+                tf.where(input_max > 0, tmp3, tf.constant(3.4028234663852886e38, input.dtype)),
+            )
+            * tf.math.maximum(
+                tf.where(tmp4, input_min, -tmp0 * tmp5),
+                tf.math.minimum(input, tf.where(tmp4, tmp2 * tmp6, input_max)),
+            )
+        )
+    elif signed_input and narrow_range:
+        tmp0 = 2 ** (num_bits - 1) - 1
+        tmp1 = -tmp0
+        tmp2 = tmp0 / input_max
+        tmp3 = tmp1 / input_min
+        tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp2 > tmp3))
+        tmp5 = input_max / tmp0
+        tmp6 = tf.where(tmp4, input_min / tmp1, tmp5)
+        output = tmp6 * tf.math.rint(
+            tf.where(
+                tmp4,
+                tmp3,
+                tf.where(input_max > 0, tmp2, tf.constant(3.4028234663852886e38, input.dtype)),
+            )
+            * tf.math.maximum(
+                tf.where(tmp4, input_min, tmp1 * tmp5),
+                tf.math.minimum(input, tf.where(tmp4, tmp0 * tmp6, input_max)),
+            )
+        )
+    else:
+        raise ValueError(
+            f"QuantizeAndDequantize: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
+        )
+    return output
+
+
 def quantize_and_dequantize_vjp(
     grad,
     input,
@@ -138,7 +293,7 @@ def quantize_and_dequantize_vjp(
     input_min=-1.0,
     input_max=1.0,
 ):
-    """Gradient of QuantizeAndDequantize (declared at ops/quantize.py:53): one per input (input).
+    """Gradient of QuantizeAndDequantize: one per input (input).
 
     In index notation, next to the code computing it, per variant:
         signed_input=False, narrow_range=False, range_given=True, axis=-1:
@@ -180,7 +335,7 @@ def quantize_and_dequantize_grad(op, grad):
     )
 
 
-def quantize_and_dequantize(
+def _quantize_and_dequantize_declares(
     input,
     *,
     signed_input=True,
@@ -191,75 +346,103 @@ def quantize_and_dequantize(
     input_min=-1.0,
     input_max=1.0,
 ):
-    """QuantizeAndDequantize: output = input rounded to the levels of [input_min, input_max] (attributes); gradient, with its derived gradient."""
+    """Whether QuantizeAndDequantize's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return (
+        signed_input in (False, True)
+        and narrow_range in (False, True)
+        and range_given in (True,)
+        and axis in (-1,)
+    )
 
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return quantize_and_dequantize_vjp(
-                grad,
-                input,
-                output,
-                signed_input=signed_input,
-                narrow_range=narrow_range,
-                range_given=range_given,
-                axis=axis,
-                num_bits=num_bits,
-                input_min=input_min,
-                input_max=input_max,
-            )
 
-        kernel_outputs = (
-            _tf_kernel(
-                "QuantizeAndDequantize",
-                1,
-                {"input": input},
-                {
-                    "signed_input": signed_input,
-                    "narrow_range": narrow_range,
-                    "range_given": range_given,
-                    "axis": axis,
-                    "num_bits": num_bits,
-                    "input_min": input_min,
-                    "input_max": input_max,
-                },
-            )
-            if signed_input in (False, True)
-            and narrow_range in (False, True)
-            and range_given in (True,)
-            and axis in (-1,)
-            else None
+_quantize_and_dequantize_custom_gradient = _custom_gradient(
+    "QuantizeAndDequantize",
+    "input",
+    quantize_and_dequantize_forward,
+    quantize_and_dequantize_vjp,
+    "output",
+    declares=_quantize_and_dequantize_declares,
+)
+_register("QuantizeAndDequantize", quantize_and_dequantize_grad)
+
+
+def quantize_and_dequantize_v2(
+    input,
+    input_min,
+    input_max,
+    *,
+    signed_input=True,
+    narrow_range=False,
+    range_given=True,
+    axis=-1,
+    round_mode="HALF_TO_EVEN",
+    num_bits=8,
+):
+    """QuantizeAndDequantizeV2: output = input rounded to the levels of [input_min, input_max] (scalar inputs), ties (declared at ops/quantize.py:66), with its derived gradient quantize_and_dequantize_v2_vjp."""
+    return _quantize_and_dequantize_v2_custom_gradient(
+        input,
+        input_min,
+        input_max,
+        signed_input=signed_input,
+        narrow_range=narrow_range,
+        range_given=range_given,
+        axis=axis,
+        round_mode=round_mode,
+        num_bits=num_bits,
+    )
+
+
+def quantize_and_dequantize_v2_forward(
+    input,
+    input_min,
+    input_max,
+    *,
+    signed_input=True,
+    narrow_range=False,
+    range_given=True,
+    axis=-1,
+    round_mode="HALF_TO_EVEN",
+    num_bits=8,
+):
+    """QuantizeAndDequantizeV2's formula."""
+    if not range_given or axis != -1:
+        raise ValueError(
+            f"QuantizeAndDequantizeV2: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}, round_mode={round_mode!r}"
         )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if not range_given or axis != -1:
-            raise ValueError(
-                f"QuantizeAndDequantize: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
-            )
-        if not signed_input and narrow_range in (False, True):
-            tmp0 = 2**num_bits - 1
-            output = (
-                input_max
-                * tf.math.rint(
-                    tf.where(
-                        input_max > 0,
-                        tmp0 / input_max,
-                        tf.constant(3.4028234663852886e38, input.dtype),
-                    )
-                    * tf.math.maximum(tf.math.minimum(input, input_max), 0)
+    if not signed_input and narrow_range in (False, True) and round_mode == "HALF_TO_EVEN":
+        tmp0 = 2**num_bits - 1
+        output = (
+            input_max
+            * tf.math.rint(
+                tf.where(
+                    input_max > 0, tmp0 / input_max, tf.constant(3.4028234663852886e38, input.dtype)
                 )
-                / tmp0
+                * tf.math.maximum(tf.math.minimum(input, input_max), 0)
             )
-        elif signed_input and not narrow_range:
-            tmp0 = 2 ** (num_bits - 1)
-            tmp1 = tmp0 / input_min
-            tmp2 = tmp0 - 1
-            tmp3 = tmp2 / input_max
-            tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp1 > -tmp3))
-            tmp5 = input_max / tmp2
-            tmp6 = tf.where(tmp4, -input_min / tmp0, tmp5)
+            / tmp0
+        )
+    elif not signed_input and narrow_range in (False, True) and round_mode == "HALF_UP":
+        tmp0 = 2**num_bits - 1
+        output = (
+            input_max
+            * tf.math.floor(
+                tf.where(
+                    input_max > 0, tmp0 / input_max, tf.constant(3.4028234663852886e38, input.dtype)
+                )
+                * tf.math.maximum(tf.math.minimum(input, input_max), 0)
+                + 1 / 2
+            )
+            / tmp0
+        )
+    elif signed_input and not narrow_range and round_mode in ("HALF_TO_EVEN", "HALF_UP"):
+        tmp0 = 2 ** (num_bits - 1)
+        tmp1 = tmp0 / input_min
+        tmp2 = tmp0 - 1
+        tmp3 = tmp2 / input_max
+        tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp1 > -tmp3))
+        tmp5 = input_max / tmp2
+        tmp6 = tf.where(tmp4, -input_min / tmp0, tmp5)
+        if round_mode == "HALF_TO_EVEN":
             output = tmp6 * tf.math.rint(
                 tf.where(
                     tmp4,
@@ -271,14 +454,28 @@ def quantize_and_dequantize(
                     tf.math.minimum(input, tf.where(tmp4, tmp2 * tmp6, input_max)),
                 )
             )
-        elif signed_input and narrow_range:
-            tmp0 = 2 ** (num_bits - 1) - 1
-            tmp1 = -tmp0
-            tmp2 = tmp0 / input_max
-            tmp3 = tmp1 / input_min
-            tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp2 > tmp3))
-            tmp5 = input_max / tmp0
-            tmp6 = tf.where(tmp4, input_min / tmp1, tmp5)
+        else:
+            output = tmp6 * tf.math.floor(
+                tf.where(
+                    tmp4,
+                    -tmp1,
+                    tf.where(input_max > 0, tmp3, tf.constant(3.4028234663852886e38, input.dtype)),
+                )
+                * tf.math.maximum(
+                    tf.where(tmp4, input_min, -tmp0 * tmp5),
+                    tf.math.minimum(input, tf.where(tmp4, tmp2 * tmp6, input_max)),
+                )
+                + 1 / 2
+            )
+    elif signed_input and narrow_range and round_mode in ("HALF_TO_EVEN", "HALF_UP"):
+        tmp0 = 2 ** (num_bits - 1) - 1
+        tmp1 = -tmp0
+        tmp2 = tmp0 / input_max
+        tmp3 = tmp1 / input_min
+        tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp2 > tmp3))
+        tmp5 = input_max / tmp0
+        tmp6 = tf.where(tmp4, input_min / tmp1, tmp5)
+        if round_mode == "HALF_TO_EVEN":
             output = tmp6 * tf.math.rint(
                 tf.where(
                     tmp4,
@@ -291,15 +488,23 @@ def quantize_and_dequantize(
                 )
             )
         else:
-            raise ValueError(
-                f"QuantizeAndDequantize: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
+            output = tmp6 * tf.math.floor(
+                tf.where(
+                    tmp4,
+                    tmp3,
+                    tf.where(input_max > 0, tmp2, tf.constant(3.4028234663852886e38, input.dtype)),
+                )
+                * tf.math.maximum(
+                    tf.where(tmp4, input_min, tmp1 * tmp5),
+                    tf.math.minimum(input, tf.where(tmp4, tmp0 * tmp6, input_max)),
+                )
+                + 1 / 2
             )
-        return output, backward
-
-    return forward(input)
-
-
-_register("QuantizeAndDequantize", quantize_and_dequantize_grad)
+    else:
+        raise ValueError(
+            f"QuantizeAndDequantizeV2: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}, round_mode={round_mode!r}"
+        )
+    return output
 
 
 def quantize_and_dequantize_v2_vjp(
@@ -316,7 +521,7 @@ def quantize_and_dequantize_v2_vjp(
     round_mode="HALF_TO_EVEN",
     num_bits=8,
 ):
-    """Gradient of QuantizeAndDequantizeV2 (declared at ops/quantize.py:66): one per input (input, input_min, input_max).
+    """Gradient of QuantizeAndDequantizeV2: one per input (input, input_min, input_max).
 
     In index notation, next to the code computing it, for signed_input=True, narrow_range=False,
     range_given=True, axis=-1, round_mode='HALF_TO_EVEN' (other values of signed_input,
@@ -353,7 +558,7 @@ def quantize_and_dequantize_v2_grad(op, grad):
     )
 
 
-def quantize_and_dequantize_v2(
+def _quantize_and_dequantize_v2_declares(
     input,
     input_min,
     input_max,
@@ -365,167 +570,122 @@ def quantize_and_dequantize_v2(
     round_mode="HALF_TO_EVEN",
     num_bits=8,
 ):
-    """QuantizeAndDequantizeV2: output = input rounded to the levels of [input_min, input_max] (scalar inputs), ties, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input, input_min, input_max):
-        def backward(grad):
-            return quantize_and_dequantize_v2_vjp(
-                grad,
-                input,
-                input_min,
-                input_max,
-                output,
-                signed_input=signed_input,
-                narrow_range=narrow_range,
-                range_given=range_given,
-                axis=axis,
-                round_mode=round_mode,
-                num_bits=num_bits,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "QuantizeAndDequantizeV2",
-                1,
-                {"input": input, "input_min": input_min, "input_max": input_max},
-                {
-                    "signed_input": signed_input,
-                    "narrow_range": narrow_range,
-                    "range_given": range_given,
-                    "axis": axis,
-                    "round_mode": round_mode,
-                    "num_bits": num_bits,
-                },
-            )
-            if signed_input in (False, True)
-            and narrow_range in (False, True)
-            and range_given in (True,)
-            and axis in (-1,)
-            and round_mode in ("HALF_TO_EVEN", "HALF_UP")
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if not range_given or axis != -1:
-            raise ValueError(
-                f"QuantizeAndDequantizeV2: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}, round_mode={round_mode!r}"
-            )
-        if not signed_input and narrow_range in (False, True) and round_mode == "HALF_TO_EVEN":
-            tmp0 = 2**num_bits - 1
-            output = (
-                input_max
-                * tf.math.rint(
-                    tf.where(
-                        input_max > 0,
-                        tmp0 / input_max,
-                        tf.constant(3.4028234663852886e38, input.dtype),
-                    )
-                    * tf.math.maximum(tf.math.minimum(input, input_max), 0)
-                )
-                / tmp0
-            )
-        elif not signed_input and narrow_range in (False, True) and round_mode == "HALF_UP":
-            tmp0 = 2**num_bits - 1
-            output = (
-                input_max
-                * tf.math.floor(
-                    tf.where(
-                        input_max > 0,
-                        tmp0 / input_max,
-                        tf.constant(3.4028234663852886e38, input.dtype),
-                    )
-                    * tf.math.maximum(tf.math.minimum(input, input_max), 0)
-                    + 1 / 2
-                )
-                / tmp0
-            )
-        elif signed_input and not narrow_range and round_mode in ("HALF_TO_EVEN", "HALF_UP"):
-            tmp0 = 2 ** (num_bits - 1)
-            tmp1 = tmp0 / input_min
-            tmp2 = tmp0 - 1
-            tmp3 = tmp2 / input_max
-            tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp1 > -tmp3))
-            tmp5 = input_max / tmp2
-            tmp6 = tf.where(tmp4, -input_min / tmp0, tmp5)
-            if round_mode == "HALF_TO_EVEN":
-                output = tmp6 * tf.math.rint(
-                    tf.where(
-                        tmp4,
-                        -tmp1,
-                        tf.where(
-                            input_max > 0, tmp3, tf.constant(3.4028234663852886e38, input.dtype)
-                        ),
-                    )
-                    * tf.math.maximum(
-                        tf.where(tmp4, input_min, -tmp0 * tmp5),
-                        tf.math.minimum(input, tf.where(tmp4, tmp2 * tmp6, input_max)),
-                    )
-                )
-            else:
-                output = tmp6 * tf.math.floor(
-                    tf.where(
-                        tmp4,
-                        -tmp1,
-                        tf.where(
-                            input_max > 0, tmp3, tf.constant(3.4028234663852886e38, input.dtype)
-                        ),
-                    )
-                    * tf.math.maximum(
-                        tf.where(tmp4, input_min, -tmp0 * tmp5),
-                        tf.math.minimum(input, tf.where(tmp4, tmp2 * tmp6, input_max)),
-                    )
-                    + 1 / 2
-                )
-        elif signed_input and narrow_range and round_mode in ("HALF_TO_EVEN", "HALF_UP"):
-            tmp0 = 2 ** (num_bits - 1) - 1
-            tmp1 = -tmp0
-            tmp2 = tmp0 / input_max
-            tmp3 = tmp1 / input_min
-            tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp2 > tmp3))
-            tmp5 = input_max / tmp0
-            tmp6 = tf.where(tmp4, input_min / tmp1, tmp5)
-            if round_mode == "HALF_TO_EVEN":
-                output = tmp6 * tf.math.rint(
-                    tf.where(
-                        tmp4,
-                        tmp3,
-                        tf.where(
-                            input_max > 0, tmp2, tf.constant(3.4028234663852886e38, input.dtype)
-                        ),
-                    )
-                    * tf.math.maximum(
-                        tf.where(tmp4, input_min, tmp1 * tmp5),
-                        tf.math.minimum(input, tf.where(tmp4, tmp0 * tmp6, input_max)),
-                    )
-                )
-            else:
-                output = tmp6 * tf.math.floor(
-                    tf.where(
-                        tmp4,
-                        tmp3,
-                        tf.where(
-                            input_max > 0, tmp2, tf.constant(3.4028234663852886e38, input.dtype)
-                        ),
-                    )
-                    * tf.math.maximum(
-                        tf.where(tmp4, input_min, tmp1 * tmp5),
-                        tf.math.minimum(input, tf.where(tmp4, tmp0 * tmp6, input_max)),
-                    )
-                    + 1 / 2
-                )
-        else:
-            raise ValueError(
-                f"QuantizeAndDequantizeV2: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}, round_mode={round_mode!r}"
-            )
-        return output, backward
-
-    return forward(input, input_min, input_max)
+    """Whether QuantizeAndDequantizeV2's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return (
+        signed_input in (False, True)
+        and narrow_range in (False, True)
+        and range_given in (True,)
+        and axis in (-1,)
+        and round_mode in ("HALF_TO_EVEN", "HALF_UP")
+    )
 
 
+_quantize_and_dequantize_v2_custom_gradient = _custom_gradient(
+    "QuantizeAndDequantizeV2",
+    "input input_min input_max",
+    quantize_and_dequantize_v2_forward,
+    quantize_and_dequantize_v2_vjp,
+    "output",
+    declares=_quantize_and_dequantize_v2_declares,
+)
 _register("QuantizeAndDequantizeV2", quantize_and_dequantize_v2_grad)
+
+
+def quantize_and_dequantize_v3(
+    input,
+    input_min,
+    input_max,
+    *,
+    signed_input=True,
+    narrow_range=False,
+    range_given=True,
+    axis=-1,
+    num_bits,
+):
+    """QuantizeAndDequantizeV3: output = input rounded to the levels of [input_min, input_max], the bit count an input; (declared at ops/quantize.py:80), with its derived gradient quantize_and_dequantize_v3_vjp."""
+    return _quantize_and_dequantize_v3_custom_gradient(
+        input,
+        input_min,
+        input_max,
+        signed_input=signed_input,
+        narrow_range=narrow_range,
+        range_given=range_given,
+        axis=axis,
+        num_bits=num_bits,
+    )
+
+
+def quantize_and_dequantize_v3_forward(
+    input,
+    input_min,
+    input_max,
+    *,
+    signed_input=True,
+    narrow_range=False,
+    range_given=True,
+    axis=-1,
+    num_bits,
+):
+    """QuantizeAndDequantizeV3's formula."""
+    if not range_given or axis != -1:
+        raise ValueError(
+            f"QuantizeAndDequantizeV3: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
+        )
+    if not signed_input and narrow_range in (False, True):
+        tmp0 = 2**num_bits - 1
+        output = (
+            input_max
+            * tf.math.rint(
+                tf.where(
+                    input_max > 0, tmp0 / input_max, tf.constant(3.4028234663852886e38, input.dtype)
+                )
+                * tf.math.maximum(tf.math.minimum(input, input_max), 0)
+            )
+            / tmp0
+        )
+    elif signed_input and not narrow_range:
+        tmp0 = 2 ** (num_bits - 1)
+        tmp1 = tmp0 / input_min
+        tmp2 = tmp0 - 1
+        tmp3 = tmp2 / input_max
+        tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp1 > -tmp3))
+        tmp5 = input_max / tmp2
+        tmp6 = tf.where(tmp4, -input_min / tmp0, tmp5)
+        output = tmp6 * tf.math.rint(
+            tf.where(
+                tmp4,
+                -tmp1,
+                tf.where(input_max > 0, tmp3, tf.constant(3.4028234663852886e38, input.dtype)),
+            )
+            * tf.math.maximum(
+                tf.where(tmp4, input_min, -tmp0 * tmp5),
+                tf.math.minimum(input, tf.where(tmp4, tmp2 * tmp6, input_max)),
+            )
+        )
+    elif signed_input and narrow_range:
+        tmp0 = 2 ** (num_bits - 1) - 1
+        tmp1 = -tmp0
+        tmp2 = tmp0 / input_max
+        tmp3 = tmp1 / input_min
+        tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp2 > tmp3))
+        tmp5 = input_max / tmp0
+        tmp6 = tf.where(tmp4, input_min / tmp1, tmp5)
+        output = tmp6 * tf.math.rint(
+            tf.where(
+                tmp4,
+                tmp3,
+                tf.where(input_max > 0, tmp2, tf.constant(3.4028234663852886e38, input.dtype)),
+            )
+            * tf.math.maximum(
+                tf.where(tmp4, input_min, tmp1 * tmp5),
+                tf.math.minimum(input, tf.where(tmp4, tmp0 * tmp6, input_max)),
+            )
+        )
+    else:
+        raise ValueError(
+            f"QuantizeAndDequantizeV3: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
+        )
+    return output
 
 
 def quantize_and_dequantize_v3_vjp(
@@ -541,7 +701,7 @@ def quantize_and_dequantize_v3_vjp(
     axis=-1,
     num_bits,
 ):
-    """Gradient of QuantizeAndDequantizeV3 (declared at ops/quantize.py:80): one per input (input, input_min, input_max).
+    """Gradient of QuantizeAndDequantizeV3: one per input (input, input_min, input_max).
 
     In index notation, next to the code computing it, per variant:
         signed_input=False, narrow_range=False, range_given=True, axis=-1:
@@ -584,7 +744,7 @@ def quantize_and_dequantize_v3_grad(op, grad):
     return _insert_none(grads, (3,))
 
 
-def quantize_and_dequantize_v3(
+def _quantize_and_dequantize_v3_declares(
     input,
     input_min,
     input_max,
@@ -595,110 +755,21 @@ def quantize_and_dequantize_v3(
     axis=-1,
     num_bits,
 ):
-    """QuantizeAndDequantizeV3: output = input rounded to the levels of [input_min, input_max], the bit count an input;, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input, input_min, input_max):
-        def backward(grad):
-            return quantize_and_dequantize_v3_vjp(
-                grad,
-                input,
-                input_min,
-                input_max,
-                output,
-                signed_input=signed_input,
-                narrow_range=narrow_range,
-                range_given=range_given,
-                axis=axis,
-                num_bits=num_bits,
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "QuantizeAndDequantizeV3",
-                1,
-                {"input": input, "input_min": input_min, "input_max": input_max},
-                {
-                    "signed_input": signed_input,
-                    "narrow_range": narrow_range,
-                    "range_given": range_given,
-                    "axis": axis,
-                    "num_bits": num_bits,
-                },
-            )
-            if signed_input in (False, True)
-            and narrow_range in (False, True)
-            and range_given in (True,)
-            and axis in (-1,)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if not range_given or axis != -1:
-            raise ValueError(
-                f"QuantizeAndDequantizeV3: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
-            )
-        if not signed_input and narrow_range in (False, True):
-            tmp0 = 2**num_bits - 1
-            output = (
-                input_max
-                * tf.math.rint(
-                    tf.where(
-                        input_max > 0,
-                        tmp0 / input_max,
-                        tf.constant(3.4028234663852886e38, input.dtype),
-                    )
-                    * tf.math.maximum(tf.math.minimum(input, input_max), 0)
-                )
-                / tmp0
-            )
-        elif signed_input and not narrow_range:
-            tmp0 = 2 ** (num_bits - 1)
-            tmp1 = tmp0 / input_min
-            tmp2 = tmp0 - 1
-            tmp3 = tmp2 / input_max
-            tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp1 > -tmp3))
-            tmp5 = input_max / tmp2
-            tmp6 = tf.where(tmp4, -input_min / tmp0, tmp5)
-            output = tmp6 * tf.math.rint(
-                tf.where(
-                    tmp4,
-                    -tmp1,
-                    tf.where(input_max > 0, tmp3, tf.constant(3.4028234663852886e38, input.dtype)),
-                )
-                * tf.math.maximum(
-                    tf.where(tmp4, input_min, -tmp0 * tmp5),
-                    tf.math.minimum(input, tf.where(tmp4, tmp2 * tmp6, input_max)),
-                )
-            )
-        elif signed_input and narrow_range:
-            tmp0 = 2 ** (num_bits - 1) - 1
-            tmp1 = -tmp0
-            tmp2 = tmp0 / input_max
-            tmp3 = tmp1 / input_min
-            tmp4 = (input_min < 0) & ((input_max <= 0) | (tmp2 > tmp3))
-            tmp5 = input_max / tmp0
-            tmp6 = tf.where(tmp4, input_min / tmp1, tmp5)
-            output = tmp6 * tf.math.rint(
-                tf.where(
-                    tmp4,
-                    tmp3,
-                    tf.where(input_max > 0, tmp2, tf.constant(3.4028234663852886e38, input.dtype)),
-                )
-                * tf.math.maximum(
-                    tf.where(tmp4, input_min, tmp1 * tmp5),
-                    tf.math.minimum(input, tf.where(tmp4, tmp0 * tmp6, input_max)),
-                )
-            )
-        else:
-            raise ValueError(
-                f"QuantizeAndDequantizeV3: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
-            )
-        return output, backward
-
-    return forward(input, input_min, input_max)
+    """Whether QuantizeAndDequantizeV3's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return (
+        signed_input in (False, True)
+        and narrow_range in (False, True)
+        and range_given in (True,)
+        and axis in (-1,)
+    )
 
 
+_quantize_and_dequantize_v3_custom_gradient = _custom_gradient(
+    "QuantizeAndDequantizeV3",
+    "input input_min input_max",
+    quantize_and_dequantize_v3_forward,
+    quantize_and_dequantize_v3_vjp,
+    "output",
+    declares=_quantize_and_dequantize_v3_declares,
+)
 _register("QuantizeAndDequantizeV3", quantize_and_dequantize_v3_grad)

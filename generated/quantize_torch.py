@@ -21,6 +21,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _tensors(a, b):
     """`a` and `b` as tensors: a Python number in the dtype of the other."""
     like = a if isinstance(a, torch.Tensor) else b
@@ -64,8 +139,15 @@ def quantize_and_dequantize(
     input_max=1.0,
 ):
     """QuantizeAndDequantize: output = input rounded to the levels of [input_min, input_max] (attributes); gradient (declared at ops/quantize.py:53); differentiated by quantize_and_dequantize_vjp."""
-    return _QuantizeAndDequantizeFunction.apply(
-        signed_input, narrow_range, range_given, axis, num_bits, input_min, input_max, input
+    return _quantize_and_dequantize_autograd(
+        input,
+        signed_input=signed_input,
+        narrow_range=narrow_range,
+        range_given=range_given,
+        axis=axis,
+        num_bits=num_bits,
+        input_min=input_min,
+        input_max=input_max,
     )
 
 
@@ -171,45 +253,9 @@ def quantize_and_dequantize_vjp(
     return (grad_input,)
 
 
-class _QuantizeAndDequantizeFunction(torch.autograd.Function):
-    """QuantizeAndDequantize for autograd: the backward is quantize_and_dequantize_vjp."""
-
-    @staticmethod
-    def forward(
-        signed_input, narrow_range, range_given, axis, num_bits, input_min, input_max, input
-    ):
-        return quantize_and_dequantize_forward(
-            input,
-            signed_input=signed_input,
-            narrow_range=narrow_range,
-            range_given=range_given,
-            axis=axis,
-            num_bits=num_bits,
-            input_min=input_min,
-            input_max=input_max,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:7]
-        ctx.save_for_backward(*inputs[7:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        signed_input, narrow_range, range_given, axis, num_bits, input_min, input_max = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = quantize_and_dequantize_vjp(
-            grad,
-            input,
-            signed_input=signed_input,
-            narrow_range=narrow_range,
-            range_given=range_given,
-            axis=axis,
-            num_bits=num_bits,
-            input_min=input_min,
-            input_max=input_max,
-        )
-        return None, None, None, None, None, None, None, *_needed(grads, ctx.needs_input_grad[7:])
+_quantize_and_dequantize_autograd = _autograd_function(
+    "QuantizeAndDequantize", quantize_and_dequantize_forward, quantize_and_dequantize_vjp, "output"
+)
 
 
 def quantize_and_dequantize_v2(
@@ -225,16 +271,16 @@ def quantize_and_dequantize_v2(
     num_bits=8,
 ):
     """QuantizeAndDequantizeV2: output = input rounded to the levels of [input_min, input_max] (scalar inputs), ties (declared at ops/quantize.py:66); differentiated by quantize_and_dequantize_v2_vjp."""
-    return _QuantizeAndDequantizeV2Function.apply(
-        signed_input,
-        narrow_range,
-        range_given,
-        axis,
-        round_mode,
-        num_bits,
+    return _quantize_and_dequantize_v2_autograd(
         input,
         input_min,
         input_max,
+        signed_input=signed_input,
+        narrow_range=narrow_range,
+        range_given=range_given,
+        axis=axis,
+        round_mode=round_mode,
+        num_bits=num_bits,
     )
 
 
@@ -369,55 +415,12 @@ def quantize_and_dequantize_v2_vjp(
     return grad_input, None, None
 
 
-class _QuantizeAndDequantizeV2Function(torch.autograd.Function):
-    """QuantizeAndDequantizeV2 for autograd: the backward is quantize_and_dequantize_v2_vjp."""
-
-    @staticmethod
-    def forward(
-        signed_input,
-        narrow_range,
-        range_given,
-        axis,
-        round_mode,
-        num_bits,
-        input,
-        input_min,
-        input_max,
-    ):
-        return quantize_and_dequantize_v2_forward(
-            input,
-            input_min,
-            input_max,
-            signed_input=signed_input,
-            narrow_range=narrow_range,
-            range_given=range_given,
-            axis=axis,
-            round_mode=round_mode,
-            num_bits=num_bits,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:6]
-        ctx.save_for_backward(*inputs[6:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        signed_input, narrow_range, range_given, axis, round_mode, num_bits = ctx.attrs
-        input, input_min, input_max = ctx.saved_tensors
-        grads = quantize_and_dequantize_v2_vjp(
-            grad,
-            input,
-            input_min,
-            input_max,
-            signed_input=signed_input,
-            narrow_range=narrow_range,
-            range_given=range_given,
-            axis=axis,
-            round_mode=round_mode,
-            num_bits=num_bits,
-        )
-        return None, None, None, None, None, None, *_needed(grads, ctx.needs_input_grad[6:])
+_quantize_and_dequantize_v2_autograd = _autograd_function(
+    "QuantizeAndDequantizeV2",
+    quantize_and_dequantize_v2_forward,
+    quantize_and_dequantize_v2_vjp,
+    "output",
+)
 
 
 def quantize_and_dequantize_v3(
@@ -432,8 +435,15 @@ def quantize_and_dequantize_v3(
     num_bits,
 ):
     """QuantizeAndDequantizeV3: output = input rounded to the levels of [input_min, input_max], the bit count an input; (declared at ops/quantize.py:80); differentiated by quantize_and_dequantize_v3_vjp."""
-    return _QuantizeAndDequantizeV3Function.apply(
-        signed_input, narrow_range, range_given, axis, num_bits, input, input_min, input_max
+    return _quantize_and_dequantize_v3_autograd(
+        input,
+        input_min,
+        input_max,
+        signed_input=signed_input,
+        narrow_range=narrow_range,
+        range_given=range_given,
+        axis=axis,
+        num_bits=num_bits,
     )
 
 
@@ -539,42 +549,9 @@ def quantize_and_dequantize_v3_vjp(
     return grad_input, None, None
 
 
-class _QuantizeAndDequantizeV3Function(torch.autograd.Function):
-    """QuantizeAndDequantizeV3 for autograd: the backward is quantize_and_dequantize_v3_vjp."""
-
-    @staticmethod
-    def forward(
-        signed_input, narrow_range, range_given, axis, num_bits, input, input_min, input_max
-    ):
-        return quantize_and_dequantize_v3_forward(
-            input,
-            input_min,
-            input_max,
-            signed_input=signed_input,
-            narrow_range=narrow_range,
-            range_given=range_given,
-            axis=axis,
-            num_bits=num_bits,
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:5]
-        ctx.save_for_backward(*inputs[5:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        signed_input, narrow_range, range_given, axis, num_bits = ctx.attrs
-        input, input_min, input_max = ctx.saved_tensors
-        grads = quantize_and_dequantize_v3_vjp(
-            grad,
-            input,
-            input_min,
-            input_max,
-            signed_input=signed_input,
-            narrow_range=narrow_range,
-            range_given=range_given,
-            axis=axis,
-            num_bits=num_bits,
-        )
-        return None, None, None, None, None, *_needed(grads, ctx.needs_input_grad[5:])
+_quantize_and_dequantize_v3_autograd = _autograd_function(
+    "QuantizeAndDequantizeV3",
+    quantize_and_dequantize_v3_forward,
+    quantize_and_dequantize_v3_vjp,
+    "output",
+)

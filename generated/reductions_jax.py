@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +19,39 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 def _conj(x):
     """Complex conjugate; real arrays are returned as they are."""
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _shift_right(x, axis, fill, steps=1):
@@ -68,7 +99,7 @@ def _as_dtype(value, dtype):
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
     """Sum: Sum over one axis (declared at ops/reductions.py:35); differentiated by reduce_sum_vjp."""
-    return _reduce_sum_custom_vjp(axis, keep_dims, input)
+    return _reduce_sum_custom_vjp(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_sum_forward(input, *, axis=-1, keep_dims=False):
@@ -107,27 +138,12 @@ def reduce_sum_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _reduce_sum_custom_vjp(axis, keep_dims, input):
-    return reduce_sum_forward(input, axis=axis, keep_dims=keep_dims)
-
-
-def _reduce_sum_fwd(axis, keep_dims, input):
-    output = reduce_sum_forward(input, axis=axis, keep_dims=keep_dims)
-    return output, ((input,), output)
-
-
-def _reduce_sum_bwd(axis, keep_dims, saved, grad):
-    (input,), output = saved
-    return reduce_sum_vjp(grad, input, output=output, axis=axis, keep_dims=keep_dims)
-
-
-_reduce_sum_custom_vjp.defvjp(_reduce_sum_fwd, _reduce_sum_bwd)
+_reduce_sum_custom_vjp = _custom_vjp(reduce_sum_forward, reduce_sum_vjp, "output")
 
 
 def reduce_mean(input, *, axis=-1, keep_dims=False):
     """Mean: Mean over one axis (declared at ops/reductions.py:43); differentiated by reduce_mean_vjp."""
-    return _reduce_mean_custom_vjp(axis, keep_dims, input)
+    return _reduce_mean_custom_vjp(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
@@ -174,27 +190,12 @@ def reduce_mean_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _reduce_mean_custom_vjp(axis, keep_dims, input):
-    return reduce_mean_forward(input, axis=axis, keep_dims=keep_dims)
-
-
-def _reduce_mean_fwd(axis, keep_dims, input):
-    output = reduce_mean_forward(input, axis=axis, keep_dims=keep_dims)
-    return output, ((input,), output)
-
-
-def _reduce_mean_bwd(axis, keep_dims, saved, grad):
-    (input,), output = saved
-    return reduce_mean_vjp(grad, input, output=output, axis=axis, keep_dims=keep_dims)
-
-
-_reduce_mean_custom_vjp.defvjp(_reduce_mean_fwd, _reduce_mean_bwd)
+_reduce_mean_custom_vjp = _custom_vjp(reduce_mean_forward, reduce_mean_vjp, "output")
 
 
 def euclidean_norm(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm: Square root of the sum of squares over one axis; at 0 its gradient is 0 (a subgradient) (declared at ops/reductions.py:51); differentiated by euclidean_norm_vjp."""
-    return _euclidean_norm_custom_vjp(axis, keep_dims, input)
+    return _euclidean_norm_custom_vjp(input, axis=axis, keep_dims=keep_dims)
 
 
 def euclidean_norm_forward(input, *, axis=-1, keep_dims=False):
@@ -261,22 +262,7 @@ def euclidean_norm_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _euclidean_norm_custom_vjp(axis, keep_dims, input):
-    return euclidean_norm_forward(input, axis=axis, keep_dims=keep_dims)
-
-
-def _euclidean_norm_fwd(axis, keep_dims, input):
-    output = euclidean_norm_forward(input, axis=axis, keep_dims=keep_dims)
-    return output, ((input,), output)
-
-
-def _euclidean_norm_bwd(axis, keep_dims, saved, grad):
-    (input,), output = saved
-    return euclidean_norm_vjp(grad, input, output=output, axis=axis, keep_dims=keep_dims)
-
-
-_euclidean_norm_custom_vjp.defvjp(_euclidean_norm_fwd, _euclidean_norm_bwd)
+_euclidean_norm_custom_vjp = _custom_vjp(euclidean_norm_forward, euclidean_norm_vjp, "output")
 
 
 def reduce_log_sum_exp(input):
@@ -310,27 +296,14 @@ def reduce_log_sum_exp_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-@jax.custom_vjp
-def _reduce_log_sum_exp_custom_vjp(input):
-    return reduce_log_sum_exp_forward(input)
-
-
-def _reduce_log_sum_exp_fwd(input):
-    output = reduce_log_sum_exp_forward(input)
-    return output, ((input,), output)
-
-
-def _reduce_log_sum_exp_bwd(saved, grad):
-    (input,), output = saved
-    return reduce_log_sum_exp_vjp(grad, input, output=output)
-
-
-_reduce_log_sum_exp_custom_vjp.defvjp(_reduce_log_sum_exp_fwd, _reduce_log_sum_exp_bwd)
+_reduce_log_sum_exp_custom_vjp = _custom_vjp(
+    reduce_log_sum_exp_forward, reduce_log_sum_exp_vjp, "output"
+)
 
 
 def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:72); differentiated by cumsum_vjp."""
-    return _cumsum_custom_vjp(axis, exclusive, reverse, x)
+    return _cumsum_custom_vjp(x, axis=axis, exclusive=exclusive, reverse=reverse)
 
 
 def cumsum_forward(x, *, axis=-1, exclusive=False, reverse=False):
@@ -381,27 +354,12 @@ def cumsum_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     return (grad_x,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _cumsum_custom_vjp(axis, exclusive, reverse, x):
-    return cumsum_forward(x, axis=axis, exclusive=exclusive, reverse=reverse)
-
-
-def _cumsum_fwd(axis, exclusive, reverse, x):
-    out = cumsum_forward(x, axis=axis, exclusive=exclusive, reverse=reverse)
-    return out, ((x,), out)
-
-
-def _cumsum_bwd(axis, exclusive, reverse, saved, grad):
-    (x,), out = saved
-    return cumsum_vjp(grad, x, out=out, axis=axis, exclusive=exclusive, reverse=reverse)
-
-
-_cumsum_custom_vjp.defvjp(_cumsum_fwd, _cumsum_bwd)
+_cumsum_custom_vjp = _custom_vjp(cumsum_forward, cumsum_vjp, "out")
 
 
 def reduce_prod(input, *, axis=-1, keep_dims=False):
     """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:83); differentiated by reduce_prod_vjp."""
-    return _reduce_prod_custom_vjp(axis, keep_dims, input)
+    return _reduce_prod_custom_vjp(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_prod_forward(input, *, axis=-1, keep_dims=False):
@@ -450,27 +408,12 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _reduce_prod_custom_vjp(axis, keep_dims, input):
-    return reduce_prod_forward(input, axis=axis, keep_dims=keep_dims)
-
-
-def _reduce_prod_fwd(axis, keep_dims, input):
-    output = reduce_prod_forward(input, axis=axis, keep_dims=keep_dims)
-    return output, ((input,), output)
-
-
-def _reduce_prod_bwd(axis, keep_dims, saved, grad):
-    (input,), output = saved
-    return reduce_prod_vjp(grad, input, output=output, axis=axis, keep_dims=keep_dims)
-
-
-_reduce_prod_custom_vjp.defvjp(_reduce_prod_fwd, _reduce_prod_bwd)
+_reduce_prod_custom_vjp = _custom_vjp(reduce_prod_forward, reduce_prod_vjp, "output")
 
 
 def reduce_max(input, *, axis=-1, keep_dims=False):
     """Max: Maximum over one axis; tied maxima share the gradient equally (declared at ops/reductions.py:90); differentiated by reduce_max_vjp."""
-    return _reduce_max_custom_vjp(axis, keep_dims, input)
+    return _reduce_max_custom_vjp(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_max_forward(input, *, axis=-1, keep_dims=False):
@@ -520,27 +463,12 @@ def reduce_max_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _reduce_max_custom_vjp(axis, keep_dims, input):
-    return reduce_max_forward(input, axis=axis, keep_dims=keep_dims)
-
-
-def _reduce_max_fwd(axis, keep_dims, input):
-    output = reduce_max_forward(input, axis=axis, keep_dims=keep_dims)
-    return output, ((input,), output)
-
-
-def _reduce_max_bwd(axis, keep_dims, saved, grad):
-    (input,), output = saved
-    return reduce_max_vjp(grad, input, output=output, axis=axis, keep_dims=keep_dims)
-
-
-_reduce_max_custom_vjp.defvjp(_reduce_max_fwd, _reduce_max_bwd)
+_reduce_max_custom_vjp = _custom_vjp(reduce_max_forward, reduce_max_vjp, "output")
 
 
 def reduce_min(input, *, axis=-1, keep_dims=False):
     """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:97); differentiated by reduce_min_vjp."""
-    return _reduce_min_custom_vjp(axis, keep_dims, input)
+    return _reduce_min_custom_vjp(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_min_forward(input, *, axis=-1, keep_dims=False):
@@ -590,27 +518,12 @@ def reduce_min_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _reduce_min_custom_vjp(axis, keep_dims, input):
-    return reduce_min_forward(input, axis=axis, keep_dims=keep_dims)
-
-
-def _reduce_min_fwd(axis, keep_dims, input):
-    output = reduce_min_forward(input, axis=axis, keep_dims=keep_dims)
-    return output, ((input,), output)
-
-
-def _reduce_min_bwd(axis, keep_dims, saved, grad):
-    (input,), output = saved
-    return reduce_min_vjp(grad, input, output=output, axis=axis, keep_dims=keep_dims)
-
-
-_reduce_min_custom_vjp.defvjp(_reduce_min_fwd, _reduce_min_bwd)
+_reduce_min_custom_vjp = _custom_vjp(reduce_min_forward, reduce_min_vjp, "output")
 
 
 def arg_max(input, *, dimension=-1, output_type="int64"):
     """ArgMax: The position of the maximum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:110); differentiated by arg_max_vjp."""
-    return _arg_max_custom_vjp(dimension, output_type, input)
+    return _arg_max_custom_vjp(input, dimension=dimension, output_type=output_type)
 
 
 def arg_max_forward(input, *, dimension=-1, output_type="int64"):
@@ -631,34 +544,12 @@ def arg_max_vjp(grad, input, *, output=None, dimension=-1, output_type="int64"):
     return (None,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _arg_max_custom_vjp(dimension, output_type, input):
-    return arg_max_forward(input, dimension=dimension, output_type=output_type)
-
-
-def _arg_max_fwd(dimension, output_type, input):
-    output = arg_max_forward(input, dimension=dimension, output_type=output_type)
-    return output, ((input,), output)
-
-
-def _arg_max_bwd(dimension, output_type, saved, grad):
-    (input,), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(
-        None if g is None else _conj(g)
-        for g in arg_max_vjp(
-            grad, input, output=output, dimension=dimension, output_type=output_type
-        )
-    )
-
-
-_arg_max_custom_vjp.defvjp(_arg_max_fwd, _arg_max_bwd)
+_arg_max_custom_vjp = _custom_vjp(arg_max_forward, arg_max_vjp, "output")
 
 
 def arg_min(input, *, dimension=-1, output_type="int64"):
     """ArgMin: The position of the minimum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:117); differentiated by arg_min_vjp."""
-    return _arg_min_custom_vjp(dimension, output_type, input)
+    return _arg_min_custom_vjp(input, dimension=dimension, output_type=output_type)
 
 
 def arg_min_forward(input, *, dimension=-1, output_type="int64"):
@@ -679,34 +570,12 @@ def arg_min_vjp(grad, input, *, output=None, dimension=-1, output_type="int64"):
     return (None,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _arg_min_custom_vjp(dimension, output_type, input):
-    return arg_min_forward(input, dimension=dimension, output_type=output_type)
-
-
-def _arg_min_fwd(dimension, output_type, input):
-    output = arg_min_forward(input, dimension=dimension, output_type=output_type)
-    return output, ((input,), output)
-
-
-def _arg_min_bwd(dimension, output_type, saved, grad):
-    (input,), output = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(
-        None if g is None else _conj(g)
-        for g in arg_min_vjp(
-            grad, input, output=output, dimension=dimension, output_type=output_type
-        )
-    )
-
-
-_arg_min_custom_vjp.defvjp(_arg_min_fwd, _arg_min_bwd)
+_arg_min_custom_vjp = _custom_vjp(arg_min_forward, arg_min_vjp, "output")
 
 
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:124); differentiated by cumprod_vjp."""
-    return _cumprod_custom_vjp(axis, exclusive, reverse, x)
+    return _cumprod_custom_vjp(x, axis=axis, exclusive=exclusive, reverse=reverse)
 
 
 def cumprod_forward(x, *, axis=-1, exclusive=False, reverse=False):
@@ -774,27 +643,12 @@ def cumprod_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     return (grad_x,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _cumprod_custom_vjp(axis, exclusive, reverse, x):
-    return cumprod_forward(x, axis=axis, exclusive=exclusive, reverse=reverse)
-
-
-def _cumprod_fwd(axis, exclusive, reverse, x):
-    out = cumprod_forward(x, axis=axis, exclusive=exclusive, reverse=reverse)
-    return out, ((x,), out)
-
-
-def _cumprod_bwd(axis, exclusive, reverse, saved, grad):
-    (x,), out = saved
-    return cumprod_vjp(grad, x, out=out, axis=axis, exclusive=exclusive, reverse=reverse)
-
-
-_cumprod_custom_vjp.defvjp(_cumprod_fwd, _cumprod_bwd)
+_cumprod_custom_vjp = _custom_vjp(cumprod_forward, cumprod_vjp, "out")
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:135); differentiated by cumulative_logsumexp_vjp."""
-    return _cumulative_logsumexp_custom_vjp(axis, reverse, x)
+    return _cumulative_logsumexp_custom_vjp(x, axis=axis, reverse=reverse)
 
 
 def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
@@ -828,7 +682,7 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
                 jnp.flip(
                     jnp.where(
                         grad < 0,
-                        -jnp.where(~(grad < 0), 1, out) + jnp.log(-jnp.where(~(grad < 0), 1, grad)),
+                        -jnp.where(grad >= 0, 1, out) + jnp.log(-jnp.where(grad >= 0, 1, grad)),
                         -out - 1e30,
                     ),
                     axis=axis,
@@ -842,7 +696,7 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
                 jnp.flip(
                     jnp.where(
                         grad > 0,
-                        -jnp.where(~(grad > 0), 1, out) + jnp.log(jnp.where(~(grad > 0), 1, grad)),
+                        -jnp.where(grad <= 0, 1, out) + jnp.log(jnp.where(grad <= 0, 1, grad)),
                         -out - 1e30,
                     ),
                     axis=axis,
@@ -856,7 +710,7 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
         t0 = jnp.logaddexp.accumulate(
             jnp.where(
                 grad < 0,
-                -jnp.where(~(grad < 0), 1, out) + jnp.log(-jnp.where(~(grad < 0), 1, grad)),
+                -jnp.where(grad >= 0, 1, out) + jnp.log(-jnp.where(grad >= 0, 1, grad)),
                 -out - 1e30,
             ),
             axis=axis,
@@ -864,7 +718,7 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
         t1 = jnp.logaddexp.accumulate(
             jnp.where(
                 grad > 0,
-                -jnp.where(~(grad > 0), 1, out) + jnp.log(jnp.where(~(grad > 0), 1, grad)),
+                -jnp.where(grad <= 0, 1, out) + jnp.log(jnp.where(grad <= 0, 1, grad)),
                 -out - 1e30,
             ),
             axis=axis,
@@ -877,19 +731,6 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
     return (grad_x,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _cumulative_logsumexp_custom_vjp(axis, reverse, x):
-    return cumulative_logsumexp_forward(x, axis=axis, reverse=reverse)
-
-
-def _cumulative_logsumexp_fwd(axis, reverse, x):
-    out = cumulative_logsumexp_forward(x, axis=axis, reverse=reverse)
-    return out, ((x,), out)
-
-
-def _cumulative_logsumexp_bwd(axis, reverse, saved, grad):
-    (x,), out = saved
-    return cumulative_logsumexp_vjp(grad, x, out=out, axis=axis, reverse=reverse)
-
-
-_cumulative_logsumexp_custom_vjp.defvjp(_cumulative_logsumexp_fwd, _cumulative_logsumexp_bwd)
+_cumulative_logsumexp_custom_vjp = _custom_vjp(
+    cumulative_logsumexp_forward, cumulative_logsumexp_vjp, "out"
+)

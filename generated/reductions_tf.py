@@ -6,14 +6,15 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
-  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
-  that a second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
-  no derivative of `backprop` w.r.t. `labels`).
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
+  Where the backward reads the op's outputs, it reads them again through a custom gradient of
+  their own, so that a second order (an outer tape) differentiates them by the derived
+  gradient too, not by TensorFlow's gradient of its kernel (NaN at a norm's 0;
+  SoftmaxCrossEntropyWithLogits's has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -33,6 +34,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -202,8 +260,25 @@ def _as_dtype(value, dtype):
     return tf.cast(value, dtype)
 
 
+def reduce_sum(input, *, axis=-1, keep_dims=False):
+    """Sum: Sum over one axis (declared at ops/reductions.py:35), with its derived gradient reduce_sum_vjp."""
+    return _reduce_sum_custom_gradient(input, axis=axis, keep_dims=keep_dims)
+
+
+def reduce_sum_forward(input, *, axis=-1, keep_dims=False):
+    """Sum's formula."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = tf.reduce_sum(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = tf.reduce_sum(input, axis=axis, keepdims=True)
+    else:
+        raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return output
+
+
 def reduce_sum_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Sum (declared at ops/reductions.py:35): one per input (input).
+    """Gradient of Sum: one per input (input).
 
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
@@ -238,42 +313,41 @@ def reduce_sum_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def reduce_sum(input, *, axis=-1, keep_dims=False):
-    """Sum: Sum over one axis, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
+def _reduce_sum_declares(input, *, axis=-1, keep_dims=False):
+    """Whether Sum's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return reduce_sum_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
-        kernel_outputs = (
-            _tf_kernel("Sum", 1, {"input": input}, kernel_attrs)
-            if axis in (-1, -2, -3) and keep_dims in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if axis in (-1, -2, -3) and not keep_dims:
-            output = tf.reduce_sum(input, axis=axis)
-        elif axis in (-1, -2, -3) and keep_dims:
-            output = tf.reduce_sum(input, axis=axis, keepdims=True)
-        else:
-            raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
-        return output, backward
-
-    return forward(input)
+    return axis in (-1, -2, -3) and keep_dims in (False, True)
 
 
+_reduce_sum_custom_gradient = _custom_gradient(
+    "Sum", "input", reduce_sum_forward, reduce_sum_vjp, "output", declares=_reduce_sum_declares
+)
 _register("Sum", reduce_sum_grad)
 
 
+def reduce_mean(input, *, axis=-1, keep_dims=False):
+    """Mean: Mean over one axis (declared at ops/reductions.py:43), with its derived gradient reduce_mean_vjp."""
+    return _reduce_mean_custom_gradient(input, axis=axis, keep_dims=keep_dims)
+
+
+def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
+    """Mean's formula."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if axis in (-1, -2, -3) and not keep_dims:
+        t0 = tf.cast(tf.shape(input)[axis], input.dtype)
+        t1 = tf.reduce_sum(input, axis=axis)
+        output = t1 / t0
+    elif axis in (-1, -2, -3) and keep_dims:
+        t0 = tf.cast(tf.shape(input)[axis], input.dtype)
+        t1 = tf.reduce_sum(input, axis=axis, keepdims=True)
+        output = t1 / t0
+    else:
+        raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return output
+
+
 def reduce_mean_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Mean (declared at ops/reductions.py:43): one per input (input).
+    """Gradient of Mean: one per input (input).
 
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
@@ -312,46 +386,50 @@ def reduce_mean_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def reduce_mean(input, *, axis=-1, keep_dims=False):
-    """Mean: Mean over one axis, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
+def _reduce_mean_declares(input, *, axis=-1, keep_dims=False):
+    """Whether Mean's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return reduce_mean_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
-        kernel_outputs = (
-            _tf_kernel("Mean", 1, {"input": input}, kernel_attrs)
-            if axis in (-1, -2, -3) and keep_dims in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if axis in (-1, -2, -3) and not keep_dims:
-            t0 = tf.cast(tf.shape(input)[axis], input.dtype)
-            t1 = tf.reduce_sum(input, axis=axis)
-            output = t1 / t0
-        elif axis in (-1, -2, -3) and keep_dims:
-            t0 = tf.cast(tf.shape(input)[axis], input.dtype)
-            t1 = tf.reduce_sum(input, axis=axis, keepdims=True)
-            output = t1 / t0
-        else:
-            raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
-        return output, backward
-
-    return forward(input)
+    return axis in (-1, -2, -3) and keep_dims in (False, True)
 
 
+_reduce_mean_custom_gradient = _custom_gradient(
+    "Mean", "input", reduce_mean_forward, reduce_mean_vjp, "output", declares=_reduce_mean_declares
+)
 _register("Mean", reduce_mean_grad)
 
 
+def euclidean_norm(input, *, axis=-1, keep_dims=False):
+    """EuclideanNorm: Square root of the sum of squares over one axis; at 0 its gradient is 0 (a subgradient) (declared at ops/reductions.py:51), with its derived gradient euclidean_norm_vjp."""
+    return _euclidean_norm_custom_gradient(input, axis=axis, keep_dims=keep_dims)
+
+
+def euclidean_norm_forward(input, *, axis=-1, keep_dims=False):
+    """EuclideanNorm's formula."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if axis in (-1, -2, -3) and not keep_dims:
+        sum1 = tf.reduce_sum(input**2, axis=axis)
+        output = tf.math.sqrt(sum1)
+    elif axis == -1 and keep_dims:
+        sum1 = tf.reduce_sum(input**2, axis=-1)
+        t0 = sum1[..., None]
+        output = tf.math.sqrt(t0)
+    elif axis == -2 and keep_dims:
+        sum1 = tf.reduce_sum(input**2, axis=-2)
+        t0 = sum1[..., None, :]
+        output = tf.math.sqrt(t0)
+    elif axis == -3 and keep_dims:
+        sum1 = tf.reduce_sum(input**2, axis=-3)
+        t0 = sum1[..., None, :, :]
+        output = tf.math.sqrt(t0)
+    else:
+        raise ValueError(
+            f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
+        )
+    return output
+
+
 def euclidean_norm_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of EuclideanNorm (declared at ops/reductions.py:51): one per input (input).
+    """Gradient of EuclideanNorm: one per input (input).
 
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
@@ -430,61 +508,40 @@ def euclidean_norm_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def euclidean_norm(input, *, axis=-1, keep_dims=False):
-    """EuclideanNorm: Square root of the sum of squares over one axis; at 0 its gradient is 0 (a subgradient), with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
+def _euclidean_norm_declares(input, *, axis=-1, keep_dims=False):
+    """Whether EuclideanNorm's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            output = outputs_again(input)
-            return euclidean_norm_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(input):
-            return tf.identity(output), backward
-
-        kernel_outputs = (
-            _tf_kernel("EuclideanNorm", 1, {"input": input}, kernel_attrs)
-            if axis in (-1, -2, -3) and keep_dims in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if axis in (-1, -2, -3) and not keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=axis)
-            output = tf.math.sqrt(sum1)
-        elif axis == -1 and keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=-1)
-            t0 = sum1[..., None]
-            output = tf.math.sqrt(t0)
-        elif axis == -2 and keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=-2)
-            t0 = sum1[..., None, :]
-            output = tf.math.sqrt(t0)
-        elif axis == -3 and keep_dims:
-            sum1 = tf.reduce_sum(input**2, axis=-3)
-            t0 = sum1[..., None, :, :]
-            output = tf.math.sqrt(t0)
-        else:
-            raise ValueError(
-                f"EuclideanNorm: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
-            )
-        return output, backward
-
-    return forward(input)
+    return axis in (-1, -2, -3) and keep_dims in (False, True)
 
 
+_euclidean_norm_custom_gradient = _custom_gradient(
+    "EuclideanNorm",
+    "input",
+    euclidean_norm_forward,
+    euclidean_norm_vjp,
+    "output",
+    read=True,
+    declares=_euclidean_norm_declares,
+)
 _register("EuclideanNorm", euclidean_norm_grad)
 
 
+def reduce_log_sum_exp(input):
+    """ReduceLogSumExp: log(sum(exp(x))) over the last axis, the maximum subtracted (no overflow) (declared at ops/reductions.py:62), with its derived gradient reduce_log_sum_exp_vjp."""
+    return _reduce_log_sum_exp_custom_gradient(input)
+
+
+def reduce_log_sum_exp_forward(input):
+    """ReduceLogSumExp's formula."""
+    ext1 = tf.reduce_max(input, axis=-1)
+    t0 = ext1[..., None]
+    sum1 = tf.reduce_sum(tf.math.exp(input - t0), axis=-1)
+    output = ext1 + tf.math.log(sum1)
+    return output
+
+
 def reduce_log_sum_exp_vjp(grad, input, output):
-    """Gradient of ReduceLogSumExp (declared at ops/reductions.py:62): one per input (input).
+    """Gradient of ReduceLogSumExp: one per input (input).
 
     In index notation, next to the code computing it:
         ext1[batch] = max_p input[batch, p]
@@ -503,39 +560,42 @@ def reduce_log_sum_exp_grad(op, grad):
     return reduce_log_sum_exp_vjp(grad, *op.inputs, *op.outputs)
 
 
-def reduce_log_sum_exp(input):
-    """ReduceLogSumExp: log(sum(exp(x))) over the last axis, the maximum subtracted (no overflow), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            output = outputs_again(input)
-            return reduce_log_sum_exp_vjp(grad, input, output)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(input):
-            return tf.identity(output), backward
-
-        kernel_outputs = _tf_kernel("ReduceLogSumExp", 1, {"input": input}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        ext1 = tf.reduce_max(input, axis=-1)
-        t0 = ext1[..., None]
-        sum1 = tf.reduce_sum(tf.math.exp(input - t0), axis=-1)
-        output = ext1 + tf.math.log(sum1)
-        return output, backward
-
-    return forward(input)
-
-
+_reduce_log_sum_exp_custom_gradient = _custom_gradient(
+    "ReduceLogSumExp",
+    "input",
+    reduce_log_sum_exp_forward,
+    reduce_log_sum_exp_vjp,
+    "output",
+    read=True,
+)
 _register("ReduceLogSumExp", reduce_log_sum_exp_grad)
 
 
+def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
+    """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:72), with its derived gradient cumsum_vjp."""
+    return _cumsum_custom_gradient(x, axis=axis, exclusive=exclusive, reverse=reverse)
+
+
+def cumsum_forward(x, *, axis=-1, exclusive=False, reverse=False):
+    """Cumsum's formula."""
+    axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        out = tf.math.cumsum(x, axis=axis)
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        out = tf.math.cumsum(x, axis=axis, reverse=True)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        out = tf.math.cumsum(x, axis=axis, exclusive=True)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
+        out = tf.math.cumsum(x, axis=axis, exclusive=True, reverse=True)
+    else:
+        raise ValueError(
+            f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+        )
+    return out
+
+
 def cumsum_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumsum (declared at ops/reductions.py:72): one per input (x).
+    """Gradient of Cumsum: one per input (x).
 
     In index notation, next to the code computing it, for axis=-1, exclusive=False, reverse=False
     (other values of axis, exclusive, reverse change it):
@@ -571,48 +631,37 @@ def cumsum_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
+def _cumsum_declares(x, *, axis=-1, exclusive=False, reverse=False):
+    """Whether Cumsum's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return cumsum_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
-
-        kernel_outputs = (
-            _tf_kernel("Cumsum", 1, {"x": x}, kernel_attrs)
-            if axis in (-1, -2, -3) and exclusive in (False, True) and reverse in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            out = kernel_outputs[0]
-            return out, backward
-        # else the declared formula
-        if axis in (-1, -2, -3) and not exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=axis)
-        elif axis in (-1, -2, -3) and not exclusive and reverse:
-            out = tf.math.cumsum(x, axis=axis, reverse=True)
-        elif axis in (-1, -2, -3) and exclusive and not reverse:
-            out = tf.math.cumsum(x, axis=axis, exclusive=True)
-        elif axis in (-1, -2, -3) and exclusive and reverse:
-            out = tf.math.cumsum(x, axis=axis, exclusive=True, reverse=True)
-        else:
-            raise ValueError(
-                f"Cumsum: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
-            )
-        return out, backward
-
-    return forward(x)
+    return axis in (-1, -2, -3) and exclusive in (False, True) and reverse in (False, True)
 
 
+_cumsum_custom_gradient = _custom_gradient(
+    "Cumsum", "x", cumsum_forward, cumsum_vjp, "out", declares=_cumsum_declares
+)
 _register("Cumsum", cumsum_grad)
 
 
+def reduce_prod(input, *, axis=-1, keep_dims=False):
+    """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:83), with its derived gradient reduce_prod_vjp."""
+    return _reduce_prod_custom_gradient(input, axis=axis, keep_dims=keep_dims)
+
+
+def reduce_prod_forward(input, *, axis=-1, keep_dims=False):
+    """Prod's formula."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = tf.reduce_prod(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = tf.reduce_prod(input, axis=axis, keepdims=True)
+    else:
+        raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return output
+
+
 def reduce_prod_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Prod (declared at ops/reductions.py:83): one per input (input).
+    """Gradient of Prod: one per input (input).
 
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
@@ -651,104 +700,63 @@ def reduce_prod_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def reduce_prod(input, *, axis=-1, keep_dims=False):
-    """Prod: Product over one axis; its gradient is finite with zeros in the slice, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
+def _reduce_prod_declares(input, *, axis=-1, keep_dims=False):
+    """Whether Prod's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return reduce_prod_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
-        kernel_outputs = (
-            _tf_kernel("Prod", 1, {"input": input}, kernel_attrs)
-            if axis in (-1, -2, -3) and keep_dims in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if axis in (-1, -2, -3) and not keep_dims:
-            output = tf.reduce_prod(input, axis=axis)
-        elif axis in (-1, -2, -3) and keep_dims:
-            output = tf.reduce_prod(input, axis=axis, keepdims=True)
-        else:
-            raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
-        return output, backward
-
-    return forward(input)
+    return axis in (-1, -2, -3) and keep_dims in (False, True)
 
 
+_reduce_prod_custom_gradient = _custom_gradient(
+    "Prod", "input", reduce_prod_forward, reduce_prod_vjp, "output", declares=_reduce_prod_declares
+)
 _register("Prod", reduce_prod_grad)
 
 
+def reduce_max(input, *, axis=-1, keep_dims=False):
+    """Max: Maximum over one axis; tied maxima share the gradient equally (declared at ops/reductions.py:90), with its derived gradient reduce_max_vjp."""
+    return _reduce_max_custom_gradient(input, axis=axis, keep_dims=keep_dims)
+
+
+def reduce_max_forward(input, *, axis=-1, keep_dims=False):
+    """Max's formula."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = tf.reduce_max(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = tf.reduce_max(input, axis=axis, keepdims=True)
+    else:
+        raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return output
+
+
 def reduce_max_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Max (declared at ops/reductions.py:90): one per input (input).
+    """Gradient of Max: one per input (input).
 
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
         grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
             (sum_k indicator_equal(input[batch, k], output[batch]))
-            i.e. `t2 * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), ...`
+            i.e. `t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1`
     """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
-        t1 = tf.reduce_sum(
-            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-            keepdims=True,
-        )
+        t1 = tf.reduce_sum(tf.cast(tf.equal(input, t0), grad.dtype), axis=-1, keepdims=True)
         t2 = grad[..., None]
-        grad_input = (
-            t2
-            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            / t1
-        )
+        grad_input = t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = tf.reduce_sum(
-            tf.where(
-                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=axis,
-            keepdims=True,
-        )
-        grad_input = (
-            grad
-            * tf.where(
-                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / t0
-        )
+        t0 = tf.reduce_sum(tf.cast(tf.equal(input, output), grad.dtype), axis=axis, keepdims=True)
+        grad_input = grad * tf.cast(tf.equal(input, output), grad.dtype) / t0
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
-        t1 = tf.reduce_sum(
-            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            keepdims=True,
-        )
+        t1 = tf.reduce_sum(tf.cast(tf.equal(input, t0), grad.dtype), axis=-2, keepdims=True)
         t2 = grad[..., None, :]
-        grad_input = (
-            t2
-            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            / t1
-        )
+        grad_input = t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
-        t1 = tf.reduce_sum(
-            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-            keepdims=True,
-        )
+        t1 = tf.reduce_sum(tf.cast(tf.equal(input, t0), grad.dtype), axis=-3, keepdims=True)
         t2 = grad[..., None, :, :]
-        grad_input = (
-            t2
-            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            / t1
-        )
+        grad_input = t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -766,110 +774,69 @@ def reduce_max_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def reduce_max(input, *, axis=-1, keep_dims=False):
-    """Max: Maximum over one axis; tied maxima share the gradient equally, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
+def _reduce_max_declares(input, *, axis=-1, keep_dims=False):
+    """Whether Max's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            output = outputs_again(input)
-            return reduce_max_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(input):
-            return tf.identity(output), backward
-
-        kernel_outputs = (
-            _tf_kernel("Max", 1, {"input": input}, kernel_attrs)
-            if axis in (-1, -2, -3) and keep_dims in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if axis in (-1, -2, -3) and not keep_dims:
-            output = tf.reduce_max(input, axis=axis)
-        elif axis in (-1, -2, -3) and keep_dims:
-            output = tf.reduce_max(input, axis=axis, keepdims=True)
-        else:
-            raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
-        return output, backward
-
-    return forward(input)
+    return axis in (-1, -2, -3) and keep_dims in (False, True)
 
 
+_reduce_max_custom_gradient = _custom_gradient(
+    "Max",
+    "input",
+    reduce_max_forward,
+    reduce_max_vjp,
+    "output",
+    read=True,
+    declares=_reduce_max_declares,
+)
 _register("Max", reduce_max_grad)
 
 
+def reduce_min(input, *, axis=-1, keep_dims=False):
+    """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:97), with its derived gradient reduce_min_vjp."""
+    return _reduce_min_custom_gradient(input, axis=axis, keep_dims=keep_dims)
+
+
+def reduce_min_forward(input, *, axis=-1, keep_dims=False):
+    """Min's formula."""
+    axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if axis in (-1, -2, -3) and not keep_dims:
+        output = tf.reduce_min(input, axis=axis)
+    elif axis in (-1, -2, -3) and keep_dims:
+        output = tf.reduce_min(input, axis=axis, keepdims=True)
+    else:
+        raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    return output
+
+
 def reduce_min_vjp(grad, input, output, *, axis=-1, keep_dims=False):
-    """Gradient of Min (declared at ops/reductions.py:97): one per input (input).
+    """Gradient of Min: one per input (input).
 
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
         grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
             (sum_k indicator_equal(input[batch, k], output[batch]))
-            i.e. `t2 * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), ...`
+            i.e. `t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1`
     """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
-        t1 = tf.reduce_sum(
-            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-1,
-            keepdims=True,
-        )
+        t1 = tf.reduce_sum(tf.cast(tf.equal(input, t0), grad.dtype), axis=-1, keepdims=True)
         t2 = grad[..., None]
-        grad_input = (
-            t2
-            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            / t1
-        )
+        grad_input = t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = tf.reduce_sum(
-            tf.where(
-                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
-            axis=axis,
-            keepdims=True,
-        )
-        grad_input = (
-            grad
-            * tf.where(
-                tf.equal(input, output), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / t0
-        )
+        t0 = tf.reduce_sum(tf.cast(tf.equal(input, output), grad.dtype), axis=axis, keepdims=True)
+        grad_input = grad * tf.cast(tf.equal(input, output), grad.dtype) / t0
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
-        t1 = tf.reduce_sum(
-            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-2,
-            keepdims=True,
-        )
+        t1 = tf.reduce_sum(tf.cast(tf.equal(input, t0), grad.dtype), axis=-2, keepdims=True)
         t2 = grad[..., None, :]
-        grad_input = (
-            t2
-            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            / t1
-        )
+        grad_input = t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
-        t1 = tf.reduce_sum(
-            tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)),
-            axis=-3,
-            keepdims=True,
-        )
+        t1 = tf.reduce_sum(tf.cast(tf.equal(input, t0), grad.dtype), axis=-3, keepdims=True)
         t2 = grad[..., None, :, :]
-        grad_input = (
-            t2
-            * tf.where(tf.equal(input, t0), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            / t1
-        )
+        grad_input = t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -887,48 +854,44 @@ def reduce_min_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def reduce_min(input, *, axis=-1, keep_dims=False):
-    """Min: Minimum over one axis; tied minima share the gradient equally, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis, "keep_dims": keep_dims}
+def _reduce_min_declares(input, *, axis=-1, keep_dims=False):
+    """Whether Min's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            output = outputs_again(input)
-            return reduce_min_vjp(grad, input, output, axis=axis, keep_dims=keep_dims)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(input):
-            return tf.identity(output), backward
-
-        kernel_outputs = (
-            _tf_kernel("Min", 1, {"input": input}, kernel_attrs)
-            if axis in (-1, -2, -3) and keep_dims in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if axis in (-1, -2, -3) and not keep_dims:
-            output = tf.reduce_min(input, axis=axis)
-        elif axis in (-1, -2, -3) and keep_dims:
-            output = tf.reduce_min(input, axis=axis, keepdims=True)
-        else:
-            raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
-        return output, backward
-
-    return forward(input)
+    return axis in (-1, -2, -3) and keep_dims in (False, True)
 
 
+_reduce_min_custom_gradient = _custom_gradient(
+    "Min",
+    "input",
+    reduce_min_forward,
+    reduce_min_vjp,
+    "output",
+    read=True,
+    declares=_reduce_min_declares,
+)
 _register("Min", reduce_min_grad)
 
 
+def arg_max(input, *, dimension=-1, output_type="int64"):
+    """ArgMax: The position of the maximum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:110), with its derived gradient arg_max_vjp."""
+    return _arg_max_custom_gradient(input, dimension=dimension, output_type=output_type)
+
+
+def arg_max_forward(input, *, dimension=-1, output_type="int64"):
+    """ArgMax's formula."""
+    dimension = (
+        dimension - len(input.shape) if isinstance(dimension, int) and dimension >= 0 else dimension
+    )
+    if dimension in (-1, -2, -3):
+        output = tf.math.argmax(input, axis=dimension)
+        output = _as_dtype(output, output_type)
+    else:
+        raise ValueError(f"ArgMax: unsupported attributes dimension={dimension!r}")
+    return output
+
+
 def arg_max_vjp(grad, input, output, *, dimension=-1, output_type="int64"):
-    """Gradient of ArgMax (declared at ops/reductions.py:110): one per input (input)."""
+    """Gradient of ArgMax: one per input (input)."""
     return (None,)
 
 
@@ -944,43 +907,40 @@ def arg_max_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def arg_max(input, *, dimension=-1, output_type="int64"):
-    """ArgMax: The position of the maximum along one axis, the first of ties (an integer: no gradient), with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"dimension": dimension, "output_type": output_type}
+def _arg_max_declares(input, *, dimension=-1, output_type="int64"):
+    """Whether ArgMax's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     dimension = (
         dimension - len(input.shape) if isinstance(dimension, int) and dimension >= 0 else dimension
     )
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return arg_max_vjp(grad, input, output, dimension=dimension, output_type=output_type)
-
-        kernel_outputs = (
-            _tf_kernel("ArgMax", 1, {"input": input}, kernel_attrs)
-            if dimension in (-1, -2, -3)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if dimension in (-1, -2, -3):
-            output = tf.math.argmax(input, axis=dimension)
-            output = _as_dtype(output, output_type)
-        else:
-            raise ValueError(f"ArgMax: unsupported attributes dimension={dimension!r}")
-        return output, backward
-
-    return forward(input)
+    return dimension in (-1, -2, -3)
 
 
+_arg_max_custom_gradient = _custom_gradient(
+    "ArgMax", "input", arg_max_forward, arg_max_vjp, "output", declares=_arg_max_declares
+)
 _register("ArgMax", arg_max_grad)
 
 
+def arg_min(input, *, dimension=-1, output_type="int64"):
+    """ArgMin: The position of the minimum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:117), with its derived gradient arg_min_vjp."""
+    return _arg_min_custom_gradient(input, dimension=dimension, output_type=output_type)
+
+
+def arg_min_forward(input, *, dimension=-1, output_type="int64"):
+    """ArgMin's formula."""
+    dimension = (
+        dimension - len(input.shape) if isinstance(dimension, int) and dimension >= 0 else dimension
+    )
+    if dimension in (-1, -2, -3):
+        output = tf.math.argmin(input, axis=dimension)
+        output = _as_dtype(output, output_type)
+    else:
+        raise ValueError(f"ArgMin: unsupported attributes dimension={dimension!r}")
+    return output
+
+
 def arg_min_vjp(grad, input, output, *, dimension=-1, output_type="int64"):
-    """Gradient of ArgMin (declared at ops/reductions.py:117): one per input (input)."""
+    """Gradient of ArgMin: one per input (input)."""
     return (None,)
 
 
@@ -996,43 +956,45 @@ def arg_min_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def arg_min(input, *, dimension=-1, output_type="int64"):
-    """ArgMin: The position of the minimum along one axis, the first of ties (an integer: no gradient), with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"dimension": dimension, "output_type": output_type}
+def _arg_min_declares(input, *, dimension=-1, output_type="int64"):
+    """Whether ArgMin's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     dimension = (
         dimension - len(input.shape) if isinstance(dimension, int) and dimension >= 0 else dimension
     )
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return arg_min_vjp(grad, input, output, dimension=dimension, output_type=output_type)
-
-        kernel_outputs = (
-            _tf_kernel("ArgMin", 1, {"input": input}, kernel_attrs)
-            if dimension in (-1, -2, -3)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if dimension in (-1, -2, -3):
-            output = tf.math.argmin(input, axis=dimension)
-            output = _as_dtype(output, output_type)
-        else:
-            raise ValueError(f"ArgMin: unsupported attributes dimension={dimension!r}")
-        return output, backward
-
-    return forward(input)
+    return dimension in (-1, -2, -3)
 
 
+_arg_min_custom_gradient = _custom_gradient(
+    "ArgMin", "input", arg_min_forward, arg_min_vjp, "output", declares=_arg_min_declares
+)
 _register("ArgMin", arg_min_grad)
 
 
+def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
+    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:124), with its derived gradient cumprod_vjp."""
+    return _cumprod_custom_gradient(x, axis=axis, exclusive=exclusive, reverse=reverse)
+
+
+def cumprod_forward(x, *, axis=-1, exclusive=False, reverse=False):
+    """Cumprod's formula."""
+    axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if axis in (-1, -2, -3) and not exclusive and not reverse:
+        out = _cumprod(x, axis=axis)
+    elif axis in (-1, -2, -3) and not exclusive and reverse:
+        out = _cumprod(x, axis=axis, reverse=True)
+    elif axis in (-1, -2, -3) and exclusive and not reverse:
+        out = _cumprod(x, axis=axis, exclusive=True)
+    elif axis in (-1, -2, -3) and exclusive and reverse:
+        out = _cumprod(x, axis=axis, exclusive=True, reverse=True)
+    else:
+        raise ValueError(
+            f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
+        )
+    return out
+
+
 def cumprod_vjp(grad, x, out, *, axis=-1, exclusive=False, reverse=False):
-    """Gradient of Cumprod (declared at ops/reductions.py:124): one per input (x).
+    """Gradient of Cumprod: one per input (x).
 
     In index notation, next to the code computing it, for axis=-1, exclusive=False, reverse=False
     (other values of axis, exclusive, reverse change it):
@@ -1082,48 +1044,39 @@ def cumprod_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
+def _cumprod_declares(x, *, axis=-1, exclusive=False, reverse=False):
+    """Whether Cumprod's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return cumprod_vjp(grad, x, out, axis=axis, exclusive=exclusive, reverse=reverse)
-
-        kernel_outputs = (
-            _tf_kernel("Cumprod", 1, {"x": x}, kernel_attrs)
-            if axis in (-1, -2, -3) and exclusive in (False, True) and reverse in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            out = kernel_outputs[0]
-            return out, backward
-        # else the declared formula
-        if axis in (-1, -2, -3) and not exclusive and not reverse:
-            out = _cumprod(x, axis=axis)
-        elif axis in (-1, -2, -3) and not exclusive and reverse:
-            out = _cumprod(x, axis=axis, reverse=True)
-        elif axis in (-1, -2, -3) and exclusive and not reverse:
-            out = _cumprod(x, axis=axis, exclusive=True)
-        elif axis in (-1, -2, -3) and exclusive and reverse:
-            out = _cumprod(x, axis=axis, exclusive=True, reverse=True)
-        else:
-            raise ValueError(
-                f"Cumprod: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
-            )
-        return out, backward
-
-    return forward(x)
+    return axis in (-1, -2, -3) and exclusive in (False, True) and reverse in (False, True)
 
 
+_cumprod_custom_gradient = _custom_gradient(
+    "Cumprod", "x", cumprod_forward, cumprod_vjp, "out", declares=_cumprod_declares
+)
 _register("Cumprod", cumprod_grad)
 
 
+def cumulative_logsumexp(x, *, axis=-1, reverse=False):
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:135), with its derived gradient cumulative_logsumexp_vjp."""
+    return _cumulative_logsumexp_custom_gradient(x, axis=axis, reverse=reverse)
+
+
+def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
+    """CumulativeLogsumexp's formula."""
+    axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
+    if axis in (-1, -2, -3) and not reverse:
+        out = tf.math.cumulative_logsumexp(x, axis=axis)
+    elif axis in (-1, -2, -3) and reverse:
+        out = tf.math.cumulative_logsumexp(x, axis=axis, reverse=True)
+    else:
+        raise ValueError(
+            f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
+        )
+    return out
+
+
 def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
-    """Gradient of CumulativeLogsumexp (declared at ops/reductions.py:135): one per input (x).
+    """Gradient of CumulativeLogsumexp: one per input (x).
 
     In index notation, next to the code computing it, for axis=-1, reverse=False (other values of
     axis, reverse change it):
@@ -1135,8 +1088,8 @@ def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
         t0 = tf.math.cumulative_logsumexp(
             tf.where(
                 grad < 0,
-                -tf.where(~(grad < 0), tf.constant(1, grad.dtype), out)
-                + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
+                -tf.where(grad >= 0, tf.constant(1, grad.dtype), out)
+                + tf.math.log(-tf.where(grad >= 0, tf.constant(1, grad.dtype), grad)),
                 -out - 1e30,
             ),
             axis=axis,
@@ -1145,8 +1098,8 @@ def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
         t1 = tf.math.cumulative_logsumexp(
             tf.where(
                 grad > 0,
-                -tf.where(~(grad > 0), tf.constant(1, grad.dtype), out)
-                + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
+                -tf.where(grad <= 0, tf.constant(1, grad.dtype), out)
+                + tf.math.log(tf.where(grad <= 0, tf.constant(1, grad.dtype), grad)),
                 -out - 1e30,
             ),
             axis=axis,
@@ -1157,8 +1110,8 @@ def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
         t0 = tf.math.cumulative_logsumexp(
             tf.where(
                 grad < 0,
-                -tf.where(~(grad < 0), tf.constant(1, grad.dtype), out)
-                + tf.math.log(-tf.where(~(grad < 0), tf.constant(1, grad.dtype), grad)),
+                -tf.where(grad >= 0, tf.constant(1, grad.dtype), out)
+                + tf.math.log(-tf.where(grad >= 0, tf.constant(1, grad.dtype), grad)),
                 -out - 1e30,
             ),
             axis=axis,
@@ -1166,8 +1119,8 @@ def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
         t1 = tf.math.cumulative_logsumexp(
             tf.where(
                 grad > 0,
-                -tf.where(~(grad > 0), tf.constant(1, grad.dtype), out)
-                + tf.math.log(tf.where(~(grad > 0), tf.constant(1, grad.dtype), grad)),
+                -tf.where(grad <= 0, tf.constant(1, grad.dtype), out)
+                + tf.math.log(tf.where(grad <= 0, tf.constant(1, grad.dtype), grad)),
                 -out - 1e30,
             ),
             axis=axis,
@@ -1188,43 +1141,19 @@ def cumulative_logsumexp_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def cumulative_logsumexp(x, *, axis=-1, reverse=False):
-    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis, "reverse": reverse}
+def _cumulative_logsumexp_declares(x, *, axis=-1, reverse=False):
+    """Whether CumulativeLogsumexp's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            out = outputs_again(x)
-            return cumulative_logsumexp_vjp(grad, x, out, axis=axis, reverse=reverse)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(out), backward
-
-        kernel_outputs = (
-            _tf_kernel("CumulativeLogsumexp", 1, {"x": x}, kernel_attrs)
-            if axis in (-1, -2, -3) and reverse in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            out = kernel_outputs[0]
-            return out, backward
-        # else the declared formula
-        if axis in (-1, -2, -3) and not reverse:
-            out = tf.math.cumulative_logsumexp(x, axis=axis)
-        elif axis in (-1, -2, -3) and reverse:
-            out = tf.math.cumulative_logsumexp(x, axis=axis, reverse=True)
-        else:
-            raise ValueError(
-                f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
-            )
-        return out, backward
-
-    return forward(x)
+    return axis in (-1, -2, -3) and reverse in (False, True)
 
 
+_cumulative_logsumexp_custom_gradient = _custom_gradient(
+    "CumulativeLogsumexp",
+    "x",
+    cumulative_logsumexp_forward,
+    cumulative_logsumexp_vjp,
+    "out",
+    read=True,
+    declares=_cumulative_logsumexp_declares,
+)
 _register("CumulativeLogsumexp", cumulative_logsumexp_grad)

@@ -21,6 +21,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _prod(x, axis=None, keepdims=False):
     """numpy's `prod` over several axes (torch's takes one)."""
     if axis is None:
@@ -82,7 +157,7 @@ def _as_dtype(value, dtype):
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
     """Sum: Sum over one axis (declared at ops/reductions.py:35); differentiated by reduce_sum_vjp."""
-    return _SumFunction.apply(axis, keep_dims, input)
+    return _reduce_sum_autograd(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_sum_forward(input, *, axis=-1, keep_dims=False):
@@ -121,29 +196,12 @@ def reduce_sum_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-class _SumFunction(torch.autograd.Function):
-    """Sum for autograd: the backward is reduce_sum_vjp."""
-
-    @staticmethod
-    def forward(axis, keep_dims, input):
-        return reduce_sum_forward(input, axis=axis, keep_dims=keep_dims)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        axis, keep_dims = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = reduce_sum_vjp(grad, input, axis=axis, keep_dims=keep_dims)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_reduce_sum_autograd = _autograd_function("Sum", reduce_sum_forward, reduce_sum_vjp, "output")
 
 
 def reduce_mean(input, *, axis=-1, keep_dims=False):
     """Mean: Mean over one axis (declared at ops/reductions.py:43); differentiated by reduce_mean_vjp."""
-    return _MeanFunction.apply(axis, keep_dims, input)
+    return _reduce_mean_autograd(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
@@ -190,29 +248,12 @@ def reduce_mean_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-class _MeanFunction(torch.autograd.Function):
-    """Mean for autograd: the backward is reduce_mean_vjp."""
-
-    @staticmethod
-    def forward(axis, keep_dims, input):
-        return reduce_mean_forward(input, axis=axis, keep_dims=keep_dims)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        axis, keep_dims = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = reduce_mean_vjp(grad, input, axis=axis, keep_dims=keep_dims)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_reduce_mean_autograd = _autograd_function("Mean", reduce_mean_forward, reduce_mean_vjp, "output")
 
 
 def euclidean_norm(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm: Square root of the sum of squares over one axis; at 0 its gradient is 0 (a subgradient) (declared at ops/reductions.py:51); differentiated by euclidean_norm_vjp."""
-    return _EuclideanNormFunction.apply(axis, keep_dims, input)
+    return _euclidean_norm_autograd(input, axis=axis, keep_dims=keep_dims)
 
 
 def euclidean_norm_forward(input, *, axis=-1, keep_dims=False):
@@ -279,29 +320,14 @@ def euclidean_norm_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-class _EuclideanNormFunction(torch.autograd.Function):
-    """EuclideanNorm for autograd: the backward is euclidean_norm_vjp."""
-
-    @staticmethod
-    def forward(axis, keep_dims, input):
-        return euclidean_norm_forward(input, axis=axis, keep_dims=keep_dims)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        axis, keep_dims = ctx.attrs
-        input, output = ctx.saved_tensors
-        grads = euclidean_norm_vjp(grad, input, output=output, axis=axis, keep_dims=keep_dims)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_euclidean_norm_autograd = _autograd_function(
+    "EuclideanNorm", euclidean_norm_forward, euclidean_norm_vjp, "output", read="output"
+)
 
 
 def reduce_log_sum_exp(input):
     """ReduceLogSumExp: log(sum(exp(x))) over the last axis, the maximum subtracted (no overflow) (declared at ops/reductions.py:62); differentiated by reduce_log_sum_exp_vjp."""
-    return _ReduceLogSumExpFunction.apply(input)
+    return _reduce_log_sum_exp_autograd(input)
 
 
 def reduce_log_sum_exp_forward(input):
@@ -330,27 +356,14 @@ def reduce_log_sum_exp_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-class _ReduceLogSumExpFunction(torch.autograd.Function):
-    """ReduceLogSumExp for autograd: the backward is reduce_log_sum_exp_vjp."""
-
-    @staticmethod
-    def forward(input):
-        return reduce_log_sum_exp_forward(input)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        input, output = ctx.saved_tensors
-        grads = reduce_log_sum_exp_vjp(grad, input, output=output)
-        return _needed(grads, ctx.needs_input_grad)
+_reduce_log_sum_exp_autograd = _autograd_function(
+    "ReduceLogSumExp", reduce_log_sum_exp_forward, reduce_log_sum_exp_vjp, "output", read="output"
+)
 
 
 def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:72); differentiated by cumsum_vjp."""
-    return _CumsumFunction.apply(axis, exclusive, reverse, x)
+    return _cumsum_autograd(x, axis=axis, exclusive=exclusive, reverse=reverse)
 
 
 def cumsum_forward(x, *, axis=-1, exclusive=False, reverse=False):
@@ -401,29 +414,12 @@ def cumsum_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     return (grad_x,)
 
 
-class _CumsumFunction(torch.autograd.Function):
-    """Cumsum for autograd: the backward is cumsum_vjp."""
-
-    @staticmethod
-    def forward(axis, exclusive, reverse, x):
-        return cumsum_forward(x, axis=axis, exclusive=exclusive, reverse=reverse)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:3]
-        ctx.save_for_backward(*inputs[3:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        axis, exclusive, reverse = ctx.attrs
-        (x,) = ctx.saved_tensors
-        grads = cumsum_vjp(grad, x, axis=axis, exclusive=exclusive, reverse=reverse)
-        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+_cumsum_autograd = _autograd_function("Cumsum", cumsum_forward, cumsum_vjp, "out")
 
 
 def reduce_prod(input, *, axis=-1, keep_dims=False):
     """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:83); differentiated by reduce_prod_vjp."""
-    return _ProdFunction.apply(axis, keep_dims, input)
+    return _reduce_prod_autograd(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_prod_forward(input, *, axis=-1, keep_dims=False):
@@ -476,29 +472,12 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-class _ProdFunction(torch.autograd.Function):
-    """Prod for autograd: the backward is reduce_prod_vjp."""
-
-    @staticmethod
-    def forward(axis, keep_dims, input):
-        return reduce_prod_forward(input, axis=axis, keep_dims=keep_dims)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        axis, keep_dims = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = reduce_prod_vjp(grad, input, axis=axis, keep_dims=keep_dims)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_reduce_prod_autograd = _autograd_function("Prod", reduce_prod_forward, reduce_prod_vjp, "output")
 
 
 def reduce_max(input, *, axis=-1, keep_dims=False):
     """Max: Maximum over one axis; tied maxima share the gradient equally (declared at ops/reductions.py:90); differentiated by reduce_max_vjp."""
-    return _MaxFunction.apply(axis, keep_dims, input)
+    return _reduce_max_autograd(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_max_forward(input, *, axis=-1, keep_dims=False):
@@ -548,29 +527,14 @@ def reduce_max_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-class _MaxFunction(torch.autograd.Function):
-    """Max for autograd: the backward is reduce_max_vjp."""
-
-    @staticmethod
-    def forward(axis, keep_dims, input):
-        return reduce_max_forward(input, axis=axis, keep_dims=keep_dims)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        axis, keep_dims = ctx.attrs
-        input, output = ctx.saved_tensors
-        grads = reduce_max_vjp(grad, input, output=output, axis=axis, keep_dims=keep_dims)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_reduce_max_autograd = _autograd_function(
+    "Max", reduce_max_forward, reduce_max_vjp, "output", read="output"
+)
 
 
 def reduce_min(input, *, axis=-1, keep_dims=False):
     """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:97); differentiated by reduce_min_vjp."""
-    return _MinFunction.apply(axis, keep_dims, input)
+    return _reduce_min_autograd(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_min_forward(input, *, axis=-1, keep_dims=False):
@@ -620,29 +584,14 @@ def reduce_min_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     return (grad_input,)
 
 
-class _MinFunction(torch.autograd.Function):
-    """Min for autograd: the backward is reduce_min_vjp."""
-
-    @staticmethod
-    def forward(axis, keep_dims, input):
-        return reduce_min_forward(input, axis=axis, keep_dims=keep_dims)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        axis, keep_dims = ctx.attrs
-        input, output = ctx.saved_tensors
-        grads = reduce_min_vjp(grad, input, output=output, axis=axis, keep_dims=keep_dims)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_reduce_min_autograd = _autograd_function(
+    "Min", reduce_min_forward, reduce_min_vjp, "output", read="output"
+)
 
 
 def arg_max(input, *, dimension=-1, output_type="int64"):
     """ArgMax: The position of the maximum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:110); differentiated by arg_max_vjp."""
-    return _ArgMaxFunction.apply(dimension, output_type, input)
+    return _arg_max_autograd(input, dimension=dimension, output_type=output_type)
 
 
 def arg_max_forward(input, *, dimension=-1, output_type="int64"):
@@ -663,29 +612,12 @@ def arg_max_vjp(grad, input, *, output=None, dimension=-1, output_type="int64"):
     return (None,)
 
 
-class _ArgMaxFunction(torch.autograd.Function):
-    """ArgMax for autograd: the backward is arg_max_vjp."""
-
-    @staticmethod
-    def forward(dimension, output_type, input):
-        return arg_max_forward(input, dimension=dimension, output_type=output_type)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        dimension, output_type = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = arg_max_vjp(grad, input, dimension=dimension, output_type=output_type)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_arg_max_autograd = _autograd_function("ArgMax", arg_max_forward, arg_max_vjp, "output")
 
 
 def arg_min(input, *, dimension=-1, output_type="int64"):
     """ArgMin: The position of the minimum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:117); differentiated by arg_min_vjp."""
-    return _ArgMinFunction.apply(dimension, output_type, input)
+    return _arg_min_autograd(input, dimension=dimension, output_type=output_type)
 
 
 def arg_min_forward(input, *, dimension=-1, output_type="int64"):
@@ -706,29 +638,12 @@ def arg_min_vjp(grad, input, *, output=None, dimension=-1, output_type="int64"):
     return (None,)
 
 
-class _ArgMinFunction(torch.autograd.Function):
-    """ArgMin for autograd: the backward is arg_min_vjp."""
-
-    @staticmethod
-    def forward(dimension, output_type, input):
-        return arg_min_forward(input, dimension=dimension, output_type=output_type)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        dimension, output_type = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = arg_min_vjp(grad, input, dimension=dimension, output_type=output_type)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_arg_min_autograd = _autograd_function("ArgMin", arg_min_forward, arg_min_vjp, "output")
 
 
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:124); differentiated by cumprod_vjp."""
-    return _CumprodFunction.apply(axis, exclusive, reverse, x)
+    return _cumprod_autograd(x, axis=axis, exclusive=exclusive, reverse=reverse)
 
 
 def cumprod_forward(x, *, axis=-1, exclusive=False, reverse=False):
@@ -796,29 +711,12 @@ def cumprod_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     return (grad_x,)
 
 
-class _CumprodFunction(torch.autograd.Function):
-    """Cumprod for autograd: the backward is cumprod_vjp."""
-
-    @staticmethod
-    def forward(axis, exclusive, reverse, x):
-        return cumprod_forward(x, axis=axis, exclusive=exclusive, reverse=reverse)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:3]
-        ctx.save_for_backward(*inputs[3:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        axis, exclusive, reverse = ctx.attrs
-        (x,) = ctx.saved_tensors
-        grads = cumprod_vjp(grad, x, axis=axis, exclusive=exclusive, reverse=reverse)
-        return None, None, None, *_needed(grads, ctx.needs_input_grad[3:])
+_cumprod_autograd = _autograd_function("Cumprod", cumprod_forward, cumprod_vjp, "out")
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:135); differentiated by cumulative_logsumexp_vjp."""
-    return _CumulativeLogsumexpFunction.apply(axis, reverse, x)
+    return _cumulative_logsumexp_autograd(x, axis=axis, reverse=reverse)
 
 
 def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
@@ -852,8 +750,8 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
                 torch.flip(
                     torch.where(
                         grad < 0,
-                        -torch.where(~(grad < 0), 1, out)
-                        + torch.log(-torch.where(~(grad < 0), 1, grad)),
+                        -torch.where(grad >= 0, 1, out)
+                        + torch.log(-torch.where(grad >= 0, 1, grad)),
                         -out - 1e30,
                     ),
                     dims=(axis,),
@@ -867,8 +765,8 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
                 torch.flip(
                     torch.where(
                         grad > 0,
-                        -torch.where(~(grad > 0), 1, out)
-                        + torch.log(torch.where(~(grad > 0), 1, grad)),
+                        -torch.where(grad <= 0, 1, out)
+                        + torch.log(torch.where(grad <= 0, 1, grad)),
                         -out - 1e30,
                     ),
                     dims=(axis,),
@@ -882,7 +780,7 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
         t0 = torch.logcumsumexp(
             torch.where(
                 grad < 0,
-                -torch.where(~(grad < 0), 1, out) + torch.log(-torch.where(~(grad < 0), 1, grad)),
+                -torch.where(grad >= 0, 1, out) + torch.log(-torch.where(grad >= 0, 1, grad)),
                 -out - 1e30,
             ),
             dim=axis,
@@ -890,7 +788,7 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
         t1 = torch.logcumsumexp(
             torch.where(
                 grad > 0,
-                -torch.where(~(grad > 0), 1, out) + torch.log(torch.where(~(grad > 0), 1, grad)),
+                -torch.where(grad <= 0, 1, out) + torch.log(torch.where(grad <= 0, 1, grad)),
                 -out - 1e30,
             ),
             dim=axis,
@@ -903,21 +801,6 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
     return (grad_x,)
 
 
-class _CumulativeLogsumexpFunction(torch.autograd.Function):
-    """CumulativeLogsumexp for autograd: the backward is cumulative_logsumexp_vjp."""
-
-    @staticmethod
-    def forward(axis, reverse, x):
-        return cumulative_logsumexp_forward(x, axis=axis, reverse=reverse)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:], output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        axis, reverse = ctx.attrs
-        x, out = ctx.saved_tensors
-        grads = cumulative_logsumexp_vjp(grad, x, out=out, axis=axis, reverse=reverse)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_cumulative_logsumexp_autograd = _autograd_function(
+    "CumulativeLogsumexp", cumulative_logsumexp_forward, cumulative_logsumexp_vjp, "out", read="out"
+)

@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +17,44 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 _python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _gather(x, positions, axis, fill=0):
@@ -94,22 +130,9 @@ def sparse_segment_sum_vjp(grad, data, indices, segment_ids, *, output=None):
     return grad_data, None, None
 
 
-@jax.custom_vjp
-def _sparse_segment_sum_custom_vjp(data, indices, segment_ids):
-    return sparse_segment_sum_forward(data, indices, segment_ids)
-
-
-def _sparse_segment_sum_fwd(data, indices, segment_ids):
-    output = sparse_segment_sum_forward(data, indices, segment_ids)
-    return output, ((data, indices, segment_ids), output)
-
-
-def _sparse_segment_sum_bwd(saved, grad):
-    (data, indices, segment_ids), output = saved
-    return sparse_segment_sum_vjp(grad, data, indices, segment_ids, output=output)
-
-
-_sparse_segment_sum_custom_vjp.defvjp(_sparse_segment_sum_fwd, _sparse_segment_sum_bwd)
+_sparse_segment_sum_custom_vjp = _custom_vjp(
+    sparse_segment_sum_forward, sparse_segment_sum_vjp, "output"
+)
 
 
 def sparse_segment_mean(data, indices, segment_ids):
@@ -149,22 +172,9 @@ def sparse_segment_mean_vjp(grad, data, indices, segment_ids, *, output=None):
     return grad_data, None, None
 
 
-@jax.custom_vjp
-def _sparse_segment_mean_custom_vjp(data, indices, segment_ids):
-    return sparse_segment_mean_forward(data, indices, segment_ids)
-
-
-def _sparse_segment_mean_fwd(data, indices, segment_ids):
-    output = sparse_segment_mean_forward(data, indices, segment_ids)
-    return output, ((data, indices, segment_ids), output)
-
-
-def _sparse_segment_mean_bwd(saved, grad):
-    (data, indices, segment_ids), output = saved
-    return sparse_segment_mean_vjp(grad, data, indices, segment_ids, output=output)
-
-
-_sparse_segment_mean_custom_vjp.defvjp(_sparse_segment_mean_fwd, _sparse_segment_mean_bwd)
+_sparse_segment_mean_custom_vjp = _custom_vjp(
+    sparse_segment_mean_forward, sparse_segment_mean_vjp, "output"
+)
 
 
 def sparse_segment_sqrt_n(data, indices, segment_ids):
@@ -204,28 +214,15 @@ def sparse_segment_sqrt_n_vjp(grad, data, indices, segment_ids, *, output=None):
     return grad_data, None, None
 
 
-@jax.custom_vjp
-def _sparse_segment_sqrt_n_custom_vjp(data, indices, segment_ids):
-    return sparse_segment_sqrt_n_forward(data, indices, segment_ids)
-
-
-def _sparse_segment_sqrt_n_fwd(data, indices, segment_ids):
-    output = sparse_segment_sqrt_n_forward(data, indices, segment_ids)
-    return output, ((data, indices, segment_ids), output)
-
-
-def _sparse_segment_sqrt_n_bwd(saved, grad):
-    (data, indices, segment_ids), output = saved
-    return sparse_segment_sqrt_n_vjp(grad, data, indices, segment_ids, output=output)
-
-
-_sparse_segment_sqrt_n_custom_vjp.defvjp(_sparse_segment_sqrt_n_fwd, _sparse_segment_sqrt_n_bwd)
+_sparse_segment_sqrt_n_custom_vjp = _custom_vjp(
+    sparse_segment_sqrt_n_forward, sparse_segment_sqrt_n_vjp, "output"
+)
 
 
 def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:67); differentiated by sparse_segment_sum_with_num_segments_vjp."""
     return _sparse_segment_sum_with_num_segments_custom_vjp(
-        num_segments, data, indices, segment_ids
+        data, indices, segment_ids, num_segments=num_segments
     )
 
 
@@ -253,36 +250,15 @@ def sparse_segment_sum_with_num_segments_vjp(
     return grad_data, None, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _sparse_segment_sum_with_num_segments_custom_vjp(num_segments, data, indices, segment_ids):
-    return sparse_segment_sum_with_num_segments_forward(
-        data, indices, segment_ids, num_segments=num_segments
-    )
-
-
-def _sparse_segment_sum_with_num_segments_fwd(num_segments, data, indices, segment_ids):
-    output = sparse_segment_sum_with_num_segments_forward(
-        data, indices, segment_ids, num_segments=num_segments
-    )
-    return output, ((data, indices, segment_ids), output)
-
-
-def _sparse_segment_sum_with_num_segments_bwd(num_segments, saved, grad):
-    (data, indices, segment_ids), output = saved
-    return sparse_segment_sum_with_num_segments_vjp(
-        grad, data, indices, segment_ids, output=output, num_segments=num_segments
-    )
-
-
-_sparse_segment_sum_with_num_segments_custom_vjp.defvjp(
-    _sparse_segment_sum_with_num_segments_fwd, _sparse_segment_sum_with_num_segments_bwd
+_sparse_segment_sum_with_num_segments_custom_vjp = _custom_vjp(
+    sparse_segment_sum_with_num_segments_forward, sparse_segment_sum_with_num_segments_vjp, "output"
 )
 
 
 def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_segments):
     """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:73); differentiated by sparse_segment_mean_with_num_segments_vjp."""
     return _sparse_segment_mean_with_num_segments_custom_vjp(
-        num_segments, data, indices, segment_ids
+        data, indices, segment_ids, num_segments=num_segments
     )
 
 
@@ -318,36 +294,17 @@ def sparse_segment_mean_with_num_segments_vjp(
     return grad_data, None, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _sparse_segment_mean_with_num_segments_custom_vjp(num_segments, data, indices, segment_ids):
-    return sparse_segment_mean_with_num_segments_forward(
-        data, indices, segment_ids, num_segments=num_segments
-    )
-
-
-def _sparse_segment_mean_with_num_segments_fwd(num_segments, data, indices, segment_ids):
-    output = sparse_segment_mean_with_num_segments_forward(
-        data, indices, segment_ids, num_segments=num_segments
-    )
-    return output, ((data, indices, segment_ids), output)
-
-
-def _sparse_segment_mean_with_num_segments_bwd(num_segments, saved, grad):
-    (data, indices, segment_ids), output = saved
-    return sparse_segment_mean_with_num_segments_vjp(
-        grad, data, indices, segment_ids, output=output, num_segments=num_segments
-    )
-
-
-_sparse_segment_mean_with_num_segments_custom_vjp.defvjp(
-    _sparse_segment_mean_with_num_segments_fwd, _sparse_segment_mean_with_num_segments_bwd
+_sparse_segment_mean_with_num_segments_custom_vjp = _custom_vjp(
+    sparse_segment_mean_with_num_segments_forward,
+    sparse_segment_mean_with_num_segments_vjp,
+    "output",
 )
 
 
 def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:79); differentiated by sparse_segment_sqrt_n_with_num_segments_vjp."""
     return _sparse_segment_sqrt_n_with_num_segments_custom_vjp(
-        num_segments, data, indices, segment_ids
+        data, indices, segment_ids, num_segments=num_segments
     )
 
 
@@ -383,29 +340,10 @@ def sparse_segment_sqrt_n_with_num_segments_vjp(
     return grad_data, None, None
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _sparse_segment_sqrt_n_with_num_segments_custom_vjp(num_segments, data, indices, segment_ids):
-    return sparse_segment_sqrt_n_with_num_segments_forward(
-        data, indices, segment_ids, num_segments=num_segments
-    )
-
-
-def _sparse_segment_sqrt_n_with_num_segments_fwd(num_segments, data, indices, segment_ids):
-    output = sparse_segment_sqrt_n_with_num_segments_forward(
-        data, indices, segment_ids, num_segments=num_segments
-    )
-    return output, ((data, indices, segment_ids), output)
-
-
-def _sparse_segment_sqrt_n_with_num_segments_bwd(num_segments, saved, grad):
-    (data, indices, segment_ids), output = saved
-    return sparse_segment_sqrt_n_with_num_segments_vjp(
-        grad, data, indices, segment_ids, output=output, num_segments=num_segments
-    )
-
-
-_sparse_segment_sqrt_n_with_num_segments_custom_vjp.defvjp(
-    _sparse_segment_sqrt_n_with_num_segments_fwd, _sparse_segment_sqrt_n_with_num_segments_bwd
+_sparse_segment_sqrt_n_with_num_segments_custom_vjp = _custom_vjp(
+    sparse_segment_sqrt_n_with_num_segments_forward,
+    sparse_segment_sqrt_n_with_num_segments_vjp,
+    "output",
 )
 
 
@@ -473,22 +411,9 @@ def tensor_scatter_add_vjp(grad, tensor, indices, updates, *, output=None):
     return grad_tensor, None, grad_updates
 
 
-@jax.custom_vjp
-def _tensor_scatter_add_custom_vjp(tensor, indices, updates):
-    return tensor_scatter_add_forward(tensor, indices, updates)
-
-
-def _tensor_scatter_add_fwd(tensor, indices, updates):
-    output = tensor_scatter_add_forward(tensor, indices, updates)
-    return output, ((tensor, indices, updates), output)
-
-
-def _tensor_scatter_add_bwd(saved, grad):
-    (tensor, indices, updates), output = saved
-    return tensor_scatter_add_vjp(grad, tensor, indices, updates, output=output)
-
-
-_tensor_scatter_add_custom_vjp.defvjp(_tensor_scatter_add_fwd, _tensor_scatter_add_bwd)
+_tensor_scatter_add_custom_vjp = _custom_vjp(
+    tensor_scatter_add_forward, tensor_scatter_add_vjp, "output"
+)
 
 
 def tensor_scatter_sub(tensor, indices, updates):
@@ -557,22 +482,9 @@ def tensor_scatter_sub_vjp(grad, tensor, indices, updates, *, output=None):
     return grad_tensor, None, grad_updates
 
 
-@jax.custom_vjp
-def _tensor_scatter_sub_custom_vjp(tensor, indices, updates):
-    return tensor_scatter_sub_forward(tensor, indices, updates)
-
-
-def _tensor_scatter_sub_fwd(tensor, indices, updates):
-    output = tensor_scatter_sub_forward(tensor, indices, updates)
-    return output, ((tensor, indices, updates), output)
-
-
-def _tensor_scatter_sub_bwd(saved, grad):
-    (tensor, indices, updates), output = saved
-    return tensor_scatter_sub_vjp(grad, tensor, indices, updates, output=output)
-
-
-_tensor_scatter_sub_custom_vjp.defvjp(_tensor_scatter_sub_fwd, _tensor_scatter_sub_bwd)
+_tensor_scatter_sub_custom_vjp = _custom_vjp(
+    tensor_scatter_sub_forward, tensor_scatter_sub_vjp, "output"
+)
 
 
 def scatter_nd_non_aliasing_add(input, indices, updates):
@@ -639,23 +551,8 @@ def scatter_nd_non_aliasing_add_vjp(grad, input, indices, updates, *, output=Non
     return grad_input, None, grad_updates
 
 
-@jax.custom_vjp
-def _scatter_nd_non_aliasing_add_custom_vjp(input, indices, updates):
-    return scatter_nd_non_aliasing_add_forward(input, indices, updates)
-
-
-def _scatter_nd_non_aliasing_add_fwd(input, indices, updates):
-    output = scatter_nd_non_aliasing_add_forward(input, indices, updates)
-    return output, ((input, indices, updates), output)
-
-
-def _scatter_nd_non_aliasing_add_bwd(saved, grad):
-    (input, indices, updates), output = saved
-    return scatter_nd_non_aliasing_add_vjp(grad, input, indices, updates, output=output)
-
-
-_scatter_nd_non_aliasing_add_custom_vjp.defvjp(
-    _scatter_nd_non_aliasing_add_fwd, _scatter_nd_non_aliasing_add_bwd
+_scatter_nd_non_aliasing_add_custom_vjp = _custom_vjp(
+    scatter_nd_non_aliasing_add_forward, scatter_nd_non_aliasing_add_vjp, "output"
 )
 
 
@@ -739,22 +636,9 @@ def tensor_scatter_update_vjp(grad, tensor, indices, updates, *, output=None):
     return grad_tensor, None, grad_updates
 
 
-@jax.custom_vjp
-def _tensor_scatter_update_custom_vjp(tensor, indices, updates):
-    return tensor_scatter_update_forward(tensor, indices, updates)
-
-
-def _tensor_scatter_update_fwd(tensor, indices, updates):
-    output = tensor_scatter_update_forward(tensor, indices, updates)
-    return output, ((tensor, indices, updates), output)
-
-
-def _tensor_scatter_update_bwd(saved, grad):
-    (tensor, indices, updates), output = saved
-    return tensor_scatter_update_vjp(grad, tensor, indices, updates, output=output)
-
-
-_tensor_scatter_update_custom_vjp.defvjp(_tensor_scatter_update_fwd, _tensor_scatter_update_bwd)
+_tensor_scatter_update_custom_vjp = _custom_vjp(
+    tensor_scatter_update_forward, tensor_scatter_update_vjp, "output"
+)
 
 
 def tensor_scatter_max(tensor, indices, updates):
@@ -861,22 +745,9 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
     return grad_tensor, None, grad_updates
 
 
-@jax.custom_vjp
-def _tensor_scatter_max_custom_vjp(tensor, indices, updates):
-    return tensor_scatter_max_forward(tensor, indices, updates)
-
-
-def _tensor_scatter_max_fwd(tensor, indices, updates):
-    output = tensor_scatter_max_forward(tensor, indices, updates)
-    return output, ((tensor, indices, updates), output)
-
-
-def _tensor_scatter_max_bwd(saved, grad):
-    (tensor, indices, updates), output = saved
-    return tensor_scatter_max_vjp(grad, tensor, indices, updates, output=output)
-
-
-_tensor_scatter_max_custom_vjp.defvjp(_tensor_scatter_max_fwd, _tensor_scatter_max_bwd)
+_tensor_scatter_max_custom_vjp = _custom_vjp(
+    tensor_scatter_max_forward, tensor_scatter_max_vjp, "output"
+)
 
 
 def tensor_scatter_min(tensor, indices, updates):
@@ -983,19 +854,6 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
     return grad_tensor, None, grad_updates
 
 
-@jax.custom_vjp
-def _tensor_scatter_min_custom_vjp(tensor, indices, updates):
-    return tensor_scatter_min_forward(tensor, indices, updates)
-
-
-def _tensor_scatter_min_fwd(tensor, indices, updates):
-    output = tensor_scatter_min_forward(tensor, indices, updates)
-    return output, ((tensor, indices, updates), output)
-
-
-def _tensor_scatter_min_bwd(saved, grad):
-    (tensor, indices, updates), output = saved
-    return tensor_scatter_min_vjp(grad, tensor, indices, updates, output=output)
-
-
-_tensor_scatter_min_custom_vjp.defvjp(_tensor_scatter_min_fwd, _tensor_scatter_min_bwd)
+_tensor_scatter_min_custom_vjp = _custom_vjp(
+    tensor_scatter_min_forward, tensor_scatter_min_vjp, "output"
+)

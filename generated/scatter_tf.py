@@ -6,14 +6,15 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
-  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
-  that a second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
-  no derivative of `backprop` w.r.t. `labels`).
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
+  Where the backward reads the op's outputs, it reads them again through a custom gradient of
+  their own, so that a second order (an outer tape) differentiates them by the derived
+  gradient too, not by TensorFlow's gradient of its kernel (NaN at a norm's 0;
+  SoftmaxCrossEntropyWithLogits's has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -33,6 +34,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -181,8 +239,22 @@ def _scatter_segments(reduce, values, positions, trailing, size):
     return tf.transpose(summed, back)
 
 
+def sparse_segment_sum(data, indices, segment_ids):
+    """SparseSegmentSum: Sums of the rows of `data` at `indices`, per ascending `segment_ids` (one row per id up (declared at ops/scatter.py:47), with its derived gradient sparse_segment_sum_vjp."""
+    return _sparse_segment_sum_custom_gradient(data, indices, segment_ids)
+
+
+def sparse_segment_sum_forward(data, indices, segment_ids):
+    """SparseSegmentSum's formula."""
+    t0 = _gather(data, indices, -2)
+    t1 = tf.shape(indices, out_type=tf.int64)[-1]
+    t2 = segment_ids[t1 - 1] + 1
+    output = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    return output
+
+
 def sparse_segment_sum_vjp(grad, data, indices, segment_ids, output):
-    """Gradient of SparseSegmentSum (declared at ops/scatter.py:47): one per input (data, indices, segment_ids).
+    """Gradient of SparseSegmentSum: one per input (data, indices, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, k] = sum_i grad[segment_ids[i], k] * delta(j, indices[i])
@@ -199,38 +271,35 @@ def sparse_segment_sum_grad(op, grad):
     return sparse_segment_sum_vjp(grad, *op.inputs, *op.outputs)
 
 
-def sparse_segment_sum(data, indices, segment_ids):
-    """SparseSegmentSum: Sums of the rows of `data` at `indices`, per ascending `segment_ids` (one row per id up, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, indices, segment_ids):
-        def backward(grad):
-            return sparse_segment_sum_vjp(grad, data, indices, segment_ids, output)
-
-        kernel_outputs = _tf_kernel(
-            "SparseSegmentSum",
-            1,
-            {"data": data, "indices": indices, "segment_ids": segment_ids},
-            {},
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = _gather(data, indices, -2)
-        t1 = tf.shape(indices, out_type=tf.int64)[-1]
-        t2 = segment_ids[t1 - 1] + 1
-        output = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
-        return output, backward
-
-    return forward(data, indices, segment_ids)
-
-
+_sparse_segment_sum_custom_gradient = _custom_gradient(
+    "SparseSegmentSum",
+    "data indices segment_ids",
+    sparse_segment_sum_forward,
+    sparse_segment_sum_vjp,
+    "output",
+)
 _register("SparseSegmentSum", sparse_segment_sum_grad)
 
 
+def sparse_segment_mean(data, indices, segment_ids):
+    """SparseSegmentMean: Means of the rows of `data` at `indices`, per ascending `segment_ids` (0 where none) (declared at ops/scatter.py:54), with its derived gradient sparse_segment_mean_vjp."""
+    return _sparse_segment_mean_custom_gradient(data, indices, segment_ids)
+
+
+def sparse_segment_mean_forward(data, indices, segment_ids):
+    """SparseSegmentMean's formula."""
+    t0 = tf.constant(1, dtype=data.dtype)
+    t1 = tf.shape(indices, out_type=tf.int64)[-1]
+    t2 = segment_ids[t1 - 1] + 1
+    t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _gather(data, indices, -2)
+    t5 = _scatter_add(t4, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    output = t5 / tf.math.maximum(t3, 1)
+    return output
+
+
 def sparse_segment_mean_vjp(grad, data, indices, segment_ids, output):
-    """Gradient of SparseSegmentMean (declared at ops/scatter.py:54): one per input (data, indices, segment_ids).
+    """Gradient of SparseSegmentMean: one per input (data, indices, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, k] = sum_i grad[segment_ids[i], k] * delta(j, indices[i]) / Max(1, (sum_{i_}
@@ -254,41 +323,35 @@ def sparse_segment_mean_grad(op, grad):
     return sparse_segment_mean_vjp(grad, *op.inputs, *op.outputs)
 
 
-def sparse_segment_mean(data, indices, segment_ids):
-    """SparseSegmentMean: Means of the rows of `data` at `indices`, per ascending `segment_ids` (0 where none), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, indices, segment_ids):
-        def backward(grad):
-            return sparse_segment_mean_vjp(grad, data, indices, segment_ids, output)
-
-        kernel_outputs = _tf_kernel(
-            "SparseSegmentMean",
-            1,
-            {"data": data, "indices": indices, "segment_ids": segment_ids},
-            {},
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.constant(1, dtype=data.dtype)
-        t1 = tf.shape(indices, out_type=tf.int64)[-1]
-        t2 = segment_ids[t1 - 1] + 1
-        t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
-        t4 = _gather(data, indices, -2)
-        t5 = _scatter_add(t4, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
-        output = t5 / tf.math.maximum(t3, 1)
-        return output, backward
-
-    return forward(data, indices, segment_ids)
-
-
+_sparse_segment_mean_custom_gradient = _custom_gradient(
+    "SparseSegmentMean",
+    "data indices segment_ids",
+    sparse_segment_mean_forward,
+    sparse_segment_mean_vjp,
+    "output",
+)
 _register("SparseSegmentMean", sparse_segment_mean_grad)
 
 
+def sparse_segment_sqrt_n(data, indices, segment_ids):
+    """SparseSegmentSqrtN: Sums of the rows of `data` at `indices`, per ascending `segment_ids`, each divided by (declared at ops/scatter.py:60), with its derived gradient sparse_segment_sqrt_n_vjp."""
+    return _sparse_segment_sqrt_n_custom_gradient(data, indices, segment_ids)
+
+
+def sparse_segment_sqrt_n_forward(data, indices, segment_ids):
+    """SparseSegmentSqrtN's formula."""
+    t0 = tf.constant(1, dtype=data.dtype)
+    t1 = tf.shape(indices, out_type=tf.int64)[-1]
+    t2 = segment_ids[t1 - 1] + 1
+    t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    t4 = _gather(data, indices, -2)
+    t5 = _scatter_add(t4, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
+    output = t5 / tf.math.sqrt(tf.math.maximum(t3, 1))
+    return output
+
+
 def sparse_segment_sqrt_n_vjp(grad, data, indices, segment_ids, output):
-    """Gradient of SparseSegmentSqrtN (declared at ops/scatter.py:60): one per input (data, indices, segment_ids).
+    """Gradient of SparseSegmentSqrtN: one per input (data, indices, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, k] = sum_i grad[segment_ids[i], k] * delta(j, indices[i]) / sqrt(Max(1,
@@ -312,43 +375,36 @@ def sparse_segment_sqrt_n_grad(op, grad):
     return sparse_segment_sqrt_n_vjp(grad, *op.inputs, *op.outputs)
 
 
-def sparse_segment_sqrt_n(data, indices, segment_ids):
-    """SparseSegmentSqrtN: Sums of the rows of `data` at `indices`, per ascending `segment_ids`, each divided by, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, indices, segment_ids):
-        def backward(grad):
-            return sparse_segment_sqrt_n_vjp(grad, data, indices, segment_ids, output)
-
-        kernel_outputs = _tf_kernel(
-            "SparseSegmentSqrtN",
-            1,
-            {"data": data, "indices": indices, "segment_ids": segment_ids},
-            {},
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.constant(1, dtype=data.dtype)
-        t1 = tf.shape(indices, out_type=tf.int64)[-1]
-        t2 = segment_ids[t1 - 1] + 1
-        t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
-        t4 = _gather(data, indices, -2)
-        t5 = _scatter_add(t4, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
-        output = t5 / tf.math.sqrt(tf.math.maximum(t3, 1))
-        return output, backward
-
-    return forward(data, indices, segment_ids)
-
-
+_sparse_segment_sqrt_n_custom_gradient = _custom_gradient(
+    "SparseSegmentSqrtN",
+    "data indices segment_ids",
+    sparse_segment_sqrt_n_forward,
+    sparse_segment_sqrt_n_vjp,
+    "output",
+)
 _register("SparseSegmentSqrtN", sparse_segment_sqrt_n_grad)
+
+
+def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segments):
+    """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:67), with its derived gradient sparse_segment_sum_with_num_segments_vjp."""
+    return _sparse_segment_sum_with_num_segments_custom_gradient(
+        data, indices, segment_ids, num_segments=num_segments
+    )
+
+
+def sparse_segment_sum_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
+    """SparseSegmentSumWithNumSegments's formula."""
+    t0 = _gather(data, indices, -2)
+    output = _scatter_add(
+        t0, segment_ids, 1, num_segments
+    )  # no gather form: an explicit scatter-add
+    return output
 
 
 def sparse_segment_sum_with_num_segments_vjp(
     grad, data, indices, segment_ids, output, *, num_segments
 ):
-    """Gradient of SparseSegmentSumWithNumSegments (declared at ops/scatter.py:67): one per input (data, indices, segment_ids).
+    """Gradient of SparseSegmentSumWithNumSegments: one per input (data, indices, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, k] = sum_i grad[segment_ids[i], k] * delta(j, indices[i])
@@ -373,42 +429,37 @@ def sparse_segment_sum_with_num_segments_grad(op, grad):
     return _insert_none(grads, (3,))
 
 
-def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, indices, segment_ids):
-        def backward(grad):
-            return sparse_segment_sum_with_num_segments_vjp(
-                grad, data, indices, segment_ids, output, num_segments=num_segments
-            )
-
-        kernel_outputs = _tf_kernel(
-            "SparseSegmentSumWithNumSegments",
-            1,
-            {"data": data, "indices": indices, "segment_ids": segment_ids},
-            {"num_segments": num_segments},
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = _gather(data, indices, -2)
-        output = _scatter_add(
-            t0, segment_ids, 1, num_segments
-        )  # no gather form: an explicit scatter-add
-        return output, backward
-
-    return forward(data, indices, segment_ids)
-
-
+_sparse_segment_sum_with_num_segments_custom_gradient = _custom_gradient(
+    "SparseSegmentSumWithNumSegments",
+    "data indices segment_ids",
+    sparse_segment_sum_with_num_segments_forward,
+    sparse_segment_sum_with_num_segments_vjp,
+    "output",
+)
 _register("SparseSegmentSumWithNumSegments", sparse_segment_sum_with_num_segments_grad)
+
+
+def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_segments):
+    """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:73), with its derived gradient sparse_segment_mean_with_num_segments_vjp."""
+    return _sparse_segment_mean_with_num_segments_custom_gradient(
+        data, indices, segment_ids, num_segments=num_segments
+    )
+
+
+def sparse_segment_mean_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
+    """SparseSegmentMeanWithNumSegments's formula."""
+    t0 = tf.constant(1, dtype=data.dtype)
+    t1 = _scatter_add(t0, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
+    t2 = _gather(data, indices, -2)
+    t3 = _scatter_add(t2, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
+    output = t3 / tf.math.maximum(t1, 1)
+    return output
 
 
 def sparse_segment_mean_with_num_segments_vjp(
     grad, data, indices, segment_ids, output, *, num_segments
 ):
-    """Gradient of SparseSegmentMeanWithNumSegments (declared at ops/scatter.py:73): one per input (data, indices, segment_ids).
+    """Gradient of SparseSegmentMeanWithNumSegments: one per input (data, indices, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, k] = sum_i grad[segment_ids[i], k] * delta(j, indices[i]) / Max(1, (sum_{i_}
@@ -440,47 +491,37 @@ def sparse_segment_mean_with_num_segments_grad(op, grad):
     return _insert_none(grads, (3,))
 
 
-def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, indices, segment_ids):
-        def backward(grad):
-            return sparse_segment_mean_with_num_segments_vjp(
-                grad, data, indices, segment_ids, output, num_segments=num_segments
-            )
-
-        kernel_outputs = _tf_kernel(
-            "SparseSegmentMeanWithNumSegments",
-            1,
-            {"data": data, "indices": indices, "segment_ids": segment_ids},
-            {"num_segments": num_segments},
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.constant(1, dtype=data.dtype)
-        t1 = _scatter_add(
-            t0, segment_ids, 1, num_segments
-        )  # no gather form: an explicit scatter-add
-        t2 = _gather(data, indices, -2)
-        t3 = _scatter_add(
-            t2, segment_ids, 1, num_segments
-        )  # no gather form: an explicit scatter-add
-        output = t3 / tf.math.maximum(t1, 1)
-        return output, backward
-
-    return forward(data, indices, segment_ids)
-
-
+_sparse_segment_mean_with_num_segments_custom_gradient = _custom_gradient(
+    "SparseSegmentMeanWithNumSegments",
+    "data indices segment_ids",
+    sparse_segment_mean_with_num_segments_forward,
+    sparse_segment_mean_with_num_segments_vjp,
+    "output",
+)
 _register("SparseSegmentMeanWithNumSegments", sparse_segment_mean_with_num_segments_grad)
+
+
+def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_segments):
+    """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:79), with its derived gradient sparse_segment_sqrt_n_with_num_segments_vjp."""
+    return _sparse_segment_sqrt_n_with_num_segments_custom_gradient(
+        data, indices, segment_ids, num_segments=num_segments
+    )
+
+
+def sparse_segment_sqrt_n_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
+    """SparseSegmentSqrtNWithNumSegments's formula."""
+    t0 = tf.constant(1, dtype=data.dtype)
+    t1 = _scatter_add(t0, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
+    t2 = _gather(data, indices, -2)
+    t3 = _scatter_add(t2, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
+    output = t3 / tf.math.sqrt(tf.math.maximum(t1, 1))
+    return output
 
 
 def sparse_segment_sqrt_n_with_num_segments_vjp(
     grad, data, indices, segment_ids, output, *, num_segments
 ):
-    """Gradient of SparseSegmentSqrtNWithNumSegments (declared at ops/scatter.py:79): one per input (data, indices, segment_ids).
+    """Gradient of SparseSegmentSqrtNWithNumSegments: one per input (data, indices, segment_ids).
 
     In index notation, next to the code computing it:
         grad_data[j, k] = sum_i grad[segment_ids[i], k] * delta(j, indices[i]) / sqrt(Max(1,
@@ -512,45 +553,51 @@ def sparse_segment_sqrt_n_with_num_segments_grad(op, grad):
     return _insert_none(grads, (3,))
 
 
-def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(data, indices, segment_ids):
-        def backward(grad):
-            return sparse_segment_sqrt_n_with_num_segments_vjp(
-                grad, data, indices, segment_ids, output, num_segments=num_segments
-            )
-
-        kernel_outputs = _tf_kernel(
-            "SparseSegmentSqrtNWithNumSegments",
-            1,
-            {"data": data, "indices": indices, "segment_ids": segment_ids},
-            {"num_segments": num_segments},
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.constant(1, dtype=data.dtype)
-        t1 = _scatter_add(
-            t0, segment_ids, 1, num_segments
-        )  # no gather form: an explicit scatter-add
-        t2 = _gather(data, indices, -2)
-        t3 = _scatter_add(
-            t2, segment_ids, 1, num_segments
-        )  # no gather form: an explicit scatter-add
-        output = t3 / tf.math.sqrt(tf.math.maximum(t1, 1))
-        return output, backward
-
-    return forward(data, indices, segment_ids)
-
-
+_sparse_segment_sqrt_n_with_num_segments_custom_gradient = _custom_gradient(
+    "SparseSegmentSqrtNWithNumSegments",
+    "data indices segment_ids",
+    sparse_segment_sqrt_n_with_num_segments_forward,
+    sparse_segment_sqrt_n_with_num_segments_vjp,
+    "output",
+)
 _register("SparseSegmentSqrtNWithNumSegments", sparse_segment_sqrt_n_with_num_segments_grad)
 
 
+def tensor_scatter_add(tensor, indices, updates):
+    """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2), (declared at ops/scatter.py:102), with its derived gradient tensor_scatter_add_vjp."""
+    return _tensor_scatter_add_custom_gradient(tensor, indices, updates)
+
+
+def tensor_scatter_add_forward(tensor, indices, updates):
+    """TensorScatterAdd's formula."""
+    depth = indices.shape[-1]
+    t0 = tf.shape(tensor, out_type=tf.int64)[-2]
+    if depth == 1:
+        t1 = tf.squeeze(indices, axis=[-1])
+        t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
+        output = t2 + tensor
+    elif depth == 2:
+        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = tf.cast(t3, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0 * t1
+        t10 = _scatter_add(updates, t8, 0, t9)  # no gather form: an explicit scatter-add
+        t11 = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+        output = t11 + tensor
+    else:
+        raise ValueError(f"TensorScatterAdd: unsupported attributes depth={depth!r}")
+    return output
+
+
 def tensor_scatter_add_vjp(grad, tensor, indices, updates, output):
-    """Gradient of TensorScatterAdd (declared at ops/scatter.py:102): one per input (tensor, indices, updates).
+    """Gradient of TensorScatterAdd: one per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, per variant:
         depth=1:
@@ -587,64 +634,58 @@ def tensor_scatter_add_grad(op, grad):
     return tensor_scatter_add_vjp(grad, *op.inputs, *op.outputs)
 
 
-def tensor_scatter_add(tensor, indices, updates):
-    """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2),, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {}
+def _tensor_scatter_add_declares(tensor, indices, updates):
+    """Whether TensorScatterAdd's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     depth = indices.shape[-1]
-
-    @tf.custom_gradient
-    def forward(tensor, indices, updates):
-        def backward(grad):
-            return tensor_scatter_add_vjp(grad, tensor, indices, updates, output)
-
-        kernel_outputs = (
-            _tf_kernel(
-                "TensorScatterAdd",
-                1,
-                {"tensor": tensor, "indices": indices, "updates": updates},
-                kernel_attrs,
-            )
-            if depth in (1, 2)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(tensor, out_type=tf.int64)[-2]
-        if depth == 1:
-            t1 = tf.squeeze(indices, axis=[-1])
-            t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
-            output = t2 + tensor
-        elif depth == 2:
-            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-            t2 = 0
-            t3 = _gather(indices, t2, -1)
-            t4 = 1
-            t5 = _gather(indices, t4, -1)
-            t6 = tf.cast(t3, tf.int64)
-            t7 = tf.cast(t5, tf.int64)
-            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
-            t9 = t0 * t1
-            t10 = _scatter_add(updates, t8, 0, t9)  # no gather form: an explicit scatter-add
-            t11 = tf.reshape(
-                t10,
-                tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
-            )
-            output = t11 + tensor
-        else:
-            raise ValueError(f"TensorScatterAdd: unsupported attributes depth={depth!r}")
-        return output, backward
-
-    return forward(tensor, indices, updates)
+    return depth in (1, 2)
 
 
+_tensor_scatter_add_custom_gradient = _custom_gradient(
+    "TensorScatterAdd",
+    "tensor indices updates",
+    tensor_scatter_add_forward,
+    tensor_scatter_add_vjp,
+    "output",
+    declares=_tensor_scatter_add_declares,
+)
 _register("TensorScatterAdd", tensor_scatter_add_grad)
 
 
+def tensor_scatter_sub(tensor, indices, updates):
+    """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up (declared at ops/scatter.py:110), with its derived gradient tensor_scatter_sub_vjp."""
+    return _tensor_scatter_sub_custom_gradient(tensor, indices, updates)
+
+
+def tensor_scatter_sub_forward(tensor, indices, updates):
+    """TensorScatterSub's formula."""
+    depth = indices.shape[-1]
+    t0 = tf.shape(tensor, out_type=tf.int64)[-2]
+    if depth == 1:
+        t1 = tf.squeeze(indices, axis=[-1])
+        t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
+        output = -t2 + tensor
+    elif depth == 2:
+        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = tf.cast(t3, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0 * t1
+        t10 = _scatter_add(updates, t8, 0, t9)  # no gather form: an explicit scatter-add
+        t11 = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+        output = -t11 + tensor
+    else:
+        raise ValueError(f"TensorScatterSub: unsupported attributes depth={depth!r}")
+    return output
+
+
 def tensor_scatter_sub_vjp(grad, tensor, indices, updates, output):
-    """Gradient of TensorScatterSub (declared at ops/scatter.py:110): one per input (tensor, indices, updates).
+    """Gradient of TensorScatterSub: one per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, per variant:
         depth=1:
@@ -683,64 +724,58 @@ def tensor_scatter_sub_grad(op, grad):
     return tensor_scatter_sub_vjp(grad, *op.inputs, *op.outputs)
 
 
-def tensor_scatter_sub(tensor, indices, updates):
-    """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {}
+def _tensor_scatter_sub_declares(tensor, indices, updates):
+    """Whether TensorScatterSub's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     depth = indices.shape[-1]
-
-    @tf.custom_gradient
-    def forward(tensor, indices, updates):
-        def backward(grad):
-            return tensor_scatter_sub_vjp(grad, tensor, indices, updates, output)
-
-        kernel_outputs = (
-            _tf_kernel(
-                "TensorScatterSub",
-                1,
-                {"tensor": tensor, "indices": indices, "updates": updates},
-                kernel_attrs,
-            )
-            if depth in (1, 2)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(tensor, out_type=tf.int64)[-2]
-        if depth == 1:
-            t1 = tf.squeeze(indices, axis=[-1])
-            t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
-            output = -t2 + tensor
-        elif depth == 2:
-            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-            t2 = 0
-            t3 = _gather(indices, t2, -1)
-            t4 = 1
-            t5 = _gather(indices, t4, -1)
-            t6 = tf.cast(t3, tf.int64)
-            t7 = tf.cast(t5, tf.int64)
-            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
-            t9 = t0 * t1
-            t10 = _scatter_add(updates, t8, 0, t9)  # no gather form: an explicit scatter-add
-            t11 = tf.reshape(
-                t10,
-                tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
-            )
-            output = -t11 + tensor
-        else:
-            raise ValueError(f"TensorScatterSub: unsupported attributes depth={depth!r}")
-        return output, backward
-
-    return forward(tensor, indices, updates)
+    return depth in (1, 2)
 
 
+_tensor_scatter_sub_custom_gradient = _custom_gradient(
+    "TensorScatterSub",
+    "tensor indices updates",
+    tensor_scatter_sub_forward,
+    tensor_scatter_sub_vjp,
+    "output",
+    declares=_tensor_scatter_sub_declares,
+)
 _register("TensorScatterSub", tensor_scatter_sub_grad)
 
 
+def scatter_nd_non_aliasing_add(input, indices, updates):
+    """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the (declared at ops/scatter.py:117), with its derived gradient scatter_nd_non_aliasing_add_vjp."""
+    return _scatter_nd_non_aliasing_add_custom_gradient(input, indices, updates)
+
+
+def scatter_nd_non_aliasing_add_forward(input, indices, updates):
+    """ScatterNdNonAliasingAdd's formula."""
+    depth = indices.shape[-1]
+    t0 = tf.shape(input, out_type=tf.int64)[-2]
+    if depth == 1:
+        t1 = tf.squeeze(indices, axis=[-1])
+        t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
+        output = input + t2
+    elif depth == 2:
+        t1 = tf.shape(input, out_type=tf.int64)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = tf.cast(t3, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0 * t1
+        t10 = _scatter_add(updates, t8, 0, t9)  # no gather form: an explicit scatter-add
+        t11 = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+        output = input + t11
+    else:
+        raise ValueError(f"ScatterNdNonAliasingAdd: unsupported attributes depth={depth!r}")
+    return output
+
+
 def scatter_nd_non_aliasing_add_vjp(grad, input, indices, updates, output):
-    """Gradient of ScatterNdNonAliasingAdd (declared at ops/scatter.py:117): one per input (input, indices, updates).
+    """Gradient of ScatterNdNonAliasingAdd: one per input (input, indices, updates).
 
     In index notation, next to the code computing it, per variant:
         depth=1:
@@ -777,69 +812,70 @@ def scatter_nd_non_aliasing_add_grad(op, grad):
     return scatter_nd_non_aliasing_add_vjp(grad, *op.inputs, *op.outputs)
 
 
-def scatter_nd_non_aliasing_add(input, indices, updates):
-    """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {}
+def _scatter_nd_non_aliasing_add_declares(input, indices, updates):
+    """Whether ScatterNdNonAliasingAdd's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     depth = indices.shape[-1]
-
-    @tf.custom_gradient
-    def forward(input, indices, updates):
-        def backward(grad):
-            return scatter_nd_non_aliasing_add_vjp(grad, input, indices, updates, output)
-
-        kernel_outputs = (
-            _tf_kernel(
-                "ScatterNdNonAliasingAdd",
-                1,
-                {"input": input, "indices": indices, "updates": updates},
-                kernel_attrs,
-            )
-            if depth in (1, 2)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(input, out_type=tf.int64)[-2]
-        if depth == 1:
-            t1 = tf.squeeze(indices, axis=[-1])
-            t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
-            output = input + t2
-        elif depth == 2:
-            t1 = tf.shape(input, out_type=tf.int64)[-1]
-            t2 = 0
-            t3 = _gather(indices, t2, -1)
-            t4 = 1
-            t5 = _gather(indices, t4, -1)
-            t6 = tf.cast(t3, tf.int64)
-            t7 = tf.cast(t5, tf.int64)
-            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
-            t9 = t0 * t1
-            t10 = _scatter_add(updates, t8, 0, t9)  # no gather form: an explicit scatter-add
-            t11 = tf.reshape(
-                t10,
-                tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
-            )
-            output = input + t11
-        else:
-            raise ValueError(f"ScatterNdNonAliasingAdd: unsupported attributes depth={depth!r}")
-        return output, backward
-
-    return forward(input, indices, updates)
+    return depth in (1, 2)
 
 
+_scatter_nd_non_aliasing_add_custom_gradient = _custom_gradient(
+    "ScatterNdNonAliasingAdd",
+    "input indices updates",
+    scatter_nd_non_aliasing_add_forward,
+    scatter_nd_non_aliasing_add_vjp,
+    "output",
+    declares=_scatter_nd_non_aliasing_add_declares,
+)
 _register("ScatterNdNonAliasingAdd", scatter_nd_non_aliasing_add_grad)
 
 
+def tensor_scatter_update(tensor, indices, updates):
+    """TensorScatterUpdate: `tensor` with the `updates` in place of its entries at `indices` (rows at depth 1, (declared at ops/scatter.py:125), with its derived gradient tensor_scatter_update_vjp."""
+    return _tensor_scatter_update_custom_gradient(tensor, indices, updates)
+
+
+def tensor_scatter_update_forward(tensor, indices, updates):
+    """TensorScatterUpdate's formula."""
+    depth = indices.shape[-1]
+    t0 = tf.shape(tensor, out_type=tf.int64)[-2]
+    if depth == 1:
+        t1 = tf.squeeze(indices, axis=[-1])
+        sum1 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
+        t2 = tf.constant(1, dtype=tensor.dtype)
+        t3 = _scatter_add(t2, t1, 1, t0)  # no gather form: an explicit scatter-add
+        output = tf.where(t3 > 0, sum1, tensor)
+    elif depth == 2:
+        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = tf.cast(t3, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0 * t1
+        t10 = _scatter_add(updates, t8, 0, t9)  # no gather form: an explicit scatter-add
+        sum1 = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+        t11 = tf.constant(1, dtype=tensor.dtype)
+        t12 = _scatter_add(t11, t8, 0, t9)  # no gather form: an explicit scatter-add
+        t13 = tf.reshape(
+            t12, tf.concat([tf.shape(t12, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+        output = tf.where(t13 > 0, sum1, tensor)
+    else:
+        raise ValueError(f"TensorScatterUpdate: unsupported attributes depth={depth!r}")
+    return output
+
+
 def tensor_scatter_update_vjp(grad, tensor, indices, updates, output):
-    """Gradient of TensorScatterUpdate (declared at ops/scatter.py:125): one per input (tensor, indices, updates).
+    """Gradient of TensorScatterUpdate: one per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         sum1[n, p] = sum_i delta(n, indices[i, 0]) * updates[i, p]
         grad_sum1[n, p] = grad[n, p] * mask(sum_i delta(n, indices[i, 0]) > 0)
-            i.e. `grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+            i.e. `grad * tf.cast(t3 > 0, grad.dtype)`
         grad_tensor[n, p] = grad[n, p] * (0 if sum_i delta(n, indices[i, 0]) > 0 else 1)
             i.e. `grad * tf.where(t3 > 0, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))`
         grad_updates[i, p] = grad_sum1[indices[i, 0], p], i.e. `_gather(grad_sum1, t2, -2)`
@@ -850,7 +886,7 @@ def tensor_scatter_update_vjp(grad, tensor, indices, updates, output):
     if depth == 1:
         t2 = tf.squeeze(indices, axis=[-1])
         t3 = _scatter_add(t0, t2, 1, t1)  # no gather form: an explicit scatter-add
-        grad_sum1 = grad * tf.where(t3 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_sum1 = grad * tf.cast(t3 > 0, grad.dtype)
         grad_tensor = grad * tf.where(
             t3 > 0, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype)
         )
@@ -869,7 +905,7 @@ def tensor_scatter_update_vjp(grad, tensor, indices, updates, output):
         t12 = tf.reshape(
             t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
         )
-        grad_sum1 = grad * tf.where(t12 > 0, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_sum1 = grad * tf.cast(t12 > 0, grad.dtype)
         grad_tensor = grad * tf.where(
             t12 > 0, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype)
         )
@@ -888,72 +924,58 @@ def tensor_scatter_update_grad(op, grad):
     return tensor_scatter_update_vjp(grad, *op.inputs, *op.outputs)
 
 
-def tensor_scatter_update(tensor, indices, updates):
-    """TensorScatterUpdate: `tensor` with the `updates` in place of its entries at `indices` (rows at depth 1,, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {}
+def _tensor_scatter_update_declares(tensor, indices, updates):
+    """Whether TensorScatterUpdate's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     depth = indices.shape[-1]
-
-    @tf.custom_gradient
-    def forward(tensor, indices, updates):
-        def backward(grad):
-            return tensor_scatter_update_vjp(grad, tensor, indices, updates, output)
-
-        kernel_outputs = (
-            _tf_kernel(
-                "TensorScatterUpdate",
-                1,
-                {"tensor": tensor, "indices": indices, "updates": updates},
-                kernel_attrs,
-            )
-            if depth in (1, 2)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(tensor, out_type=tf.int64)[-2]
-        if depth == 1:
-            t1 = tf.squeeze(indices, axis=[-1])
-            sum1 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
-            t2 = tf.constant(1, dtype=tensor.dtype)
-            t3 = _scatter_add(t2, t1, 1, t0)  # no gather form: an explicit scatter-add
-            output = tf.where(t3 > 0, sum1, tensor)
-        elif depth == 2:
-            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-            t2 = 0
-            t3 = _gather(indices, t2, -1)
-            t4 = 1
-            t5 = _gather(indices, t4, -1)
-            t6 = tf.cast(t3, tf.int64)
-            t7 = tf.cast(t5, tf.int64)
-            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
-            t9 = t0 * t1
-            t10 = _scatter_add(updates, t8, 0, t9)  # no gather form: an explicit scatter-add
-            sum1 = tf.reshape(
-                t10,
-                tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
-            )
-            t11 = tf.constant(1, dtype=tensor.dtype)
-            t12 = _scatter_add(t11, t8, 0, t9)  # no gather form: an explicit scatter-add
-            t13 = tf.reshape(
-                t12,
-                tf.concat([tf.shape(t12, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
-            )
-            output = tf.where(t13 > 0, sum1, tensor)
-        else:
-            raise ValueError(f"TensorScatterUpdate: unsupported attributes depth={depth!r}")
-        return output, backward
-
-    return forward(tensor, indices, updates)
+    return depth in (1, 2)
 
 
+_tensor_scatter_update_custom_gradient = _custom_gradient(
+    "TensorScatterUpdate",
+    "tensor indices updates",
+    tensor_scatter_update_forward,
+    tensor_scatter_update_vjp,
+    "output",
+    declares=_tensor_scatter_update_declares,
+)
 _register("TensorScatterUpdate", tensor_scatter_update_grad)
 
 
+def tensor_scatter_max(tensor, indices, updates):
+    """TensorScatterMax: `tensor` with each entry `indices` names replaced by its maximum with the `updates` (declared at ops/scatter.py:146), with its derived gradient tensor_scatter_max_vjp."""
+    return _tensor_scatter_max_custom_gradient(tensor, indices, updates)
+
+
+def tensor_scatter_max_forward(tensor, indices, updates):
+    """TensorScatterMax's formula."""
+    depth = indices.shape[-1]
+    t0 = tf.shape(tensor, out_type=tf.int64)[-2]
+    if depth == 1:
+        t1 = tf.squeeze(indices, axis=[-1])
+        t2 = _scatter_extremum(updates, t1, 1, t0, "max")
+        output = tf.math.maximum(tensor, t2)
+    elif depth == 2:
+        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = tf.cast(t3, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0 * t1
+        t10 = _scatter_extremum(updates, t8, 0, t9, "max")
+        t11 = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+        output = tf.math.maximum(tensor, t11)
+    else:
+        raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
+    return output
+
+
 def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
-    """Gradient of TensorScatterMax (declared at ops/scatter.py:146): one per input (tensor, indices, updates).
+    """Gradient of TensorScatterMax: one per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
@@ -963,31 +985,24 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `t8 * tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), ...`
+            i.e. `t8 * tf.cast(tf.equal(t1, updates), grad.dtype) / (t6 + tf.cast(tf.equal(t1, ...`
     """
     depth = indices.shape[-1]
     if depth == 1:
         t0 = tf.squeeze(indices, axis=[-1])
         t1 = _gather(output, t0, -2)
-        t2 = tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        t2 = tf.cast(tf.equal(t1, updates), grad.dtype)
         t3 = tf.shape(tensor, out_type=tf.int64)[-2]
         t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
-        t5 = tf.where(
-            tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-        )
+        t5 = tf.cast(tf.equal(output, tensor), grad.dtype)
         grad_tensor = grad * t5 / (t4 + t5)
         t6 = _gather(t4, t0, -2)
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
         grad_updates = (
             t8
-            * tf.where(
-                tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / (
-                t6
-                + tf.where(tf.equal(t1, t7), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            )
+            * tf.cast(tf.equal(t1, updates), grad.dtype)
+            / (t6 + tf.cast(tf.equal(t1, t7), grad.dtype))
         )
     elif depth == 2:
         t0 = tf.shape(output, out_type=tf.int64)[-2]
@@ -1001,9 +1016,7 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
         t8 = tf.cast(t6, tf.int64)
         t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
         t10 = _gather(t2, t9, -1)
-        t11 = tf.where(
-            tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-        )
+        t11 = tf.cast(tf.equal(t10, updates), grad.dtype)
         t12 = tf.shape(tensor, out_type=tf.int64)[-2]
         t13 = tf.shape(tensor, out_type=tf.int64)[-1]
         t14 = tf.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, tf.constant(-1, tf.int64))
@@ -1012,19 +1025,15 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
         t17 = tf.reshape(
             t16, tf.concat([tf.shape(t16, out_type=tf.int64)[:-1], tf.cast([-1, t13], tf.int64)], 0)
         )
-        t18 = tf.where(
-            tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-        )
+        t18 = tf.cast(tf.equal(output, tensor), grad.dtype)
         grad_tensor = grad * t18 / (t17 + t18)
         t19 = t4[..., None]
         t20 = t6[..., None]
         t21 = t10[..., None]
         t22 = tf.reduce_sum(
-            tf.where(tf.equal(t19, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(tf.equal(t20, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(
-                tf.equal(t21, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
+            tf.cast(tf.equal(t19, t4), grad.dtype)
+            * tf.cast(tf.equal(t20, t6), grad.dtype)
+            * tf.cast(tf.equal(t21, updates), grad.dtype),
             axis=-1,
         )
         t23 = tf.reshape(tensor, [t12 * t13])
@@ -1036,15 +1045,8 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
         t29 = _gather(t27, t28, -1)
         grad_updates = (
             t29
-            * tf.where(
-                tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / (
-                t22
-                + tf.where(
-                    tf.equal(t10, t24), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-                )
-            )
+            * tf.cast(tf.equal(t10, updates), grad.dtype)
+            / (t22 + tf.cast(tf.equal(t10, t24), grad.dtype))
         )
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
@@ -1056,70 +1058,59 @@ def tensor_scatter_max_grad(op, grad):
     return tensor_scatter_max_vjp(grad, *op.inputs, *op.outputs)
 
 
-def tensor_scatter_max(tensor, indices, updates):
-    """TensorScatterMax: `tensor` with each entry `indices` names replaced by its maximum with the `updates`, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {}
+def _tensor_scatter_max_declares(tensor, indices, updates):
+    """Whether TensorScatterMax's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     depth = indices.shape[-1]
-
-    @tf.custom_gradient
-    def forward(tensor, indices, updates):
-        def backward(grad):
-            output = outputs_again(tensor, indices, updates)
-            return tensor_scatter_max_vjp(grad, tensor, indices, updates, output)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(tensor, indices, updates):
-            return tf.identity(output), backward
-
-        kernel_outputs = (
-            _tf_kernel(
-                "TensorScatterMax",
-                1,
-                {"tensor": tensor, "indices": indices, "updates": updates},
-                kernel_attrs,
-            )
-            if depth in (1, 2)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(tensor, out_type=tf.int64)[-2]
-        if depth == 1:
-            t1 = tf.squeeze(indices, axis=[-1])
-            t2 = _scatter_extremum(updates, t1, 1, t0, "max")
-            output = tf.math.maximum(tensor, t2)
-        elif depth == 2:
-            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-            t2 = 0
-            t3 = _gather(indices, t2, -1)
-            t4 = 1
-            t5 = _gather(indices, t4, -1)
-            t6 = tf.cast(t3, tf.int64)
-            t7 = tf.cast(t5, tf.int64)
-            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
-            t9 = t0 * t1
-            t10 = _scatter_extremum(updates, t8, 0, t9, "max")
-            t11 = tf.reshape(
-                t10,
-                tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
-            )
-            output = tf.math.maximum(tensor, t11)
-        else:
-            raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
-        return output, backward
-
-    return forward(tensor, indices, updates)
+    return depth in (1, 2)
 
 
+_tensor_scatter_max_custom_gradient = _custom_gradient(
+    "TensorScatterMax",
+    "tensor indices updates",
+    tensor_scatter_max_forward,
+    tensor_scatter_max_vjp,
+    "output",
+    read=True,
+    declares=_tensor_scatter_max_declares,
+)
 _register("TensorScatterMax", tensor_scatter_max_grad)
 
 
+def tensor_scatter_min(tensor, indices, updates):
+    """TensorScatterMin: `tensor` with each entry `indices` names replaced by its minimum with the `updates` (declared at ops/scatter.py:153), with its derived gradient tensor_scatter_min_vjp."""
+    return _tensor_scatter_min_custom_gradient(tensor, indices, updates)
+
+
+def tensor_scatter_min_forward(tensor, indices, updates):
+    """TensorScatterMin's formula."""
+    depth = indices.shape[-1]
+    t0 = tf.shape(tensor, out_type=tf.int64)[-2]
+    if depth == 1:
+        t1 = tf.squeeze(indices, axis=[-1])
+        t2 = _scatter_extremum(updates, t1, 1, t0, "min")
+        output = tf.math.minimum(tensor, t2)
+    elif depth == 2:
+        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
+        t2 = 0
+        t3 = _gather(indices, t2, -1)
+        t4 = 1
+        t5 = _gather(indices, t4, -1)
+        t6 = tf.cast(t3, tf.int64)
+        t7 = tf.cast(t5, tf.int64)
+        t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
+        t9 = t0 * t1
+        t10 = _scatter_extremum(updates, t8, 0, t9, "min")
+        t11 = tf.reshape(
+            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
+        )
+        output = tf.math.minimum(tensor, t11)
+    else:
+        raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
+    return output
+
+
 def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
-    """Gradient of TensorScatterMin (declared at ops/scatter.py:153): one per input (tensor, indices, updates).
+    """Gradient of TensorScatterMin: one per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
         grad_tensor[n, p] = grad[n, p] * indicator_equal(tensor[n, p], output[n, p]) /
@@ -1129,31 +1120,24 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `t8 * tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), ...`
+            i.e. `t8 * tf.cast(tf.equal(t1, updates), grad.dtype) / (t6 + tf.cast(tf.equal(t1, ...`
     """
     depth = indices.shape[-1]
     if depth == 1:
         t0 = tf.squeeze(indices, axis=[-1])
         t1 = _gather(output, t0, -2)
-        t2 = tf.where(tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        t2 = tf.cast(tf.equal(t1, updates), grad.dtype)
         t3 = tf.shape(tensor, out_type=tf.int64)[-2]
         t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
-        t5 = tf.where(
-            tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-        )
+        t5 = tf.cast(tf.equal(output, tensor), grad.dtype)
         grad_tensor = grad * t5 / (t4 + t5)
         t6 = _gather(t4, t0, -2)
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
         grad_updates = (
             t8
-            * tf.where(
-                tf.equal(t1, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / (
-                t6
-                + tf.where(tf.equal(t1, t7), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            )
+            * tf.cast(tf.equal(t1, updates), grad.dtype)
+            / (t6 + tf.cast(tf.equal(t1, t7), grad.dtype))
         )
     elif depth == 2:
         t0 = tf.shape(output, out_type=tf.int64)[-2]
@@ -1167,9 +1151,7 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
         t8 = tf.cast(t6, tf.int64)
         t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
         t10 = _gather(t2, t9, -1)
-        t11 = tf.where(
-            tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-        )
+        t11 = tf.cast(tf.equal(t10, updates), grad.dtype)
         t12 = tf.shape(tensor, out_type=tf.int64)[-2]
         t13 = tf.shape(tensor, out_type=tf.int64)[-1]
         t14 = tf.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, tf.constant(-1, tf.int64))
@@ -1178,19 +1160,15 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
         t17 = tf.reshape(
             t16, tf.concat([tf.shape(t16, out_type=tf.int64)[:-1], tf.cast([-1, t13], tf.int64)], 0)
         )
-        t18 = tf.where(
-            tf.equal(output, tensor), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-        )
+        t18 = tf.cast(tf.equal(output, tensor), grad.dtype)
         grad_tensor = grad * t18 / (t17 + t18)
         t19 = t4[..., None]
         t20 = t6[..., None]
         t21 = t10[..., None]
         t22 = tf.reduce_sum(
-            tf.where(tf.equal(t19, t4), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(tf.equal(t20, t6), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(
-                tf.equal(t21, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            ),
+            tf.cast(tf.equal(t19, t4), grad.dtype)
+            * tf.cast(tf.equal(t20, t6), grad.dtype)
+            * tf.cast(tf.equal(t21, updates), grad.dtype),
             axis=-1,
         )
         t23 = tf.reshape(tensor, [t12 * t13])
@@ -1202,15 +1180,8 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
         t29 = _gather(t27, t28, -1)
         grad_updates = (
             t29
-            * tf.where(
-                tf.equal(t10, updates), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-            )
-            / (
-                t22
-                + tf.where(
-                    tf.equal(t10, t24), tf.constant(1, grad.dtype), tf.constant(0, grad.dtype)
-                )
-            )
+            * tf.cast(tf.equal(t10, updates), grad.dtype)
+            / (t22 + tf.cast(tf.equal(t10, t24), grad.dtype))
         )
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
@@ -1222,63 +1193,19 @@ def tensor_scatter_min_grad(op, grad):
     return tensor_scatter_min_vjp(grad, *op.inputs, *op.outputs)
 
 
-def tensor_scatter_min(tensor, indices, updates):
-    """TensorScatterMin: `tensor` with each entry `indices` names replaced by its minimum with the `updates`, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {}
+def _tensor_scatter_min_declares(tensor, indices, updates):
+    """Whether TensorScatterMin's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     depth = indices.shape[-1]
-
-    @tf.custom_gradient
-    def forward(tensor, indices, updates):
-        def backward(grad):
-            output = outputs_again(tensor, indices, updates)
-            return tensor_scatter_min_vjp(grad, tensor, indices, updates, output)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(tensor, indices, updates):
-            return tf.identity(output), backward
-
-        kernel_outputs = (
-            _tf_kernel(
-                "TensorScatterMin",
-                1,
-                {"tensor": tensor, "indices": indices, "updates": updates},
-                kernel_attrs,
-            )
-            if depth in (1, 2)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.shape(tensor, out_type=tf.int64)[-2]
-        if depth == 1:
-            t1 = tf.squeeze(indices, axis=[-1])
-            t2 = _scatter_extremum(updates, t1, 1, t0, "min")
-            output = tf.math.minimum(tensor, t2)
-        elif depth == 2:
-            t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-            t2 = 0
-            t3 = _gather(indices, t2, -1)
-            t4 = 1
-            t5 = _gather(indices, t4, -1)
-            t6 = tf.cast(t3, tf.int64)
-            t7 = tf.cast(t5, tf.int64)
-            t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
-            t9 = t0 * t1
-            t10 = _scatter_extremum(updates, t8, 0, t9, "min")
-            t11 = tf.reshape(
-                t10,
-                tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
-            )
-            output = tf.math.minimum(tensor, t11)
-        else:
-            raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
-        return output, backward
-
-    return forward(tensor, indices, updates)
+    return depth in (1, 2)
 
 
+_tensor_scatter_min_custom_gradient = _custom_gradient(
+    "TensorScatterMin",
+    "tensor indices updates",
+    tensor_scatter_min_forward,
+    tensor_scatter_min_vjp,
+    "output",
+    read=True,
+    declares=_tensor_scatter_min_declares,
+)
 _register("TensorScatterMin", tensor_scatter_min_grad)

@@ -21,6 +21,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _tensors(a, b):
     """`a` and `b` as tensors: a Python number in the dtype of the other."""
     like = a if isinstance(a, torch.Tensor) else b
@@ -100,7 +175,7 @@ def _scatter_layout(values, positions, trailing, size):
 
 def sparse_segment_sum(data, indices, segment_ids):
     """SparseSegmentSum: Sums of the rows of `data` at `indices`, per ascending `segment_ids` (one row per id up (declared at ops/scatter.py:47); differentiated by sparse_segment_sum_vjp."""
-    return _SparseSegmentSumFunction.apply(data, indices, segment_ids)
+    return _sparse_segment_sum_autograd(data, indices, segment_ids)
 
 
 def sparse_segment_sum_forward(data, indices, segment_ids):
@@ -125,27 +200,14 @@ def sparse_segment_sum_vjp(grad, data, indices, segment_ids, *, output=None):
     return grad_data, None, None
 
 
-class _SparseSegmentSumFunction(torch.autograd.Function):
-    """SparseSegmentSum for autograd: the backward is sparse_segment_sum_vjp."""
-
-    @staticmethod
-    def forward(data, indices, segment_ids):
-        return sparse_segment_sum_forward(data, indices, segment_ids)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        data, indices, segment_ids = ctx.saved_tensors
-        grads = sparse_segment_sum_vjp(grad, data, indices, segment_ids)
-        return _needed(grads, ctx.needs_input_grad)
+_sparse_segment_sum_autograd = _autograd_function(
+    "SparseSegmentSum", sparse_segment_sum_forward, sparse_segment_sum_vjp, "output"
+)
 
 
 def sparse_segment_mean(data, indices, segment_ids):
     """SparseSegmentMean: Means of the rows of `data` at `indices`, per ascending `segment_ids` (0 where none) (declared at ops/scatter.py:54); differentiated by sparse_segment_mean_vjp."""
-    return _SparseSegmentMeanFunction.apply(data, indices, segment_ids)
+    return _sparse_segment_mean_autograd(data, indices, segment_ids)
 
 
 def sparse_segment_mean_forward(data, indices, segment_ids):
@@ -180,27 +242,14 @@ def sparse_segment_mean_vjp(grad, data, indices, segment_ids, *, output=None):
     return grad_data, None, None
 
 
-class _SparseSegmentMeanFunction(torch.autograd.Function):
-    """SparseSegmentMean for autograd: the backward is sparse_segment_mean_vjp."""
-
-    @staticmethod
-    def forward(data, indices, segment_ids):
-        return sparse_segment_mean_forward(data, indices, segment_ids)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        data, indices, segment_ids = ctx.saved_tensors
-        grads = sparse_segment_mean_vjp(grad, data, indices, segment_ids)
-        return _needed(grads, ctx.needs_input_grad)
+_sparse_segment_mean_autograd = _autograd_function(
+    "SparseSegmentMean", sparse_segment_mean_forward, sparse_segment_mean_vjp, "output"
+)
 
 
 def sparse_segment_sqrt_n(data, indices, segment_ids):
     """SparseSegmentSqrtN: Sums of the rows of `data` at `indices`, per ascending `segment_ids`, each divided by (declared at ops/scatter.py:60); differentiated by sparse_segment_sqrt_n_vjp."""
-    return _SparseSegmentSqrtNFunction.apply(data, indices, segment_ids)
+    return _sparse_segment_sqrt_n_autograd(data, indices, segment_ids)
 
 
 def sparse_segment_sqrt_n_forward(data, indices, segment_ids):
@@ -235,27 +284,16 @@ def sparse_segment_sqrt_n_vjp(grad, data, indices, segment_ids, *, output=None):
     return grad_data, None, None
 
 
-class _SparseSegmentSqrtNFunction(torch.autograd.Function):
-    """SparseSegmentSqrtN for autograd: the backward is sparse_segment_sqrt_n_vjp."""
-
-    @staticmethod
-    def forward(data, indices, segment_ids):
-        return sparse_segment_sqrt_n_forward(data, indices, segment_ids)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        data, indices, segment_ids = ctx.saved_tensors
-        grads = sparse_segment_sqrt_n_vjp(grad, data, indices, segment_ids)
-        return _needed(grads, ctx.needs_input_grad)
+_sparse_segment_sqrt_n_autograd = _autograd_function(
+    "SparseSegmentSqrtN", sparse_segment_sqrt_n_forward, sparse_segment_sqrt_n_vjp, "output"
+)
 
 
 def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:67); differentiated by sparse_segment_sum_with_num_segments_vjp."""
-    return _SparseSegmentSumWithNumSegmentsFunction.apply(num_segments, data, indices, segment_ids)
+    return _sparse_segment_sum_with_num_segments_autograd(
+        data, indices, segment_ids, num_segments=num_segments
+    )
 
 
 def sparse_segment_sum_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
@@ -282,33 +320,19 @@ def sparse_segment_sum_with_num_segments_vjp(
     return grad_data, None, None
 
 
-class _SparseSegmentSumWithNumSegmentsFunction(torch.autograd.Function):
-    """SparseSegmentSumWithNumSegments for autograd: the backward is sparse_segment_sum_with_num_segments_vjp."""
-
-    @staticmethod
-    def forward(num_segments, data, indices, segment_ids):
-        return sparse_segment_sum_with_num_segments_forward(
-            data, indices, segment_ids, num_segments=num_segments
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (num_segments,) = ctx.attrs
-        data, indices, segment_ids = ctx.saved_tensors
-        grads = sparse_segment_sum_with_num_segments_vjp(
-            grad, data, indices, segment_ids, num_segments=num_segments
-        )
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_sparse_segment_sum_with_num_segments_autograd = _autograd_function(
+    "SparseSegmentSumWithNumSegments",
+    sparse_segment_sum_with_num_segments_forward,
+    sparse_segment_sum_with_num_segments_vjp,
+    "output",
+)
 
 
 def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_segments):
     """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:73); differentiated by sparse_segment_mean_with_num_segments_vjp."""
-    return _SparseSegmentMeanWithNumSegmentsFunction.apply(num_segments, data, indices, segment_ids)
+    return _sparse_segment_mean_with_num_segments_autograd(
+        data, indices, segment_ids, num_segments=num_segments
+    )
 
 
 def sparse_segment_mean_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
@@ -343,34 +367,18 @@ def sparse_segment_mean_with_num_segments_vjp(
     return grad_data, None, None
 
 
-class _SparseSegmentMeanWithNumSegmentsFunction(torch.autograd.Function):
-    """SparseSegmentMeanWithNumSegments for autograd: the backward is sparse_segment_mean_with_num_segments_vjp."""
-
-    @staticmethod
-    def forward(num_segments, data, indices, segment_ids):
-        return sparse_segment_mean_with_num_segments_forward(
-            data, indices, segment_ids, num_segments=num_segments
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (num_segments,) = ctx.attrs
-        data, indices, segment_ids = ctx.saved_tensors
-        grads = sparse_segment_mean_with_num_segments_vjp(
-            grad, data, indices, segment_ids, num_segments=num_segments
-        )
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_sparse_segment_mean_with_num_segments_autograd = _autograd_function(
+    "SparseSegmentMeanWithNumSegments",
+    sparse_segment_mean_with_num_segments_forward,
+    sparse_segment_mean_with_num_segments_vjp,
+    "output",
+)
 
 
 def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:79); differentiated by sparse_segment_sqrt_n_with_num_segments_vjp."""
-    return _SparseSegmentSqrtNWithNumSegmentsFunction.apply(
-        num_segments, data, indices, segment_ids
+    return _sparse_segment_sqrt_n_with_num_segments_autograd(
+        data, indices, segment_ids, num_segments=num_segments
     )
 
 
@@ -406,33 +414,17 @@ def sparse_segment_sqrt_n_with_num_segments_vjp(
     return grad_data, None, None
 
 
-class _SparseSegmentSqrtNWithNumSegmentsFunction(torch.autograd.Function):
-    """SparseSegmentSqrtNWithNumSegments for autograd: the backward is sparse_segment_sqrt_n_with_num_segments_vjp."""
-
-    @staticmethod
-    def forward(num_segments, data, indices, segment_ids):
-        return sparse_segment_sqrt_n_with_num_segments_forward(
-            data, indices, segment_ids, num_segments=num_segments
-        )
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (num_segments,) = ctx.attrs
-        data, indices, segment_ids = ctx.saved_tensors
-        grads = sparse_segment_sqrt_n_with_num_segments_vjp(
-            grad, data, indices, segment_ids, num_segments=num_segments
-        )
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_sparse_segment_sqrt_n_with_num_segments_autograd = _autograd_function(
+    "SparseSegmentSqrtNWithNumSegments",
+    sparse_segment_sqrt_n_with_num_segments_forward,
+    sparse_segment_sqrt_n_with_num_segments_vjp,
+    "output",
+)
 
 
 def tensor_scatter_add(tensor, indices, updates):
     """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2), (declared at ops/scatter.py:102); differentiated by tensor_scatter_add_vjp."""
-    return _TensorScatterAddFunction.apply(tensor, indices, updates)
+    return _tensor_scatter_add_autograd(tensor, indices, updates)
 
 
 def tensor_scatter_add_forward(tensor, indices, updates):
@@ -494,27 +486,14 @@ def tensor_scatter_add_vjp(grad, tensor, indices, updates, *, output=None):
     return grad_tensor, None, grad_updates
 
 
-class _TensorScatterAddFunction(torch.autograd.Function):
-    """TensorScatterAdd for autograd: the backward is tensor_scatter_add_vjp."""
-
-    @staticmethod
-    def forward(tensor, indices, updates):
-        return tensor_scatter_add_forward(tensor, indices, updates)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        tensor, indices, updates = ctx.saved_tensors
-        grads = tensor_scatter_add_vjp(grad, tensor, indices, updates)
-        return _needed(grads, ctx.needs_input_grad)
+_tensor_scatter_add_autograd = _autograd_function(
+    "TensorScatterAdd", tensor_scatter_add_forward, tensor_scatter_add_vjp, "output"
+)
 
 
 def tensor_scatter_sub(tensor, indices, updates):
     """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up (declared at ops/scatter.py:110); differentiated by tensor_scatter_sub_vjp."""
-    return _TensorScatterSubFunction.apply(tensor, indices, updates)
+    return _tensor_scatter_sub_autograd(tensor, indices, updates)
 
 
 def tensor_scatter_sub_forward(tensor, indices, updates):
@@ -578,27 +557,14 @@ def tensor_scatter_sub_vjp(grad, tensor, indices, updates, *, output=None):
     return grad_tensor, None, grad_updates
 
 
-class _TensorScatterSubFunction(torch.autograd.Function):
-    """TensorScatterSub for autograd: the backward is tensor_scatter_sub_vjp."""
-
-    @staticmethod
-    def forward(tensor, indices, updates):
-        return tensor_scatter_sub_forward(tensor, indices, updates)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        tensor, indices, updates = ctx.saved_tensors
-        grads = tensor_scatter_sub_vjp(grad, tensor, indices, updates)
-        return _needed(grads, ctx.needs_input_grad)
+_tensor_scatter_sub_autograd = _autograd_function(
+    "TensorScatterSub", tensor_scatter_sub_forward, tensor_scatter_sub_vjp, "output"
+)
 
 
 def scatter_nd_non_aliasing_add(input, indices, updates):
     """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the (declared at ops/scatter.py:117); differentiated by scatter_nd_non_aliasing_add_vjp."""
-    return _ScatterNdNonAliasingAddFunction.apply(input, indices, updates)
+    return _scatter_nd_non_aliasing_add_autograd(input, indices, updates)
 
 
 def scatter_nd_non_aliasing_add_forward(input, indices, updates):
@@ -660,27 +626,17 @@ def scatter_nd_non_aliasing_add_vjp(grad, input, indices, updates, *, output=Non
     return grad_input, None, grad_updates
 
 
-class _ScatterNdNonAliasingAddFunction(torch.autograd.Function):
-    """ScatterNdNonAliasingAdd for autograd: the backward is scatter_nd_non_aliasing_add_vjp."""
-
-    @staticmethod
-    def forward(input, indices, updates):
-        return scatter_nd_non_aliasing_add_forward(input, indices, updates)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        input, indices, updates = ctx.saved_tensors
-        grads = scatter_nd_non_aliasing_add_vjp(grad, input, indices, updates)
-        return _needed(grads, ctx.needs_input_grad)
+_scatter_nd_non_aliasing_add_autograd = _autograd_function(
+    "ScatterNdNonAliasingAdd",
+    scatter_nd_non_aliasing_add_forward,
+    scatter_nd_non_aliasing_add_vjp,
+    "output",
+)
 
 
 def tensor_scatter_update(tensor, indices, updates):
     """TensorScatterUpdate: `tensor` with the `updates` in place of its entries at `indices` (rows at depth 1, (declared at ops/scatter.py:125); differentiated by tensor_scatter_update_vjp."""
-    return _TensorScatterUpdateFunction.apply(tensor, indices, updates)
+    return _tensor_scatter_update_autograd(tensor, indices, updates)
 
 
 def tensor_scatter_update_forward(tensor, indices, updates):
@@ -758,27 +714,14 @@ def tensor_scatter_update_vjp(grad, tensor, indices, updates, *, output=None):
     return grad_tensor, None, grad_updates
 
 
-class _TensorScatterUpdateFunction(torch.autograd.Function):
-    """TensorScatterUpdate for autograd: the backward is tensor_scatter_update_vjp."""
-
-    @staticmethod
-    def forward(tensor, indices, updates):
-        return tensor_scatter_update_forward(tensor, indices, updates)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        tensor, indices, updates = ctx.saved_tensors
-        grads = tensor_scatter_update_vjp(grad, tensor, indices, updates)
-        return _needed(grads, ctx.needs_input_grad)
+_tensor_scatter_update_autograd = _autograd_function(
+    "TensorScatterUpdate", tensor_scatter_update_forward, tensor_scatter_update_vjp, "output"
+)
 
 
 def tensor_scatter_max(tensor, indices, updates):
     """TensorScatterMax: `tensor` with each entry `indices` names replaced by its maximum with the `updates` (declared at ops/scatter.py:146); differentiated by tensor_scatter_max_vjp."""
-    return _TensorScatterMaxFunction.apply(tensor, indices, updates)
+    return _tensor_scatter_max_autograd(tensor, indices, updates)
 
 
 def tensor_scatter_max_forward(tensor, indices, updates):
@@ -882,27 +825,14 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
     return grad_tensor, None, grad_updates
 
 
-class _TensorScatterMaxFunction(torch.autograd.Function):
-    """TensorScatterMax for autograd: the backward is tensor_scatter_max_vjp."""
-
-    @staticmethod
-    def forward(tensor, indices, updates):
-        return tensor_scatter_max_forward(tensor, indices, updates)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        tensor, indices, updates, output = ctx.saved_tensors
-        grads = tensor_scatter_max_vjp(grad, tensor, indices, updates, output=output)
-        return _needed(grads, ctx.needs_input_grad)
+_tensor_scatter_max_autograd = _autograd_function(
+    "TensorScatterMax", tensor_scatter_max_forward, tensor_scatter_max_vjp, "output", read="output"
+)
 
 
 def tensor_scatter_min(tensor, indices, updates):
     """TensorScatterMin: `tensor` with each entry `indices` names replaced by its minimum with the `updates` (declared at ops/scatter.py:153); differentiated by tensor_scatter_min_vjp."""
-    return _TensorScatterMinFunction.apply(tensor, indices, updates)
+    return _tensor_scatter_min_autograd(tensor, indices, updates)
 
 
 def tensor_scatter_min_forward(tensor, indices, updates):
@@ -1006,19 +936,6 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
     return grad_tensor, None, grad_updates
 
 
-class _TensorScatterMinFunction(torch.autograd.Function):
-    """TensorScatterMin for autograd: the backward is tensor_scatter_min_vjp."""
-
-    @staticmethod
-    def forward(tensor, indices, updates):
-        return tensor_scatter_min_forward(tensor, indices, updates)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        tensor, indices, updates, output = ctx.saved_tensors
-        grads = tensor_scatter_min_vjp(grad, tensor, indices, updates, output=output)
-        return _needed(grads, ctx.needs_input_grad)
+_tensor_scatter_min_autograd = _autograd_function(
+    "TensorScatterMin", tensor_scatter_min_forward, tensor_scatter_min_vjp, "output", read="output"
+)

@@ -9,13 +9,49 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _sum_to_shape(g, shape):
@@ -34,7 +70,7 @@ def _sum_to_shape(g, shape):
 
 def expand_dims(input, *, axis=-1):
     """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:12); differentiated by expand_dims_vjp."""
-    return _expand_dims_custom_vjp(axis, input)
+    return _expand_dims_custom_vjp(input, axis=axis)
 
 
 def expand_dims_forward(input, *, axis=-1):
@@ -68,27 +104,12 @@ def expand_dims_vjp(grad, input, *, output=None, axis=-1):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _expand_dims_custom_vjp(axis, input):
-    return expand_dims_forward(input, axis=axis)
-
-
-def _expand_dims_fwd(axis, input):
-    output = expand_dims_forward(input, axis=axis)
-    return output, ((input,), output)
-
-
-def _expand_dims_bwd(axis, saved, grad):
-    (input,), output = saved
-    return expand_dims_vjp(grad, input, output=output, axis=axis)
-
-
-_expand_dims_custom_vjp.defvjp(_expand_dims_fwd, _expand_dims_bwd)
+_expand_dims_custom_vjp = _custom_vjp(expand_dims_forward, expand_dims_vjp, "output")
 
 
 def broadcast_to(input, *, shape):
     """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:21); differentiated by broadcast_to_vjp."""
-    return _broadcast_to_custom_vjp(shape, input)
+    return _broadcast_to_custom_vjp(input, shape=shape)
 
 
 def broadcast_to_forward(input, *, shape):
@@ -109,27 +130,12 @@ def broadcast_to_vjp(grad, input, *, output=None, shape):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _broadcast_to_custom_vjp(shape, input):
-    return broadcast_to_forward(input, shape=shape)
-
-
-def _broadcast_to_fwd(shape, input):
-    output = broadcast_to_forward(input, shape=shape)
-    return output, ((input,), output)
-
-
-def _broadcast_to_bwd(shape, saved, grad):
-    (input,), output = saved
-    return broadcast_to_vjp(grad, input, output=output, shape=shape)
-
-
-_broadcast_to_custom_vjp.defvjp(_broadcast_to_fwd, _broadcast_to_bwd)
+_broadcast_to_custom_vjp = _custom_vjp(broadcast_to_forward, broadcast_to_vjp, "output")
 
 
 def fill(value, *, dims):
     """Fill: An array of shape `dims` holding the scalar `value` everywhere: its gradient is the sum (declared at ops/shape.py:33); differentiated by fill_vjp."""
-    return _fill_custom_vjp(dims, value)
+    return _fill_custom_vjp(value, dims=dims)
 
 
 def fill_forward(value, *, dims):
@@ -150,27 +156,12 @@ def fill_vjp(grad, value, *, output=None, dims):
     return (grad_value,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _fill_custom_vjp(dims, value):
-    return fill_forward(value, dims=dims)
-
-
-def _fill_fwd(dims, value):
-    output = fill_forward(value, dims=dims)
-    return output, ((value,), output)
-
-
-def _fill_bwd(dims, saved, grad):
-    (value,), output = saved
-    return fill_vjp(grad, value, output=output, dims=dims)
-
-
-_fill_custom_vjp.defvjp(_fill_fwd, _fill_bwd)
+_fill_custom_vjp = _custom_vjp(fill_forward, fill_vjp, "output")
 
 
 def squeeze(input, *, axis=(-1,)):
     """Squeeze: The input without its size-1 axes `axis` (TensorFlow keeps the attribute as (declared at ops/shape.py:50); differentiated by squeeze_vjp."""
-    return _squeeze_custom_vjp(axis, input)
+    return _squeeze_custom_vjp(input, axis=axis)
 
 
 def squeeze_forward(input, *, axis=(-1,)):
@@ -224,19 +215,4 @@ def squeeze_vjp(grad, input, *, output=None, axis=(-1,)):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _squeeze_custom_vjp(axis, input):
-    return squeeze_forward(input, axis=axis)
-
-
-def _squeeze_fwd(axis, input):
-    output = squeeze_forward(input, axis=axis)
-    return output, ((input,), output)
-
-
-def _squeeze_bwd(axis, saved, grad):
-    (input,), output = saved
-    return squeeze_vjp(grad, input, output=output, axis=axis)
-
-
-_squeeze_custom_vjp.defvjp(_squeeze_fwd, _squeeze_bwd)
+_squeeze_custom_vjp = _custom_vjp(squeeze_forward, squeeze_vjp, "output")

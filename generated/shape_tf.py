@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +30,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -129,8 +187,26 @@ def _sum_to_shape(g, x):
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
 
+def expand_dims(input, *, axis=-1):
+    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:12), with its derived gradient expand_dims_vjp."""
+    return _expand_dims_custom_gradient(input, axis=axis)
+
+
+def expand_dims_forward(input, *, axis=-1):
+    """ExpandDims's formula."""
+    if axis == -1:
+        output = input[..., None]
+    elif axis == -2:
+        output = input[..., None, :]
+    elif axis == -3:
+        output = input[..., None, :, :]
+    else:
+        raise ValueError(f"ExpandDims: unsupported attributes axis={axis!r}")
+    return output
+
+
 def expand_dims_vjp(grad, input, output, *, axis=-1):
-    """Gradient of ExpandDims (declared at ops/shape.py:12): one per input (input).
+    """Gradient of ExpandDims: one per input (input).
 
     In index notation, next to the code computing it, per variant:
         axis=-1:
@@ -153,41 +229,36 @@ def expand_dims_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def expand_dims(input, *, axis=-1):
-    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return expand_dims_vjp(grad, input, output, axis=axis)
-
-        kernel_outputs = (
-            _tf_kernel("ExpandDims", 1, {"input": input}, {"axis": axis})
-            if axis in (-1, -2, -3)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if axis == -1:
-            output = input[..., None]
-        elif axis == -2:
-            output = input[..., None, :]
-        elif axis == -3:
-            output = input[..., None, :, :]
-        else:
-            raise ValueError(f"ExpandDims: unsupported attributes axis={axis!r}")
-        return output, backward
-
-    return forward(input)
+def _expand_dims_declares(input, *, axis=-1):
+    """Whether ExpandDims's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return axis in (-1, -2, -3)
 
 
+_expand_dims_custom_gradient = _custom_gradient(
+    "ExpandDims",
+    "input",
+    expand_dims_forward,
+    expand_dims_vjp,
+    "output",
+    declares=_expand_dims_declares,
+)
 _register("ExpandDims", expand_dims_grad)
 
 
+def broadcast_to(input, *, shape):
+    """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:21), with its derived gradient broadcast_to_vjp."""
+    return _broadcast_to_custom_gradient(input, shape=shape)
+
+
+def broadcast_to_forward(input, *, shape):
+    """BroadcastTo's formula."""
+    shape = tf.cast(shape, tf.int64)
+    output = tf.broadcast_to(input, shape)
+    return output
+
+
 def broadcast_to_vjp(grad, input, output, *, shape):
-    """Gradient of BroadcastTo (declared at ops/shape.py:21): one per input (input).
+    """Gradient of BroadcastTo: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input = grad, i.e. `_sum_to_shape(grad, input)`
@@ -203,33 +274,26 @@ def broadcast_to_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def broadcast_to(input, *, shape):
-    """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"shape": shape}
-    shape = tf.cast(shape, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return broadcast_to_vjp(grad, input, output, shape=shape)
-
-        kernel_outputs = _tf_kernel("BroadcastTo", 1, {"input": input}, kernel_attrs)
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = tf.broadcast_to(input, shape)
-        return output, backward
-
-    return forward(input)
-
-
+_broadcast_to_custom_gradient = _custom_gradient(
+    "BroadcastTo", "input", broadcast_to_forward, broadcast_to_vjp, "output"
+)
 _register("BroadcastTo", broadcast_to_grad)
 
 
+def fill(value, *, dims):
+    """Fill: An array of shape `dims` holding the scalar `value` everywhere: its gradient is the sum (declared at ops/shape.py:33), with its derived gradient fill_vjp."""
+    return _fill_custom_gradient(value, dims=dims)
+
+
+def fill_forward(value, *, dims):
+    """Fill's formula."""
+    dims = tf.cast(dims, tf.int64)
+    output = tf.broadcast_to(value, dims)
+    return output
+
+
 def fill_vjp(grad, value, output, *, dims):
-    """Gradient of Fill (declared at ops/shape.py:33): one per input (value).
+    """Gradient of Fill: one per input (value).
 
     In index notation, next to the code computing it:
         grad_value = grad, i.e. `_sum_to_shape(grad, value)`
@@ -245,44 +309,41 @@ def fill_grad(op, grad):
     return _insert_none(grads, (0,))
 
 
-def fill(value, *, dims):
-    """Fill: An array of shape `dims` holding the scalar `value` everywhere: its gradient is the sum, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"dims": dims}
-    dims = tf.cast(dims, tf.int64)
-
-    @tf.custom_gradient
-    def forward(value):
-        def backward(grad):
-            return fill_vjp(grad, value, output, dims=dims)
-
-        kernel_outputs = _tf_kernel("Fill", 1, {"value": value}, kernel_attrs)
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        output = tf.broadcast_to(value, dims)
-        return output, backward
-
-    return forward(value)
-
-
+_fill_custom_gradient = _custom_gradient("Fill", "value", fill_forward, fill_vjp, "output")
 _register("Fill", fill_grad)
 
 
+def squeeze(input, *, axis=(-1,)):
+    """Squeeze: The input without its size-1 axes `axis` (TensorFlow keeps the attribute as (declared at ops/shape.py:50), with its derived gradient squeeze_vjp."""
+    return _squeeze_custom_gradient(input, axis=axis)
+
+
+def squeeze_forward(input, *, axis=(-1,)):
+    """Squeeze's formula."""
+    axis = tuple(sorted(int(a) - len(input.shape) if a >= 0 else int(a) for a in axis))
+    if axis in ((-1,), (-2,)):
+        output = tf.squeeze(input, axis=[axis[0]])
+    elif axis == (-3, -1):
+        t0 = tf.einsum("...abcb->...abc", input)
+        output = tf.squeeze(t0, axis=[-2])
+    else:
+        raise ValueError(f"Squeeze: unsupported attributes axis={axis!r}")
+    return output
+
+
 def squeeze_vjp(grad, input, output, *, axis=(-1,)):
-    """Gradient of Squeeze (declared at ops/shape.py:50): one per input (input).
+    """Gradient of Squeeze: one per input (input).
 
     In index notation, next to the code computing it, per variant:
         axis=(-1,):
             grad_input[batch, i, j, k] = grad[batch, i, j] * delta(0, k)
-                i.e. `t0 * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+                i.e. `t0 * tf.cast(t3, grad.dtype)`
         axis=(-2,):
             grad_input[batch, i, j, k] = grad[batch, i, k] * delta(0, j)
-                i.e. `t0 * tf.where(t4, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))`
+                i.e. `t0 * tf.cast(t4, grad.dtype)`
         axis=(-3, -1):
             grad_input[batch, i, j, k, l] = grad[batch, i, k] * delta(0, j) * delta(0, l)
-                i.e. `t0 * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, ...`
+                i.e. `t0 * tf.cast(t3, grad.dtype) * tf.cast(t4, grad.dtype)`
     """
     axis = tuple(sorted(int(a) - len(input.shape) if a >= 0 else int(a) for a in axis))
     t1 = 0
@@ -290,23 +351,19 @@ def squeeze_vjp(grad, input, output, *, axis=(-1,)):
         t0 = grad[..., None]
         t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t3 = tf.equal(t2, t1)
-        grad_input = t0 * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_input = t0 * tf.cast(t3, grad.dtype)
     elif axis == (-2,):
         t0 = grad[..., None, :]
         t2 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t3 = tf.equal(t2, t1)
         t4 = t3[..., None]
-        grad_input = t0 * tf.where(t4, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
+        grad_input = t0 * tf.cast(t4, grad.dtype)
     elif axis == (-3, -1):
         t0 = grad[..., None, :, None]
         t2 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t3 = tf.equal(t2, t1)
         t4 = t3[..., None, None]
-        grad_input = (
-            t0
-            * tf.where(t3, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-            * tf.where(t4, tf.constant(1, grad.dtype), tf.constant(0, grad.dtype))
-        )
+        grad_input = t0 * tf.cast(t3, grad.dtype) * tf.cast(t4, grad.dtype)
     else:
         raise ValueError(f"Squeeze: unsupported attributes axis={axis!r}")
     return (grad_input,)
@@ -317,36 +374,13 @@ def squeeze_grad(op, grad):
     return squeeze_vjp(grad, *op.inputs, *op.outputs, axis=op.get_attr("squeeze_dims"))
 
 
-def squeeze(input, *, axis=(-1,)):
-    """Squeeze: The input without its size-1 axes `axis` (TensorFlow keeps the attribute as, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"axis": axis}
+def _squeeze_declares(input, *, axis=(-1,)):
+    """Whether Squeeze's formula takes these attributes: only then is TensorFlow's kernel its forward."""
     axis = tuple(sorted(int(a) - len(input.shape) if a >= 0 else int(a) for a in axis))
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return squeeze_vjp(grad, input, output, axis=axis)
-
-        kernel_outputs = (
-            _tf_kernel("Squeeze", 1, {"input": input}, kernel_attrs)
-            if axis in ((-1,), (-2,), (-3, -1))
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if axis in ((-1,), (-2,)):
-            output = tf.squeeze(input, axis=[axis[0]])
-        elif axis == (-3, -1):
-            t0 = tf.einsum("...abcb->...abc", input)
-            output = tf.squeeze(t0, axis=[-2])
-        else:
-            raise ValueError(f"Squeeze: unsupported attributes axis={axis!r}")
-        return output, backward
-
-    return forward(input)
+    return axis in ((-1,), (-2,), (-3, -1))
 
 
+_squeeze_custom_gradient = _custom_gradient(
+    "Squeeze", "input", squeeze_forward, squeeze_vjp, "output", declares=_squeeze_declares
+)
 _register("Squeeze", squeeze_grad)

@@ -21,6 +21,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
     `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
@@ -37,7 +112,7 @@ def _sum_to_shape(g, shape):
 
 def expand_dims(input, *, axis=-1):
     """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:12); differentiated by expand_dims_vjp."""
-    return _ExpandDimsFunction.apply(axis, input)
+    return _expand_dims_autograd(input, axis=axis)
 
 
 def expand_dims_forward(input, *, axis=-1):
@@ -71,29 +146,14 @@ def expand_dims_vjp(grad, input, *, output=None, axis=-1):
     return (grad_input,)
 
 
-class _ExpandDimsFunction(torch.autograd.Function):
-    """ExpandDims for autograd: the backward is expand_dims_vjp."""
-
-    @staticmethod
-    def forward(axis, input):
-        return expand_dims_forward(input, axis=axis)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (axis,) = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = expand_dims_vjp(grad, input, axis=axis)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_expand_dims_autograd = _autograd_function(
+    "ExpandDims", expand_dims_forward, expand_dims_vjp, "output"
+)
 
 
 def broadcast_to(input, *, shape):
     """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:21); differentiated by broadcast_to_vjp."""
-    return _BroadcastToFunction.apply(shape, input)
+    return _broadcast_to_autograd(input, shape=shape)
 
 
 def broadcast_to_forward(input, *, shape):
@@ -114,29 +174,14 @@ def broadcast_to_vjp(grad, input, *, output=None, shape):
     return (grad_input,)
 
 
-class _BroadcastToFunction(torch.autograd.Function):
-    """BroadcastTo for autograd: the backward is broadcast_to_vjp."""
-
-    @staticmethod
-    def forward(shape, input):
-        return broadcast_to_forward(input, shape=shape)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (shape,) = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = broadcast_to_vjp(grad, input, shape=shape)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_broadcast_to_autograd = _autograd_function(
+    "BroadcastTo", broadcast_to_forward, broadcast_to_vjp, "output"
+)
 
 
 def fill(value, *, dims):
     """Fill: An array of shape `dims` holding the scalar `value` everywhere: its gradient is the sum (declared at ops/shape.py:33); differentiated by fill_vjp."""
-    return _FillFunction.apply(dims, value)
+    return _fill_autograd(value, dims=dims)
 
 
 def fill_forward(value, *, dims):
@@ -157,29 +202,12 @@ def fill_vjp(grad, value, *, output=None, dims):
     return (grad_value,)
 
 
-class _FillFunction(torch.autograd.Function):
-    """Fill for autograd: the backward is fill_vjp."""
-
-    @staticmethod
-    def forward(dims, value):
-        return fill_forward(value, dims=dims)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (dims,) = ctx.attrs
-        (value,) = ctx.saved_tensors
-        grads = fill_vjp(grad, value, dims=dims)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_fill_autograd = _autograd_function("Fill", fill_forward, fill_vjp, "output")
 
 
 def squeeze(input, *, axis=(-1,)):
     """Squeeze: The input without its size-1 axes `axis` (TensorFlow keeps the attribute as (declared at ops/shape.py:50); differentiated by squeeze_vjp."""
-    return _SqueezeFunction.apply(axis, input)
+    return _squeeze_autograd(input, axis=axis)
 
 
 def squeeze_forward(input, *, axis=(-1,)):
@@ -233,21 +261,4 @@ def squeeze_vjp(grad, input, *, output=None, axis=(-1,)):
     return (grad_input,)
 
 
-class _SqueezeFunction(torch.autograd.Function):
-    """Squeeze for autograd: the backward is squeeze_vjp."""
-
-    @staticmethod
-    def forward(axis, input):
-        return squeeze_forward(input, axis=axis)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (axis,) = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = squeeze_vjp(grad, input, axis=axis)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_squeeze_autograd = _autograd_function("Squeeze", squeeze_forward, squeeze_vjp, "output")

@@ -9,13 +9,49 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _gather(x, positions, axis, fill=0):
@@ -31,7 +67,7 @@ def _gather(x, positions, axis, fill=0):
 
 def space_to_depth(input, *, data_format="NHWC", block_size):
     """SpaceToDepth: Each block_size x block_size block of pixels as one pixel of depth block_size**2 * C, (declared at ops/space.py:23); differentiated by space_to_depth_vjp."""
-    return _space_to_depth_custom_vjp(data_format, block_size, input)
+    return _space_to_depth_custom_vjp(input, data_format=data_format, block_size=block_size)
 
 
 def space_to_depth_forward(input, *, data_format="NHWC", block_size):
@@ -85,29 +121,12 @@ def space_to_depth_vjp(grad, input, *, output=None, data_format="NHWC", block_si
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _space_to_depth_custom_vjp(data_format, block_size, input):
-    return space_to_depth_forward(input, data_format=data_format, block_size=block_size)
-
-
-def _space_to_depth_fwd(data_format, block_size, input):
-    output = space_to_depth_forward(input, data_format=data_format, block_size=block_size)
-    return output, ((input,), output)
-
-
-def _space_to_depth_bwd(data_format, block_size, saved, grad):
-    (input,), output = saved
-    return space_to_depth_vjp(
-        grad, input, output=output, data_format=data_format, block_size=block_size
-    )
-
-
-_space_to_depth_custom_vjp.defvjp(_space_to_depth_fwd, _space_to_depth_bwd)
+_space_to_depth_custom_vjp = _custom_vjp(space_to_depth_forward, space_to_depth_vjp, "output")
 
 
 def depth_to_space(input, *, data_format="NHWC", block_size):
     """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel) (declared at ops/space.py:31); differentiated by depth_to_space_vjp."""
-    return _depth_to_space_custom_vjp(data_format, block_size, input)
+    return _depth_to_space_custom_vjp(input, data_format=data_format, block_size=block_size)
 
 
 def depth_to_space_forward(input, *, data_format="NHWC", block_size):
@@ -150,29 +169,12 @@ def depth_to_space_vjp(grad, input, *, output=None, data_format="NHWC", block_si
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _depth_to_space_custom_vjp(data_format, block_size, input):
-    return depth_to_space_forward(input, data_format=data_format, block_size=block_size)
-
-
-def _depth_to_space_fwd(data_format, block_size, input):
-    output = depth_to_space_forward(input, data_format=data_format, block_size=block_size)
-    return output, ((input,), output)
-
-
-def _depth_to_space_bwd(data_format, block_size, saved, grad):
-    (input,), output = saved
-    return depth_to_space_vjp(
-        grad, input, output=output, data_format=data_format, block_size=block_size
-    )
-
-
-_depth_to_space_custom_vjp.defvjp(_depth_to_space_fwd, _depth_to_space_bwd)
+_depth_to_space_custom_vjp = _custom_vjp(depth_to_space_forward, depth_to_space_vjp, "output")
 
 
 def space_to_batch_nd(input, *, block_shape, paddings):
     """SpaceToBatchND: The zero-padded spatial axes cut into blocks of block_shape; position (a, b) in a block (declared at ops/space.py:58); differentiated by space_to_batch_nd_vjp."""
-    return _space_to_batch_nd_custom_vjp(block_shape, paddings, input)
+    return _space_to_batch_nd_custom_vjp(input, block_shape=block_shape, paddings=paddings)
 
 
 def space_to_batch_nd_forward(input, *, block_shape, paddings):
@@ -238,29 +240,14 @@ def space_to_batch_nd_vjp(grad, input, *, output=None, block_shape, paddings):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _space_to_batch_nd_custom_vjp(block_shape, paddings, input):
-    return space_to_batch_nd_forward(input, block_shape=block_shape, paddings=paddings)
-
-
-def _space_to_batch_nd_fwd(block_shape, paddings, input):
-    output = space_to_batch_nd_forward(input, block_shape=block_shape, paddings=paddings)
-    return output, ((input,), output)
-
-
-def _space_to_batch_nd_bwd(block_shape, paddings, saved, grad):
-    (input,), output = saved
-    return space_to_batch_nd_vjp(
-        grad, input, output=output, block_shape=block_shape, paddings=paddings
-    )
-
-
-_space_to_batch_nd_custom_vjp.defvjp(_space_to_batch_nd_fwd, _space_to_batch_nd_bwd)
+_space_to_batch_nd_custom_vjp = _custom_vjp(
+    space_to_batch_nd_forward, space_to_batch_nd_vjp, "output"
+)
 
 
 def batch_to_space_nd(input, *, block_shape, crops):
     """BatchToSpaceND: SpaceToBatchND's inverse: batch entry (a * block_shape[1] + b) * N + n to position (declared at ops/space.py:69); differentiated by batch_to_space_nd_vjp."""
-    return _batch_to_space_nd_custom_vjp(block_shape, crops, input)
+    return _batch_to_space_nd_custom_vjp(input, block_shape=block_shape, crops=crops)
 
 
 def batch_to_space_nd_forward(input, *, block_shape, crops):
@@ -325,27 +312,14 @@ def batch_to_space_nd_vjp(grad, input, *, output=None, block_shape, crops):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _batch_to_space_nd_custom_vjp(block_shape, crops, input):
-    return batch_to_space_nd_forward(input, block_shape=block_shape, crops=crops)
-
-
-def _batch_to_space_nd_fwd(block_shape, crops, input):
-    output = batch_to_space_nd_forward(input, block_shape=block_shape, crops=crops)
-    return output, ((input,), output)
-
-
-def _batch_to_space_nd_bwd(block_shape, crops, saved, grad):
-    (input,), output = saved
-    return batch_to_space_nd_vjp(grad, input, output=output, block_shape=block_shape, crops=crops)
-
-
-_batch_to_space_nd_custom_vjp.defvjp(_batch_to_space_nd_fwd, _batch_to_space_nd_bwd)
+_batch_to_space_nd_custom_vjp = _custom_vjp(
+    batch_to_space_nd_forward, batch_to_space_nd_vjp, "output"
+)
 
 
 def space_to_batch(input, *, paddings, block_size):
     """SpaceToBatch: SpaceToBatchND with one block size for both spatial axes (declared at ops/space.py:80); differentiated by space_to_batch_vjp."""
-    return _space_to_batch_custom_vjp(paddings, block_size, input)
+    return _space_to_batch_custom_vjp(input, paddings=paddings, block_size=block_size)
 
 
 def space_to_batch_forward(input, *, paddings, block_size):
@@ -406,27 +380,12 @@ def space_to_batch_vjp(grad, input, *, output=None, paddings, block_size):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _space_to_batch_custom_vjp(paddings, block_size, input):
-    return space_to_batch_forward(input, paddings=paddings, block_size=block_size)
-
-
-def _space_to_batch_fwd(paddings, block_size, input):
-    output = space_to_batch_forward(input, paddings=paddings, block_size=block_size)
-    return output, ((input,), output)
-
-
-def _space_to_batch_bwd(paddings, block_size, saved, grad):
-    (input,), output = saved
-    return space_to_batch_vjp(grad, input, output=output, paddings=paddings, block_size=block_size)
-
-
-_space_to_batch_custom_vjp.defvjp(_space_to_batch_fwd, _space_to_batch_bwd)
+_space_to_batch_custom_vjp = _custom_vjp(space_to_batch_forward, space_to_batch_vjp, "output")
 
 
 def batch_to_space(input, *, crops, block_size):
     """BatchToSpace: BatchToSpaceND with one block size for both spatial axes (declared at ops/space.py:90); differentiated by batch_to_space_vjp."""
-    return _batch_to_space_custom_vjp(crops, block_size, input)
+    return _batch_to_space_custom_vjp(input, crops=crops, block_size=block_size)
 
 
 def batch_to_space_forward(input, *, crops, block_size):
@@ -485,19 +444,4 @@ def batch_to_space_vjp(grad, input, *, output=None, crops, block_size):
     return (grad_input,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _batch_to_space_custom_vjp(crops, block_size, input):
-    return batch_to_space_forward(input, crops=crops, block_size=block_size)
-
-
-def _batch_to_space_fwd(crops, block_size, input):
-    output = batch_to_space_forward(input, crops=crops, block_size=block_size)
-    return output, ((input,), output)
-
-
-def _batch_to_space_bwd(crops, block_size, saved, grad):
-    (input,), output = saved
-    return batch_to_space_vjp(grad, input, output=output, crops=crops, block_size=block_size)
-
-
-_batch_to_space_custom_vjp.defvjp(_batch_to_space_fwd, _batch_to_space_bwd)
+_batch_to_space_custom_vjp = _custom_vjp(batch_to_space_forward, batch_to_space_vjp, "output")

@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +30,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -165,8 +223,50 @@ def _gather(x, positions, axis, fill=0):
     )
 
 
+def space_to_depth(input, *, data_format="NHWC", block_size):
+    """SpaceToDepth: Each block_size x block_size block of pixels as one pixel of depth block_size**2 * C, (declared at ops/space.py:23), with its derived gradient space_to_depth_vjp."""
+    return _space_to_depth_custom_gradient(input, data_format=data_format, block_size=block_size)
+
+
+def space_to_depth_forward(input, *, data_format="NHWC", block_size):
+    """SpaceToDepth's formula."""
+    if data_format == "NHWC":
+        input_split = tf.reshape(
+            input,
+            tf.concat(
+                [
+                    tf.shape(input, out_type=tf.int64)[:-3],
+                    tf.cast([-1, block_size], tf.int64),
+                    tf.shape(input, out_type=tf.int64)[-2:],
+                ],
+                0,
+            ),
+        )
+        input_split = tf.reshape(
+            input_split,
+            tf.concat(
+                [
+                    tf.shape(input_split, out_type=tf.int64)[:-2],
+                    tf.cast([-1, block_size], tf.int64),
+                    tf.shape(input_split, out_type=tf.int64)[-1:],
+                ],
+                0,
+            ),
+        )
+        t0 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
+        t1 = tf.shape(input_split, out_type=tf.int64)[-6]
+        t2 = tf.shape(input_split, out_type=tf.int64)[-5]
+        t3 = tf.shape(input_split, out_type=tf.int64)[-3]
+        t4 = tf.shape(input_split, out_type=tf.int64)[-4]
+        t5 = tf.shape(input_split, out_type=tf.int64)[-1]
+        output = tf.reshape(t0, [t1, t2, t3, t4 * t4 * t5])
+    else:
+        raise ValueError(f"SpaceToDepth: unsupported attributes data_format={data_format!r}")
+    return output
+
+
 def space_to_depth_vjp(grad, input, output, *, data_format="NHWC", block_size):
-    """Gradient of SpaceToDepth (declared at ops/space.py:23): one per input (input).
+    """Gradient of SpaceToDepth: one per input (input).
 
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
@@ -223,72 +323,54 @@ def space_to_depth_grad(op, grad):
     )
 
 
-def space_to_depth(input, *, data_format="NHWC", block_size):
-    """SpaceToDepth: Each block_size x block_size block of pixels as one pixel of depth block_size**2 * C,, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return space_to_depth_vjp(
-                grad, input, output, data_format=data_format, block_size=block_size
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "SpaceToDepth",
-                1,
-                {"input": input},
-                {"data_format": data_format, "block_size": block_size},
-            )
-            if data_format in ("NHWC",)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if data_format == "NHWC":
-            input_split = tf.reshape(
-                input,
-                tf.concat(
-                    [
-                        tf.shape(input, out_type=tf.int64)[:-3],
-                        tf.cast([-1, block_size], tf.int64),
-                        tf.shape(input, out_type=tf.int64)[-2:],
-                    ],
-                    0,
-                ),
-            )
-            input_split = tf.reshape(
-                input_split,
-                tf.concat(
-                    [
-                        tf.shape(input_split, out_type=tf.int64)[:-2],
-                        tf.cast([-1, block_size], tf.int64),
-                        tf.shape(input_split, out_type=tf.int64)[-1:],
-                    ],
-                    0,
-                ),
-            )
-            t0 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
-            t1 = tf.shape(input_split, out_type=tf.int64)[-6]
-            t2 = tf.shape(input_split, out_type=tf.int64)[-5]
-            t3 = tf.shape(input_split, out_type=tf.int64)[-3]
-            t4 = tf.shape(input_split, out_type=tf.int64)[-4]
-            t5 = tf.shape(input_split, out_type=tf.int64)[-1]
-            output = tf.reshape(t0, [t1, t2, t3, t4 * t4 * t5])
-        else:
-            raise ValueError(f"SpaceToDepth: unsupported attributes data_format={data_format!r}")
-        return output, backward
-
-    return forward(input)
+def _space_to_depth_declares(input, *, data_format="NHWC", block_size):
+    """Whether SpaceToDepth's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return data_format in ("NHWC",)
 
 
+_space_to_depth_custom_gradient = _custom_gradient(
+    "SpaceToDepth",
+    "input",
+    space_to_depth_forward,
+    space_to_depth_vjp,
+    "output",
+    declares=_space_to_depth_declares,
+)
 _register("SpaceToDepth", space_to_depth_grad)
 
 
+def depth_to_space(input, *, data_format="NHWC", block_size):
+    """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel) (declared at ops/space.py:31), with its derived gradient depth_to_space_vjp."""
+    return _depth_to_space_custom_gradient(input, data_format=data_format, block_size=block_size)
+
+
+def depth_to_space_forward(input, *, data_format="NHWC", block_size):
+    """DepthToSpace's formula."""
+    if data_format == "NHWC":
+        input_split = tf.reshape(
+            input,
+            tf.concat(
+                [
+                    tf.shape(input, out_type=tf.int64)[:-1],
+                    tf.cast([block_size, block_size, -1], tf.int64),
+                ],
+                0,
+            ),
+        )
+        t0 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
+        t1 = tf.shape(input_split, out_type=tf.int64)[-6]
+        t2 = tf.shape(input_split, out_type=tf.int64)[-5]
+        t3 = tf.shape(input_split, out_type=tf.int64)[-3]
+        t4 = tf.shape(input_split, out_type=tf.int64)[-4]
+        t5 = tf.shape(input_split, out_type=tf.int64)[-1]
+        output = tf.reshape(t0, [t1, t2 * t3, t4 * t3, t5])
+    else:
+        raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
+    return output
+
+
 def depth_to_space_vjp(grad, input, output, *, data_format="NHWC", block_size):
-    """Gradient of DepthToSpace (declared at ops/space.py:31): one per input (input).
+    """Gradient of DepthToSpace: one per input (input).
 
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
@@ -351,60 +433,62 @@ def depth_to_space_grad(op, grad):
     )
 
 
-def depth_to_space(input, *, data_format="NHWC", block_size):
-    """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return depth_to_space_vjp(
-                grad, input, output, data_format=data_format, block_size=block_size
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "DepthToSpace",
-                1,
-                {"input": input},
-                {"data_format": data_format, "block_size": block_size},
-            )
-            if data_format in ("NHWC",)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        if data_format == "NHWC":
-            input_split = tf.reshape(
-                input,
-                tf.concat(
-                    [
-                        tf.shape(input, out_type=tf.int64)[:-1],
-                        tf.cast([block_size, block_size, -1], tf.int64),
-                    ],
-                    0,
-                ),
-            )
-            t0 = tf.transpose(input_split, perm=[0, 1, 3, 2, 4, 5])
-            t1 = tf.shape(input_split, out_type=tf.int64)[-6]
-            t2 = tf.shape(input_split, out_type=tf.int64)[-5]
-            t3 = tf.shape(input_split, out_type=tf.int64)[-3]
-            t4 = tf.shape(input_split, out_type=tf.int64)[-4]
-            t5 = tf.shape(input_split, out_type=tf.int64)[-1]
-            output = tf.reshape(t0, [t1, t2 * t3, t4 * t3, t5])
-        else:
-            raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
-        return output, backward
-
-    return forward(input)
+def _depth_to_space_declares(input, *, data_format="NHWC", block_size):
+    """Whether DepthToSpace's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return data_format in ("NHWC",)
 
 
+_depth_to_space_custom_gradient = _custom_gradient(
+    "DepthToSpace",
+    "input",
+    depth_to_space_forward,
+    depth_to_space_vjp,
+    "output",
+    declares=_depth_to_space_declares,
+)
 _register("DepthToSpace", depth_to_space_grad)
 
 
+def space_to_batch_nd(input, *, block_shape, paddings):
+    """SpaceToBatchND: The zero-padded spatial axes cut into blocks of block_shape; position (a, b) in a block (declared at ops/space.py:58), with its derived gradient space_to_batch_nd_vjp."""
+    return _space_to_batch_nd_custom_gradient(input, block_shape=block_shape, paddings=paddings)
+
+
+def space_to_batch_nd_forward(input, *, block_shape, paddings):
+    """SpaceToBatchND's formula."""
+    block_shape = tf.cast(block_shape, tf.int64)
+    paddings = tf.cast(paddings, tf.int64)
+    t0 = tf.range(tf.cast(block_shape[1], tf.int64))
+    t1 = t0[..., None]
+    t2 = tf.shape(input, out_type=tf.int64)[-2]
+    t3 = tf.where(
+        tf.equal((paddings[1][0] + paddings[1][1] + t2) % block_shape[1], 0),
+        (paddings[1][0] + paddings[1][1] + t2) // block_shape[1],
+        -tf.ones_like((paddings[1][0] + paddings[1][1] + t2)),
+    )
+    t4 = tf.range(tf.cast(t3, tf.int64))
+    t5 = block_shape[1] * t4 - paddings[1][0] + t1
+    t6 = _gather(input, t5, -2)
+    t7 = tf.range(tf.cast(block_shape[0], tf.int64))
+    t8 = t7[..., None]
+    t9 = tf.shape(input, out_type=tf.int64)[-3]
+    t10 = tf.where(
+        tf.equal((paddings[0][0] + paddings[0][1] + t9) % block_shape[0], 0),
+        (paddings[0][0] + paddings[0][1] + t9) // block_shape[0],
+        -tf.ones_like((paddings[0][0] + paddings[0][1] + t9)),
+    )
+    t11 = tf.range(tf.cast(t10, tf.int64))
+    t12 = block_shape[0] * t11 - paddings[0][0] + t8
+    t13 = _gather(t6, t12, -4)
+    t14 = tf.transpose(t13, perm=[1, 3, 0, 2, 4, 5])
+    t15 = tf.shape(input, out_type=tf.int64)[-4]
+    t16 = tf.shape(input, out_type=tf.int64)[-1]
+    output = tf.reshape(t14, [block_shape[0] * block_shape[1] * t15, t10, t3, t16])
+    return output
+
+
 def space_to_batch_nd_vjp(grad, input, output, *, block_shape, paddings):
-    """Gradient of SpaceToBatchND (declared at ops/space.py:58): one per input (input).
+    """Gradient of SpaceToBatchND: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input[i, j, k, l] = sum_{a, b} grad[a, b, i, exact_div(paddings[0][0] - a + j,
@@ -455,61 +539,56 @@ def space_to_batch_nd_grad(op, grad):
     return _insert_none(grads, (1, 2))
 
 
-def space_to_batch_nd(input, *, block_shape, paddings):
-    """SpaceToBatchND: The zero-padded spatial axes cut into blocks of block_shape; position (a, b) in a block, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"block_shape": block_shape, "paddings": paddings}
-    block_shape = tf.cast(block_shape, tf.int64)
-    paddings = tf.cast(paddings, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return space_to_batch_nd_vjp(
-                grad, input, output, block_shape=block_shape, paddings=paddings
-            )
-
-        kernel_outputs = _tf_kernel("SpaceToBatchND", 1, {"input": input}, kernel_attrs)
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.range(tf.cast(block_shape[1], tf.int64))
-        t1 = t0[..., None]
-        t2 = tf.shape(input, out_type=tf.int64)[-2]
-        t3 = tf.where(
-            tf.equal((paddings[1][0] + paddings[1][1] + t2) % block_shape[1], 0),
-            (paddings[1][0] + paddings[1][1] + t2) // block_shape[1],
-            -tf.ones_like((paddings[1][0] + paddings[1][1] + t2)),
-        )
-        t4 = tf.range(tf.cast(t3, tf.int64))
-        t5 = block_shape[1] * t4 - paddings[1][0] + t1
-        t6 = _gather(input, t5, -2)
-        t7 = tf.range(tf.cast(block_shape[0], tf.int64))
-        t8 = t7[..., None]
-        t9 = tf.shape(input, out_type=tf.int64)[-3]
-        t10 = tf.where(
-            tf.equal((paddings[0][0] + paddings[0][1] + t9) % block_shape[0], 0),
-            (paddings[0][0] + paddings[0][1] + t9) // block_shape[0],
-            -tf.ones_like((paddings[0][0] + paddings[0][1] + t9)),
-        )
-        t11 = tf.range(tf.cast(t10, tf.int64))
-        t12 = block_shape[0] * t11 - paddings[0][0] + t8
-        t13 = _gather(t6, t12, -4)
-        t14 = tf.transpose(t13, perm=[1, 3, 0, 2, 4, 5])
-        t15 = tf.shape(input, out_type=tf.int64)[-4]
-        t16 = tf.shape(input, out_type=tf.int64)[-1]
-        output = tf.reshape(t14, [block_shape[0] * block_shape[1] * t15, t10, t3, t16])
-        return output, backward
-
-    return forward(input)
-
-
+_space_to_batch_nd_custom_gradient = _custom_gradient(
+    "SpaceToBatchND", "input", space_to_batch_nd_forward, space_to_batch_nd_vjp, "output"
+)
 _register("SpaceToBatchND", space_to_batch_nd_grad)
 
 
+def batch_to_space_nd(input, *, block_shape, crops):
+    """BatchToSpaceND: SpaceToBatchND's inverse: batch entry (a * block_shape[1] + b) * N + n to position (declared at ops/space.py:69), with its derived gradient batch_to_space_nd_vjp."""
+    return _batch_to_space_nd_custom_gradient(input, block_shape=block_shape, crops=crops)
+
+
+def batch_to_space_nd_forward(input, *, block_shape, crops):
+    """BatchToSpaceND's formula."""
+    block_shape = tf.cast(block_shape, tf.int64)
+    crops = tf.cast(crops, tf.int64)
+    input_split = tf.reshape(
+        input,
+        tf.concat(
+            [
+                tf.shape(input, out_type=tf.int64)[:-4],
+                tf.cast([block_shape[0], block_shape[1], -1], tf.int64),
+                tf.shape(input, out_type=tf.int64)[-3:],
+            ],
+            0,
+        ),
+    )
+    t0 = tf.shape(input_split, out_type=tf.int64)[-2]
+    t1 = block_shape[1] * t0 - crops[1][0] - crops[1][1]
+    t2 = tf.range(tf.cast(t1, tf.int64))
+    t3 = t2[..., None]
+    t4 = tf.range(tf.shape(input_split, out_type=tf.int64)[-5])
+    t5 = crops[1][0] + t3 - t4
+    t6 = tf.where(tf.equal(t5 % block_shape[1], 0), t5 // block_shape[1], -tf.ones_like(t5))
+    t7 = _gather(input_split, t6, -2)
+    t8 = tf.shape(input_split, out_type=tf.int64)[-3]
+    t9 = block_shape[0] * t8 - crops[0][0] - crops[0][1]
+    t10 = tf.range(tf.cast(t9, tf.int64))
+    t11 = t10[..., None]
+    t12 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
+    t13 = crops[0][0] + t11 - t12
+    t14 = tf.where(tf.equal(t13 % block_shape[0], 0), t13 // block_shape[0], -tf.ones_like(t13))
+    t15 = _gather(t7, t14, -4)
+    t16 = _einsum_of_diagonals("abcdaebf->abcdef", t15)
+    t17 = tf.transpose(t16, perm=[2, 3, 4, 5, 0, 1])
+    output = tf.reduce_sum(t17, axis=[-2, -1])
+    return output
+
+
 def batch_to_space_nd_vjp(grad, input, output, *, block_shape, crops):
-    """Gradient of BatchToSpaceND (declared at ops/space.py:69): one per input (input).
+    """Gradient of BatchToSpaceND: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input[a, b, n, i, j, c] = grad[n, block_shape[0] * i - crops[0][0] + a, block_shape[1]
@@ -557,63 +636,49 @@ def batch_to_space_nd_grad(op, grad):
     return _insert_none(grads, (1, 2))
 
 
-def batch_to_space_nd(input, *, block_shape, crops):
-    """BatchToSpaceND: SpaceToBatchND's inverse: batch entry (a * block_shape[1] + b) * N + n to position, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"block_shape": block_shape, "crops": crops}
-    block_shape = tf.cast(block_shape, tf.int64)
-    crops = tf.cast(crops, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return batch_to_space_nd_vjp(grad, input, output, block_shape=block_shape, crops=crops)
-
-        kernel_outputs = _tf_kernel("BatchToSpaceND", 1, {"input": input}, kernel_attrs)
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        input_split = tf.reshape(
-            input,
-            tf.concat(
-                [
-                    tf.shape(input, out_type=tf.int64)[:-4],
-                    tf.cast([block_shape[0], block_shape[1], -1], tf.int64),
-                    tf.shape(input, out_type=tf.int64)[-3:],
-                ],
-                0,
-            ),
-        )
-        t0 = tf.shape(input_split, out_type=tf.int64)[-2]
-        t1 = block_shape[1] * t0 - crops[1][0] - crops[1][1]
-        t2 = tf.range(tf.cast(t1, tf.int64))
-        t3 = t2[..., None]
-        t4 = tf.range(tf.shape(input_split, out_type=tf.int64)[-5])
-        t5 = crops[1][0] + t3 - t4
-        t6 = tf.where(tf.equal(t5 % block_shape[1], 0), t5 // block_shape[1], -tf.ones_like(t5))
-        t7 = _gather(input_split, t6, -2)
-        t8 = tf.shape(input_split, out_type=tf.int64)[-3]
-        t9 = block_shape[0] * t8 - crops[0][0] - crops[0][1]
-        t10 = tf.range(tf.cast(t9, tf.int64))
-        t11 = t10[..., None]
-        t12 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
-        t13 = crops[0][0] + t11 - t12
-        t14 = tf.where(tf.equal(t13 % block_shape[0], 0), t13 // block_shape[0], -tf.ones_like(t13))
-        t15 = _gather(t7, t14, -4)
-        t16 = _einsum_of_diagonals("abcdaebf->abcdef", t15)
-        t17 = tf.transpose(t16, perm=[2, 3, 4, 5, 0, 1])
-        output = tf.reduce_sum(t17, axis=[-2, -1])
-        return output, backward
-
-    return forward(input)
-
-
+_batch_to_space_nd_custom_gradient = _custom_gradient(
+    "BatchToSpaceND", "input", batch_to_space_nd_forward, batch_to_space_nd_vjp, "output"
+)
 _register("BatchToSpaceND", batch_to_space_nd_grad)
 
 
+def space_to_batch(input, *, paddings, block_size):
+    """SpaceToBatch: SpaceToBatchND with one block size for both spatial axes (declared at ops/space.py:80), with its derived gradient space_to_batch_vjp."""
+    return _space_to_batch_custom_gradient(input, paddings=paddings, block_size=block_size)
+
+
+def space_to_batch_forward(input, *, paddings, block_size):
+    """SpaceToBatch's formula."""
+    paddings = tf.cast(paddings, tf.int64)
+    t0 = tf.range(tf.cast(block_size, tf.int64))
+    t1 = t0[..., None]
+    t2 = tf.shape(input, out_type=tf.int64)[-2]
+    t3 = tf.where(
+        tf.equal((paddings[1][0] + paddings[1][1] + t2) % block_size, 0),
+        (paddings[1][0] + paddings[1][1] + t2) // block_size,
+        -tf.ones_like((paddings[1][0] + paddings[1][1] + t2)),
+    )
+    t4 = tf.range(tf.cast(t3, tf.int64))
+    t5 = -paddings[1][0] + block_size * t4 + t1
+    t6 = _gather(input, t5, -2)
+    t7 = tf.shape(input, out_type=tf.int64)[-3]
+    t8 = tf.where(
+        tf.equal((paddings[0][0] + paddings[0][1] + t7) % block_size, 0),
+        (paddings[0][0] + paddings[0][1] + t7) // block_size,
+        -tf.ones_like((paddings[0][0] + paddings[0][1] + t7)),
+    )
+    t9 = tf.range(tf.cast(t8, tf.int64))
+    t10 = -paddings[0][0] + block_size * t9 + t1
+    t11 = _gather(t6, t10, -4)
+    t12 = tf.transpose(t11, perm=[1, 3, 0, 2, 4, 5])
+    t13 = tf.shape(input, out_type=tf.int64)[-4]
+    t14 = tf.shape(input, out_type=tf.int64)[-1]
+    output = tf.reshape(t12, [block_size * block_size * t13, t8, t3, t14])
+    return output
+
+
 def space_to_batch_vjp(grad, input, output, *, paddings, block_size):
-    """Gradient of SpaceToBatch (declared at ops/space.py:80): one per input (input).
+    """Gradient of SpaceToBatch: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input[i, j, k, l] = sum_{a, b} grad[a, b, i, exact_div(paddings[0][0] - a + j,
@@ -662,56 +727,54 @@ def space_to_batch_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def space_to_batch(input, *, paddings, block_size):
-    """SpaceToBatch: SpaceToBatchND with one block size for both spatial axes, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"paddings": paddings, "block_size": block_size}
-    paddings = tf.cast(paddings, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return space_to_batch_vjp(grad, input, output, paddings=paddings, block_size=block_size)
-
-        kernel_outputs = _tf_kernel("SpaceToBatch", 1, {"input": input}, kernel_attrs)
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        t0 = tf.range(tf.cast(block_size, tf.int64))
-        t1 = t0[..., None]
-        t2 = tf.shape(input, out_type=tf.int64)[-2]
-        t3 = tf.where(
-            tf.equal((paddings[1][0] + paddings[1][1] + t2) % block_size, 0),
-            (paddings[1][0] + paddings[1][1] + t2) // block_size,
-            -tf.ones_like((paddings[1][0] + paddings[1][1] + t2)),
-        )
-        t4 = tf.range(tf.cast(t3, tf.int64))
-        t5 = -paddings[1][0] + block_size * t4 + t1
-        t6 = _gather(input, t5, -2)
-        t7 = tf.shape(input, out_type=tf.int64)[-3]
-        t8 = tf.where(
-            tf.equal((paddings[0][0] + paddings[0][1] + t7) % block_size, 0),
-            (paddings[0][0] + paddings[0][1] + t7) // block_size,
-            -tf.ones_like((paddings[0][0] + paddings[0][1] + t7)),
-        )
-        t9 = tf.range(tf.cast(t8, tf.int64))
-        t10 = -paddings[0][0] + block_size * t9 + t1
-        t11 = _gather(t6, t10, -4)
-        t12 = tf.transpose(t11, perm=[1, 3, 0, 2, 4, 5])
-        t13 = tf.shape(input, out_type=tf.int64)[-4]
-        t14 = tf.shape(input, out_type=tf.int64)[-1]
-        output = tf.reshape(t12, [block_size * block_size * t13, t8, t3, t14])
-        return output, backward
-
-    return forward(input)
-
-
+_space_to_batch_custom_gradient = _custom_gradient(
+    "SpaceToBatch", "input", space_to_batch_forward, space_to_batch_vjp, "output"
+)
 _register("SpaceToBatch", space_to_batch_grad)
 
 
+def batch_to_space(input, *, crops, block_size):
+    """BatchToSpace: BatchToSpaceND with one block size for both spatial axes (declared at ops/space.py:90), with its derived gradient batch_to_space_vjp."""
+    return _batch_to_space_custom_gradient(input, crops=crops, block_size=block_size)
+
+
+def batch_to_space_forward(input, *, crops, block_size):
+    """BatchToSpace's formula."""
+    crops = tf.cast(crops, tf.int64)
+    input_split = tf.reshape(
+        input,
+        tf.concat(
+            [
+                tf.shape(input, out_type=tf.int64)[:-4],
+                tf.cast([block_size, block_size, -1], tf.int64),
+                tf.shape(input, out_type=tf.int64)[-3:],
+            ],
+            0,
+        ),
+    )
+    t0 = tf.shape(input_split, out_type=tf.int64)[-2]
+    t1 = -crops[1][0] - crops[1][1] + block_size * t0
+    t2 = tf.range(tf.cast(t1, tf.int64))
+    t3 = t2[..., None]
+    t4 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
+    t5 = crops[1][0] + t3 - t4
+    t6 = tf.where(tf.equal(t5 % block_size, 0), t5 // block_size, -tf.ones_like(t5))
+    t7 = _gather(input_split, t6, -2)
+    t8 = tf.shape(input_split, out_type=tf.int64)[-3]
+    t9 = -crops[0][0] - crops[0][1] + block_size * t8
+    t10 = tf.range(tf.cast(t9, tf.int64))
+    t11 = t10[..., None]
+    t12 = crops[0][0] + t11 - t4
+    t13 = tf.where(tf.equal(t12 % block_size, 0), t12 // block_size, -tf.ones_like(t12))
+    t14 = _gather(t7, t13, -4)
+    t15 = _einsum_of_diagonals("abcdaebf->abcdef", t14)
+    t16 = tf.transpose(t15, perm=[2, 3, 4, 5, 0, 1])
+    output = tf.reduce_sum(t16, axis=[-2, -1])
+    return output
+
+
 def batch_to_space_vjp(grad, input, output, *, crops, block_size):
-    """Gradient of BatchToSpace (declared at ops/space.py:90): one per input (input).
+    """Gradient of BatchToSpace: one per input (input).
 
     In index notation, next to the code computing it:
         grad_input[a, b, n, i, j, c] = grad[n, -crops[0][0] + a + block_size * i, -crops[1][0] + b +
@@ -759,54 +822,7 @@ def batch_to_space_grad(op, grad):
     return _insert_none(grads, (1,))
 
 
-def batch_to_space(input, *, crops, block_size):
-    """BatchToSpace: BatchToSpaceND with one block size for both spatial axes, with its derived gradient."""
-    # the attributes as given, for TensorFlow's kernel: the prologue normalises them for the formula
-    kernel_attrs = {"crops": crops, "block_size": block_size}
-    crops = tf.cast(crops, tf.int64)
-
-    @tf.custom_gradient
-    def forward(input):
-        def backward(grad):
-            return batch_to_space_vjp(grad, input, output, crops=crops, block_size=block_size)
-
-        kernel_outputs = _tf_kernel("BatchToSpace", 1, {"input": input}, kernel_attrs)
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            output = kernel_outputs[0]
-            return output, backward
-        # else the declared formula
-        input_split = tf.reshape(
-            input,
-            tf.concat(
-                [
-                    tf.shape(input, out_type=tf.int64)[:-4],
-                    tf.cast([block_size, block_size, -1], tf.int64),
-                    tf.shape(input, out_type=tf.int64)[-3:],
-                ],
-                0,
-            ),
-        )
-        t0 = tf.shape(input_split, out_type=tf.int64)[-2]
-        t1 = -crops[1][0] - crops[1][1] + block_size * t0
-        t2 = tf.range(tf.cast(t1, tf.int64))
-        t3 = t2[..., None]
-        t4 = tf.range(tf.shape(input_split, out_type=tf.int64)[-6])
-        t5 = crops[1][0] + t3 - t4
-        t6 = tf.where(tf.equal(t5 % block_size, 0), t5 // block_size, -tf.ones_like(t5))
-        t7 = _gather(input_split, t6, -2)
-        t8 = tf.shape(input_split, out_type=tf.int64)[-3]
-        t9 = -crops[0][0] - crops[0][1] + block_size * t8
-        t10 = tf.range(tf.cast(t9, tf.int64))
-        t11 = t10[..., None]
-        t12 = crops[0][0] + t11 - t4
-        t13 = tf.where(tf.equal(t12 % block_size, 0), t12 // block_size, -tf.ones_like(t12))
-        t14 = _gather(t7, t13, -4)
-        t15 = _einsum_of_diagonals("abcdaebf->abcdef", t14)
-        t16 = tf.transpose(t15, perm=[2, 3, 4, 5, 0, 1])
-        output = tf.reduce_sum(t16, axis=[-2, -1])
-        return output, backward
-
-    return forward(input)
-
-
+_batch_to_space_custom_gradient = _custom_gradient(
+    "BatchToSpace", "input", batch_to_space_forward, batch_to_space_vjp, "output"
+)
 _register("BatchToSpace", batch_to_space_grad)

@@ -21,6 +21,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
     positions outside the axis read as `fill` (the padding of an index map)."""
@@ -37,7 +112,7 @@ def _gather(x, positions, axis, fill=0):
 
 def space_to_depth(input, *, data_format="NHWC", block_size):
     """SpaceToDepth: Each block_size x block_size block of pixels as one pixel of depth block_size**2 * C, (declared at ops/space.py:23); differentiated by space_to_depth_vjp."""
-    return _SpaceToDepthFunction.apply(data_format, block_size, input)
+    return _space_to_depth_autograd(input, data_format=data_format, block_size=block_size)
 
 
 def space_to_depth_forward(input, *, data_format="NHWC", block_size):
@@ -89,29 +164,14 @@ def space_to_depth_vjp(grad, input, *, output=None, data_format="NHWC", block_si
     return (grad_input,)
 
 
-class _SpaceToDepthFunction(torch.autograd.Function):
-    """SpaceToDepth for autograd: the backward is space_to_depth_vjp."""
-
-    @staticmethod
-    def forward(data_format, block_size, input):
-        return space_to_depth_forward(input, data_format=data_format, block_size=block_size)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        data_format, block_size = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = space_to_depth_vjp(grad, input, data_format=data_format, block_size=block_size)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_space_to_depth_autograd = _autograd_function(
+    "SpaceToDepth", space_to_depth_forward, space_to_depth_vjp, "output"
+)
 
 
 def depth_to_space(input, *, data_format="NHWC", block_size):
     """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel) (declared at ops/space.py:31); differentiated by depth_to_space_vjp."""
-    return _DepthToSpaceFunction.apply(data_format, block_size, input)
+    return _depth_to_space_autograd(input, data_format=data_format, block_size=block_size)
 
 
 def depth_to_space_forward(input, *, data_format="NHWC", block_size):
@@ -154,29 +214,14 @@ def depth_to_space_vjp(grad, input, *, output=None, data_format="NHWC", block_si
     return (grad_input,)
 
 
-class _DepthToSpaceFunction(torch.autograd.Function):
-    """DepthToSpace for autograd: the backward is depth_to_space_vjp."""
-
-    @staticmethod
-    def forward(data_format, block_size, input):
-        return depth_to_space_forward(input, data_format=data_format, block_size=block_size)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        data_format, block_size = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = depth_to_space_vjp(grad, input, data_format=data_format, block_size=block_size)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_depth_to_space_autograd = _autograd_function(
+    "DepthToSpace", depth_to_space_forward, depth_to_space_vjp, "output"
+)
 
 
 def space_to_batch_nd(input, *, block_shape, paddings):
     """SpaceToBatchND: The zero-padded spatial axes cut into blocks of block_shape; position (a, b) in a block (declared at ops/space.py:58); differentiated by space_to_batch_nd_vjp."""
-    return _SpaceToBatchNDFunction.apply(block_shape, paddings, input)
+    return _space_to_batch_nd_autograd(input, block_shape=block_shape, paddings=paddings)
 
 
 def space_to_batch_nd_forward(input, *, block_shape, paddings):
@@ -242,29 +287,14 @@ def space_to_batch_nd_vjp(grad, input, *, output=None, block_shape, paddings):
     return (grad_input,)
 
 
-class _SpaceToBatchNDFunction(torch.autograd.Function):
-    """SpaceToBatchND for autograd: the backward is space_to_batch_nd_vjp."""
-
-    @staticmethod
-    def forward(block_shape, paddings, input):
-        return space_to_batch_nd_forward(input, block_shape=block_shape, paddings=paddings)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        block_shape, paddings = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = space_to_batch_nd_vjp(grad, input, block_shape=block_shape, paddings=paddings)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_space_to_batch_nd_autograd = _autograd_function(
+    "SpaceToBatchND", space_to_batch_nd_forward, space_to_batch_nd_vjp, "output"
+)
 
 
 def batch_to_space_nd(input, *, block_shape, crops):
     """BatchToSpaceND: SpaceToBatchND's inverse: batch entry (a * block_shape[1] + b) * N + n to position (declared at ops/space.py:69); differentiated by batch_to_space_nd_vjp."""
-    return _BatchToSpaceNDFunction.apply(block_shape, crops, input)
+    return _batch_to_space_nd_autograd(input, block_shape=block_shape, crops=crops)
 
 
 def batch_to_space_nd_forward(input, *, block_shape, crops):
@@ -329,29 +359,14 @@ def batch_to_space_nd_vjp(grad, input, *, output=None, block_shape, crops):
     return (grad_input,)
 
 
-class _BatchToSpaceNDFunction(torch.autograd.Function):
-    """BatchToSpaceND for autograd: the backward is batch_to_space_nd_vjp."""
-
-    @staticmethod
-    def forward(block_shape, crops, input):
-        return batch_to_space_nd_forward(input, block_shape=block_shape, crops=crops)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        block_shape, crops = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = batch_to_space_nd_vjp(grad, input, block_shape=block_shape, crops=crops)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_batch_to_space_nd_autograd = _autograd_function(
+    "BatchToSpaceND", batch_to_space_nd_forward, batch_to_space_nd_vjp, "output"
+)
 
 
 def space_to_batch(input, *, paddings, block_size):
     """SpaceToBatch: SpaceToBatchND with one block size for both spatial axes (declared at ops/space.py:80); differentiated by space_to_batch_vjp."""
-    return _SpaceToBatchFunction.apply(paddings, block_size, input)
+    return _space_to_batch_autograd(input, paddings=paddings, block_size=block_size)
 
 
 def space_to_batch_forward(input, *, paddings, block_size):
@@ -412,29 +427,14 @@ def space_to_batch_vjp(grad, input, *, output=None, paddings, block_size):
     return (grad_input,)
 
 
-class _SpaceToBatchFunction(torch.autograd.Function):
-    """SpaceToBatch for autograd: the backward is space_to_batch_vjp."""
-
-    @staticmethod
-    def forward(paddings, block_size, input):
-        return space_to_batch_forward(input, paddings=paddings, block_size=block_size)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        paddings, block_size = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = space_to_batch_vjp(grad, input, paddings=paddings, block_size=block_size)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_space_to_batch_autograd = _autograd_function(
+    "SpaceToBatch", space_to_batch_forward, space_to_batch_vjp, "output"
+)
 
 
 def batch_to_space(input, *, crops, block_size):
     """BatchToSpace: BatchToSpaceND with one block size for both spatial axes (declared at ops/space.py:90); differentiated by batch_to_space_vjp."""
-    return _BatchToSpaceFunction.apply(crops, block_size, input)
+    return _batch_to_space_autograd(input, crops=crops, block_size=block_size)
 
 
 def batch_to_space_forward(input, *, crops, block_size):
@@ -493,21 +493,6 @@ def batch_to_space_vjp(grad, input, *, output=None, crops, block_size):
     return (grad_input,)
 
 
-class _BatchToSpaceFunction(torch.autograd.Function):
-    """BatchToSpace for autograd: the backward is batch_to_space_vjp."""
-
-    @staticmethod
-    def forward(crops, block_size, input):
-        return batch_to_space_forward(input, crops=crops, block_size=block_size)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:2]
-        ctx.save_for_backward(*inputs[2:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        crops, block_size = ctx.attrs
-        (input,) = ctx.saved_tensors
-        grads = batch_to_space_vjp(grad, input, crops=crops, block_size=block_size)
-        return None, None, *_needed(grads, ctx.needs_input_grad[2:])
+_batch_to_space_autograd = _autograd_function(
+    "BatchToSpace", batch_to_space_forward, batch_to_space_vjp, "output"
+)

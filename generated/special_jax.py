@@ -19,8 +19,6 @@ BesselY0: the jax printer cannot print bessely(0, x).
 BesselY1: the jax printer cannot print bessely(1, x).
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,6 +34,44 @@ UNAVAILABLE = {
     "BesselY0": "the jax printer cannot print bessely(0, x)",
     "BesselY1": "the jax printer cannot print bessely(1, x)",
 }  # op type -> why this module has no function of it
+
+
+def _conj(x):
+    """Complex conjugate; real arrays are returned as they are."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def _split_exp(value, u):
@@ -99,22 +135,7 @@ def lgamma_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _lgamma_custom_vjp(x):
-    return lgamma_forward(x)
-
-
-def _lgamma_fwd(x):
-    y = lgamma_forward(x)
-    return y, ((x,), y)
-
-
-def _lgamma_bwd(saved, grad):
-    (x,), y = saved
-    return lgamma_vjp(grad, x, y=y)
-
-
-_lgamma_custom_vjp.defvjp(_lgamma_fwd, _lgamma_bwd)
+_lgamma_custom_vjp = _custom_vjp(lgamma_forward, lgamma_vjp, "y")
 
 
 def digamma(x):
@@ -138,22 +159,7 @@ def digamma_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _digamma_custom_vjp(x):
-    return digamma_forward(x)
-
-
-def _digamma_fwd(x):
-    y = digamma_forward(x)
-    return y, ((x,), y)
-
-
-def _digamma_bwd(saved, grad):
-    (x,), y = saved
-    return digamma_vjp(grad, x, y=y)
-
-
-_digamma_custom_vjp.defvjp(_digamma_fwd, _digamma_bwd)
+_digamma_custom_vjp = _custom_vjp(digamma_forward, digamma_vjp, "y")
 
 
 def polygamma(a, x):
@@ -180,22 +186,7 @@ def polygamma_vjp(grad, a, x, *, z=None):
     return None, grad_x
 
 
-@jax.custom_vjp
-def _polygamma_custom_vjp(a, x):
-    return polygamma_forward(a, x)
-
-
-def _polygamma_fwd(a, x):
-    z = polygamma_forward(a, x)
-    return z, ((a, x), z)
-
-
-def _polygamma_bwd(saved, grad):
-    (a, x), z = saved
-    return polygamma_vjp(grad, a, x, z=z)
-
-
-_polygamma_custom_vjp.defvjp(_polygamma_fwd, _polygamma_bwd)
+_polygamma_custom_vjp = _custom_vjp(polygamma_forward, polygamma_vjp, "z")
 
 
 def zeta(x, q):
@@ -220,22 +211,7 @@ def zeta_vjp(grad, x, q, *, z=None):
     return None, grad_q
 
 
-@jax.custom_vjp
-def _zeta_custom_vjp(x, q):
-    return zeta_forward(x, q)
-
-
-def _zeta_fwd(x, q):
-    z = zeta_forward(x, q)
-    return z, ((x, q), z)
-
-
-def _zeta_bwd(saved, grad):
-    (x, q), z = saved
-    return zeta_vjp(grad, x, q, z=z)
-
-
-_zeta_custom_vjp.defvjp(_zeta_fwd, _zeta_bwd)
+_zeta_custom_vjp = _custom_vjp(zeta_forward, zeta_vjp, "z")
 
 
 def erfinv(x):
@@ -260,22 +236,7 @@ def erfinv_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _erfinv_custom_vjp(x):
-    return erfinv_forward(x)
-
-
-def _erfinv_fwd(x):
-    y = erfinv_forward(x)
-    return y, ((x,), y)
-
-
-def _erfinv_bwd(saved, grad):
-    (x,), y = saved
-    return erfinv_vjp(grad, x, y=y)
-
-
-_erfinv_custom_vjp.defvjp(_erfinv_fwd, _erfinv_bwd)
+_erfinv_custom_vjp = _custom_vjp(erfinv_forward, erfinv_vjp, "y")
 
 
 def ndtri(x):
@@ -300,22 +261,7 @@ def ndtri_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _ndtri_custom_vjp(x):
-    return ndtri_forward(x)
-
-
-def _ndtri_fwd(x):
-    y = ndtri_forward(x)
-    return y, ((x,), y)
-
-
-def _ndtri_bwd(saved, grad):
-    (x,), y = saved
-    return ndtri_vjp(grad, x, y=y)
-
-
-_ndtri_custom_vjp.defvjp(_ndtri_fwd, _ndtri_bwd)
+_ndtri_custom_vjp = _custom_vjp(ndtri_forward, ndtri_vjp, "y")
 
 
 def dawsn(x):
@@ -340,22 +286,7 @@ def dawsn_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _dawsn_custom_vjp(x):
-    return dawsn_forward(x)
-
-
-def _dawsn_fwd(x):
-    y = dawsn_forward(x)
-    return y, ((x,), y)
-
-
-def _dawsn_bwd(saved, grad):
-    (x,), y = saved
-    return dawsn_vjp(grad, x, y=y)
-
-
-_dawsn_custom_vjp.defvjp(_dawsn_fwd, _dawsn_bwd)
+_dawsn_custom_vjp = _custom_vjp(dawsn_forward, dawsn_vjp, "y")
 
 
 def expint(x):
@@ -384,22 +315,7 @@ def expint_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _expint_custom_vjp(x):
-    return expint_forward(x)
-
-
-def _expint_fwd(x):
-    y = expint_forward(x)
-    return y, ((x,), y)
-
-
-def _expint_bwd(saved, grad):
-    (x,), y = saved
-    return expint_vjp(grad, x, y=y)
-
-
-_expint_custom_vjp.defvjp(_expint_fwd, _expint_bwd)
+_expint_custom_vjp = _custom_vjp(expint_forward, expint_vjp, "y")
 
 
 def fresnel_cos(x):
@@ -423,22 +339,7 @@ def fresnel_cos_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _fresnel_cos_custom_vjp(x):
-    return fresnel_cos_forward(x)
-
-
-def _fresnel_cos_fwd(x):
-    y = fresnel_cos_forward(x)
-    return y, ((x,), y)
-
-
-def _fresnel_cos_bwd(saved, grad):
-    (x,), y = saved
-    return fresnel_cos_vjp(grad, x, y=y)
-
-
-_fresnel_cos_custom_vjp.defvjp(_fresnel_cos_fwd, _fresnel_cos_bwd)
+_fresnel_cos_custom_vjp = _custom_vjp(fresnel_cos_forward, fresnel_cos_vjp, "y")
 
 
 def fresnel_sin(x):
@@ -462,22 +363,7 @@ def fresnel_sin_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _fresnel_sin_custom_vjp(x):
-    return fresnel_sin_forward(x)
-
-
-def _fresnel_sin_fwd(x):
-    y = fresnel_sin_forward(x)
-    return y, ((x,), y)
-
-
-def _fresnel_sin_bwd(saved, grad):
-    (x,), y = saved
-    return fresnel_sin_vjp(grad, x, y=y)
-
-
-_fresnel_sin_custom_vjp.defvjp(_fresnel_sin_fwd, _fresnel_sin_bwd)
+_fresnel_sin_custom_vjp = _custom_vjp(fresnel_sin_forward, fresnel_sin_vjp, "y")
 
 
 def spence(x):
@@ -504,22 +390,7 @@ def spence_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _spence_custom_vjp(x):
-    return spence_forward(x)
-
-
-def _spence_fwd(x):
-    y = spence_forward(x)
-    return y, ((x,), y)
-
-
-def _spence_bwd(saved, grad):
-    (x,), y = saved
-    return spence_vjp(grad, x, y=y)
-
-
-_spence_custom_vjp.defvjp(_spence_fwd, _spence_bwd)
+_spence_custom_vjp = _custom_vjp(spence_forward, spence_vjp, "y")
 
 
 def bessel_i0(x):
@@ -543,22 +414,7 @@ def bessel_i0_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _bessel_i0_custom_vjp(x):
-    return bessel_i0_forward(x)
-
-
-def _bessel_i0_fwd(x):
-    y = bessel_i0_forward(x)
-    return y, ((x,), y)
-
-
-def _bessel_i0_bwd(saved, grad):
-    (x,), y = saved
-    return bessel_i0_vjp(grad, x, y=y)
-
-
-_bessel_i0_custom_vjp.defvjp(_bessel_i0_fwd, _bessel_i0_bwd)
+_bessel_i0_custom_vjp = _custom_vjp(bessel_i0_forward, bessel_i0_vjp, "y")
 
 
 def bessel_i1(x):
@@ -592,22 +448,7 @@ def bessel_i1_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _bessel_i1_custom_vjp(x):
-    return bessel_i1_forward(x)
-
-
-def _bessel_i1_fwd(x):
-    y = bessel_i1_forward(x)
-    return y, ((x,), y)
-
-
-def _bessel_i1_bwd(saved, grad):
-    (x,), y = saved
-    return bessel_i1_vjp(grad, x, y=y)
-
-
-_bessel_i1_custom_vjp.defvjp(_bessel_i1_fwd, _bessel_i1_bwd)
+_bessel_i1_custom_vjp = _custom_vjp(bessel_i1_forward, bessel_i1_vjp, "y")
 
 
 def bessel_i0e(x):
@@ -634,22 +475,7 @@ def bessel_i0e_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _bessel_i0e_custom_vjp(x):
-    return bessel_i0e_forward(x)
-
-
-def _bessel_i0e_fwd(x):
-    y = bessel_i0e_forward(x)
-    return y, ((x,), y)
-
-
-def _bessel_i0e_bwd(saved, grad):
-    (x,), y = saved
-    return bessel_i0e_vjp(grad, x, y=y)
-
-
-_bessel_i0e_custom_vjp.defvjp(_bessel_i0e_fwd, _bessel_i0e_bwd)
+_bessel_i0e_custom_vjp = _custom_vjp(bessel_i0e_forward, bessel_i0e_vjp, "y")
 
 
 def bessel_i1e(x):
@@ -686,19 +512,4 @@ def bessel_i1e_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _bessel_i1e_custom_vjp(x):
-    return bessel_i1e_forward(x)
-
-
-def _bessel_i1e_fwd(x):
-    y = bessel_i1e_forward(x)
-    return y, ((x,), y)
-
-
-def _bessel_i1e_bwd(saved, grad):
-    (x,), y = saved
-    return bessel_i1e_vjp(grad, x, y=y)
-
-
-_bessel_i1e_custom_vjp.defvjp(_bessel_i1e_fwd, _bessel_i1e_bwd)
+_bessel_i1e_custom_vjp = _custom_vjp(bessel_i1e_forward, bessel_i1e_vjp, "y")

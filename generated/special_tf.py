@@ -6,14 +6,15 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
-  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
-  that a second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
-  no derivative of `backprop` w.r.t. `labels`).
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
+  Where the backward reads the op's outputs, it reads them again through a custom gradient of
+  their own, so that a second order (an outer tape) differentiates them by the derived
+  gradient too, not by TensorFlow's gradient of its kernel (NaN at a norm's 0;
+  SoftmaxCrossEntropyWithLogits's has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -33,6 +34,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -148,8 +206,19 @@ def _bessel_i1(x):
     return bessel_i1(x)
 
 
+def lgamma(x):
+    """Lgamma: y = log|gamma(x)| (declared at ops/special.py:21), with its derived gradient lgamma_vjp."""
+    return _lgamma_custom_gradient(x)
+
+
+def lgamma_forward(x):
+    """Lgamma's formula."""
+    y = tf.math.lgamma(x)
+    return y
+
+
 def lgamma_vjp(grad, x, y):
-    """Gradient of Lgamma (declared at ops/special.py:21): one per input (x).
+    """Gradient of Lgamma: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * polygamma(0, x), i.e. `grad * tf.math.digamma(x)`
@@ -163,30 +232,23 @@ def lgamma_grad(op, grad):
     return lgamma_vjp(grad, *op.inputs, *op.outputs)
 
 
-def lgamma(x):
-    """Lgamma: y = log|gamma(x)|, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return lgamma_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Lgamma", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.lgamma(x)
-        return y, backward
-
-    return forward(x)
-
-
+_lgamma_custom_gradient = _custom_gradient("Lgamma", "x", lgamma_forward, lgamma_vjp, "y")
 _register("Lgamma", lgamma_grad)
 
 
+def digamma(x):
+    """Digamma: y = d/dx log(gamma(x)) (declared at ops/special.py:27), with its derived gradient digamma_vjp."""
+    return _digamma_custom_gradient(x)
+
+
+def digamma_forward(x):
+    """Digamma's formula."""
+    y = tf.math.digamma(x)
+    return y
+
+
 def digamma_vjp(grad, x, y):
-    """Gradient of Digamma (declared at ops/special.py:27): one per input (x).
+    """Gradient of Digamma: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * polygamma(1, x)
@@ -201,30 +263,23 @@ def digamma_grad(op, grad):
     return digamma_vjp(grad, *op.inputs, *op.outputs)
 
 
-def digamma(x):
-    """Digamma: y = d/dx log(gamma(x)), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return digamma_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Digamma", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.digamma(x)
-        return y, backward
-
-    return forward(x)
-
-
+_digamma_custom_gradient = _custom_gradient("Digamma", "x", digamma_forward, digamma_vjp, "y")
 _register("Digamma", digamma_grad)
 
 
+def polygamma(a, x):
+    """Polygamma: z = the a-th derivative of digamma at x, for integer a >= 0 (declared at ops/special.py:33), with its derived gradient polygamma_vjp."""
+    return _polygamma_custom_gradient(a, x)
+
+
+def polygamma_forward(a, x):
+    """Polygamma's formula."""
+    z = tf.math.polygamma(a, x)
+    return z
+
+
 def polygamma_vjp(grad, a, x, z):
-    """Gradient of Polygamma (declared at ops/special.py:33): one per input (a, x).
+    """Gradient of Polygamma: one per input (a, x).
 
     In index notation, next to the code computing it:
         grad_x = grad * polygamma(a + 1, x)
@@ -239,30 +294,25 @@ def polygamma_grad(op, grad):
     return polygamma_vjp(grad, *op.inputs, *op.outputs)
 
 
-def polygamma(a, x):
-    """Polygamma: z = the a-th derivative of digamma at x, for integer a >= 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(a, x):
-        def backward(grad):
-            return polygamma_vjp(grad, a, x, z)
-
-        kernel_outputs = _tf_kernel("Polygamma", 1, {"a": a, "x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = tf.math.polygamma(a, x)
-        return z, backward
-
-    return forward(a, x)
-
-
+_polygamma_custom_gradient = _custom_gradient(
+    "Polygamma", "a x", polygamma_forward, polygamma_vjp, "z"
+)
 _register("Polygamma", polygamma_grad)
 
 
+def zeta(x, q):
+    """Zeta: z = the Hurwitz zeta function, sum over n >= 0 of (n + q) ** -x, for x > 1 (declared at ops/special.py:40), with its derived gradient zeta_vjp."""
+    return _zeta_custom_gradient(x, q)
+
+
+def zeta_forward(x, q):
+    """Zeta's formula."""
+    z = tf.math.zeta(x, q)
+    return z
+
+
 def zeta_vjp(grad, x, q, z):
-    """Gradient of Zeta (declared at ops/special.py:40): one per input (x, q).
+    """Gradient of Zeta: one per input (x, q).
 
     In index notation, next to the code computing it:
         grad_q = -grad * x * zeta(x + 1, q)
@@ -277,30 +327,23 @@ def zeta_grad(op, grad):
     return zeta_vjp(grad, *op.inputs, *op.outputs)
 
 
-def zeta(x, q):
-    """Zeta: z = the Hurwitz zeta function, sum over n >= 0 of (n + q) ** -x, for x > 1, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x, q):
-        def backward(grad):
-            return zeta_vjp(grad, x, q, z)
-
-        kernel_outputs = _tf_kernel("Zeta", 1, {"x": x, "q": q}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            z = kernel_outputs[0]
-            return z, backward
-        # else the declared formula
-        z = tf.math.zeta(x, q)
-        return z, backward
-
-    return forward(x, q)
-
-
+_zeta_custom_gradient = _custom_gradient("Zeta", "x q", zeta_forward, zeta_vjp, "z")
 _register("Zeta", zeta_grad)
 
 
+def erfinv(x):
+    """Erfinv: y = the inverse of erf, for x in (-1, 1) (declared at ops/special.py:50), with its derived gradient erfinv_vjp."""
+    return _erfinv_custom_gradient(x)
+
+
+def erfinv_forward(x):
+    """Erfinv's formula."""
+    y = tf.math.erfinv(x)
+    return y
+
+
 def erfinv_vjp(grad, x, y):
-    """Gradient of Erfinv (declared at ops/special.py:50): one per input (x).
+    """Gradient of Erfinv: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = sqrt(pi) * grad * exp(erfinv(x)**2) / 2
@@ -315,30 +358,23 @@ def erfinv_grad(op, grad):
     return erfinv_vjp(grad, *op.inputs, *op.outputs)
 
 
-def erfinv(x):
-    """Erfinv: y = the inverse of erf, for x in (-1, 1), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return erfinv_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Erfinv", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.erfinv(x)
-        return y, backward
-
-    return forward(x)
-
-
+_erfinv_custom_gradient = _custom_gradient("Erfinv", "x", erfinv_forward, erfinv_vjp, "y")
 _register("Erfinv", erfinv_grad)
 
 
+def ndtri(x):
+    """Ndtri: y = the inverse of the standard normal CDF, for x in (0, 1) (declared at ops/special.py:56), with its derived gradient ndtri_vjp."""
+    return _ndtri_custom_gradient(x)
+
+
+def ndtri_forward(x):
+    """Ndtri's formula."""
+    y = 1.4142135623730951 * tf.math.erfinv(2 * x - 1)
+    return y
+
+
 def ndtri_vjp(grad, x, y):
-    """Gradient of Ndtri (declared at ops/special.py:56): one per input (x).
+    """Gradient of Ndtri: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = sqrt(2) * sqrt(pi) * grad * exp(erfinv(2 * x - 1)**2)
@@ -353,30 +389,23 @@ def ndtri_grad(op, grad):
     return ndtri_vjp(grad, *op.inputs, *op.outputs)
 
 
-def ndtri(x):
-    """Ndtri: y = the inverse of the standard normal CDF, for x in (0, 1), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return ndtri_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Ndtri", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = 1.4142135623730951 * tf.math.erfinv(2 * x - 1)
-        return y, backward
-
-    return forward(x)
-
-
+_ndtri_custom_gradient = _custom_gradient("Ndtri", "x", ndtri_forward, ndtri_vjp, "y")
 _register("Ndtri", ndtri_grad)
 
 
+def dawsn(x):
+    """Dawsn: y = Dawson's integral, exp(-x**2) times the integral of exp(t**2) from 0 to x (declared at ops/special.py:62), with its derived gradient dawsn_vjp."""
+    return _dawsn_custom_gradient(x)
+
+
+def dawsn_forward(x):
+    """Dawsn's formula."""
+    y = tf.math.special.dawsn(x)
+    return y
+
+
 def dawsn_vjp(grad, x, y):
-    """Gradient of Dawsn (declared at ops/special.py:62): one per input (x).
+    """Gradient of Dawsn: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * (-2 * x * dawsn(x) + 1)
@@ -391,30 +420,23 @@ def dawsn_grad(op, grad):
     return dawsn_vjp(grad, *op.inputs, *op.outputs)
 
 
-def dawsn(x):
-    """Dawsn: y = Dawson's integral, exp(-x**2) times the integral of exp(t**2) from 0 to x, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return dawsn_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Dawsn", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.special.dawsn(x)
-        return y, backward
-
-    return forward(x)
-
-
+_dawsn_custom_gradient = _custom_gradient("Dawsn", "x", dawsn_forward, dawsn_vjp, "y")
 _register("Dawsn", dawsn_grad)
 
 
+def expint(x):
+    """Expint: y = Ei(x), the exponential integral, for x >= 0 (TensorFlow's Expint is NaN below 0) (declared at ops/special.py:68), with its derived gradient expint_vjp."""
+    return _expint_custom_gradient(x)
+
+
+def expint_forward(x):
+    """Expint's formula."""
+    y = tf.where(x >= 0, tf.math.special.expint(x), tf.constant(math.nan, x.dtype))
+    return y
+
+
 def expint_vjp(grad, x, y):
-    """Gradient of Expint (declared at ops/special.py:68): one per input (x).
+    """Gradient of Expint: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = (grad * split_exp(1 / x, x) if x >= 0 else 0)
@@ -437,30 +459,23 @@ def expint_grad(op, grad):
     return expint_vjp(grad, *op.inputs, *op.outputs)
 
 
-def expint(x):
-    """Expint: y = Ei(x), the exponential integral, for x >= 0 (TensorFlow's Expint is NaN below 0), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return expint_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Expint", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.where(x >= 0, tf.math.special.expint(x), tf.constant(math.nan, x.dtype))
-        return y, backward
-
-    return forward(x)
-
-
+_expint_custom_gradient = _custom_gradient("Expint", "x", expint_forward, expint_vjp, "y")
 _register("Expint", expint_grad)
 
 
+def fresnel_cos(x):
+    """FresnelCos: y = the integral of cos(pi t**2 / 2) from 0 to x (declared at ops/special.py:74), with its derived gradient fresnel_cos_vjp."""
+    return _fresnel_cos_custom_gradient(x)
+
+
+def fresnel_cos_forward(x):
+    """FresnelCos's formula."""
+    y = tf.math.special.fresnel_cos(x)
+    return y
+
+
 def fresnel_cos_vjp(grad, x, y):
-    """Gradient of FresnelCos (declared at ops/special.py:74): one per input (x).
+    """Gradient of FresnelCos: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * cos(pi * x**2 / 2), i.e. `grad * tf.math.cos(1.5707963267948966 * x**2)`
@@ -474,30 +489,25 @@ def fresnel_cos_grad(op, grad):
     return fresnel_cos_vjp(grad, *op.inputs, *op.outputs)
 
 
-def fresnel_cos(x):
-    """FresnelCos: y = the integral of cos(pi t**2 / 2) from 0 to x, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return fresnel_cos_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("FresnelCos", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.special.fresnel_cos(x)
-        return y, backward
-
-    return forward(x)
-
-
+_fresnel_cos_custom_gradient = _custom_gradient(
+    "FresnelCos", "x", fresnel_cos_forward, fresnel_cos_vjp, "y"
+)
 _register("FresnelCos", fresnel_cos_grad)
 
 
+def fresnel_sin(x):
+    """FresnelSin: y = the integral of sin(pi t**2 / 2) from 0 to x (declared at ops/special.py:80), with its derived gradient fresnel_sin_vjp."""
+    return _fresnel_sin_custom_gradient(x)
+
+
+def fresnel_sin_forward(x):
+    """FresnelSin's formula."""
+    y = tf.math.special.fresnel_sin(x)
+    return y
+
+
 def fresnel_sin_vjp(grad, x, y):
-    """Gradient of FresnelSin (declared at ops/special.py:80): one per input (x).
+    """Gradient of FresnelSin: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * sin(pi * x**2 / 2), i.e. `grad * tf.math.sin(1.5707963267948966 * x**2)`
@@ -511,30 +521,26 @@ def fresnel_sin_grad(op, grad):
     return fresnel_sin_vjp(grad, *op.inputs, *op.outputs)
 
 
-def fresnel_sin(x):
-    """FresnelSin: y = the integral of sin(pi t**2 / 2) from 0 to x, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return fresnel_sin_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("FresnelSin", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.special.fresnel_sin(x)
-        return y, backward
-
-    return forward(x)
-
-
+_fresnel_sin_custom_gradient = _custom_gradient(
+    "FresnelSin", "x", fresnel_sin_forward, fresnel_sin_vjp, "y"
+)
 _register("FresnelSin", fresnel_sin_grad)
 
 
+def spence(x):
+    """Spence: y = the integral of log(t) / (1 - t) from 1 to x, for x >= 0 (dilog(1 - x)) (declared at ops/special.py:86), with its derived gradient spence_vjp."""
+    return _spence_custom_gradient(x)
+
+
+def spence_forward(x):
+    """Spence's formula."""
+    tmp0 = 1 - x
+    y = tf.where(tf.equal(x, 1), tmp0, tf.math.special.spence(1 - tmp0))
+    return y
+
+
 def spence_vjp(grad, x, y):
-    """Gradient of Spence (declared at ops/special.py:86): one per input (x).
+    """Gradient of Spence: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = (-grad if x == 1 else -grad * polylog(1, 1 - x) / (1 - x))
@@ -556,31 +562,23 @@ def spence_grad(op, grad):
     return spence_vjp(grad, *op.inputs, *op.outputs)
 
 
-def spence(x):
-    """Spence: y = the integral of log(t) / (1 - t) from 1 to x, for x >= 0 (dilog(1 - x)), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return spence_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Spence", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        tmp0 = 1 - x
-        y = tf.where(tf.equal(x, 1), tmp0, tf.math.special.spence(1 - tmp0))
-        return y, backward
-
-    return forward(x)
-
-
+_spence_custom_gradient = _custom_gradient("Spence", "x", spence_forward, spence_vjp, "y")
 _register("Spence", spence_grad)
 
 
+def bessel_i0(x):
+    """BesselI0: y = I0(x), the modified Bessel function of the first kind, order 0 (declared at ops/special.py:97), with its derived gradient bessel_i0_vjp."""
+    return _bessel_i0_custom_gradient(x)
+
+
+def bessel_i0_forward(x):
+    """BesselI0's formula."""
+    y = _bessel_i0(x)
+    return y
+
+
 def bessel_i0_vjp(grad, x, y):
-    """Gradient of BesselI0 (declared at ops/special.py:97): one per input (x).
+    """Gradient of BesselI0: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * besseli(1, x), i.e. `grad * _bessel_i1(x)`
@@ -594,30 +592,25 @@ def bessel_i0_grad(op, grad):
     return bessel_i0_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bessel_i0(x):
-    """BesselI0: y = I0(x), the modified Bessel function of the first kind, order 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return bessel_i0_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("BesselI0", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = _bessel_i0(x)
-        return y, backward
-
-    return forward(x)
-
-
+_bessel_i0_custom_gradient = _custom_gradient(
+    "BesselI0", "x", bessel_i0_forward, bessel_i0_vjp, "y"
+)
 _register("BesselI0", bessel_i0_grad)
 
 
+def bessel_i1(x):
+    """BesselI1: y = I1(x), the modified Bessel function of the first kind, order 1 (declared at ops/special.py:103), with its derived gradient bessel_i1_vjp."""
+    return _bessel_i1_custom_gradient(x)
+
+
+def bessel_i1_forward(x):
+    """BesselI1's formula."""
+    y = _bessel_i1(x)
+    return y
+
+
 def bessel_i1_vjp(grad, x, y):
-    """Gradient of BesselI1 (declared at ops/special.py:103): one per input (x).
+    """Gradient of BesselI1: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * (besseli(0, x) / 2 + besseli(2, x) / 2)
@@ -643,30 +636,25 @@ def bessel_i1_grad(op, grad):
     return bessel_i1_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bessel_i1(x):
-    """BesselI1: y = I1(x), the modified Bessel function of the first kind, order 1, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return bessel_i1_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("BesselI1", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = _bessel_i1(x)
-        return y, backward
-
-    return forward(x)
-
-
+_bessel_i1_custom_gradient = _custom_gradient(
+    "BesselI1", "x", bessel_i1_forward, bessel_i1_vjp, "y"
+)
 _register("BesselI1", bessel_i1_grad)
 
 
+def bessel_i0e(x):
+    """BesselI0e: y = I0(x) exp(-|x|) (declared at ops/special.py:109), with its derived gradient bessel_i0e_vjp."""
+    return _bessel_i0e_custom_gradient(x)
+
+
+def bessel_i0e_forward(x):
+    """BesselI0e's formula."""
+    y = tf.math.special.bessel_i0e(x)
+    return y
+
+
 def bessel_i0e_vjp(grad, x, y):
-    """Gradient of BesselI0e (declared at ops/special.py:109): one per input (x).
+    """Gradient of BesselI0e: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * (-y * sign(x) + scaled_besseli(1, x))
@@ -681,36 +669,25 @@ def bessel_i0e_grad(op, grad):
     return bessel_i0e_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bessel_i0e(x):
-    """BesselI0e: y = I0(x) exp(-|x|), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return bessel_i0e_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("BesselI0e", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.special.bessel_i0e(x)
-        return y, backward
-
-    return forward(x)
-
-
+_bessel_i0e_custom_gradient = _custom_gradient(
+    "BesselI0e", "x", bessel_i0e_forward, bessel_i0e_vjp, "y", read=True
+)
 _register("BesselI0e", bessel_i0e_grad)
 
 
+def bessel_i1e(x):
+    """BesselI1e: y = I1(x) exp(-|x|) (declared at ops/special.py:115), with its derived gradient bessel_i1e_vjp."""
+    return _bessel_i1e_custom_gradient(x)
+
+
+def bessel_i1e_forward(x):
+    """BesselI1e's formula."""
+    y = tf.math.special.bessel_i1e(x)
+    return y
+
+
 def bessel_i1e_vjp(grad, x, y):
-    """Gradient of BesselI1e (declared at ops/special.py:115): one per input (x).
+    """Gradient of BesselI1e: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * (-y * sign(x) + scaled_besseli(0, x) / 2 + scaled_besseli(2, x) / 2)
@@ -737,36 +714,25 @@ def bessel_i1e_grad(op, grad):
     return bessel_i1e_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bessel_i1e(x):
-    """BesselI1e: y = I1(x) exp(-|x|), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return bessel_i1e_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("BesselI1e", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.special.bessel_i1e(x)
-        return y, backward
-
-    return forward(x)
-
-
+_bessel_i1e_custom_gradient = _custom_gradient(
+    "BesselI1e", "x", bessel_i1e_forward, bessel_i1e_vjp, "y", read=True
+)
 _register("BesselI1e", bessel_i1e_grad)
 
 
+def bessel_j0(x):
+    """BesselJ0: y = J0(x), the Bessel function of the first kind, order 0 (declared at ops/special.py:121), with its derived gradient bessel_j0_vjp."""
+    return _bessel_j0_custom_gradient(x)
+
+
+def bessel_j0_forward(x):
+    """BesselJ0's formula."""
+    y = tf.math.special.bessel_j0(x)
+    return y
+
+
 def bessel_j0_vjp(grad, x, y):
-    """Gradient of BesselJ0 (declared at ops/special.py:121): one per input (x).
+    """Gradient of BesselJ0: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = -grad * besselj(1, x), i.e. `-grad * tf.math.special.bessel_j1(x)`
@@ -780,30 +746,25 @@ def bessel_j0_grad(op, grad):
     return bessel_j0_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bessel_j0(x):
-    """BesselJ0: y = J0(x), the Bessel function of the first kind, order 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return bessel_j0_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("BesselJ0", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.special.bessel_j0(x)
-        return y, backward
-
-    return forward(x)
-
-
+_bessel_j0_custom_gradient = _custom_gradient(
+    "BesselJ0", "x", bessel_j0_forward, bessel_j0_vjp, "y"
+)
 _register("BesselJ0", bessel_j0_grad)
 
 
+def bessel_j1(x):
+    """BesselJ1: y = J1(x), the Bessel function of the first kind, order 1 (declared at ops/special.py:127), with its derived gradient bessel_j1_vjp."""
+    return _bessel_j1_custom_gradient(x)
+
+
+def bessel_j1_forward(x):
+    """BesselJ1's formula."""
+    y = tf.math.special.bessel_j1(x)
+    return y
+
+
 def bessel_j1_vjp(grad, x, y):
-    """Gradient of BesselJ1 (declared at ops/special.py:127): one per input (x).
+    """Gradient of BesselJ1: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * (besselj(0, x) / 2 - besselj(2, x) / 2)
@@ -830,30 +791,25 @@ def bessel_j1_grad(op, grad):
     return bessel_j1_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bessel_j1(x):
-    """BesselJ1: y = J1(x), the Bessel function of the first kind, order 1, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return bessel_j1_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("BesselJ1", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.special.bessel_j1(x)
-        return y, backward
-
-    return forward(x)
-
-
+_bessel_j1_custom_gradient = _custom_gradient(
+    "BesselJ1", "x", bessel_j1_forward, bessel_j1_vjp, "y"
+)
 _register("BesselJ1", bessel_j1_grad)
 
 
+def bessel_k0(x):
+    """BesselK0: y = K0(x), the modified Bessel function of the second kind, order 0, for x > 0 (declared at ops/special.py:133), with its derived gradient bessel_k0_vjp."""
+    return _bessel_k0_custom_gradient(x)
+
+
+def bessel_k0_forward(x):
+    """BesselK0's formula."""
+    y = tf.math.special.bessel_k0(x)
+    return y
+
+
 def bessel_k0_vjp(grad, x, y):
-    """Gradient of BesselK0 (declared at ops/special.py:133): one per input (x).
+    """Gradient of BesselK0: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = -grad * besselk(1, x), i.e. `-grad * tf.math.special.bessel_k1(x)`
@@ -867,30 +823,25 @@ def bessel_k0_grad(op, grad):
     return bessel_k0_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bessel_k0(x):
-    """BesselK0: y = K0(x), the modified Bessel function of the second kind, order 0, for x > 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return bessel_k0_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("BesselK0", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.special.bessel_k0(x)
-        return y, backward
-
-    return forward(x)
-
-
+_bessel_k0_custom_gradient = _custom_gradient(
+    "BesselK0", "x", bessel_k0_forward, bessel_k0_vjp, "y"
+)
 _register("BesselK0", bessel_k0_grad)
 
 
+def bessel_k1(x):
+    """BesselK1: y = K1(x), the modified Bessel function of the second kind, order 1, for x > 0 (declared at ops/special.py:139), with its derived gradient bessel_k1_vjp."""
+    return _bessel_k1_custom_gradient(x)
+
+
+def bessel_k1_forward(x):
+    """BesselK1's formula."""
+    y = tf.math.special.bessel_k1(x)
+    return y
+
+
 def bessel_k1_vjp(grad, x, y):
-    """Gradient of BesselK1 (declared at ops/special.py:139): one per input (x).
+    """Gradient of BesselK1: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * (-besselk(0, x) / 2 - besselk(2, x) / 2)
@@ -908,30 +859,25 @@ def bessel_k1_grad(op, grad):
     return bessel_k1_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bessel_k1(x):
-    """BesselK1: y = K1(x), the modified Bessel function of the second kind, order 1, for x > 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return bessel_k1_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("BesselK1", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.special.bessel_k1(x)
-        return y, backward
-
-    return forward(x)
-
-
+_bessel_k1_custom_gradient = _custom_gradient(
+    "BesselK1", "x", bessel_k1_forward, bessel_k1_vjp, "y"
+)
 _register("BesselK1", bessel_k1_grad)
 
 
+def bessel_k0e(x):
+    """BesselK0e: y = K0(x) exp(x), for x > 0 (declared at ops/special.py:145), with its derived gradient bessel_k0e_vjp."""
+    return _bessel_k0e_custom_gradient(x)
+
+
+def bessel_k0e_forward(x):
+    """BesselK0e's formula."""
+    y = tf.math.exp(x) * tf.math.special.bessel_k0(x)
+    return y
+
+
 def bessel_k0e_vjp(grad, x, y):
-    """Gradient of BesselK0e (declared at ops/special.py:145): one per input (x).
+    """Gradient of BesselK0e: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * (y - exp(x) * besselk(1, x))
@@ -946,36 +892,25 @@ def bessel_k0e_grad(op, grad):
     return bessel_k0e_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bessel_k0e(x):
-    """BesselK0e: y = K0(x) exp(x), for x > 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return bessel_k0e_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("BesselK0e", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.exp(x) * tf.math.special.bessel_k0(x)
-        return y, backward
-
-    return forward(x)
-
-
+_bessel_k0e_custom_gradient = _custom_gradient(
+    "BesselK0e", "x", bessel_k0e_forward, bessel_k0e_vjp, "y", read=True
+)
 _register("BesselK0e", bessel_k0e_grad)
 
 
+def bessel_k1e(x):
+    """BesselK1e: y = K1(x) exp(x), for x > 0 (declared at ops/special.py:151), with its derived gradient bessel_k1e_vjp."""
+    return _bessel_k1e_custom_gradient(x)
+
+
+def bessel_k1e_forward(x):
+    """BesselK1e's formula."""
+    y = tf.math.exp(x) * tf.math.special.bessel_k1(x)
+    return y
+
+
 def bessel_k1e_vjp(grad, x, y):
-    """Gradient of BesselK1e (declared at ops/special.py:151): one per input (x).
+    """Gradient of BesselK1e: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * (y + (-besselk(0, x) / 2 - besselk(2, x) / 2) * exp(x))
@@ -997,36 +932,25 @@ def bessel_k1e_grad(op, grad):
     return bessel_k1e_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bessel_k1e(x):
-    """BesselK1e: y = K1(x) exp(x), for x > 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return bessel_k1e_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("BesselK1e", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.exp(x) * tf.math.special.bessel_k1(x)
-        return y, backward
-
-    return forward(x)
-
-
+_bessel_k1e_custom_gradient = _custom_gradient(
+    "BesselK1e", "x", bessel_k1e_forward, bessel_k1e_vjp, "y", read=True
+)
 _register("BesselK1e", bessel_k1e_grad)
 
 
+def bessel_y0(x):
+    """BesselY0: y = Y0(x), the Bessel function of the second kind, order 0, for x > 0 (declared at ops/special.py:157), with its derived gradient bessel_y0_vjp."""
+    return _bessel_y0_custom_gradient(x)
+
+
+def bessel_y0_forward(x):
+    """BesselY0's formula."""
+    y = tf.math.special.bessel_y0(x)
+    return y
+
+
 def bessel_y0_vjp(grad, x, y):
-    """Gradient of BesselY0 (declared at ops/special.py:157): one per input (x).
+    """Gradient of BesselY0: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = -grad * bessely(1, x), i.e. `-grad * tf.math.special.bessel_y1(x)`
@@ -1040,30 +964,25 @@ def bessel_y0_grad(op, grad):
     return bessel_y0_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bessel_y0(x):
-    """BesselY0: y = Y0(x), the Bessel function of the second kind, order 0, for x > 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return bessel_y0_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("BesselY0", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.special.bessel_y0(x)
-        return y, backward
-
-    return forward(x)
-
-
+_bessel_y0_custom_gradient = _custom_gradient(
+    "BesselY0", "x", bessel_y0_forward, bessel_y0_vjp, "y"
+)
 _register("BesselY0", bessel_y0_grad)
 
 
+def bessel_y1(x):
+    """BesselY1: y = Y1(x), the Bessel function of the second kind, order 1, for x > 0 (declared at ops/special.py:163), with its derived gradient bessel_y1_vjp."""
+    return _bessel_y1_custom_gradient(x)
+
+
+def bessel_y1_forward(x):
+    """BesselY1's formula."""
+    y = tf.math.special.bessel_y1(x)
+    return y
+
+
 def bessel_y1_vjp(grad, x, y):
-    """Gradient of BesselY1 (declared at ops/special.py:163): one per input (x).
+    """Gradient of BesselY1: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * (bessely(0, x) / 2 - bessely(2, x) / 2)
@@ -1081,23 +1000,7 @@ def bessel_y1_grad(op, grad):
     return bessel_y1_vjp(grad, *op.inputs, *op.outputs)
 
 
-def bessel_y1(x):
-    """BesselY1: y = Y1(x), the Bessel function of the second kind, order 1, for x > 0, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return bessel_y1_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("BesselY1", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.special.bessel_y1(x)
-        return y, backward
-
-    return forward(x)
-
-
+_bessel_y1_custom_gradient = _custom_gradient(
+    "BesselY1", "x", bessel_y1_forward, bessel_y1_vjp, "y"
+)
 _register("BesselY1", bessel_y1_grad)

@@ -35,6 +35,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _bessel(name, x):
     """`torch.special.<name>(x)` (`bessel_j0`, `modified_bessel_k1`, ...), differentiable:
     PyTorch gives these no derivative, so autograd would read them as constants."""
@@ -112,7 +187,7 @@ def _sum_to_shape(g, shape):
 
 def lgamma(x):
     """Lgamma: y = log|gamma(x)| (declared at ops/special.py:21); differentiated by lgamma_vjp."""
-    return _LgammaFunction.apply(x)
+    return _lgamma_autograd(x)
 
 
 def lgamma_forward(x):
@@ -131,27 +206,12 @@ def lgamma_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _LgammaFunction(torch.autograd.Function):
-    """Lgamma for autograd: the backward is lgamma_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return lgamma_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = lgamma_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_lgamma_autograd = _autograd_function("Lgamma", lgamma_forward, lgamma_vjp, "y")
 
 
 def digamma(x):
     """Digamma: y = d/dx log(gamma(x)) (declared at ops/special.py:27); differentiated by digamma_vjp."""
-    return _DigammaFunction.apply(x)
+    return _digamma_autograd(x)
 
 
 def digamma_forward(x):
@@ -170,27 +230,12 @@ def digamma_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _DigammaFunction(torch.autograd.Function):
-    """Digamma for autograd: the backward is digamma_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return digamma_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = digamma_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_digamma_autograd = _autograd_function("Digamma", digamma_forward, digamma_vjp, "y")
 
 
 def polygamma(a, x):
     """Polygamma: z = the a-th derivative of digamma at x, for integer a >= 0 (declared at ops/special.py:33); differentiated by polygamma_vjp."""
-    return _PolygammaFunction.apply(a, x)
+    return _polygamma_autograd(a, x)
 
 
 def polygamma_forward(a, x):
@@ -210,27 +255,12 @@ def polygamma_vjp(grad, a, x, *, z=None):
     return None, grad_x
 
 
-class _PolygammaFunction(torch.autograd.Function):
-    """Polygamma for autograd: the backward is polygamma_vjp."""
-
-    @staticmethod
-    def forward(a, x):
-        return polygamma_forward(a, x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        a, x = ctx.saved_tensors
-        grads = polygamma_vjp(grad, a, x)
-        return _needed(grads, ctx.needs_input_grad)
+_polygamma_autograd = _autograd_function("Polygamma", polygamma_forward, polygamma_vjp, "z")
 
 
 def zeta(x, q):
     """Zeta: z = the Hurwitz zeta function, sum over n >= 0 of (n + q) ** -x, for x > 1 (declared at ops/special.py:40); differentiated by zeta_vjp."""
-    return _ZetaFunction.apply(x, q)
+    return _zeta_autograd(x, q)
 
 
 def zeta_forward(x, q):
@@ -250,27 +280,12 @@ def zeta_vjp(grad, x, q, *, z=None):
     return None, grad_q
 
 
-class _ZetaFunction(torch.autograd.Function):
-    """Zeta for autograd: the backward is zeta_vjp."""
-
-    @staticmethod
-    def forward(x, q):
-        return zeta_forward(x, q)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, q = ctx.saved_tensors
-        grads = zeta_vjp(grad, x, q)
-        return _needed(grads, ctx.needs_input_grad)
+_zeta_autograd = _autograd_function("Zeta", zeta_forward, zeta_vjp, "z")
 
 
 def erfinv(x):
     """Erfinv: y = the inverse of erf, for x in (-1, 1) (declared at ops/special.py:50); differentiated by erfinv_vjp."""
-    return _ErfinvFunction.apply(x)
+    return _erfinv_autograd(x)
 
 
 def erfinv_forward(x):
@@ -290,27 +305,12 @@ def erfinv_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _ErfinvFunction(torch.autograd.Function):
-    """Erfinv for autograd: the backward is erfinv_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return erfinv_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = erfinv_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_erfinv_autograd = _autograd_function("Erfinv", erfinv_forward, erfinv_vjp, "y")
 
 
 def ndtri(x):
     """Ndtri: y = the inverse of the standard normal CDF, for x in (0, 1) (declared at ops/special.py:56); differentiated by ndtri_vjp."""
-    return _NdtriFunction.apply(x)
+    return _ndtri_autograd(x)
 
 
 def ndtri_forward(x):
@@ -330,27 +330,12 @@ def ndtri_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _NdtriFunction(torch.autograd.Function):
-    """Ndtri for autograd: the backward is ndtri_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return ndtri_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = ndtri_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_ndtri_autograd = _autograd_function("Ndtri", ndtri_forward, ndtri_vjp, "y")
 
 
 def bessel_i0(x):
     """BesselI0: y = I0(x), the modified Bessel function of the first kind, order 0 (declared at ops/special.py:97); differentiated by bessel_i0_vjp."""
-    return _BesselI0Function.apply(x)
+    return _bessel_i0_autograd(x)
 
 
 def bessel_i0_forward(x):
@@ -369,27 +354,12 @@ def bessel_i0_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _BesselI0Function(torch.autograd.Function):
-    """BesselI0 for autograd: the backward is bessel_i0_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return bessel_i0_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = bessel_i0_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_bessel_i0_autograd = _autograd_function("BesselI0", bessel_i0_forward, bessel_i0_vjp, "y")
 
 
 def bessel_i1(x):
     """BesselI1: y = I1(x), the modified Bessel function of the first kind, order 1 (declared at ops/special.py:103); differentiated by bessel_i1_vjp."""
-    return _BesselI1Function.apply(x)
+    return _bessel_i1_autograd(x)
 
 
 def bessel_i1_forward(x):
@@ -418,27 +388,12 @@ def bessel_i1_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _BesselI1Function(torch.autograd.Function):
-    """BesselI1 for autograd: the backward is bessel_i1_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return bessel_i1_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = bessel_i1_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_bessel_i1_autograd = _autograd_function("BesselI1", bessel_i1_forward, bessel_i1_vjp, "y")
 
 
 def bessel_i0e(x):
     """BesselI0e: y = I0(x) exp(-|x|) (declared at ops/special.py:109); differentiated by bessel_i0e_vjp."""
-    return _BesselI0eFunction.apply(x)
+    return _bessel_i0e_autograd(x)
 
 
 def bessel_i0e_forward(x):
@@ -460,27 +415,14 @@ def bessel_i0e_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _BesselI0eFunction(torch.autograd.Function):
-    """BesselI0e for autograd: the backward is bessel_i0e_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return bessel_i0e_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = bessel_i0e_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_bessel_i0e_autograd = _autograd_function(
+    "BesselI0e", bessel_i0e_forward, bessel_i0e_vjp, "y", read="y"
+)
 
 
 def bessel_i1e(x):
     """BesselI1e: y = I1(x) exp(-|x|) (declared at ops/special.py:115); differentiated by bessel_i1e_vjp."""
-    return _BesselI1eFunction.apply(x)
+    return _bessel_i1e_autograd(x)
 
 
 def bessel_i1e_forward(x):
@@ -512,27 +454,14 @@ def bessel_i1e_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _BesselI1eFunction(torch.autograd.Function):
-    """BesselI1e for autograd: the backward is bessel_i1e_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return bessel_i1e_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = bessel_i1e_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_bessel_i1e_autograd = _autograd_function(
+    "BesselI1e", bessel_i1e_forward, bessel_i1e_vjp, "y", read="y"
+)
 
 
 def bessel_j0(x):
     """BesselJ0: y = J0(x), the Bessel function of the first kind, order 0 (declared at ops/special.py:121); differentiated by bessel_j0_vjp."""
-    return _BesselJ0Function.apply(x)
+    return _bessel_j0_autograd(x)
 
 
 def bessel_j0_forward(x):
@@ -551,27 +480,12 @@ def bessel_j0_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _BesselJ0Function(torch.autograd.Function):
-    """BesselJ0 for autograd: the backward is bessel_j0_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return bessel_j0_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = bessel_j0_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_bessel_j0_autograd = _autograd_function("BesselJ0", bessel_j0_forward, bessel_j0_vjp, "y")
 
 
 def bessel_j1(x):
     """BesselJ1: y = J1(x), the Bessel function of the first kind, order 1 (declared at ops/special.py:127); differentiated by bessel_j1_vjp."""
-    return _BesselJ1Function.apply(x)
+    return _bessel_j1_autograd(x)
 
 
 def bessel_j1_forward(x):
@@ -601,27 +515,12 @@ def bessel_j1_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _BesselJ1Function(torch.autograd.Function):
-    """BesselJ1 for autograd: the backward is bessel_j1_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return bessel_j1_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = bessel_j1_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_bessel_j1_autograd = _autograd_function("BesselJ1", bessel_j1_forward, bessel_j1_vjp, "y")
 
 
 def bessel_k0(x):
     """BesselK0: y = K0(x), the modified Bessel function of the second kind, order 0, for x > 0 (declared at ops/special.py:133); differentiated by bessel_k0_vjp."""
-    return _BesselK0Function.apply(x)
+    return _bessel_k0_autograd(x)
 
 
 def bessel_k0_forward(x):
@@ -640,27 +539,12 @@ def bessel_k0_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _BesselK0Function(torch.autograd.Function):
-    """BesselK0 for autograd: the backward is bessel_k0_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return bessel_k0_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = bessel_k0_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_bessel_k0_autograd = _autograd_function("BesselK0", bessel_k0_forward, bessel_k0_vjp, "y")
 
 
 def bessel_k1(x):
     """BesselK1: y = K1(x), the modified Bessel function of the second kind, order 1, for x > 0 (declared at ops/special.py:139); differentiated by bessel_k1_vjp."""
-    return _BesselK1Function.apply(x)
+    return _bessel_k1_autograd(x)
 
 
 def bessel_k1_forward(x):
@@ -683,27 +567,12 @@ def bessel_k1_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _BesselK1Function(torch.autograd.Function):
-    """BesselK1 for autograd: the backward is bessel_k1_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return bessel_k1_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = bessel_k1_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_bessel_k1_autograd = _autograd_function("BesselK1", bessel_k1_forward, bessel_k1_vjp, "y")
 
 
 def bessel_k0e(x):
     """BesselK0e: y = K0(x) exp(x), for x > 0 (declared at ops/special.py:145); differentiated by bessel_k0e_vjp."""
-    return _BesselK0eFunction.apply(x)
+    return _bessel_k0e_autograd(x)
 
 
 def bessel_k0e_forward(x):
@@ -725,27 +594,14 @@ def bessel_k0e_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _BesselK0eFunction(torch.autograd.Function):
-    """BesselK0e for autograd: the backward is bessel_k0e_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return bessel_k0e_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = bessel_k0e_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_bessel_k0e_autograd = _autograd_function(
+    "BesselK0e", bessel_k0e_forward, bessel_k0e_vjp, "y", read="y"
+)
 
 
 def bessel_k1e(x):
     """BesselK1e: y = K1(x) exp(x), for x > 0 (declared at ops/special.py:151); differentiated by bessel_k1e_vjp."""
-    return _BesselK1eFunction.apply(x)
+    return _bessel_k1e_autograd(x)
 
 
 def bessel_k1e_forward(x):
@@ -774,27 +630,14 @@ def bessel_k1e_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _BesselK1eFunction(torch.autograd.Function):
-    """BesselK1e for autograd: the backward is bessel_k1e_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return bessel_k1e_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = bessel_k1e_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_bessel_k1e_autograd = _autograd_function(
+    "BesselK1e", bessel_k1e_forward, bessel_k1e_vjp, "y", read="y"
+)
 
 
 def bessel_y0(x):
     """BesselY0: y = Y0(x), the Bessel function of the second kind, order 0, for x > 0 (declared at ops/special.py:157); differentiated by bessel_y0_vjp."""
-    return _BesselY0Function.apply(x)
+    return _bessel_y0_autograd(x)
 
 
 def bessel_y0_forward(x):
@@ -813,27 +656,12 @@ def bessel_y0_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _BesselY0Function(torch.autograd.Function):
-    """BesselY0 for autograd: the backward is bessel_y0_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return bessel_y0_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = bessel_y0_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_bessel_y0_autograd = _autograd_function("BesselY0", bessel_y0_forward, bessel_y0_vjp, "y")
 
 
 def bessel_y1(x):
     """BesselY1: y = Y1(x), the Bessel function of the second kind, order 1, for x > 0 (declared at ops/special.py:163); differentiated by bessel_y1_vjp."""
-    return _BesselY1Function.apply(x)
+    return _bessel_y1_autograd(x)
 
 
 def bessel_y1_forward(x):
@@ -856,19 +684,4 @@ def bessel_y1_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _BesselY1Function(torch.autograd.Function):
-    """BesselY1 for autograd: the backward is bessel_y1_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return bessel_y1_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = bessel_y1_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_bessel_y1_autograd = _autograd_function("BesselY1", bessel_y1_forward, bessel_y1_vjp, "y")

@@ -6,14 +6,15 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
-  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
-  that a second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
-  no derivative of `backprop` w.r.t. `labels`).
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
+  Where the backward reads the op's outputs, it reads them again through a custom gradient of
+  their own, so that a second order (an outer tape) differentiates them by the derived
+  gradient too, not by TensorFlow's gradient of its kernel (NaN at a norm's 0;
+  SoftmaxCrossEntropyWithLogits's has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -33,6 +34,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -115,8 +173,19 @@ def _sum_to_shape(g, x):
     return tf.reshape(tf.reduce_sum(g, axes), shape)
 
 
+def softsign_grad(gradients, features):
+    """SoftsignGrad: Softsign's backprop, gradients / (1 + |features|)**2: its gradient is Softsign's second order (declared at ops/tf_gaps.py:8), with its derived gradient softsign_grad_vjp."""
+    return _softsign_grad_custom_gradient(gradients, features)
+
+
+def softsign_grad_forward(gradients, features):
+    """SoftsignGrad's formula."""
+    backprops = gradients / (tf.math.abs(features) + 1) ** 2
+    return backprops
+
+
 def softsign_grad_vjp(grad, gradients, features, backprops):
-    """Gradient of SoftsignGrad (declared at ops/tf_gaps.py:8): one per input (gradients, features).
+    """Gradient of SoftsignGrad: one per input (gradients, features).
 
     In index notation, next to the code computing it:
         grad_gradients = grad / (Abs(features) + 1)**2
@@ -135,31 +204,12 @@ def softsign_grad_grad(op, grad):
     return softsign_grad_vjp(grad, *op.inputs, *op.outputs)
 
 
-def softsign_grad(gradients, features):
-    """SoftsignGrad: Softsign's backprop, gradients / (1 + |features|)**2: its gradient is Softsign's second order, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(gradients, features):
-        def backward(grad):
-            backprops = outputs_again(gradients, features)
-            return softsign_grad_vjp(grad, gradients, features, backprops)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(gradients, features):
-            return tf.identity(backprops), backward
-
-        kernel_outputs = _tf_kernel(
-            "SoftsignGrad", 1, {"gradients": gradients, "features": features}, {}
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            backprops = kernel_outputs[0]
-            return backprops, backward
-        # else the declared formula
-        backprops = gradients / (tf.math.abs(features) + 1) ** 2
-        return backprops, backward
-
-    return forward(gradients, features)
-
-
+_softsign_grad_custom_gradient = _custom_gradient(
+    "SoftsignGrad",
+    "gradients features",
+    softsign_grad_forward,
+    softsign_grad_vjp,
+    "backprops",
+    read=True,
+)
 _register("SoftsignGrad", softsign_grad_grad)

@@ -9,8 +9,6 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,6 +20,39 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 def _conj(x):
     """Complex conjugate; real arrays are returned as they are."""
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
+
+
+def _custom_vjp(forward, vjp, outputs, stages=False):
+    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
+    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
+    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
+    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
+    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
+    """
+    outputs = [name.lstrip("*") for name in outputs.split()]
+    several = len(outputs) > 1
+
+    def run(attrs, *inputs):
+        return forward(*inputs, **attrs)
+
+    def run_saving(attrs, *inputs):
+        values, found = (
+            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
+        )
+        return values, (inputs, values, found)
+
+    def gradient(attrs, saved, cotangent):
+        inputs, values, found = saved
+        given = dict(zip(outputs, values if several else (values,)))
+        cotangents = [
+            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
+        ]
+        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
+        return tuple(None if g is None else _conj(g) for g in grads)
+
+    function = jax.custom_vjp(run, nondiff_argnums=(0,))
+    function.defvjp(run_saving, gradient)
+    return lambda *inputs, **attrs: function(attrs, *inputs)
 
 
 def sigmoid(x):
@@ -48,24 +79,7 @@ def sigmoid_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _sigmoid_custom_vjp(x):
-    return sigmoid_forward(x)
-
-
-def _sigmoid_fwd(x):
-    y = sigmoid_forward(x)
-    return y, ((x,), y)
-
-
-def _sigmoid_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in sigmoid_vjp(grad, x, y=y))
-
-
-_sigmoid_custom_vjp.defvjp(_sigmoid_fwd, _sigmoid_bwd)
+_sigmoid_custom_vjp = _custom_vjp(sigmoid_forward, sigmoid_vjp, "y")
 
 
 def tanh(x):
@@ -92,24 +106,7 @@ def tanh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _tanh_custom_vjp(x):
-    return tanh_forward(x)
-
-
-def _tanh_fwd(x):
-    y = tanh_forward(x)
-    return y, ((x,), y)
-
-
-def _tanh_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in tanh_vjp(grad, x, y=y))
-
-
-_tanh_custom_vjp.defvjp(_tanh_fwd, _tanh_bwd)
+_tanh_custom_vjp = _custom_vjp(tanh_forward, tanh_vjp, "y")
 
 
 def exp(x):
@@ -136,24 +133,7 @@ def exp_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _exp_custom_vjp(x):
-    return exp_forward(x)
-
-
-def _exp_fwd(x):
-    y = exp_forward(x)
-    return y, ((x,), y)
-
-
-def _exp_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in exp_vjp(grad, x, y=y))
-
-
-_exp_custom_vjp.defvjp(_exp_fwd, _exp_bwd)
+_exp_custom_vjp = _custom_vjp(exp_forward, exp_vjp, "y")
 
 
 def log(x):
@@ -178,24 +158,7 @@ def log_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _log_custom_vjp(x):
-    return log_forward(x)
-
-
-def _log_fwd(x):
-    y = log_forward(x)
-    return y, ((x,), y)
-
-
-def _log_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in log_vjp(grad, x, y=y))
-
-
-_log_custom_vjp.defvjp(_log_fwd, _log_bwd)
+_log_custom_vjp = _custom_vjp(log_forward, log_vjp, "y")
 
 
 def log1p(x):
@@ -220,24 +183,7 @@ def log1p_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _log1p_custom_vjp(x):
-    return log1p_forward(x)
-
-
-def _log1p_fwd(x):
-    y = log1p_forward(x)
-    return y, ((x,), y)
-
-
-def _log1p_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in log1p_vjp(grad, x, y=y))
-
-
-_log1p_custom_vjp.defvjp(_log1p_fwd, _log1p_bwd)
+_log1p_custom_vjp = _custom_vjp(log1p_forward, log1p_vjp, "y")
 
 
 def expm1(x):
@@ -264,24 +210,7 @@ def expm1_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _expm1_custom_vjp(x):
-    return expm1_forward(x)
-
-
-def _expm1_fwd(x):
-    y = expm1_forward(x)
-    return y, ((x,), y)
-
-
-def _expm1_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in expm1_vjp(grad, x, y=y))
-
-
-_expm1_custom_vjp.defvjp(_expm1_fwd, _expm1_bwd)
+_expm1_custom_vjp = _custom_vjp(expm1_forward, expm1_vjp, "y")
 
 
 def sqrt(x):
@@ -308,24 +237,7 @@ def sqrt_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _sqrt_custom_vjp(x):
-    return sqrt_forward(x)
-
-
-def _sqrt_fwd(x):
-    y = sqrt_forward(x)
-    return y, ((x,), y)
-
-
-def _sqrt_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in sqrt_vjp(grad, x, y=y))
-
-
-_sqrt_custom_vjp.defvjp(_sqrt_fwd, _sqrt_bwd)
+_sqrt_custom_vjp = _custom_vjp(sqrt_forward, sqrt_vjp, "y")
 
 
 def rsqrt(x):
@@ -352,24 +264,7 @@ def rsqrt_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _rsqrt_custom_vjp(x):
-    return rsqrt_forward(x)
-
-
-def _rsqrt_fwd(x):
-    y = rsqrt_forward(x)
-    return y, ((x,), y)
-
-
-def _rsqrt_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in rsqrt_vjp(grad, x, y=y))
-
-
-_rsqrt_custom_vjp.defvjp(_rsqrt_fwd, _rsqrt_bwd)
+_rsqrt_custom_vjp = _custom_vjp(rsqrt_forward, rsqrt_vjp, "y")
 
 
 def reciprocal(x):
@@ -396,24 +291,7 @@ def reciprocal_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _reciprocal_custom_vjp(x):
-    return reciprocal_forward(x)
-
-
-def _reciprocal_fwd(x):
-    y = reciprocal_forward(x)
-    return y, ((x,), y)
-
-
-def _reciprocal_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in reciprocal_vjp(grad, x, y=y))
-
-
-_reciprocal_custom_vjp.defvjp(_reciprocal_fwd, _reciprocal_bwd)
+_reciprocal_custom_vjp = _custom_vjp(reciprocal_forward, reciprocal_vjp, "y")
 
 
 def inv(x):
@@ -440,24 +318,7 @@ def inv_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _inv_custom_vjp(x):
-    return inv_forward(x)
-
-
-def _inv_fwd(x):
-    y = inv_forward(x)
-    return y, ((x,), y)
-
-
-def _inv_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in inv_vjp(grad, x, y=y))
-
-
-_inv_custom_vjp.defvjp(_inv_fwd, _inv_bwd)
+_inv_custom_vjp = _custom_vjp(inv_forward, inv_vjp, "y")
 
 
 def square(x):
@@ -482,24 +343,7 @@ def square_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _square_custom_vjp(x):
-    return square_forward(x)
-
-
-def _square_fwd(x):
-    y = square_forward(x)
-    return y, ((x,), y)
-
-
-def _square_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in square_vjp(grad, x, y=y))
-
-
-_square_custom_vjp.defvjp(_square_fwd, _square_bwd)
+_square_custom_vjp = _custom_vjp(square_forward, square_vjp, "y")
 
 
 def sin(x):
@@ -524,24 +368,7 @@ def sin_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _sin_custom_vjp(x):
-    return sin_forward(x)
-
-
-def _sin_fwd(x):
-    y = sin_forward(x)
-    return y, ((x,), y)
-
-
-def _sin_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in sin_vjp(grad, x, y=y))
-
-
-_sin_custom_vjp.defvjp(_sin_fwd, _sin_bwd)
+_sin_custom_vjp = _custom_vjp(sin_forward, sin_vjp, "y")
 
 
 def cos(x):
@@ -566,24 +393,7 @@ def cos_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _cos_custom_vjp(x):
-    return cos_forward(x)
-
-
-def _cos_fwd(x):
-    y = cos_forward(x)
-    return y, ((x,), y)
-
-
-def _cos_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in cos_vjp(grad, x, y=y))
-
-
-_cos_custom_vjp.defvjp(_cos_fwd, _cos_bwd)
+_cos_custom_vjp = _custom_vjp(cos_forward, cos_vjp, "y")
 
 
 def tan(x):
@@ -610,24 +420,7 @@ def tan_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _tan_custom_vjp(x):
-    return tan_forward(x)
-
-
-def _tan_fwd(x):
-    y = tan_forward(x)
-    return y, ((x,), y)
-
-
-def _tan_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in tan_vjp(grad, x, y=y))
-
-
-_tan_custom_vjp.defvjp(_tan_fwd, _tan_bwd)
+_tan_custom_vjp = _custom_vjp(tan_forward, tan_vjp, "y")
 
 
 def asin(x):
@@ -652,24 +445,7 @@ def asin_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _asin_custom_vjp(x):
-    return asin_forward(x)
-
-
-def _asin_fwd(x):
-    y = asin_forward(x)
-    return y, ((x,), y)
-
-
-def _asin_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in asin_vjp(grad, x, y=y))
-
-
-_asin_custom_vjp.defvjp(_asin_fwd, _asin_bwd)
+_asin_custom_vjp = _custom_vjp(asin_forward, asin_vjp, "y")
 
 
 def acos(x):
@@ -694,24 +470,7 @@ def acos_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _acos_custom_vjp(x):
-    return acos_forward(x)
-
-
-def _acos_fwd(x):
-    y = acos_forward(x)
-    return y, ((x,), y)
-
-
-def _acos_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in acos_vjp(grad, x, y=y))
-
-
-_acos_custom_vjp.defvjp(_acos_fwd, _acos_bwd)
+_acos_custom_vjp = _custom_vjp(acos_forward, acos_vjp, "y")
 
 
 def atan(x):
@@ -736,24 +495,7 @@ def atan_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _atan_custom_vjp(x):
-    return atan_forward(x)
-
-
-def _atan_fwd(x):
-    y = atan_forward(x)
-    return y, ((x,), y)
-
-
-def _atan_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in atan_vjp(grad, x, y=y))
-
-
-_atan_custom_vjp.defvjp(_atan_fwd, _atan_bwd)
+_atan_custom_vjp = _custom_vjp(atan_forward, atan_vjp, "y")
 
 
 def sinh(x):
@@ -778,24 +520,7 @@ def sinh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _sinh_custom_vjp(x):
-    return sinh_forward(x)
-
-
-def _sinh_fwd(x):
-    y = sinh_forward(x)
-    return y, ((x,), y)
-
-
-def _sinh_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in sinh_vjp(grad, x, y=y))
-
-
-_sinh_custom_vjp.defvjp(_sinh_fwd, _sinh_bwd)
+_sinh_custom_vjp = _custom_vjp(sinh_forward, sinh_vjp, "y")
 
 
 def cosh(x):
@@ -820,24 +545,7 @@ def cosh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _cosh_custom_vjp(x):
-    return cosh_forward(x)
-
-
-def _cosh_fwd(x):
-    y = cosh_forward(x)
-    return y, ((x,), y)
-
-
-def _cosh_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in cosh_vjp(grad, x, y=y))
-
-
-_cosh_custom_vjp.defvjp(_cosh_fwd, _cosh_bwd)
+_cosh_custom_vjp = _custom_vjp(cosh_forward, cosh_vjp, "y")
 
 
 def asinh(x):
@@ -862,24 +570,7 @@ def asinh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _asinh_custom_vjp(x):
-    return asinh_forward(x)
-
-
-def _asinh_fwd(x):
-    y = asinh_forward(x)
-    return y, ((x,), y)
-
-
-def _asinh_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in asinh_vjp(grad, x, y=y))
-
-
-_asinh_custom_vjp.defvjp(_asinh_fwd, _asinh_bwd)
+_asinh_custom_vjp = _custom_vjp(asinh_forward, asinh_vjp, "y")
 
 
 def acosh(x):
@@ -905,24 +596,7 @@ def acosh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _acosh_custom_vjp(x):
-    return acosh_forward(x)
-
-
-def _acosh_fwd(x):
-    y = acosh_forward(x)
-    return y, ((x,), y)
-
-
-def _acosh_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in acosh_vjp(grad, x, y=y))
-
-
-_acosh_custom_vjp.defvjp(_acosh_fwd, _acosh_bwd)
+_acosh_custom_vjp = _custom_vjp(acosh_forward, acosh_vjp, "y")
 
 
 def atanh(x):
@@ -947,24 +621,7 @@ def atanh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _atanh_custom_vjp(x):
-    return atanh_forward(x)
-
-
-def _atanh_fwd(x):
-    y = atanh_forward(x)
-    return y, ((x,), y)
-
-
-def _atanh_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in atanh_vjp(grad, x, y=y))
-
-
-_atanh_custom_vjp.defvjp(_atanh_fwd, _atanh_bwd)
+_atanh_custom_vjp = _custom_vjp(atanh_forward, atanh_vjp, "y")
 
 
 def erf(x):
@@ -989,22 +646,7 @@ def erf_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _erf_custom_vjp(x):
-    return erf_forward(x)
-
-
-def _erf_fwd(x):
-    y = erf_forward(x)
-    return y, ((x,), y)
-
-
-def _erf_bwd(saved, grad):
-    (x,), y = saved
-    return erf_vjp(grad, x, y=y)
-
-
-_erf_custom_vjp.defvjp(_erf_fwd, _erf_bwd)
+_erf_custom_vjp = _custom_vjp(erf_forward, erf_vjp, "y")
 
 
 def erfc(x):
@@ -1029,22 +671,7 @@ def erfc_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _erfc_custom_vjp(x):
-    return erfc_forward(x)
-
-
-def _erfc_fwd(x):
-    y = erfc_forward(x)
-    return y, ((x,), y)
-
-
-def _erfc_bwd(saved, grad):
-    (x,), y = saved
-    return erfc_vjp(grad, x, y=y)
-
-
-_erfc_custom_vjp.defvjp(_erfc_fwd, _erfc_bwd)
+_erfc_custom_vjp = _custom_vjp(erfc_forward, erfc_vjp, "y")
 
 
 def softplus(features):
@@ -1070,22 +697,7 @@ def softplus_vjp(grad, features, *, activations=None):
     return (grad_features,)
 
 
-@jax.custom_vjp
-def _softplus_custom_vjp(features):
-    return softplus_forward(features)
-
-
-def _softplus_fwd(features):
-    activations = softplus_forward(features)
-    return activations, ((features,), activations)
-
-
-def _softplus_bwd(saved, grad):
-    (features,), activations = saved
-    return softplus_vjp(grad, features, activations=activations)
-
-
-_softplus_custom_vjp.defvjp(_softplus_fwd, _softplus_bwd)
+_softplus_custom_vjp = _custom_vjp(softplus_forward, softplus_vjp, "activations")
 
 
 def softsign(features):
@@ -1113,22 +725,7 @@ def softsign_vjp(grad, features, *, activations=None):
     return (grad_features,)
 
 
-@jax.custom_vjp
-def _softsign_custom_vjp(features):
-    return softsign_forward(features)
-
-
-def _softsign_fwd(features):
-    activations = softsign_forward(features)
-    return activations, ((features,), activations)
-
-
-def _softsign_bwd(saved, grad):
-    (features,), activations = saved
-    return softsign_vjp(grad, features, activations=activations)
-
-
-_softsign_custom_vjp.defvjp(_softsign_fwd, _softsign_bwd)
+_softsign_custom_vjp = _custom_vjp(softsign_forward, softsign_vjp, "activations")
 
 
 def relu(features):
@@ -1152,22 +749,7 @@ def relu_vjp(grad, features, *, activations=None):
     return (grad_features,)
 
 
-@jax.custom_vjp
-def _relu_custom_vjp(features):
-    return relu_forward(features)
-
-
-def _relu_fwd(features):
-    activations = relu_forward(features)
-    return activations, ((features,), activations)
-
-
-def _relu_bwd(saved, grad):
-    (features,), activations = saved
-    return relu_vjp(grad, features, activations=activations)
-
-
-_relu_custom_vjp.defvjp(_relu_fwd, _relu_bwd)
+_relu_custom_vjp = _custom_vjp(relu_forward, relu_vjp, "activations")
 
 
 def relu6(features):
@@ -1192,22 +774,7 @@ def relu6_vjp(grad, features, *, activations=None):
     return (grad_features,)
 
 
-@jax.custom_vjp
-def _relu6_custom_vjp(features):
-    return relu6_forward(features)
-
-
-def _relu6_fwd(features):
-    activations = relu6_forward(features)
-    return activations, ((features,), activations)
-
-
-def _relu6_bwd(saved, grad):
-    (features,), activations = saved
-    return relu6_vjp(grad, features, activations=activations)
-
-
-_relu6_custom_vjp.defvjp(_relu6_fwd, _relu6_bwd)
+_relu6_custom_vjp = _custom_vjp(relu6_forward, relu6_vjp, "activations")
 
 
 def elu(features):
@@ -1236,22 +803,7 @@ def elu_vjp(grad, features, *, activations=None):
     return (grad_features,)
 
 
-@jax.custom_vjp
-def _elu_custom_vjp(features):
-    return elu_forward(features)
-
-
-def _elu_fwd(features):
-    activations = elu_forward(features)
-    return activations, ((features,), activations)
-
-
-def _elu_bwd(saved, grad):
-    (features,), activations = saved
-    return elu_vjp(grad, features, activations=activations)
-
-
-_elu_custom_vjp.defvjp(_elu_fwd, _elu_bwd)
+_elu_custom_vjp = _custom_vjp(elu_forward, elu_vjp, "activations")
 
 
 def selu(features):
@@ -1285,27 +837,12 @@ def selu_vjp(grad, features, *, activations=None):
     return (grad_features,)
 
 
-@jax.custom_vjp
-def _selu_custom_vjp(features):
-    return selu_forward(features)
-
-
-def _selu_fwd(features):
-    activations = selu_forward(features)
-    return activations, ((features,), activations)
-
-
-def _selu_bwd(saved, grad):
-    (features,), activations = saved
-    return selu_vjp(grad, features, activations=activations)
-
-
-_selu_custom_vjp.defvjp(_selu_fwd, _selu_bwd)
+_selu_custom_vjp = _custom_vjp(selu_forward, selu_vjp, "activations")
 
 
 def leaky_relu(features, *, alpha=0.2):
     """LeakyRelu: activations = features where positive, else alpha * features (declared at ops/unary.py:229); differentiated by leaky_relu_vjp."""
-    return _leaky_relu_custom_vjp(alpha, features)
+    return _leaky_relu_custom_vjp(features, alpha=alpha)
 
 
 def leaky_relu_forward(features, *, alpha=0.2):
@@ -1325,22 +862,7 @@ def leaky_relu_vjp(grad, features, *, activations=None, alpha=0.2):
     return (grad_features,)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _leaky_relu_custom_vjp(alpha, features):
-    return leaky_relu_forward(features, alpha=alpha)
-
-
-def _leaky_relu_fwd(alpha, features):
-    activations = leaky_relu_forward(features, alpha=alpha)
-    return activations, ((features,), activations)
-
-
-def _leaky_relu_bwd(alpha, saved, grad):
-    (features,), activations = saved
-    return leaky_relu_vjp(grad, features, activations=activations, alpha=alpha)
-
-
-_leaky_relu_custom_vjp.defvjp(_leaky_relu_fwd, _leaky_relu_bwd)
+_leaky_relu_custom_vjp = _custom_vjp(leaky_relu_forward, leaky_relu_vjp, "activations")
 
 
 def absolute(x):
@@ -1364,22 +886,7 @@ def absolute_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _absolute_custom_vjp(x):
-    return absolute_forward(x)
-
-
-def _absolute_fwd(x):
-    y = absolute_forward(x)
-    return y, ((x,), y)
-
-
-def _absolute_bwd(saved, grad):
-    (x,), y = saved
-    return absolute_vjp(grad, x, y=y)
-
-
-_absolute_custom_vjp.defvjp(_absolute_fwd, _absolute_bwd)
+_absolute_custom_vjp = _custom_vjp(absolute_forward, absolute_vjp, "y")
 
 
 def negative(x):
@@ -1403,24 +910,7 @@ def negative_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-@jax.custom_vjp
-def _negative_custom_vjp(x):
-    return negative_forward(x)
-
-
-def _negative_fwd(x):
-    y = negative_forward(x)
-    return y, ((x,), y)
-
-
-def _negative_bwd(saved, grad):
-    (x,), y = saved
-    # JAX's cotangents of complex arrays are the conjugates of TensorFlow's, which the vjp gives
-    grad = _conj(grad)
-    return tuple(None if g is None else _conj(g) for g in negative_vjp(grad, x, y=y))
-
-
-_negative_custom_vjp.defvjp(_negative_fwd, _negative_bwd)
+_negative_custom_vjp = _custom_vjp(negative_forward, negative_vjp, "y")
 
 
 def floor(x):
@@ -1439,22 +929,7 @@ def floor_vjp(grad, x, *, y=None):
     return (None,)
 
 
-@jax.custom_vjp
-def _floor_custom_vjp(x):
-    return floor_forward(x)
-
-
-def _floor_fwd(x):
-    y = floor_forward(x)
-    return y, ((x,), y)
-
-
-def _floor_bwd(saved, grad):
-    (x,), y = saved
-    return floor_vjp(grad, x, y=y)
-
-
-_floor_custom_vjp.defvjp(_floor_fwd, _floor_bwd)
+_floor_custom_vjp = _custom_vjp(floor_forward, floor_vjp, "y")
 
 
 def ceil(x):
@@ -1473,22 +948,7 @@ def ceil_vjp(grad, x, *, y=None):
     return (None,)
 
 
-@jax.custom_vjp
-def _ceil_custom_vjp(x):
-    return ceil_forward(x)
-
-
-def _ceil_fwd(x):
-    y = ceil_forward(x)
-    return y, ((x,), y)
-
-
-def _ceil_bwd(saved, grad):
-    (x,), y = saved
-    return ceil_vjp(grad, x, y=y)
-
-
-_ceil_custom_vjp.defvjp(_ceil_fwd, _ceil_bwd)
+_ceil_custom_vjp = _custom_vjp(ceil_forward, ceil_vjp, "y")
 
 
 def round_to_int(x):
@@ -1507,22 +967,7 @@ def round_to_int_vjp(grad, x, *, y=None):
     return (None,)
 
 
-@jax.custom_vjp
-def _round_to_int_custom_vjp(x):
-    return round_to_int_forward(x)
-
-
-def _round_to_int_fwd(x):
-    y = round_to_int_forward(x)
-    return y, ((x,), y)
-
-
-def _round_to_int_bwd(saved, grad):
-    (x,), y = saved
-    return round_to_int_vjp(grad, x, y=y)
-
-
-_round_to_int_custom_vjp.defvjp(_round_to_int_fwd, _round_to_int_bwd)
+_round_to_int_custom_vjp = _custom_vjp(round_to_int_forward, round_to_int_vjp, "y")
 
 
 def round_half_even(x):
@@ -1541,22 +986,7 @@ def round_half_even_vjp(grad, x, *, y=None):
     return (None,)
 
 
-@jax.custom_vjp
-def _round_half_even_custom_vjp(x):
-    return round_half_even_forward(x)
-
-
-def _round_half_even_fwd(x):
-    y = round_half_even_forward(x)
-    return y, ((x,), y)
-
-
-def _round_half_even_bwd(saved, grad):
-    (x,), y = saved
-    return round_half_even_vjp(grad, x, y=y)
-
-
-_round_half_even_custom_vjp.defvjp(_round_half_even_fwd, _round_half_even_bwd)
+_round_half_even_custom_vjp = _custom_vjp(round_half_even_forward, round_half_even_vjp, "y")
 
 
 def sign(x):
@@ -1575,19 +1005,4 @@ def sign_vjp(grad, x, *, y=None):
     return (None,)
 
 
-@jax.custom_vjp
-def _sign_custom_vjp(x):
-    return sign_forward(x)
-
-
-def _sign_fwd(x):
-    y = sign_forward(x)
-    return y, ((x,), y)
-
-
-def _sign_bwd(saved, grad):
-    (x,), y = saved
-    return sign_vjp(grad, x, y=y)
-
-
-_sign_custom_vjp.defvjp(_sign_fwd, _sign_bwd)
+_sign_custom_vjp = _custom_vjp(sign_forward, sign_vjp, "y")

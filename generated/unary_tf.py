@@ -6,14 +6,15 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
-  Where the backward reads the op's outputs, it reads them again through `outputs_again`, so
-  that a second order (an outer tape) differentiates them by the derived gradient too, not by
-  TensorFlow's gradient of its kernel (NaN at a norm's 0; SoftmaxCrossEntropyWithLogits's has
-  no derivative of `backprop` w.r.t. `labels`).
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
+  Where the backward reads the op's outputs, it reads them again through a custom gradient of
+  their own, so that a second order (an outer tape) differentiates them by the derived
+  gradient too, not by TensorFlow's gradient of its kernel (NaN at a norm's 0;
+  SoftmaxCrossEntropyWithLogits's has no derivative of `backprop` w.r.t. `labels`).
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -33,6 +34,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -102,8 +160,19 @@ def _runs(raw, signature, attrs):
     return True
 
 
+def sigmoid(x):
+    """Sigmoid: y = 1 / (1 + exp(-x)) (declared at ops/unary.py:24), with its derived gradient sigmoid_vjp."""
+    return _sigmoid_custom_gradient(x)
+
+
+def sigmoid_forward(x):
+    """Sigmoid's formula."""
+    y = 1 / (1 + tf.math.exp(-x))
+    return y
+
+
 def sigmoid_vjp(grad, x, y):
-    """Gradient of Sigmoid (declared at ops/unary.py:24): one per input (x).
+    """Gradient of Sigmoid: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * conj(y) * (1 - conj(y)), i.e. `tf.raw_ops.SigmoidGrad(y=y, dy=grad)`
@@ -118,36 +187,25 @@ def sigmoid_grad(op, grad):
     return sigmoid_vjp(grad, *op.inputs, *op.outputs)
 
 
-def sigmoid(x):
-    """Sigmoid: y = 1 / (1 + exp(-x)), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return sigmoid_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("Sigmoid", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = 1 / (1 + tf.math.exp(-x))
-        return y, backward
-
-    return forward(x)
-
-
+_sigmoid_custom_gradient = _custom_gradient(
+    "Sigmoid", "x", sigmoid_forward, sigmoid_vjp, "y", read=True
+)
 _register("Sigmoid", sigmoid_grad)
 
 
+def tanh(x):
+    """Tanh: y = tanh(x) (declared at ops/unary.py:30), with its derived gradient tanh_vjp."""
+    return _tanh_custom_gradient(x)
+
+
+def tanh_forward(x):
+    """Tanh's formula."""
+    y = tf.math.tanh(x)
+    return y
+
+
 def tanh_vjp(grad, x, y):
-    """Gradient of Tanh (declared at ops/unary.py:30): one per input (x).
+    """Gradient of Tanh: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * (1 - conj(y)**2), i.e. `tf.raw_ops.TanhGrad(y=y, dy=grad)`
@@ -162,36 +220,23 @@ def tanh_grad(op, grad):
     return tanh_vjp(grad, *op.inputs, *op.outputs)
 
 
-def tanh(x):
-    """Tanh: y = tanh(x), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return tanh_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("Tanh", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.tanh(x)
-        return y, backward
-
-    return forward(x)
-
-
+_tanh_custom_gradient = _custom_gradient("Tanh", "x", tanh_forward, tanh_vjp, "y", read=True)
 _register("Tanh", tanh_grad)
 
 
+def exp(x):
+    """Exp: y = exp(x) (declared at ops/unary.py:36), with its derived gradient exp_vjp."""
+    return _exp_custom_gradient(x)
+
+
+def exp_forward(x):
+    """Exp's formula."""
+    y = tf.math.exp(x)
+    return y
+
+
 def exp_vjp(grad, x, y):
-    """Gradient of Exp (declared at ops/unary.py:36): one per input (x).
+    """Gradient of Exp: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * conj(y), i.e. `grad * y`
@@ -206,36 +251,23 @@ def exp_grad(op, grad):
     return exp_vjp(grad, *op.inputs, *op.outputs)
 
 
-def exp(x):
-    """Exp: y = exp(x), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return exp_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("Exp", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.exp(x)
-        return y, backward
-
-    return forward(x)
-
-
+_exp_custom_gradient = _custom_gradient("Exp", "x", exp_forward, exp_vjp, "y", read=True)
 _register("Exp", exp_grad)
 
 
+def log(x):
+    """Log: y = log(x), the natural logarithm (declared at ops/unary.py:42), with its derived gradient log_vjp."""
+    return _log_custom_gradient(x)
+
+
+def log_forward(x):
+    """Log's formula."""
+    y = tf.math.log(x)
+    return y
+
+
 def log_vjp(grad, x, y):
-    """Gradient of Log (declared at ops/unary.py:42): one per input (x).
+    """Gradient of Log: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad / conj(x), i.e. `grad / x`
@@ -250,30 +282,23 @@ def log_grad(op, grad):
     return log_vjp(grad, *op.inputs, *op.outputs)
 
 
-def log(x):
-    """Log: y = log(x), the natural logarithm, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return log_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Log", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.log(x)
-        return y, backward
-
-    return forward(x)
-
-
+_log_custom_gradient = _custom_gradient("Log", "x", log_forward, log_vjp, "y")
 _register("Log", log_grad)
 
 
+def log1p(x):
+    """Log1p: y = log(1 + x), accurate for small x (declared at ops/unary.py:48), with its derived gradient log1p_vjp."""
+    return _log1p_custom_gradient(x)
+
+
+def log1p_forward(x):
+    """Log1p's formula."""
+    y = tf.math.log1p(x)
+    return y
+
+
 def log1p_vjp(grad, x, y):
-    """Gradient of Log1p (declared at ops/unary.py:48): one per input (x).
+    """Gradient of Log1p: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad / (conj(x) + 1), i.e. `grad / (x + 1)`
@@ -288,30 +313,23 @@ def log1p_grad(op, grad):
     return log1p_vjp(grad, *op.inputs, *op.outputs)
 
 
-def log1p(x):
-    """Log1p: y = log(1 + x), accurate for small x, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return log1p_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Log1p", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.log1p(x)
-        return y, backward
-
-    return forward(x)
-
-
+_log1p_custom_gradient = _custom_gradient("Log1p", "x", log1p_forward, log1p_vjp, "y")
 _register("Log1p", log1p_grad)
 
 
+def expm1(x):
+    """Expm1: y = exp(x) - 1, accurate for small x (declared at ops/unary.py:54), with its derived gradient expm1_vjp."""
+    return _expm1_custom_gradient(x)
+
+
+def expm1_forward(x):
+    """Expm1's formula."""
+    y = tf.math.expm1(x)
+    return y
+
+
 def expm1_vjp(grad, x, y):
-    """Gradient of Expm1 (declared at ops/unary.py:54): one per input (x).
+    """Gradient of Expm1: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * (conj(y) + 1), i.e. `grad * (y + 1)`
@@ -326,36 +344,23 @@ def expm1_grad(op, grad):
     return expm1_vjp(grad, *op.inputs, *op.outputs)
 
 
-def expm1(x):
-    """Expm1: y = exp(x) - 1, accurate for small x, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return expm1_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("Expm1", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.expm1(x)
-        return y, backward
-
-    return forward(x)
-
-
+_expm1_custom_gradient = _custom_gradient("Expm1", "x", expm1_forward, expm1_vjp, "y", read=True)
 _register("Expm1", expm1_grad)
 
 
+def sqrt(x):
+    """Sqrt: y = sqrt(x) (declared at ops/unary.py:63), with its derived gradient sqrt_vjp."""
+    return _sqrt_custom_gradient(x)
+
+
+def sqrt_forward(x):
+    """Sqrt's formula."""
+    y = tf.math.sqrt(x)
+    return y
+
+
 def sqrt_vjp(grad, x, y):
-    """Gradient of Sqrt (declared at ops/unary.py:63): one per input (x).
+    """Gradient of Sqrt: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad / (2 * conj(y)), i.e. `(1 / 2) * grad / y`
@@ -370,36 +375,23 @@ def sqrt_grad(op, grad):
     return sqrt_vjp(grad, *op.inputs, *op.outputs)
 
 
-def sqrt(x):
-    """Sqrt: y = sqrt(x), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return sqrt_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("Sqrt", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.sqrt(x)
-        return y, backward
-
-    return forward(x)
-
-
+_sqrt_custom_gradient = _custom_gradient("Sqrt", "x", sqrt_forward, sqrt_vjp, "y", read=True)
 _register("Sqrt", sqrt_grad)
 
 
+def rsqrt(x):
+    """Rsqrt: y = 1 / sqrt(x) (declared at ops/unary.py:69), with its derived gradient rsqrt_vjp."""
+    return _rsqrt_custom_gradient(x)
+
+
+def rsqrt_forward(x):
+    """Rsqrt's formula."""
+    y = 1 / tf.math.sqrt(x)
+    return y
+
+
 def rsqrt_vjp(grad, x, y):
-    """Gradient of Rsqrt (declared at ops/unary.py:69): one per input (x).
+    """Gradient of Rsqrt: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = -grad * conj(y)**3 / 2, i.e. `-1 / 2 * grad * y**3`
@@ -414,36 +406,23 @@ def rsqrt_grad(op, grad):
     return rsqrt_vjp(grad, *op.inputs, *op.outputs)
 
 
-def rsqrt(x):
-    """Rsqrt: y = 1 / sqrt(x), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return rsqrt_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("Rsqrt", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = 1 / tf.math.sqrt(x)
-        return y, backward
-
-    return forward(x)
-
-
+_rsqrt_custom_gradient = _custom_gradient("Rsqrt", "x", rsqrt_forward, rsqrt_vjp, "y", read=True)
 _register("Rsqrt", rsqrt_grad)
 
 
+def reciprocal(x):
+    """Reciprocal: y = 1 / x (declared at ops/unary.py:75), with its derived gradient reciprocal_vjp."""
+    return _reciprocal_custom_gradient(x)
+
+
+def reciprocal_forward(x):
+    """Reciprocal's formula."""
+    y = 1 / x
+    return y
+
+
 def reciprocal_vjp(grad, x, y):
-    """Gradient of Reciprocal (declared at ops/unary.py:75): one per input (x).
+    """Gradient of Reciprocal: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = -grad * conj(y)**2, i.e. `-grad * y**2`
@@ -458,36 +437,25 @@ def reciprocal_grad(op, grad):
     return reciprocal_vjp(grad, *op.inputs, *op.outputs)
 
 
-def reciprocal(x):
-    """Reciprocal: y = 1 / x, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return reciprocal_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("Reciprocal", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = 1 / x
-        return y, backward
-
-    return forward(x)
-
-
+_reciprocal_custom_gradient = _custom_gradient(
+    "Reciprocal", "x", reciprocal_forward, reciprocal_vjp, "y", read=True
+)
 _register("Reciprocal", reciprocal_grad)
 
 
+def inv(x):
+    """Inv: y = 1 / x (Reciprocal's old name) (declared at ops/unary.py:81), with its derived gradient inv_vjp."""
+    return _inv_custom_gradient(x)
+
+
+def inv_forward(x):
+    """Inv's formula."""
+    y = 1 / x
+    return y
+
+
 def inv_vjp(grad, x, y):
-    """Gradient of Inv (declared at ops/unary.py:81): one per input (x).
+    """Gradient of Inv: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = -grad * conj(y)**2, i.e. `-grad * y**2`
@@ -502,36 +470,23 @@ def inv_grad(op, grad):
     return inv_vjp(grad, *op.inputs, *op.outputs)
 
 
-def inv(x):
-    """Inv: y = 1 / x (Reciprocal's old name), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return inv_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("Inv", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = 1 / x
-        return y, backward
-
-    return forward(x)
-
-
+_inv_custom_gradient = _custom_gradient("Inv", "x", inv_forward, inv_vjp, "y", read=True)
 _register("Inv", inv_grad)
 
 
+def square(x):
+    """Square: y = x * x (declared at ops/unary.py:87), with its derived gradient square_vjp."""
+    return _square_custom_gradient(x)
+
+
+def square_forward(x):
+    """Square's formula."""
+    y = x**2
+    return y
+
+
 def square_vjp(grad, x, y):
-    """Gradient of Square (declared at ops/unary.py:87): one per input (x).
+    """Gradient of Square: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = 2 * grad * conj(x), i.e. `2 * grad * x`
@@ -546,30 +501,23 @@ def square_grad(op, grad):
     return square_vjp(grad, *op.inputs, *op.outputs)
 
 
-def square(x):
-    """Square: y = x * x, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return square_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Square", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = x**2
-        return y, backward
-
-    return forward(x)
-
-
+_square_custom_gradient = _custom_gradient("Square", "x", square_forward, square_vjp, "y")
 _register("Square", square_grad)
 
 
+def sin(x):
+    """Sin: y = sin(x) (declared at ops/unary.py:96), with its derived gradient sin_vjp."""
+    return _sin_custom_gradient(x)
+
+
+def sin_forward(x):
+    """Sin's formula."""
+    y = tf.math.sin(x)
+    return y
+
+
 def sin_vjp(grad, x, y):
-    """Gradient of Sin (declared at ops/unary.py:96): one per input (x).
+    """Gradient of Sin: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * cos(conj(x)), i.e. `grad * tf.math.cos(x)`
@@ -584,30 +532,23 @@ def sin_grad(op, grad):
     return sin_vjp(grad, *op.inputs, *op.outputs)
 
 
-def sin(x):
-    """Sin: y = sin(x), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return sin_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Sin", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.sin(x)
-        return y, backward
-
-    return forward(x)
-
-
+_sin_custom_gradient = _custom_gradient("Sin", "x", sin_forward, sin_vjp, "y")
 _register("Sin", sin_grad)
 
 
+def cos(x):
+    """Cos: y = cos(x) (declared at ops/unary.py:102), with its derived gradient cos_vjp."""
+    return _cos_custom_gradient(x)
+
+
+def cos_forward(x):
+    """Cos's formula."""
+    y = tf.math.cos(x)
+    return y
+
+
 def cos_vjp(grad, x, y):
-    """Gradient of Cos (declared at ops/unary.py:102): one per input (x).
+    """Gradient of Cos: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = -grad * sin(conj(x)), i.e. `-grad * tf.math.sin(x)`
@@ -622,30 +563,23 @@ def cos_grad(op, grad):
     return cos_vjp(grad, *op.inputs, *op.outputs)
 
 
-def cos(x):
-    """Cos: y = cos(x), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return cos_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Cos", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.cos(x)
-        return y, backward
-
-    return forward(x)
-
-
+_cos_custom_gradient = _custom_gradient("Cos", "x", cos_forward, cos_vjp, "y")
 _register("Cos", cos_grad)
 
 
+def tan(x):
+    """Tan: y = tan(x) (declared at ops/unary.py:108), with its derived gradient tan_vjp."""
+    return _tan_custom_gradient(x)
+
+
+def tan_forward(x):
+    """Tan's formula."""
+    y = tf.math.tan(x)
+    return y
+
+
 def tan_vjp(grad, x, y):
-    """Gradient of Tan (declared at ops/unary.py:108): one per input (x).
+    """Gradient of Tan: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * (conj(y)**2 + 1), i.e. `grad * (y**2 + 1)`
@@ -660,36 +594,23 @@ def tan_grad(op, grad):
     return tan_vjp(grad, *op.inputs, *op.outputs)
 
 
-def tan(x):
-    """Tan: y = tan(x), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            y = outputs_again(x)
-            return tan_vjp(grad, x, y)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(x):
-            return tf.identity(y), backward
-
-        kernel_outputs = _tf_kernel("Tan", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.tan(x)
-        return y, backward
-
-    return forward(x)
-
-
+_tan_custom_gradient = _custom_gradient("Tan", "x", tan_forward, tan_vjp, "y", read=True)
 _register("Tan", tan_grad)
 
 
+def asin(x):
+    """Asin: y = arcsin(x), for x in [-1, 1] (declared at ops/unary.py:114), with its derived gradient asin_vjp."""
+    return _asin_custom_gradient(x)
+
+
+def asin_forward(x):
+    """Asin's formula."""
+    y = tf.math.asin(x)
+    return y
+
+
 def asin_vjp(grad, x, y):
-    """Gradient of Asin (declared at ops/unary.py:114): one per input (x).
+    """Gradient of Asin: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad / sqrt(1 - conj(x)**2), i.e. `grad / tf.math.sqrt(1 - x**2)`
@@ -704,30 +625,23 @@ def asin_grad(op, grad):
     return asin_vjp(grad, *op.inputs, *op.outputs)
 
 
-def asin(x):
-    """Asin: y = arcsin(x), for x in [-1, 1], with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return asin_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Asin", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.asin(x)
-        return y, backward
-
-    return forward(x)
-
-
+_asin_custom_gradient = _custom_gradient("Asin", "x", asin_forward, asin_vjp, "y")
 _register("Asin", asin_grad)
 
 
+def acos(x):
+    """Acos: y = arccos(x), for x in [-1, 1] (declared at ops/unary.py:120), with its derived gradient acos_vjp."""
+    return _acos_custom_gradient(x)
+
+
+def acos_forward(x):
+    """Acos's formula."""
+    y = tf.math.acos(x)
+    return y
+
+
 def acos_vjp(grad, x, y):
-    """Gradient of Acos (declared at ops/unary.py:120): one per input (x).
+    """Gradient of Acos: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = -grad / sqrt(1 - conj(x)**2), i.e. `-grad / tf.math.sqrt(1 - x**2)`
@@ -742,30 +656,23 @@ def acos_grad(op, grad):
     return acos_vjp(grad, *op.inputs, *op.outputs)
 
 
-def acos(x):
-    """Acos: y = arccos(x), for x in [-1, 1], with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return acos_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Acos", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.acos(x)
-        return y, backward
-
-    return forward(x)
-
-
+_acos_custom_gradient = _custom_gradient("Acos", "x", acos_forward, acos_vjp, "y")
 _register("Acos", acos_grad)
 
 
+def atan(x):
+    """Atan: y = arctan(x) (declared at ops/unary.py:126), with its derived gradient atan_vjp."""
+    return _atan_custom_gradient(x)
+
+
+def atan_forward(x):
+    """Atan's formula."""
+    y = tf.math.atan(x)
+    return y
+
+
 def atan_vjp(grad, x, y):
-    """Gradient of Atan (declared at ops/unary.py:126): one per input (x).
+    """Gradient of Atan: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad / (conj(x)**2 + 1), i.e. `grad / (x**2 + 1)`
@@ -780,30 +687,23 @@ def atan_grad(op, grad):
     return atan_vjp(grad, *op.inputs, *op.outputs)
 
 
-def atan(x):
-    """Atan: y = arctan(x), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return atan_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Atan", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.atan(x)
-        return y, backward
-
-    return forward(x)
-
-
+_atan_custom_gradient = _custom_gradient("Atan", "x", atan_forward, atan_vjp, "y")
 _register("Atan", atan_grad)
 
 
+def sinh(x):
+    """Sinh: y = sinh(x) (declared at ops/unary.py:132), with its derived gradient sinh_vjp."""
+    return _sinh_custom_gradient(x)
+
+
+def sinh_forward(x):
+    """Sinh's formula."""
+    y = tf.math.sinh(x)
+    return y
+
+
 def sinh_vjp(grad, x, y):
-    """Gradient of Sinh (declared at ops/unary.py:132): one per input (x).
+    """Gradient of Sinh: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * cosh(conj(x)), i.e. `grad * tf.math.cosh(x)`
@@ -818,30 +718,23 @@ def sinh_grad(op, grad):
     return sinh_vjp(grad, *op.inputs, *op.outputs)
 
 
-def sinh(x):
-    """Sinh: y = sinh(x), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return sinh_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Sinh", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.sinh(x)
-        return y, backward
-
-    return forward(x)
-
-
+_sinh_custom_gradient = _custom_gradient("Sinh", "x", sinh_forward, sinh_vjp, "y")
 _register("Sinh", sinh_grad)
 
 
+def cosh(x):
+    """Cosh: y = cosh(x) (declared at ops/unary.py:138), with its derived gradient cosh_vjp."""
+    return _cosh_custom_gradient(x)
+
+
+def cosh_forward(x):
+    """Cosh's formula."""
+    y = tf.math.cosh(x)
+    return y
+
+
 def cosh_vjp(grad, x, y):
-    """Gradient of Cosh (declared at ops/unary.py:138): one per input (x).
+    """Gradient of Cosh: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * sinh(conj(x)), i.e. `grad * tf.math.sinh(x)`
@@ -856,30 +749,23 @@ def cosh_grad(op, grad):
     return cosh_vjp(grad, *op.inputs, *op.outputs)
 
 
-def cosh(x):
-    """Cosh: y = cosh(x), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return cosh_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Cosh", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.cosh(x)
-        return y, backward
-
-    return forward(x)
-
-
+_cosh_custom_gradient = _custom_gradient("Cosh", "x", cosh_forward, cosh_vjp, "y")
 _register("Cosh", cosh_grad)
 
 
+def asinh(x):
+    """Asinh: y = arcsinh(x) (declared at ops/unary.py:144), with its derived gradient asinh_vjp."""
+    return _asinh_custom_gradient(x)
+
+
+def asinh_forward(x):
+    """Asinh's formula."""
+    y = tf.math.asinh(x)
+    return y
+
+
 def asinh_vjp(grad, x, y):
-    """Gradient of Asinh (declared at ops/unary.py:144): one per input (x).
+    """Gradient of Asinh: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad / sqrt(conj(x)**2 + 1), i.e. `grad / tf.math.sqrt(x**2 + 1)`
@@ -894,30 +780,23 @@ def asinh_grad(op, grad):
     return asinh_vjp(grad, *op.inputs, *op.outputs)
 
 
-def asinh(x):
-    """Asinh: y = arcsinh(x), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return asinh_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Asinh", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.asinh(x)
-        return y, backward
-
-    return forward(x)
-
-
+_asinh_custom_gradient = _custom_gradient("Asinh", "x", asinh_forward, asinh_vjp, "y")
 _register("Asinh", asinh_grad)
 
 
+def acosh(x):
+    """Acosh: y = arccosh(x), for x >= 1 (declared at ops/unary.py:150), with its derived gradient acosh_vjp."""
+    return _acosh_custom_gradient(x)
+
+
+def acosh_forward(x):
+    """Acosh's formula."""
+    y = tf.math.acosh(x)
+    return y
+
+
 def acosh_vjp(grad, x, y):
-    """Gradient of Acosh (declared at ops/unary.py:150): one per input (x).
+    """Gradient of Acosh: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad / (sqrt(conj(x) - 1) * sqrt(conj(x) + 1))
@@ -933,30 +812,23 @@ def acosh_grad(op, grad):
     return acosh_vjp(grad, *op.inputs, *op.outputs)
 
 
-def acosh(x):
-    """Acosh: y = arccosh(x), for x >= 1, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return acosh_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Acosh", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.acosh(x)
-        return y, backward
-
-    return forward(x)
-
-
+_acosh_custom_gradient = _custom_gradient("Acosh", "x", acosh_forward, acosh_vjp, "y")
 _register("Acosh", acosh_grad)
 
 
+def atanh(x):
+    """Atanh: y = arctanh(x), for x in (-1, 1) (declared at ops/unary.py:156), with its derived gradient atanh_vjp."""
+    return _atanh_custom_gradient(x)
+
+
+def atanh_forward(x):
+    """Atanh's formula."""
+    y = tf.math.atanh(x)
+    return y
+
+
 def atanh_vjp(grad, x, y):
-    """Gradient of Atanh (declared at ops/unary.py:156): one per input (x).
+    """Gradient of Atanh: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad / (1 - conj(x)**2), i.e. `grad / (1 - x**2)`
@@ -971,30 +843,23 @@ def atanh_grad(op, grad):
     return atanh_vjp(grad, *op.inputs, *op.outputs)
 
 
-def atanh(x):
-    """Atanh: y = arctanh(x), for x in (-1, 1), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return atanh_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Atanh", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.atanh(x)
-        return y, backward
-
-    return forward(x)
-
-
+_atanh_custom_gradient = _custom_gradient("Atanh", "x", atanh_forward, atanh_vjp, "y")
 _register("Atanh", atanh_grad)
 
 
+def erf(x):
+    """Erf: y = erf(x), the Gauss error function (declared at ops/unary.py:165), with its derived gradient erf_vjp."""
+    return _erf_custom_gradient(x)
+
+
+def erf_forward(x):
+    """Erf's formula."""
+    y = tf.math.erf(x)
+    return y
+
+
 def erf_vjp(grad, x, y):
-    """Gradient of Erf (declared at ops/unary.py:165): one per input (x).
+    """Gradient of Erf: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = 2 * grad * exp(-x**2) / sqrt(pi)
@@ -1009,30 +874,23 @@ def erf_grad(op, grad):
     return erf_vjp(grad, *op.inputs, *op.outputs)
 
 
-def erf(x):
-    """Erf: y = erf(x), the Gauss error function, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return erf_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Erf", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.erf(x)
-        return y, backward
-
-    return forward(x)
-
-
+_erf_custom_gradient = _custom_gradient("Erf", "x", erf_forward, erf_vjp, "y")
 _register("Erf", erf_grad)
 
 
+def erfc(x):
+    """Erfc: y = 1 - erf(x), accurate where erf(x) is close to 1 (declared at ops/unary.py:171), with its derived gradient erfc_vjp."""
+    return _erfc_custom_gradient(x)
+
+
+def erfc_forward(x):
+    """Erfc's formula."""
+    y = tf.math.erfc(x)
+    return y
+
+
 def erfc_vjp(grad, x, y):
-    """Gradient of Erfc (declared at ops/unary.py:171): one per input (x).
+    """Gradient of Erfc: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = -2 * grad * exp(-x**2) / sqrt(pi)
@@ -1047,30 +905,27 @@ def erfc_grad(op, grad):
     return erfc_vjp(grad, *op.inputs, *op.outputs)
 
 
-def erfc(x):
-    """Erfc: y = 1 - erf(x), accurate where erf(x) is close to 1, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return erfc_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Erfc", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.erfc(x)
-        return y, backward
-
-    return forward(x)
-
-
+_erfc_custom_gradient = _custom_gradient("Erfc", "x", erfc_forward, erfc_vjp, "y")
 _register("Erfc", erfc_grad)
 
 
+def softplus(features):
+    """Softplus: activations = log(1 + exp(features)) (declared at ops/unary.py:180), with its derived gradient softplus_vjp."""
+    return _softplus_custom_gradient(features)
+
+
+def softplus_forward(features):
+    """Softplus's formula."""
+    activations = tf.where(
+        features > 0,
+        features + tf.math.log1p(tf.math.exp(-features)),
+        tf.math.log1p(tf.math.exp(features)),
+    )
+    return activations
+
+
 def softplus_vjp(grad, features, activations):
-    """Gradient of Softplus (declared at ops/unary.py:180): one per input (features).
+    """Gradient of Softplus: one per input (features).
 
     In index notation, next to the code computing it:
         grad_features = grad * sigmoid(features)
@@ -1085,34 +940,25 @@ def softplus_grad(op, grad):
     return softplus_vjp(grad, *op.inputs, *op.outputs)
 
 
-def softplus(features):
-    """Softplus: activations = log(1 + exp(features)), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(features):
-        def backward(grad):
-            return softplus_vjp(grad, features, activations)
-
-        kernel_outputs = _tf_kernel("Softplus", 1, {"features": features}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-            return activations, backward
-        # else the declared formula
-        activations = tf.where(
-            features > 0,
-            features + tf.math.log1p(tf.math.exp(-features)),
-            tf.math.log1p(tf.math.exp(features)),
-        )
-        return activations, backward
-
-    return forward(features)
-
-
+_softplus_custom_gradient = _custom_gradient(
+    "Softplus", "features", softplus_forward, softplus_vjp, "activations"
+)
 _register("Softplus", softplus_grad)
 
 
+def softsign(features):
+    """Softsign: activations = features / (1 + |features|) (declared at ops/unary.py:191), with its derived gradient softsign_vjp."""
+    return _softsign_custom_gradient(features)
+
+
+def softsign_forward(features):
+    """Softsign's formula."""
+    activations = features / (tf.math.abs(features) + 1)
+    return activations
+
+
 def softsign_vjp(grad, features, activations):
-    """Gradient of Softsign (declared at ops/unary.py:191): one per input (features).
+    """Gradient of Softsign: one per input (features).
 
     In index notation, next to the code computing it:
         grad_features = grad * (-activations * sign(features) / (Abs(features) + 1) + 1 /
@@ -1129,36 +975,25 @@ def softsign_grad(op, grad):
     return softsign_vjp(grad, *op.inputs, *op.outputs)
 
 
-def softsign(features):
-    """Softsign: activations = features / (1 + |features|), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(features):
-        def backward(grad):
-            activations = outputs_again(features)
-            return softsign_vjp(grad, features, activations)
-
-        # the outputs as backward reads them: an outer tape takes the derived gradient for them
-        @tf.custom_gradient
-        def outputs_again(features):
-            return tf.identity(activations), backward
-
-        kernel_outputs = _tf_kernel("Softsign", 1, {"features": features}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-            return activations, backward
-        # else the declared formula
-        activations = features / (tf.math.abs(features) + 1)
-        return activations, backward
-
-    return forward(features)
-
-
+_softsign_custom_gradient = _custom_gradient(
+    "Softsign", "features", softsign_forward, softsign_vjp, "activations", read=True
+)
 _register("Softsign", softsign_grad)
 
 
+def relu(features):
+    """Relu: activations = max(features, 0) (declared at ops/unary.py:198), with its derived gradient relu_vjp."""
+    return _relu_custom_gradient(features)
+
+
+def relu_forward(features):
+    """Relu's formula."""
+    activations = tf.where(features > 0, features, tf.constant(0, features.dtype))
+    return activations
+
+
 def relu_vjp(grad, features, activations):
-    """Gradient of Relu (declared at ops/unary.py:198): one per input (features).
+    """Gradient of Relu: one per input (features).
 
     In index notation, next to the code computing it:
         grad_features = (grad if features > 0 else 0)
@@ -1173,30 +1008,27 @@ def relu_grad(op, grad):
     return relu_vjp(grad, *op.inputs, *op.outputs)
 
 
-def relu(features):
-    """Relu: activations = max(features, 0), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(features):
-        def backward(grad):
-            return relu_vjp(grad, features, activations)
-
-        kernel_outputs = _tf_kernel("Relu", 1, {"features": features}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-            return activations, backward
-        # else the declared formula
-        activations = tf.where(features > 0, features, tf.constant(0, features.dtype))
-        return activations, backward
-
-    return forward(features)
-
-
+_relu_custom_gradient = _custom_gradient("Relu", "features", relu_forward, relu_vjp, "activations")
 _register("Relu", relu_grad)
 
 
+def relu6(features):
+    """Relu6: activations = min(max(features, 0), 6) (declared at ops/unary.py:205), with its derived gradient relu6_vjp."""
+    return _relu6_custom_gradient(features)
+
+
+def relu6_forward(features):
+    """Relu6's formula."""
+    activations = tf.where(
+        features <= 0,
+        tf.constant(0, features.dtype),
+        tf.where(features >= 6, tf.constant(6, features.dtype), features),
+    )
+    return activations
+
+
 def relu6_vjp(grad, features, activations):
-    """Gradient of Relu6 (declared at ops/unary.py:205): one per input (features).
+    """Gradient of Relu6: one per input (features).
 
     In index notation, next to the code computing it:
         grad_features = (0 if features >= 6 or features <= 0 else grad)
@@ -1211,34 +1043,25 @@ def relu6_grad(op, grad):
     return relu6_vjp(grad, *op.inputs, *op.outputs)
 
 
-def relu6(features):
-    """Relu6: activations = min(max(features, 0), 6), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(features):
-        def backward(grad):
-            return relu6_vjp(grad, features, activations)
-
-        kernel_outputs = _tf_kernel("Relu6", 1, {"features": features}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-            return activations, backward
-        # else the declared formula
-        activations = tf.where(
-            features <= 0,
-            tf.constant(0, features.dtype),
-            tf.where(features >= 6, tf.constant(6, features.dtype), features),
-        )
-        return activations, backward
-
-    return forward(features)
-
-
+_relu6_custom_gradient = _custom_gradient(
+    "Relu6", "features", relu6_forward, relu6_vjp, "activations"
+)
 _register("Relu6", relu6_grad)
 
 
+def elu(features):
+    """Elu: activations = features where positive, else exp(features) - 1 (declared at ops/unary.py:212), with its derived gradient elu_vjp."""
+    return _elu_custom_gradient(features)
+
+
+def elu_forward(features):
+    """Elu's formula."""
+    activations = tf.where(features > 0, features, tf.math.expm1(features))
+    return activations
+
+
 def elu_vjp(grad, features, activations):
-    """Gradient of Elu (declared at ops/unary.py:212): one per input (features).
+    """Gradient of Elu: one per input (features).
 
     In index notation, next to the code computing it:
         grad_features = (grad if features > 0 else grad * exp(features))
@@ -1258,30 +1081,25 @@ def elu_grad(op, grad):
     return elu_vjp(grad, *op.inputs, *op.outputs)
 
 
-def elu(features):
-    """Elu: activations = features where positive, else exp(features) - 1, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(features):
-        def backward(grad):
-            return elu_vjp(grad, features, activations)
-
-        kernel_outputs = _tf_kernel("Elu", 1, {"features": features}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-            return activations, backward
-        # else the declared formula
-        activations = tf.where(features > 0, features, tf.math.expm1(features))
-        return activations, backward
-
-    return forward(features)
-
-
+_elu_custom_gradient = _custom_gradient("Elu", "features", elu_forward, elu_vjp, "activations")
 _register("Elu", elu_grad)
 
 
+def selu(features):
+    """Selu: activations = scale * (features where positive, else alpha * (exp(features) - 1)) (declared at ops/unary.py:219), with its derived gradient selu_vjp."""
+    return _selu_custom_gradient(features)
+
+
+def selu_forward(features):
+    """Selu's formula."""
+    activations = tf.where(
+        features >= 0, 1.0507009873554805 * features, 1.7580993408473768 * tf.math.expm1(features)
+    )
+    return activations
+
+
 def selu_vjp(grad, features, activations):
-    """Gradient of Selu (declared at ops/unary.py:219): one per input (features).
+    """Gradient of Selu: one per input (features).
 
     In index notation, next to the code computing it:
         grad_features = (1.0507009873554805 * grad if features >= 0 else 1.7580993408473768 * grad *
@@ -1303,34 +1121,23 @@ def selu_grad(op, grad):
     return selu_vjp(grad, *op.inputs, *op.outputs)
 
 
-def selu(features):
-    """Selu: activations = scale * (features where positive, else alpha * (exp(features) - 1)), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(features):
-        def backward(grad):
-            return selu_vjp(grad, features, activations)
-
-        kernel_outputs = _tf_kernel("Selu", 1, {"features": features}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-            return activations, backward
-        # else the declared formula
-        activations = tf.where(
-            features >= 0,
-            1.0507009873554805 * features,
-            1.7580993408473768 * tf.math.expm1(features),
-        )
-        return activations, backward
-
-    return forward(features)
-
-
+_selu_custom_gradient = _custom_gradient("Selu", "features", selu_forward, selu_vjp, "activations")
 _register("Selu", selu_grad)
 
 
+def leaky_relu(features, *, alpha=0.2):
+    """LeakyRelu: activations = features where positive, else alpha * features (declared at ops/unary.py:229), with its derived gradient leaky_relu_vjp."""
+    return _leaky_relu_custom_gradient(features, alpha=alpha)
+
+
+def leaky_relu_forward(features, *, alpha=0.2):
+    """LeakyRelu's formula."""
+    activations = tf.where(features > 0, features, alpha * features)
+    return activations
+
+
 def leaky_relu_vjp(grad, features, activations, *, alpha=0.2):
-    """Gradient of LeakyRelu (declared at ops/unary.py:229): one per input (features).
+    """Gradient of LeakyRelu: one per input (features).
 
     In index notation, next to the code computing it:
         grad_features = (grad if features > 0 else grad * alpha)
@@ -1345,30 +1152,25 @@ def leaky_relu_grad(op, grad):
     return leaky_relu_vjp(grad, *op.inputs, *op.outputs, alpha=op.get_attr("alpha"))
 
 
-def leaky_relu(features, *, alpha=0.2):
-    """LeakyRelu: activations = features where positive, else alpha * features, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(features):
-        def backward(grad):
-            return leaky_relu_vjp(grad, features, activations, alpha=alpha)
-
-        kernel_outputs = _tf_kernel("LeakyRelu", 1, {"features": features}, {"alpha": alpha})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            activations = kernel_outputs[0]
-            return activations, backward
-        # else the declared formula
-        activations = tf.where(features > 0, features, alpha * features)
-        return activations, backward
-
-    return forward(features)
-
-
+_leaky_relu_custom_gradient = _custom_gradient(
+    "LeakyRelu", "features", leaky_relu_forward, leaky_relu_vjp, "activations"
+)
 _register("LeakyRelu", leaky_relu_grad)
 
 
+def absolute(x):
+    """Abs: y = |x| (declared at ops/unary.py:239), with its derived gradient absolute_vjp."""
+    return _absolute_custom_gradient(x)
+
+
+def absolute_forward(x):
+    """Abs's formula."""
+    y = tf.math.abs(x)
+    return y
+
+
 def absolute_vjp(grad, x, y):
-    """Gradient of Abs (declared at ops/unary.py:239): one per input (x).
+    """Gradient of Abs: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = grad * sign(x), i.e. `grad * tf.math.sign(x)`
@@ -1382,30 +1184,23 @@ def absolute_grad(op, grad):
     return absolute_vjp(grad, *op.inputs, *op.outputs)
 
 
-def absolute(x):
-    """Abs: y = |x|, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return absolute_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Abs", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.abs(x)
-        return y, backward
-
-    return forward(x)
-
-
+_absolute_custom_gradient = _custom_gradient("Abs", "x", absolute_forward, absolute_vjp, "y")
 _register("Abs", absolute_grad)
 
 
+def negative(x):
+    """Neg: y = -x (declared at ops/unary.py:246), with its derived gradient negative_vjp."""
+    return _negative_custom_gradient(x)
+
+
+def negative_forward(x):
+    """Neg's formula."""
+    y = -x
+    return y
+
+
 def negative_vjp(grad, x, y):
-    """Gradient of Neg (declared at ops/unary.py:246): one per input (x).
+    """Gradient of Neg: one per input (x).
 
     In index notation, next to the code computing it:
         grad_x = -grad
@@ -1419,30 +1214,23 @@ def negative_grad(op, grad):
     return negative_vjp(grad, *op.inputs, *op.outputs)
 
 
-def negative(x):
-    """Neg: y = -x, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return negative_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Neg", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = -x
-        return y, backward
-
-    return forward(x)
-
-
+_negative_custom_gradient = _custom_gradient("Neg", "x", negative_forward, negative_vjp, "y")
 _register("Neg", negative_grad)
 
 
+def floor(x):
+    """Floor: y = the largest integer <= x (declared at ops/unary.py:255), with its derived gradient floor_vjp."""
+    return _floor_custom_gradient(x)
+
+
+def floor_forward(x):
+    """Floor's formula."""
+    y = tf.math.floor(x)
+    return y
+
+
 def floor_vjp(grad, x, y):
-    """Gradient of Floor (declared at ops/unary.py:255): one per input (x)."""
+    """Gradient of Floor: one per input (x)."""
     return (None,)
 
 
@@ -1451,30 +1239,23 @@ def floor_grad(op, grad):
     return floor_vjp(grad, *op.inputs, *op.outputs)
 
 
-def floor(x):
-    """Floor: y = the largest integer <= x, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return floor_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Floor", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.floor(x)
-        return y, backward
-
-    return forward(x)
-
-
+_floor_custom_gradient = _custom_gradient("Floor", "x", floor_forward, floor_vjp, "y")
 _register("Floor", floor_grad)
 
 
+def ceil(x):
+    """Ceil: y = the smallest integer >= x (declared at ops/unary.py:261), with its derived gradient ceil_vjp."""
+    return _ceil_custom_gradient(x)
+
+
+def ceil_forward(x):
+    """Ceil's formula."""
+    y = tf.math.ceil(x)
+    return y
+
+
 def ceil_vjp(grad, x, y):
-    """Gradient of Ceil (declared at ops/unary.py:261): one per input (x)."""
+    """Gradient of Ceil: one per input (x)."""
     return (None,)
 
 
@@ -1483,30 +1264,23 @@ def ceil_grad(op, grad):
     return ceil_vjp(grad, *op.inputs, *op.outputs)
 
 
-def ceil(x):
-    """Ceil: y = the smallest integer >= x, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return ceil_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Ceil", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.ceil(x)
-        return y, backward
-
-    return forward(x)
-
-
+_ceil_custom_gradient = _custom_gradient("Ceil", "x", ceil_forward, ceil_vjp, "y")
 _register("Ceil", ceil_grad)
 
 
+def round_to_int(x):
+    """Rint: y = x rounded to the nearest integer, ties to even (declared at ops/unary.py:267), with its derived gradient round_to_int_vjp."""
+    return _round_to_int_custom_gradient(x)
+
+
+def round_to_int_forward(x):
+    """Rint's formula."""
+    y = tf.math.rint(x)
+    return y
+
+
 def round_to_int_vjp(grad, x, y):
-    """Gradient of Rint (declared at ops/unary.py:267): one per input (x)."""
+    """Gradient of Rint: one per input (x)."""
     return (None,)
 
 
@@ -1515,30 +1289,25 @@ def round_to_int_grad(op, grad):
     return round_to_int_vjp(grad, *op.inputs, *op.outputs)
 
 
-def round_to_int(x):
-    """Rint: y = x rounded to the nearest integer, ties to even, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return round_to_int_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Rint", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.rint(x)
-        return y, backward
-
-    return forward(x)
-
-
+_round_to_int_custom_gradient = _custom_gradient(
+    "Rint", "x", round_to_int_forward, round_to_int_vjp, "y"
+)
 _register("Rint", round_to_int_grad)
 
 
+def round_half_even(x):
+    """Round: y = x rounded to the nearest integer, ties to even (as Rint, for floats) (declared at ops/unary.py:273), with its derived gradient round_half_even_vjp."""
+    return _round_half_even_custom_gradient(x)
+
+
+def round_half_even_forward(x):
+    """Round's formula."""
+    y = tf.math.rint(x)
+    return y
+
+
 def round_half_even_vjp(grad, x, y):
-    """Gradient of Round (declared at ops/unary.py:273): one per input (x)."""
+    """Gradient of Round: one per input (x)."""
     return (None,)
 
 
@@ -1547,30 +1316,25 @@ def round_half_even_grad(op, grad):
     return round_half_even_vjp(grad, *op.inputs, *op.outputs)
 
 
-def round_half_even(x):
-    """Round: y = x rounded to the nearest integer, ties to even (as Rint, for floats), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return round_half_even_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Round", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.rint(x)
-        return y, backward
-
-    return forward(x)
-
-
+_round_half_even_custom_gradient = _custom_gradient(
+    "Round", "x", round_half_even_forward, round_half_even_vjp, "y"
+)
 _register("Round", round_half_even_grad)
 
 
+def sign(x):
+    """Sign: y = -1, 0 or 1 as x is negative, zero or positive (declared at ops/unary.py:279), with its derived gradient sign_vjp."""
+    return _sign_custom_gradient(x)
+
+
+def sign_forward(x):
+    """Sign's formula."""
+    y = tf.math.sign(x)
+    return y
+
+
 def sign_vjp(grad, x, y):
-    """Gradient of Sign (declared at ops/unary.py:279): one per input (x)."""
+    """Gradient of Sign: one per input (x)."""
     return (None,)
 
 
@@ -1579,23 +1343,5 @@ def sign_grad(op, grad):
     return sign_vjp(grad, *op.inputs, *op.outputs)
 
 
-def sign(x):
-    """Sign: y = -1, 0 or 1 as x is negative, zero or positive, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(x):
-        def backward(grad):
-            return sign_vjp(grad, x, y)
-
-        kernel_outputs = _tf_kernel("Sign", 1, {"x": x}, {})
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            y = kernel_outputs[0]
-            return y, backward
-        # else the declared formula
-        y = tf.math.sign(x)
-        return y, backward
-
-    return forward(x)
-
-
+_sign_custom_gradient = _custom_gradient("Sign", "x", sign_forward, sign_vjp, "y")
 _register("Sign", sign_grad)

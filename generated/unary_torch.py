@@ -22,6 +22,81 @@ def _needed(grads, needed):
     return tuple(g if n else None for g, n in zip(grads, needed))
 
 
+def _fresh(outputs, inputs):
+    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
+    autograd cannot save an input that a Function returns."""
+    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
+    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
+
+
+def _views(stages):
+    """The stages a Function returns, each a view of its own: a stage that is also an output
+    (the same tensor) is marked non-differentiable apart from that output."""
+    return tuple(None if s is None else s.view_as(s) for s in stages)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
+    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
+    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
+    which it returns marked non-differentiable; twice differentiated, the backward computes
+    the stages again from the inputs, differentiably. Names are given as "a b", a list
+    output's starred. Applied as `forward` is called."""
+    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    staged, list_output = len(stages), outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def run(attrs, *inputs):
+        if not stages:
+            values = forward(*inputs, **attrs)
+            return _fresh(tuple(values) if list_output else values, inputs)
+        values, found = forward(*inputs, **attrs, return_stages=True)
+        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
+
+    def setup_context(ctx, inputs, output):
+        ctx.attrs = inputs[0]
+        output = output if isinstance(output, tuple) else (output,)
+        values, found = output[: len(output) - staged], output[len(output) - staged :]
+        given = values if list_output and read else [values[outputs.index(o)] for o in read]
+        ctx.save_for_backward(*inputs[1:], *given, *found)
+        if stages:
+            ctx.mark_non_differentiable(*(s for s in found if s is not None))
+
+    def backward(ctx, *cotangents):
+        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        inputs, given, found = (
+            saved[:count],
+            saved[count : len(saved) - staged],
+            saved[len(saved) - staged :],
+        )
+        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
+        # twice differentiated: the stages computed again, differentiably, from the inputs
+        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
+        cotangents = cotangents[: len(cotangents) - staged]
+        cotangents = [list(cotangents)] if list_output else cotangents
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        return None, *_needed(grads, ctx.needs_input_grad[1:])
+
+    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
+    function = type(
+        f"_{name}Function",
+        (torch.autograd.Function,),
+        {k: staticmethod(m) for k, m in methods.items()},
+    )
+
+    def apply(*inputs, **attrs):
+        result = function.apply(attrs, *inputs)
+        if list_output:
+            return list(result[: len(result) - staged])
+        if not stages:
+            return result
+        return result[0] if len(outputs) == 1 else result[: len(outputs)]
+
+    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
+    return apply
+
+
 def _conj(x):
     """Complex conjugate; real tensors are returned as they are."""
     return torch.conj(x) if torch.is_complex(x) else x
@@ -29,7 +104,7 @@ def _conj(x):
 
 def sigmoid(x):
     """Sigmoid: y = 1 / (1 + exp(-x)) (declared at ops/unary.py:24); differentiated by sigmoid_vjp."""
-    return _SigmoidFunction.apply(x)
+    return _sigmoid_autograd(x)
 
 
 def sigmoid_forward(x):
@@ -51,27 +126,12 @@ def sigmoid_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _SigmoidFunction(torch.autograd.Function):
-    """Sigmoid for autograd: the backward is sigmoid_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return sigmoid_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = sigmoid_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_sigmoid_autograd = _autograd_function("Sigmoid", sigmoid_forward, sigmoid_vjp, "y", read="y")
 
 
 def tanh(x):
     """Tanh: y = tanh(x) (declared at ops/unary.py:30); differentiated by tanh_vjp."""
-    return _TanhFunction.apply(x)
+    return _tanh_autograd(x)
 
 
 def tanh_forward(x):
@@ -93,27 +153,12 @@ def tanh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _TanhFunction(torch.autograd.Function):
-    """Tanh for autograd: the backward is tanh_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return tanh_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = tanh_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_tanh_autograd = _autograd_function("Tanh", tanh_forward, tanh_vjp, "y", read="y")
 
 
 def exp(x):
     """Exp: y = exp(x) (declared at ops/unary.py:36); differentiated by exp_vjp."""
-    return _ExpFunction.apply(x)
+    return _exp_autograd(x)
 
 
 def exp_forward(x):
@@ -135,27 +180,12 @@ def exp_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _ExpFunction(torch.autograd.Function):
-    """Exp for autograd: the backward is exp_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return exp_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = exp_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_exp_autograd = _autograd_function("Exp", exp_forward, exp_vjp, "y", read="y")
 
 
 def log(x):
     """Log: y = log(x), the natural logarithm (declared at ops/unary.py:42); differentiated by log_vjp."""
-    return _LogFunction.apply(x)
+    return _log_autograd(x)
 
 
 def log_forward(x):
@@ -175,27 +205,12 @@ def log_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _LogFunction(torch.autograd.Function):
-    """Log for autograd: the backward is log_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return log_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = log_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_log_autograd = _autograd_function("Log", log_forward, log_vjp, "y")
 
 
 def log1p(x):
     """Log1p: y = log(1 + x), accurate for small x (declared at ops/unary.py:48); differentiated by log1p_vjp."""
-    return _Log1pFunction.apply(x)
+    return _log1p_autograd(x)
 
 
 def log1p_forward(x):
@@ -215,27 +230,12 @@ def log1p_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _Log1pFunction(torch.autograd.Function):
-    """Log1p for autograd: the backward is log1p_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return log1p_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = log1p_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_log1p_autograd = _autograd_function("Log1p", log1p_forward, log1p_vjp, "y")
 
 
 def expm1(x):
     """Expm1: y = exp(x) - 1, accurate for small x (declared at ops/unary.py:54); differentiated by expm1_vjp."""
-    return _Expm1Function.apply(x)
+    return _expm1_autograd(x)
 
 
 def expm1_forward(x):
@@ -257,27 +257,12 @@ def expm1_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _Expm1Function(torch.autograd.Function):
-    """Expm1 for autograd: the backward is expm1_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return expm1_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = expm1_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_expm1_autograd = _autograd_function("Expm1", expm1_forward, expm1_vjp, "y", read="y")
 
 
 def sqrt(x):
     """Sqrt: y = sqrt(x) (declared at ops/unary.py:63); differentiated by sqrt_vjp."""
-    return _SqrtFunction.apply(x)
+    return _sqrt_autograd(x)
 
 
 def sqrt_forward(x):
@@ -299,27 +284,12 @@ def sqrt_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _SqrtFunction(torch.autograd.Function):
-    """Sqrt for autograd: the backward is sqrt_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return sqrt_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = sqrt_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_sqrt_autograd = _autograd_function("Sqrt", sqrt_forward, sqrt_vjp, "y", read="y")
 
 
 def rsqrt(x):
     """Rsqrt: y = 1 / sqrt(x) (declared at ops/unary.py:69); differentiated by rsqrt_vjp."""
-    return _RsqrtFunction.apply(x)
+    return _rsqrt_autograd(x)
 
 
 def rsqrt_forward(x):
@@ -341,27 +311,12 @@ def rsqrt_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _RsqrtFunction(torch.autograd.Function):
-    """Rsqrt for autograd: the backward is rsqrt_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return rsqrt_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = rsqrt_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_rsqrt_autograd = _autograd_function("Rsqrt", rsqrt_forward, rsqrt_vjp, "y", read="y")
 
 
 def reciprocal(x):
     """Reciprocal: y = 1 / x (declared at ops/unary.py:75); differentiated by reciprocal_vjp."""
-    return _ReciprocalFunction.apply(x)
+    return _reciprocal_autograd(x)
 
 
 def reciprocal_forward(x):
@@ -383,27 +338,14 @@ def reciprocal_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _ReciprocalFunction(torch.autograd.Function):
-    """Reciprocal for autograd: the backward is reciprocal_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return reciprocal_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = reciprocal_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_reciprocal_autograd = _autograd_function(
+    "Reciprocal", reciprocal_forward, reciprocal_vjp, "y", read="y"
+)
 
 
 def inv(x):
     """Inv: y = 1 / x (Reciprocal's old name) (declared at ops/unary.py:81); differentiated by inv_vjp."""
-    return _InvFunction.apply(x)
+    return _inv_autograd(x)
 
 
 def inv_forward(x):
@@ -425,27 +367,12 @@ def inv_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _InvFunction(torch.autograd.Function):
-    """Inv for autograd: the backward is inv_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return inv_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = inv_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_inv_autograd = _autograd_function("Inv", inv_forward, inv_vjp, "y", read="y")
 
 
 def square(x):
     """Square: y = x * x (declared at ops/unary.py:87); differentiated by square_vjp."""
-    return _SquareFunction.apply(x)
+    return _square_autograd(x)
 
 
 def square_forward(x):
@@ -465,27 +392,12 @@ def square_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _SquareFunction(torch.autograd.Function):
-    """Square for autograd: the backward is square_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return square_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = square_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_square_autograd = _autograd_function("Square", square_forward, square_vjp, "y")
 
 
 def sin(x):
     """Sin: y = sin(x) (declared at ops/unary.py:96); differentiated by sin_vjp."""
-    return _SinFunction.apply(x)
+    return _sin_autograd(x)
 
 
 def sin_forward(x):
@@ -505,27 +417,12 @@ def sin_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _SinFunction(torch.autograd.Function):
-    """Sin for autograd: the backward is sin_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return sin_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = sin_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_sin_autograd = _autograd_function("Sin", sin_forward, sin_vjp, "y")
 
 
 def cos(x):
     """Cos: y = cos(x) (declared at ops/unary.py:102); differentiated by cos_vjp."""
-    return _CosFunction.apply(x)
+    return _cos_autograd(x)
 
 
 def cos_forward(x):
@@ -545,27 +442,12 @@ def cos_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _CosFunction(torch.autograd.Function):
-    """Cos for autograd: the backward is cos_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return cos_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = cos_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_cos_autograd = _autograd_function("Cos", cos_forward, cos_vjp, "y")
 
 
 def tan(x):
     """Tan: y = tan(x) (declared at ops/unary.py:108); differentiated by tan_vjp."""
-    return _TanFunction.apply(x)
+    return _tan_autograd(x)
 
 
 def tan_forward(x):
@@ -587,27 +469,12 @@ def tan_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _TanFunction(torch.autograd.Function):
-    """Tan for autograd: the backward is tan_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return tan_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, y = ctx.saved_tensors
-        grads = tan_vjp(grad, x, y=y)
-        return _needed(grads, ctx.needs_input_grad)
+_tan_autograd = _autograd_function("Tan", tan_forward, tan_vjp, "y", read="y")
 
 
 def asin(x):
     """Asin: y = arcsin(x), for x in [-1, 1] (declared at ops/unary.py:114); differentiated by asin_vjp."""
-    return _AsinFunction.apply(x)
+    return _asin_autograd(x)
 
 
 def asin_forward(x):
@@ -627,27 +494,12 @@ def asin_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _AsinFunction(torch.autograd.Function):
-    """Asin for autograd: the backward is asin_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return asin_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = asin_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_asin_autograd = _autograd_function("Asin", asin_forward, asin_vjp, "y")
 
 
 def acos(x):
     """Acos: y = arccos(x), for x in [-1, 1] (declared at ops/unary.py:120); differentiated by acos_vjp."""
-    return _AcosFunction.apply(x)
+    return _acos_autograd(x)
 
 
 def acos_forward(x):
@@ -667,27 +519,12 @@ def acos_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _AcosFunction(torch.autograd.Function):
-    """Acos for autograd: the backward is acos_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return acos_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = acos_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_acos_autograd = _autograd_function("Acos", acos_forward, acos_vjp, "y")
 
 
 def atan(x):
     """Atan: y = arctan(x) (declared at ops/unary.py:126); differentiated by atan_vjp."""
-    return _AtanFunction.apply(x)
+    return _atan_autograd(x)
 
 
 def atan_forward(x):
@@ -707,27 +544,12 @@ def atan_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _AtanFunction(torch.autograd.Function):
-    """Atan for autograd: the backward is atan_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return atan_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = atan_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_atan_autograd = _autograd_function("Atan", atan_forward, atan_vjp, "y")
 
 
 def sinh(x):
     """Sinh: y = sinh(x) (declared at ops/unary.py:132); differentiated by sinh_vjp."""
-    return _SinhFunction.apply(x)
+    return _sinh_autograd(x)
 
 
 def sinh_forward(x):
@@ -747,27 +569,12 @@ def sinh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _SinhFunction(torch.autograd.Function):
-    """Sinh for autograd: the backward is sinh_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return sinh_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = sinh_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_sinh_autograd = _autograd_function("Sinh", sinh_forward, sinh_vjp, "y")
 
 
 def cosh(x):
     """Cosh: y = cosh(x) (declared at ops/unary.py:138); differentiated by cosh_vjp."""
-    return _CoshFunction.apply(x)
+    return _cosh_autograd(x)
 
 
 def cosh_forward(x):
@@ -787,27 +594,12 @@ def cosh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _CoshFunction(torch.autograd.Function):
-    """Cosh for autograd: the backward is cosh_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return cosh_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = cosh_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_cosh_autograd = _autograd_function("Cosh", cosh_forward, cosh_vjp, "y")
 
 
 def asinh(x):
     """Asinh: y = arcsinh(x) (declared at ops/unary.py:144); differentiated by asinh_vjp."""
-    return _AsinhFunction.apply(x)
+    return _asinh_autograd(x)
 
 
 def asinh_forward(x):
@@ -827,27 +619,12 @@ def asinh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _AsinhFunction(torch.autograd.Function):
-    """Asinh for autograd: the backward is asinh_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return asinh_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = asinh_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_asinh_autograd = _autograd_function("Asinh", asinh_forward, asinh_vjp, "y")
 
 
 def acosh(x):
     """Acosh: y = arccosh(x), for x >= 1 (declared at ops/unary.py:150); differentiated by acosh_vjp."""
-    return _AcoshFunction.apply(x)
+    return _acosh_autograd(x)
 
 
 def acosh_forward(x):
@@ -868,27 +645,12 @@ def acosh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _AcoshFunction(torch.autograd.Function):
-    """Acosh for autograd: the backward is acosh_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return acosh_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = acosh_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_acosh_autograd = _autograd_function("Acosh", acosh_forward, acosh_vjp, "y")
 
 
 def atanh(x):
     """Atanh: y = arctanh(x), for x in (-1, 1) (declared at ops/unary.py:156); differentiated by atanh_vjp."""
-    return _AtanhFunction.apply(x)
+    return _atanh_autograd(x)
 
 
 def atanh_forward(x):
@@ -908,27 +670,12 @@ def atanh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _AtanhFunction(torch.autograd.Function):
-    """Atanh for autograd: the backward is atanh_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return atanh_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = atanh_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_atanh_autograd = _autograd_function("Atanh", atanh_forward, atanh_vjp, "y")
 
 
 def erf(x):
     """Erf: y = erf(x), the Gauss error function (declared at ops/unary.py:165); differentiated by erf_vjp."""
-    return _ErfFunction.apply(x)
+    return _erf_autograd(x)
 
 
 def erf_forward(x):
@@ -948,27 +695,12 @@ def erf_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _ErfFunction(torch.autograd.Function):
-    """Erf for autograd: the backward is erf_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return erf_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = erf_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_erf_autograd = _autograd_function("Erf", erf_forward, erf_vjp, "y")
 
 
 def erfc(x):
     """Erfc: y = 1 - erf(x), accurate where erf(x) is close to 1 (declared at ops/unary.py:171); differentiated by erfc_vjp."""
-    return _ErfcFunction.apply(x)
+    return _erfc_autograd(x)
 
 
 def erfc_forward(x):
@@ -988,27 +720,12 @@ def erfc_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _ErfcFunction(torch.autograd.Function):
-    """Erfc for autograd: the backward is erfc_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return erfc_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = erfc_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_erfc_autograd = _autograd_function("Erfc", erfc_forward, erfc_vjp, "y")
 
 
 def softplus(features):
     """Softplus: activations = log(1 + exp(features)) (declared at ops/unary.py:180); differentiated by softplus_vjp."""
-    return _SoftplusFunction.apply(features)
+    return _softplus_autograd(features)
 
 
 def softplus_forward(features):
@@ -1029,27 +746,12 @@ def softplus_vjp(grad, features, *, activations=None):
     return (grad_features,)
 
 
-class _SoftplusFunction(torch.autograd.Function):
-    """Softplus for autograd: the backward is softplus_vjp."""
-
-    @staticmethod
-    def forward(features):
-        return softplus_forward(features)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (features,) = ctx.saved_tensors
-        grads = softplus_vjp(grad, features)
-        return _needed(grads, ctx.needs_input_grad)
+_softplus_autograd = _autograd_function("Softplus", softplus_forward, softplus_vjp, "activations")
 
 
 def softsign(features):
     """Softsign: activations = features / (1 + |features|) (declared at ops/unary.py:191); differentiated by softsign_vjp."""
-    return _SoftsignFunction.apply(features)
+    return _softsign_autograd(features)
 
 
 def softsign_forward(features):
@@ -1072,27 +774,14 @@ def softsign_vjp(grad, features, *, activations=None):
     return (grad_features,)
 
 
-class _SoftsignFunction(torch.autograd.Function):
-    """Softsign for autograd: the backward is softsign_vjp."""
-
-    @staticmethod
-    def forward(features):
-        return softsign_forward(features)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs, output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        features, activations = ctx.saved_tensors
-        grads = softsign_vjp(grad, features, activations=activations)
-        return _needed(grads, ctx.needs_input_grad)
+_softsign_autograd = _autograd_function(
+    "Softsign", softsign_forward, softsign_vjp, "activations", read="activations"
+)
 
 
 def relu(features):
     """Relu: activations = max(features, 0) (declared at ops/unary.py:198); differentiated by relu_vjp."""
-    return _ReluFunction.apply(features)
+    return _relu_autograd(features)
 
 
 def relu_forward(features):
@@ -1111,27 +800,12 @@ def relu_vjp(grad, features, *, activations=None):
     return (grad_features,)
 
 
-class _ReluFunction(torch.autograd.Function):
-    """Relu for autograd: the backward is relu_vjp."""
-
-    @staticmethod
-    def forward(features):
-        return relu_forward(features)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (features,) = ctx.saved_tensors
-        grads = relu_vjp(grad, features)
-        return _needed(grads, ctx.needs_input_grad)
+_relu_autograd = _autograd_function("Relu", relu_forward, relu_vjp, "activations")
 
 
 def relu6(features):
     """Relu6: activations = min(max(features, 0), 6) (declared at ops/unary.py:205); differentiated by relu6_vjp."""
-    return _Relu6Function.apply(features)
+    return _relu6_autograd(features)
 
 
 def relu6_forward(features):
@@ -1151,27 +825,12 @@ def relu6_vjp(grad, features, *, activations=None):
     return (grad_features,)
 
 
-class _Relu6Function(torch.autograd.Function):
-    """Relu6 for autograd: the backward is relu6_vjp."""
-
-    @staticmethod
-    def forward(features):
-        return relu6_forward(features)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (features,) = ctx.saved_tensors
-        grads = relu6_vjp(grad, features)
-        return _needed(grads, ctx.needs_input_grad)
+_relu6_autograd = _autograd_function("Relu6", relu6_forward, relu6_vjp, "activations")
 
 
 def elu(features):
     """Elu: activations = features where positive, else exp(features) - 1 (declared at ops/unary.py:212); differentiated by elu_vjp."""
-    return _EluFunction.apply(features)
+    return _elu_autograd(features)
 
 
 def elu_forward(features):
@@ -1195,27 +854,12 @@ def elu_vjp(grad, features, *, activations=None):
     return (grad_features,)
 
 
-class _EluFunction(torch.autograd.Function):
-    """Elu for autograd: the backward is elu_vjp."""
-
-    @staticmethod
-    def forward(features):
-        return elu_forward(features)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (features,) = ctx.saved_tensors
-        grads = elu_vjp(grad, features)
-        return _needed(grads, ctx.needs_input_grad)
+_elu_autograd = _autograd_function("Elu", elu_forward, elu_vjp, "activations")
 
 
 def selu(features):
     """Selu: activations = scale * (features where positive, else alpha * (exp(features) - 1)) (declared at ops/unary.py:219); differentiated by selu_vjp."""
-    return _SeluFunction.apply(features)
+    return _selu_autograd(features)
 
 
 def selu_forward(features):
@@ -1244,27 +888,12 @@ def selu_vjp(grad, features, *, activations=None):
     return (grad_features,)
 
 
-class _SeluFunction(torch.autograd.Function):
-    """Selu for autograd: the backward is selu_vjp."""
-
-    @staticmethod
-    def forward(features):
-        return selu_forward(features)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (features,) = ctx.saved_tensors
-        grads = selu_vjp(grad, features)
-        return _needed(grads, ctx.needs_input_grad)
+_selu_autograd = _autograd_function("Selu", selu_forward, selu_vjp, "activations")
 
 
 def leaky_relu(features, *, alpha=0.2):
     """LeakyRelu: activations = features where positive, else alpha * features (declared at ops/unary.py:229); differentiated by leaky_relu_vjp."""
-    return _LeakyReluFunction.apply(alpha, features)
+    return _leaky_relu_autograd(features, alpha=alpha)
 
 
 def leaky_relu_forward(features, *, alpha=0.2):
@@ -1284,29 +913,14 @@ def leaky_relu_vjp(grad, features, *, activations=None, alpha=0.2):
     return (grad_features,)
 
 
-class _LeakyReluFunction(torch.autograd.Function):
-    """LeakyRelu for autograd: the backward is leaky_relu_vjp."""
-
-    @staticmethod
-    def forward(alpha, features):
-        return leaky_relu_forward(features, alpha=alpha)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[:1]
-        ctx.save_for_backward(*inputs[1:])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (alpha,) = ctx.attrs
-        (features,) = ctx.saved_tensors
-        grads = leaky_relu_vjp(grad, features, alpha=alpha)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
+_leaky_relu_autograd = _autograd_function(
+    "LeakyRelu", leaky_relu_forward, leaky_relu_vjp, "activations"
+)
 
 
 def absolute(x):
     """Abs: y = |x| (declared at ops/unary.py:239); differentiated by absolute_vjp."""
-    return _AbsFunction.apply(x)
+    return _absolute_autograd(x)
 
 
 def absolute_forward(x):
@@ -1325,27 +939,12 @@ def absolute_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _AbsFunction(torch.autograd.Function):
-    """Abs for autograd: the backward is absolute_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return absolute_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = absolute_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_absolute_autograd = _autograd_function("Abs", absolute_forward, absolute_vjp, "y")
 
 
 def negative(x):
     """Neg: y = -x (declared at ops/unary.py:246); differentiated by negative_vjp."""
-    return _NegFunction.apply(x)
+    return _negative_autograd(x)
 
 
 def negative_forward(x):
@@ -1364,27 +963,12 @@ def negative_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-class _NegFunction(torch.autograd.Function):
-    """Neg for autograd: the backward is negative_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return negative_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = negative_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_negative_autograd = _autograd_function("Neg", negative_forward, negative_vjp, "y")
 
 
 def floor(x):
     """Floor: y = the largest integer <= x (declared at ops/unary.py:255); differentiated by floor_vjp."""
-    return _FloorFunction.apply(x)
+    return _floor_autograd(x)
 
 
 def floor_forward(x):
@@ -1398,27 +982,12 @@ def floor_vjp(grad, x, *, y=None):
     return (None,)
 
 
-class _FloorFunction(torch.autograd.Function):
-    """Floor for autograd: the backward is floor_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return floor_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = floor_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_floor_autograd = _autograd_function("Floor", floor_forward, floor_vjp, "y")
 
 
 def ceil(x):
     """Ceil: y = the smallest integer >= x (declared at ops/unary.py:261); differentiated by ceil_vjp."""
-    return _CeilFunction.apply(x)
+    return _ceil_autograd(x)
 
 
 def ceil_forward(x):
@@ -1432,27 +1001,12 @@ def ceil_vjp(grad, x, *, y=None):
     return (None,)
 
 
-class _CeilFunction(torch.autograd.Function):
-    """Ceil for autograd: the backward is ceil_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return ceil_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = ceil_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_ceil_autograd = _autograd_function("Ceil", ceil_forward, ceil_vjp, "y")
 
 
 def round_to_int(x):
     """Rint: y = x rounded to the nearest integer, ties to even (declared at ops/unary.py:267); differentiated by round_to_int_vjp."""
-    return _RintFunction.apply(x)
+    return _round_to_int_autograd(x)
 
 
 def round_to_int_forward(x):
@@ -1466,27 +1020,12 @@ def round_to_int_vjp(grad, x, *, y=None):
     return (None,)
 
 
-class _RintFunction(torch.autograd.Function):
-    """Rint for autograd: the backward is round_to_int_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return round_to_int_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = round_to_int_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_round_to_int_autograd = _autograd_function("Rint", round_to_int_forward, round_to_int_vjp, "y")
 
 
 def round_half_even(x):
     """Round: y = x rounded to the nearest integer, ties to even (as Rint, for floats) (declared at ops/unary.py:273); differentiated by round_half_even_vjp."""
-    return _RoundFunction.apply(x)
+    return _round_half_even_autograd(x)
 
 
 def round_half_even_forward(x):
@@ -1500,27 +1039,14 @@ def round_half_even_vjp(grad, x, *, y=None):
     return (None,)
 
 
-class _RoundFunction(torch.autograd.Function):
-    """Round for autograd: the backward is round_half_even_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return round_half_even_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = round_half_even_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_round_half_even_autograd = _autograd_function(
+    "Round", round_half_even_forward, round_half_even_vjp, "y"
+)
 
 
 def sign(x):
     """Sign: y = -1, 0 or 1 as x is negative, zero or positive (declared at ops/unary.py:279); differentiated by sign_vjp."""
-    return _SignFunction.apply(x)
+    return _sign_autograd(x)
 
 
 def sign_forward(x):
@@ -1534,19 +1060,4 @@ def sign_vjp(grad, x, *, y=None):
     return (None,)
 
 
-class _SignFunction(torch.autograd.Function):
-    """Sign for autograd: the backward is sign_vjp."""
-
-    @staticmethod
-    def forward(x):
-        return sign_forward(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        grads = sign_vjp(grad, x)
-        return _needed(grads, ctx.needs_input_grad)
+_sign_autograd = _autograd_function("Sign", sign_forward, sign_vjp, "y")

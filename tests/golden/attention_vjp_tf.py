@@ -1,5 +1,5 @@
 def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, *, weights=None):
-    """Gradient of ScaledDotProductAttention (declared at ops/composed.py:70): one per input (q, k, v, mask).
+    """Gradient of ScaledDotProductAttention: one per input (q, k, v, mask).
 
     In index notation, next to the code computing it:
         scores[batch, i, j] = sum_d k[batch, j, d] * q[batch, i, d] / sqrt(D) + mask[batch, i, j]

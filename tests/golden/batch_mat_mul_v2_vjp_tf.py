@@ -1,5 +1,5 @@
 def batch_mat_mul_v2_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
-    """Gradient of BatchMatMulV2 (declared at ops/batch_matmul.py:12): one per input (x, y).
+    """Gradient of BatchMatMulV2: one per input (x, y).
 
     In index notation, next to the code computing it, per variant:
         adj_x=False, adj_y=False:

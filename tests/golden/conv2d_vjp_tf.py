@@ -9,7 +9,7 @@ def conv2d_vjp(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Gradient of Conv2D (declared at ops/conv.py:42): one per input (input, filter).
+    """Gradient of Conv2D: one per input (input, filter).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):

@@ -1,5 +1,5 @@
 def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affine1=None):
-    """Gradient of LayerNorm (declared at ops/composed.py:19): one per input (x, scale, offset).
+    """Gradient of LayerNorm: one per input (x, scale, offset).
 
     In index notation, next to the code computing it:
         sum1[batch] = sum_{k_1} x[batch, k_1], i.e. `tf.reduce_sum(x, axis=-1)`

@@ -6,10 +6,11 @@ Per op:
 * `<op>_grad(op, *grads)`: the gradient function, registered with `tf.RegisterGradient` under
   the op's own type when TensorFlow has no gradient for it, and always as `Symgrad<OpType>`;
   apply the latter with `graph.gradient_override_map({"<OpType>": "Symgrad<OpType>"})`.
-* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`),
-  for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
+* `<op>(inputs..., attrs...)`: the op with its derived gradient (`tf.custom_gradient`, made by
+  `_custom_gradient`), for eager mode and `tf.function`. Its forward is TensorFlow's own kernel
   (`tf.raw_ops.<OpType>`) where TensorFlow has the op type and a CPU kernel for the inputs'
-  dtypes, else the declared formula; the derived gradient is the backward either way.
+  dtypes, else the declared formula `<op>_forward`; the derived gradient is the backward
+  either way.
 * `<op>_vjp(grads..., inputs..., outputs..., attrs...)`: the gradient on plain tensors.
 `REGISTERED` maps each op type to the names its gradient was registered under.
 """
@@ -29,6 +30,63 @@ def _register(op_type, gradient_fn):
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
     REGISTERED[op_type] = tuple(names)
+
+
+def _custom_gradient(
+    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
+):
+    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
+    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
+    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
+    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
+    **attrs)`, where given, says the formula takes the attributes (others still raise as the
+    formula does); else the formula, whose `stages` the gradient is then given. Where the
+    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
+    own, so that a second order differentiates them by the derived gradient too, not by
+    TensorFlow's gradient of its kernel."""
+    names, outputs = inputs.split(), outputs.split()
+    single, listed = len(outputs) == 1, outputs[0].startswith("*")
+    outputs = [name.lstrip("*") for name in outputs]
+
+    def apply(*values, **attrs):
+        found = {}  # the formula's stages
+
+        @tf.custom_gradient
+        def run(*values):
+            def backward(*cotangents):
+                again = outputs_again(*values) if read else result
+                given = dict(zip(outputs, (again,) if single else again))
+                cotangents = [list(cotangents)] if listed else cotangents
+                return vjp(*cotangents, *values, **given, **attrs, **found)
+
+            @tf.custom_gradient
+            def outputs_again(*values):
+                return tf.nest.map_structure(tf.identity, result), backward
+
+            declared = declares is None or declares(*values, **attrs)
+            kernel = declared and _tf_kernel(
+                op_type, len(outputs), _named(names, values), attrs, listed
+            )
+            if kernel:  # TensorFlow's own kernel
+                result = kernel[0] if single else tuple(kernel)
+            elif stages:  # else the declared formula
+                result, computed = forward(*values, **attrs, return_stages=True)
+                found.update(computed)
+            else:
+                result = forward(*values, **attrs)
+            return result, backward
+
+        return run(*values)
+
+    return apply
+
+
+def _named(names, values):
+    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
+    rest as a tuple."""
+    if names and names[-1].startswith("*"):
+        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
+    return dict(zip(names, values))
 
 
 _KERNELS = {}
@@ -98,8 +156,30 @@ def _runs(raw, signature, attrs):
     return True
 
 
+def matmul(a, b, *, transpose_a=False, transpose_b=False):
+    """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:11), with its derived gradient matmul_vjp."""
+    return _matmul_custom_gradient(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+
+
+def matmul_forward(a, b, *, transpose_a=False, transpose_b=False):
+    """MatMul's formula."""
+    if not transpose_a and not transpose_b:
+        product = tf.linalg.matmul(a, b)
+    elif not transpose_a and transpose_b:
+        product = tf.linalg.matmul(a, b, transpose_b=True)
+    elif transpose_a and not transpose_b:
+        product = tf.linalg.matmul(a, b, transpose_a=True)
+    elif transpose_a and transpose_b:
+        product = tf.linalg.matmul(a, b, transpose_a=True, transpose_b=True)
+    else:
+        raise ValueError(
+            f"MatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
+        )
+    return product
+
+
 def matmul_vjp(grad, a, b, product, *, transpose_a=False, transpose_b=False):
-    """Gradient of MatMul (declared at ops/matmul.py:11): one per input (a, b).
+    """Gradient of MatMul: one per input (a, b).
 
     In index notation, next to the code computing it, per variant:
         transpose_a=False, transpose_b=False:
@@ -153,50 +233,41 @@ def matmul_grad(op, grad):
     )
 
 
-def matmul(a, b, *, transpose_a=False, transpose_b=False):
-    """MatMul: product = op(a) @ op(b), op transposing when its flag is set, with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(a, b):
-        def backward(grad):
-            return matmul_vjp(grad, a, b, product, transpose_a=transpose_a, transpose_b=transpose_b)
-
-        kernel_outputs = (
-            _tf_kernel(
-                "MatMul",
-                1,
-                {"a": a, "b": b},
-                {"transpose_a": transpose_a, "transpose_b": transpose_b},
-            )
-            if transpose_a in (False, True) and transpose_b in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            product = kernel_outputs[0]
-            return product, backward
-        # else the declared formula
-        if not transpose_a and not transpose_b:
-            product = tf.linalg.matmul(a, b)
-        elif not transpose_a and transpose_b:
-            product = tf.linalg.matmul(a, b, transpose_b=True)
-        elif transpose_a and not transpose_b:
-            product = tf.linalg.matmul(a, b, transpose_a=True)
-        elif transpose_a and transpose_b:
-            product = tf.linalg.matmul(a, b, transpose_a=True, transpose_b=True)
-        else:
-            raise ValueError(
-                f"MatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
-            )
-        return product, backward
-
-    return forward(a, b)
+def _matmul_declares(a, b, *, transpose_a=False, transpose_b=False):
+    """Whether MatMul's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return transpose_a in (False, True) and transpose_b in (False, True)
 
 
+_matmul_custom_gradient = _custom_gradient(
+    "MatMul", "a b", matmul_forward, matmul_vjp, "product", declares=_matmul_declares
+)
 _register("MatMul", matmul_grad)
 
 
+def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
+    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:21), with its derived gradient sparse_mat_mul_vjp."""
+    return _sparse_mat_mul_custom_gradient(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+
+
+def sparse_mat_mul_forward(a, b, *, transpose_a=False, transpose_b=False):
+    """SparseMatMul's formula."""
+    if not transpose_a and not transpose_b:
+        product = tf.linalg.matmul(a, b)
+    elif not transpose_a and transpose_b:
+        product = tf.linalg.matmul(a, b, transpose_b=True)
+    elif transpose_a and not transpose_b:
+        product = tf.linalg.matmul(a, b, transpose_a=True)
+    elif transpose_a and transpose_b:
+        product = tf.linalg.matmul(a, b, transpose_a=True, transpose_b=True)
+    else:
+        raise ValueError(
+            f"SparseMatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
+        )
+    return product
+
+
 def sparse_mat_mul_vjp(grad, a, b, product, *, transpose_a=False, transpose_b=False):
-    """Gradient of SparseMatMul (declared at ops/matmul.py:21): one per input (a, b).
+    """Gradient of SparseMatMul: one per input (a, b).
 
     In index notation, next to the code computing it, per variant:
         transpose_a=False, transpose_b=False:
@@ -248,45 +319,17 @@ def sparse_mat_mul_grad(op, grad):
     )
 
 
-def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
-    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow), with its derived gradient."""
-
-    @tf.custom_gradient
-    def forward(a, b):
-        def backward(grad):
-            return sparse_mat_mul_vjp(
-                grad, a, b, product, transpose_a=transpose_a, transpose_b=transpose_b
-            )
-
-        kernel_outputs = (
-            _tf_kernel(
-                "SparseMatMul",
-                1,
-                {"a": a, "b": b},
-                {"transpose_a": transpose_a, "transpose_b": transpose_b},
-            )
-            if transpose_a in (False, True) and transpose_b in (False, True)
-            else None
-        )
-        if kernel_outputs is not None:  # TensorFlow's own kernel
-            product = kernel_outputs[0]
-            return product, backward
-        # else the declared formula
-        if not transpose_a and not transpose_b:
-            product = tf.linalg.matmul(a, b)
-        elif not transpose_a and transpose_b:
-            product = tf.linalg.matmul(a, b, transpose_b=True)
-        elif transpose_a and not transpose_b:
-            product = tf.linalg.matmul(a, b, transpose_a=True)
-        elif transpose_a and transpose_b:
-            product = tf.linalg.matmul(a, b, transpose_a=True, transpose_b=True)
-        else:
-            raise ValueError(
-                f"SparseMatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
-            )
-        return product, backward
-
-    return forward(a, b)
+def _sparse_mat_mul_declares(a, b, *, transpose_a=False, transpose_b=False):
+    """Whether SparseMatMul's formula takes these attributes: only then is TensorFlow's kernel its forward."""
+    return transpose_a in (False, True) and transpose_b in (False, True)
 
 
+_sparse_mat_mul_custom_gradient = _custom_gradient(
+    "SparseMatMul",
+    "a b",
+    sparse_mat_mul_forward,
+    sparse_mat_mul_vjp,
+    "product",
+    declares=_sparse_mat_mul_declares,
+)
 _register("SparseMatMul", sparse_mat_mul_grad)

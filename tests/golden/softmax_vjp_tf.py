@@ -1,5 +1,5 @@
 def softmax_vjp(grad, logits, softmax):
-    """Gradient of Softmax (declared at ops/nn.py:17): one per input (logits).
+    """Gradient of Softmax: one per input (logits).
 
     In index notation, next to the code computing it:
         ext1[batch] = max_l logits[batch, l]
