@@ -18,9 +18,6 @@ import torch
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
-_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
-
-
 def _needed(grads, needed):
     """The gradients autograd asked for (`ctx.needs_input_grad`), None for the others."""
     return tuple(g if n else None for g, n in zip(grads, needed))
@@ -99,6 +96,9 @@ def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
 
     apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
     return apply
+
+
+_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
 
 
 def _shift_right(x, axis, fill, steps=1):

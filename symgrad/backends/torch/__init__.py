@@ -23,7 +23,7 @@ from symgrad.render import (
 )
 from symgrad.verify.sources import Unavailable
 
-RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers generated modules carry
+RUNTIME = tuple(Path(__file__).with_name(name) for name in ("autograd.py", "runtime.py"))  # the helpers generated modules carry
 PRINTER = TorchPrinter  # prints the IR and SymPy expressions as this target's code
 
 
