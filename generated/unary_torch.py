@@ -43,7 +43,7 @@ def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
     which it returns marked non-differentiable; twice differentiated, the backward computes
     the stages again from the inputs, differentiably. Names are given as "a b", a list
     output's starred. Applied as `forward` is called."""
-    outputs, read, stages = outputs.split(), read.lstrip("*").split(), stages.split()
+    outputs, read, stages = outputs.split(), read.split(), stages.split()
     staged, list_output = len(stages), outputs[0].startswith("*")
     outputs = [name.lstrip("*") for name in outputs]
 

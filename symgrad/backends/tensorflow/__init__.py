@@ -60,6 +60,7 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         f", {name}={_read_attr(name, default, const, stored)}" for name, default in op.enumerated_attrs
     ) + "".join(f", {name}={_read_numeric(name, const, op.list_inputs, stored)}" for name, _ in op.numeric_attrs)
     forward = f"{op.func_name}_forward"
+    declared = _declared_values(op.forward.branches)  # the kernel's guard, "" for none
     return {
         **common_context(op, printer),
         **vjp_context(op, printer),
@@ -72,9 +73,9 @@ def _tf_op(op: ir.OpCode, printer) -> dict:
         **_vjp_call(op, attrs, const),
         # a list output's upstream gradients arrive one per tensor; the vjp takes them as one
         "grad_params": f"*{op.grads[0]}" if op.list_output else ", ".join(op.grads),
-        "declared": _declared_values(op.forward.branches),
+        "declared": declared,
         "custom_gradient": f"_{op.func_name}_custom_gradient",
-        "custom_gradient_call": _custom_gradient_call(op, forward),
+        "custom_gradient_call": _custom_gradient_call(op, forward, bool(declared)),
     }
 
 
@@ -100,7 +101,7 @@ def _vjp_call(op: ir.OpCode, attrs: list, const: dict) -> dict:
     }
 
 
-def _custom_gradient_call(op: ir.OpCode, forward: str) -> str:
+def _custom_gradient_call(op: ir.OpCode, forward: str, guarded: bool) -> str:
     """The runtime's `_custom_gradient(...)` making the op's `tf.custom_gradient` function: its
     forward TensorFlow's own kernel of the op type where TensorFlow has one for the inputs
     (given by TensorFlow's names of them) and the formula declares the attribute values, else
@@ -109,10 +110,10 @@ def _custom_gradient_call(op: ir.OpCode, forward: str) -> str:
     the gradient reads the outputs (`read=True`), it reads them again differentiably by the
     derived gradient: the forward's outputs themselves would be differentiated, at second
     order, through TensorFlow's own gradient of its kernel (NaN where the derived one is
-    finite, wrong where TensorFlow's is)."""
+    finite, wrong where TensorFlow's is). `guarded`: the op has `_<op>_declares`."""
     options = ["read=True"] if op.outputs_used else []
     options += ["stages=True"] if op.stages else []
-    options += [f"declares=_{op.func_name}_declares"] if _declared_values(op.forward.branches) else []
+    options += [f"declares=_{op.func_name}_declares"] if guarded else []
     arguments = [repr(op.name), names_literal(op.inputs), forward, f"{op.func_name}_vjp", outputs_literal(op)]
     return f"_custom_gradient({', '.join(arguments + options)})"
 
