@@ -758,7 +758,6 @@ def reverse_v2_grad_grad(grad_vjp_tensor, grad, tensor, *, vjp_tensor=None, axis
         t1 = np.shape(grad)[axis[0]]
         t2 = -t0 + t1 - 1
         grad_grad = _gather(grad_vjp_tensor, t2, axis[0])
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
         t0 = np.arange(np.shape(grad)[axis[1]])
         t1 = np.shape(grad)[axis[1]]
@@ -768,7 +767,6 @@ def reverse_v2_grad_grad(grad_vjp_tensor, grad, tensor, *, vjp_tensor=None, axis
         t5 = np.shape(grad)[axis[0]]
         t6 = -t4 + t5 - 1
         grad_grad = _gather(t3, t6, axis[0])
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == (-3, -2, -1):
         t0 = np.arange(np.shape(grad)[-1])
         t1 = np.shape(grad)[-1]
@@ -782,9 +780,9 @@ def reverse_v2_grad_grad(grad_vjp_tensor, grad, tensor, *, vjp_tensor=None, axis
         t9 = np.shape(grad)[-3]
         t10 = -t8 + t9 - 1
         grad_grad = _gather(t7, t10, -3)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"ReverseV2Grad: unsupported attributes axis={axis!r}")
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None
 
 

@@ -119,31 +119,25 @@ def batch_mat_mul_v2_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
         x = _conj(x)
         y = _conj(y)
         grad_x = grad @ jnp.swapaxes(y, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(x, -1, -2) @ grad
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
         grad_x = grad @ y
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
         t0 = _conj(grad)
         grad_y = jnp.swapaxes(t0, -1, -2) @ x
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
         t0 = _conj(grad)
         grad_x = y @ jnp.swapaxes(t0, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = x @ grad
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
         x = _conj(x)
         y = _conj(y)
         t0 = _conj(grad)
         grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    grad_x = _sum_to_shape(grad_x, np.shape(x))
+    grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
 
@@ -201,31 +195,25 @@ def batch_mat_mul_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
         x = _conj(x)
         y = _conj(y)
         grad_x = grad @ jnp.swapaxes(y, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(x, -1, -2) @ grad
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
         grad_x = grad @ y
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
         t0 = _conj(grad)
         grad_y = jnp.swapaxes(t0, -1, -2) @ x
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
         t0 = _conj(grad)
         grad_x = y @ jnp.swapaxes(t0, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = x @ grad
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
         x = _conj(x)
         y = _conj(y)
         t0 = _conj(grad)
         grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    grad_x = _sum_to_shape(grad_x, np.shape(x))
+    grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
 
@@ -283,31 +271,25 @@ def batch_mat_mul_v3_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
         x = _conj(x)
         y = _conj(y)
         grad_x = grad @ jnp.swapaxes(y, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(x, -1, -2) @ grad
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
         grad_x = grad @ y
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
         t0 = _conj(grad)
         grad_y = jnp.swapaxes(t0, -1, -2) @ x
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
         t0 = _conj(grad)
         grad_x = y @ jnp.swapaxes(t0, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = x @ grad
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
         x = _conj(x)
         y = _conj(y)
         t0 = _conj(grad)
         grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
         grad_y = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)
-        grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    grad_x = _sum_to_shape(grad_x, np.shape(x))
+    grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
 

@@ -222,31 +222,25 @@ def batch_mat_mul_v2_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
         x = tf.math.conj(x)
         y = tf.math.conj(y)
         grad_x = tf.linalg.matmul(grad, y, transpose_b=True)
-        grad_x = _sum_to_shape(grad_x, x)
         grad_y = tf.linalg.matmul(x, grad, transpose_a=True)
-        grad_y = _sum_to_shape(grad_y, y)
     elif not adj_x and adj_y:
         grad_x = tf.linalg.matmul(grad, y)
-        grad_x = _sum_to_shape(grad_x, x)
         t0 = tf.math.conj(grad)
         grad_y = tf.linalg.matmul(t0, x, transpose_a=True)
-        grad_y = _sum_to_shape(grad_y, y)
     elif adj_x and not adj_y:
         t0 = tf.math.conj(grad)
         grad_x = tf.linalg.matmul(y, t0, transpose_b=True)
-        grad_x = _sum_to_shape(grad_x, x)
         grad_y = tf.linalg.matmul(x, grad)
-        grad_y = _sum_to_shape(grad_y, y)
     elif adj_x and adj_y:
         x = tf.math.conj(x)
         y = tf.math.conj(y)
         t0 = tf.math.conj(grad)
         grad_x = tf.linalg.matmul(y, t0, transpose_a=True, transpose_b=True)
-        grad_x = _sum_to_shape(grad_x, x)
         grad_y = tf.linalg.matmul(t0, x, transpose_a=True, transpose_b=True)
-        grad_y = _sum_to_shape(grad_y, y)
     else:
         raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    grad_x = _sum_to_shape(grad_x, x)
+    grad_y = _sum_to_shape(grad_y, y)
     return grad_x, grad_y
 
 
@@ -326,31 +320,25 @@ def batch_mat_mul_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
         x = tf.math.conj(x)
         y = tf.math.conj(y)
         grad_x = tf.linalg.matmul(grad, y, transpose_b=True)
-        grad_x = _sum_to_shape(grad_x, x)
         grad_y = tf.linalg.matmul(x, grad, transpose_a=True)
-        grad_y = _sum_to_shape(grad_y, y)
     elif not adj_x and adj_y:
         grad_x = tf.linalg.matmul(grad, y)
-        grad_x = _sum_to_shape(grad_x, x)
         t0 = tf.math.conj(grad)
         grad_y = tf.linalg.matmul(t0, x, transpose_a=True)
-        grad_y = _sum_to_shape(grad_y, y)
     elif adj_x and not adj_y:
         t0 = tf.math.conj(grad)
         grad_x = tf.linalg.matmul(y, t0, transpose_b=True)
-        grad_x = _sum_to_shape(grad_x, x)
         grad_y = tf.linalg.matmul(x, grad)
-        grad_y = _sum_to_shape(grad_y, y)
     elif adj_x and adj_y:
         x = tf.math.conj(x)
         y = tf.math.conj(y)
         t0 = tf.math.conj(grad)
         grad_x = tf.linalg.matmul(y, t0, transpose_a=True, transpose_b=True)
-        grad_x = _sum_to_shape(grad_x, x)
         grad_y = tf.linalg.matmul(t0, x, transpose_a=True, transpose_b=True)
-        grad_y = _sum_to_shape(grad_y, y)
     else:
         raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    grad_x = _sum_to_shape(grad_x, x)
+    grad_y = _sum_to_shape(grad_y, y)
     return grad_x, grad_y
 
 
@@ -430,31 +418,25 @@ def batch_mat_mul_v3_vjp(grad, x, y, output, *, adj_x=False, adj_y=False):
         x = tf.math.conj(x)
         y = tf.math.conj(y)
         grad_x = tf.linalg.matmul(grad, y, transpose_b=True)
-        grad_x = _sum_to_shape(grad_x, x)
         grad_y = tf.linalg.matmul(x, grad, transpose_a=True)
-        grad_y = _sum_to_shape(grad_y, y)
     elif not adj_x and adj_y:
         grad_x = tf.linalg.matmul(grad, y)
-        grad_x = _sum_to_shape(grad_x, x)
         t0 = tf.math.conj(grad)
         grad_y = tf.linalg.matmul(t0, x, transpose_a=True)
-        grad_y = _sum_to_shape(grad_y, y)
     elif adj_x and not adj_y:
         t0 = tf.math.conj(grad)
         grad_x = tf.linalg.matmul(y, t0, transpose_b=True)
-        grad_x = _sum_to_shape(grad_x, x)
         grad_y = tf.linalg.matmul(x, grad)
-        grad_y = _sum_to_shape(grad_y, y)
     elif adj_x and adj_y:
         x = tf.math.conj(x)
         y = tf.math.conj(y)
         t0 = tf.math.conj(grad)
         grad_x = tf.linalg.matmul(y, t0, transpose_a=True, transpose_b=True)
-        grad_x = _sum_to_shape(grad_x, x)
         grad_y = tf.linalg.matmul(t0, x, transpose_a=True, transpose_b=True)
-        grad_y = _sum_to_shape(grad_y, y)
     else:
         raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
+    grad_x = _sum_to_shape(grad_x, x)
+    grad_y = _sum_to_shape(grad_y, y)
     return grad_x, grad_y
 
 

@@ -292,15 +292,13 @@ def conjugate_transpose_forward(x, *, perm=(1, 0)):
     perm = tuple(int(a) for a in np.ravel(perm))
     if perm == (1, 0):
         t0 = x.T
-        y = _conj(t0)
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
         t0 = jnp.transpose(x, (perm[0], perm[1], perm[2]))
-        y = _conj(t0)
     elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
         t0 = jnp.transpose(x, (0, perm[1], perm[2], perm[3]))
-        y = _conj(t0)
     else:
         raise ValueError(f"ConjugateTranspose: unsupported attributes perm={perm!r}")
+    y = _conj(t0)
     return y
 
 
@@ -314,15 +312,13 @@ def conjugate_transpose_vjp(grad, x, *, y=None, perm=(1, 0)):
     perm = tuple(int(a) for a in np.ravel(perm))
     if perm == (1, 0):
         t0 = grad.T
-        grad_x = _conj(t0)
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
         t0 = jnp.transpose(grad, (perm.index(0), perm.index(1), perm.index(2)))
-        grad_x = _conj(t0)
     elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
         t0 = jnp.transpose(grad, (0, perm.index(1), perm.index(2), perm.index(3)))
-        grad_x = _conj(t0)
     else:
         raise ValueError(f"ConjugateTranspose: unsupported attributes perm={perm!r}")
+    grad_x = _conj(t0)
     return (grad_x,)
 
 

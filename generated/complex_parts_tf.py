@@ -467,15 +467,13 @@ def conjugate_transpose_forward(x, *, perm=(1, 0)):
     perm = tuple(int(a) for a in perm)
     if perm == (1, 0):
         t0 = tf.transpose(x, perm=[1, 0])
-        y = tf.math.conj(t0)
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
         t0 = tf.transpose(x, perm=[perm[0], perm[1], perm[2]])
-        y = tf.math.conj(t0)
     elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
         t0 = tf.transpose(x, perm=[0, perm[1], perm[2], perm[3]])
-        y = tf.math.conj(t0)
     else:
         raise ValueError(f"ConjugateTranspose: unsupported attributes perm={perm!r}")
+    y = tf.math.conj(t0)
     return y
 
 
@@ -489,15 +487,13 @@ def conjugate_transpose_vjp(grad, x, y, *, perm=(1, 0)):
     perm = tuple(int(a) for a in perm)
     if perm == (1, 0):
         t0 = tf.transpose(grad, perm=[1, 0])
-        grad_x = tf.math.conj(t0)
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
         t0 = tf.transpose(grad, perm=[perm.index(0), perm.index(1), perm.index(2)])
-        grad_x = tf.math.conj(t0)
     elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
         t0 = tf.transpose(grad, perm=[0, perm.index(1), perm.index(2), perm.index(3)])
-        grad_x = tf.math.conj(t0)
     else:
         raise ValueError(f"ConjugateTranspose: unsupported attributes perm={perm!r}")
+    grad_x = tf.math.conj(t0)
     return (grad_x,)
 
 

@@ -153,35 +153,32 @@ def layer_norm_grad_grad(
     t25 = t24[..., None]
     t26 = np.einsum("a,...a->...", scale, t21, optimize=True)
     t27 = t26[..., None]
-    t28 = 1 / np.sqrt(t8)
-    t29 = 1 / t5
-    t30 = 2 * t17
-    t31 = 1 / t5**2
-    t32 = 1 / t8 ** (3 / 2)
-    t33 = (1 / 2) * t10
-    t34 = t29 * t32
-    t35 = -t29 * t6 + x
-    t36 = t34 * t35
+    t28 = 2 * t17
+    t29 = 1 / t5**2
+    t30 = 1 / t8 ** (3 / 2)
+    t31 = (1 / 2) * t10
+    t32 = t13 * t30
+    t33 = t14 * t32
     grad_x = (
-        grad * grad_vjp_scale * t28
-        - grad * scale * t32 * t33
-        + grad_vjp_x * t29 * t30
-        + (3 / 2) * t10 * t27 * t29 * t35 / t8 ** (5 / 2)
-        - t16 * t28 * t29
-        - t18 * t30 * t31
-        + t20 * t31 * t32 * t35 * t9
-        + t20 * t33 * t34
-        - t23 * t36
-        - t25 * t36
+        grad * grad_vjp_scale * t11
+        - grad * scale * t30 * t31
+        + grad_vjp_x * t13 * t28
+        + (3 / 2) * t10 * t13 * t14 * t27 / t8 ** (5 / 2)
+        - t11 * t13 * t16
+        + t14 * t20 * t29 * t30 * t9
+        - t18 * t28 * t29
+        + t20 * t31 * t32
+        - t23 * t33
+        - t25 * t33
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t37 = grad_vjp_affine1 / affine1 ** (3 / 2)
-    t38 = np.einsum("...,...a->a", t37, t21, optimize=True)
-    t39 = grad_vjp_sum1 / np.sqrt(affine1)
-    t40 = np.einsum("...,...a->a", t39, grad, optimize=True)
-    t41 = 1 / np.sqrt(affine1)
-    t42 = np.einsum("...,...a,...a->a", t41, grad, grad_vjp_x, optimize=True)
-    grad_scale = -1 / 2 * t38 - t40 / t5 + t42
+    t34 = grad_vjp_affine1 / affine1 ** (3 / 2)
+    t35 = np.einsum("...,...a->a", t34, t21, optimize=True)
+    t36 = grad_vjp_sum1 / np.sqrt(affine1)
+    t37 = np.einsum("...,...a->a", t36, grad, optimize=True)
+    t38 = 1 / np.sqrt(affine1)
+    t39 = np.einsum("...,...a,...a->a", t38, grad, grad_vjp_x, optimize=True)
+    grad_scale = -1 / 2 * t35 - t37 / t5 + t39
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -292,44 +289,41 @@ def layer_norm_moments_grad_grad(
     t16 = grad_vjp_affine1[..., None]
     t17 = 1 / np.sqrt(t14)
     t18 = scale * t17
-    t19 = 1 / t5
-    t20 = -t19 * t8 + x
+    t19 = -t7 * t8 + x
     grad_grad = (
         grad_vjp_offset
-        + grad_vjp_scale * t17 * t20
+        + grad_vjp_scale * t17 * t19
         + grad_vjp_x * t18
-        - 1 / 2 * scale * t16 * t20 / t14 ** (3 / 2)
-        - t15 * t18 * t19
+        - 1 / 2 * scale * t16 * t19 / t14 ** (3 / 2)
+        - t15 * t18 * t7
     )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t21 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
-    t22 = t21[..., None]
-    t23 = grad_affine1[..., None]
-    t24 = vjp_affine1[..., None]
-    t25 = t12[..., None]
-    t26 = 1 / np.sqrt(t14)
-    t27 = 1 / t5
-    t28 = 2 * t27
-    t29 = 2 / t5**2
-    t30 = (1 / 2) * t16 / t14 ** (3 / 2)
+    t20 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
+    t21 = t20[..., None]
+    t22 = grad_affine1[..., None]
+    t23 = vjp_affine1[..., None]
+    t24 = t12[..., None]
+    t25 = 2 * t7
+    t26 = 2 / t5**2
+    t27 = (1 / 2) * t16 / t14 ** (3 / 2)
     grad_x = (
-        grad * grad_vjp_scale * t26
-        - grad * scale * t30
-        + grad_vjp_x * t24 * t28
-        - t15 * t24 * t29
-        - t22 * t26 * t27
-        + t23 * t28 * x
-        - t23 * t29 * t8
-        + t25 * t27 * t30
+        grad * grad_vjp_scale * t17
+        - grad * scale * t27
+        + grad_vjp_x * t23 * t25
+        - t15 * t23 * t26
+        - t17 * t21 * t7
+        + t22 * t25 * x
+        - t22 * t26 * t8
+        + t24 * t27 * t7
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t31 = grad_vjp_affine1 / affine1 ** (3 / 2)
-    t32 = np.einsum("...,...a->a", t31, t9, optimize=True)
-    t33 = grad_vjp_sum1 / np.sqrt(affine1)
-    t34 = np.einsum("...,...a->a", t33, grad, optimize=True)
-    t35 = 1 / np.sqrt(affine1)
-    t36 = np.einsum("...,...a,...a->a", t35, grad, grad_vjp_x, optimize=True)
-    grad_scale = -1 / 2 * t32 - t34 / t5 + t36
+    t28 = grad_vjp_affine1 / affine1 ** (3 / 2)
+    t29 = np.einsum("...,...a->a", t28, t9, optimize=True)
+    t30 = grad_vjp_sum1 / np.sqrt(affine1)
+    t31 = np.einsum("...,...a->a", t30, grad, optimize=True)
+    t32 = 1 / np.sqrt(affine1)
+    t33 = np.einsum("...,...a,...a->a", t32, grad, grad_vjp_x, optimize=True)
+    grad_scale = -1 / 2 * t29 - t31 / t5 + t33
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -451,43 +445,40 @@ def batch_norm_training_grad_grad(
         )
         / t15 ** (3 / 2)
     )
-    t17 = epsilon + variance
-    t18 = 1 / np.sqrt(t17)
-    t19 = scale * t18
-    t20 = -mean + x
+    t17 = 1 / np.sqrt(t15)
+    t18 = scale * t17
+    t19 = -mean + x
     grad_grad = (
-        -grad_vjp_mean * t19
+        -grad_vjp_mean * t18
         + grad_vjp_offset
-        + grad_vjp_scale * t18 * t20
-        - 1 / 2 * grad_vjp_variance * scale * t20 / t17 ** (3 / 2)
-        + grad_vjp_x * t19
+        + grad_vjp_scale * t17 * t19
+        - 1 / 2 * grad_vjp_variance * scale * t19 / t15 ** (3 / 2)
+        + grad_vjp_x * t18
     )
-    t21 = np.transpose(x, (3, 0, 1, 2))
-    t22 = np.sum(t21, axis=(-3, -2, -1))
-    t23 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-    t24 = np.sum(t23, axis=(-3, -2, -1))
-    t25 = np.transpose(grad, (3, 0, 1, 2))
-    t26 = np.sum(t25, axis=(-3, -2, -1))
-    t27 = epsilon + variance
-    t28 = grad_vjp_scale / np.sqrt(t27)
-    t29 = (1 / 2) * grad_vjp_variance * scale / t27 ** (3 / 2)
-    t30 = 2 * vjp_variance
-    t31 = 1 / (t6 * t7 * t8)
-    t32 = 1 / (t6**2 * t7**2 * t8**2)
-    t33 = 2 * grad_variance
-    t34 = t26 * t31
+    t20 = np.transpose(x, (3, 0, 1, 2))
+    t21 = np.sum(t20, axis=(-3, -2, -1))
+    t22 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+    t23 = np.sum(t22, axis=(-3, -2, -1))
+    t24 = np.transpose(grad, (3, 0, 1, 2))
+    t25 = np.sum(t24, axis=(-3, -2, -1))
+    t26 = grad_vjp_scale / np.sqrt(t15)
+    t27 = (1 / 2) * grad_vjp_variance * scale / t15 ** (3 / 2)
+    t28 = 2 * vjp_variance
+    t29 = 1 / (t6 * t7 * t8)
+    t30 = 1 / (t6**2 * t7**2 * t8**2)
+    t31 = 2 * grad_variance
+    t32 = t25 * t29
     grad_x = (
-        grad * t28
-        - grad * t29
-        + grad_vjp_x * t30 * t31
-        - t24 * t30 * t32
-        - t28 * t34
-        + t29 * t34
-        + t31 * t33 * (-mean + x)
-        - t32 * t33 * (-mean * t6 * t7 * t8 + t22)
+        grad * t26
+        - grad * t27
+        + grad_vjp_x * t28 * t29
+        - t23 * t28 * t30
+        - t26 * t32
+        + t27 * t32
+        + t29 * t31 * (-mean + x)
+        - t30 * t31 * (-mean * t6 * t7 * t8 + t21)
     )
-    t35 = epsilon + variance
-    grad_scale = (-grad_vjp_mean * t14 - 1 / 2 * grad_vjp_variance * t12 / t35 + t13) / np.sqrt(t35)
+    grad_scale = (-grad_vjp_mean * t14 - 1 / 2 * grad_vjp_variance * t12 / t15 + t13) / np.sqrt(t15)
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -680,31 +671,29 @@ def group_norm_grad_grad(
     t39 = np.transpose(grad_vjp_x, (0, 4, 2, 3, 1))
     t40 = np.sum(t39, axis=(-4, -3, -1), keepdims=True)
     t41 = t19[..., None, None, :, None]
-    t42 = epsilon + t22
-    t43 = 1 / np.sqrt(t42)
-    t44 = (1 / 2) * t24 / t42 ** (3 / 2)
-    t45 = 1 / (t10 * t11 * t9)
-    t46 = 2 * t38
-    t47 = 1 / (t10**2 * t11**2 * t9**2)
-    t48 = 2 * t37
+    t42 = (1 / 2) * t24 / t29 ** (3 / 2)
+    t43 = 1 / (t10 * t11 * t9)
+    t44 = 2 * t38
+    t45 = 1 / (t10**2 * t11**2 * t9**2)
+    t46 = 2 * t37
     grad_x = np.reshape(
-        grad_split * grad_vjp_scale * t43
-        - grad_split * scale_split * t44
-        + grad_vjp_x * t45 * t46
-        - t34 * t43 * t45
-        - t40 * t46 * t47
-        + t41 * t44 * t45
-        + t45 * t48 * (-t14 + x_split)
-        - t47 * t48 * (-t10 * t11 * t14 * t9 + t36),
+        grad_split * grad_vjp_scale * t30
+        - grad_split * scale_split * t42
+        + grad_vjp_x * t43 * t44
+        - t30 * t34 * t43
+        - t40 * t44 * t45
+        + t41 * t42 * t43
+        + t43 * t46 * (-t14 + x_split)
+        - t45 * t46 * (-t10 * t11 * t14 * t9 + t36),
         (t25, t26, t27, t28 * t0),
     )
-    t49 = grad_vjp_mean / np.sqrt(epsilon + variance)
-    t50 = np.einsum("ab,acdbe->be", t49, grad_split, optimize=True)
-    t51 = grad_vjp_variance / (epsilon + variance) ** (3 / 2)
-    t52 = np.einsum("ab,acdbe->be", t51, t16, optimize=True)
-    t53 = 1 / np.sqrt(epsilon + variance)
-    t54 = np.einsum("ab,acdbe,acdbe->be", t53, grad_split, grad_vjp_x, optimize=True)
-    grad_scale = np.reshape(-t50 - 1 / 2 * t52 + t54, (t28 * t0,))
+    t47 = grad_vjp_mean / np.sqrt(epsilon + variance)
+    t48 = np.einsum("ab,acdbe->be", t47, grad_split, optimize=True)
+    t49 = grad_vjp_variance / (epsilon + variance) ** (3 / 2)
+    t50 = np.einsum("ab,acdbe->be", t49, t16, optimize=True)
+    t51 = 1 / np.sqrt(epsilon + variance)
+    t52 = np.einsum("ab,acdbe,acdbe->be", t51, grad_split, grad_vjp_x, optimize=True)
+    grad_scale = np.reshape(-t48 - 1 / 2 * t50 + t52, (t28 * t0,))
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -1066,18 +1055,16 @@ def cosine_similarity_grad_grad(
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
     t20 = vjp_sum2[..., None]
-    t21 = t10 * t9
-    t22 = epsilon + t21
-    t23 = t7 * y / t22
-    t24 = t12 * t14
-    t25 = (3 / 2) * t7 * y / t22**2
+    t21 = t7 * y / t16
+    t22 = t12 * t14
+    t23 = (3 / 2) * t7 * y / t16**2
     grad_y = (
         grad_vjp_x * t7
         + 2 * grad_vjp_y * t20
-        + t11 * t12 * t25 * t9**2
-        - t13 * t23 * t9
-        + t21 * t24 * t25
-        - t23 * t24
+        + t11 * t12 * t23 * t9**2
+        - t13 * t21 * t9
+        + t15 * t22 * t23
+        - t21 * t22
         + t6 * x
     )
     grad_y = _sum_to_shape(grad_y, np.shape(y))
@@ -1277,20 +1264,16 @@ def bias_gelu_grad(grad, x, bias, *, y=None):
             (8943 * (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) *
             (bias[c] + x[batch, c]) / (2 * sqrt(pi)) + grad[batch, c] * (tanh(sqrt(2) * (8943 *
             (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2))
-            i.e. `(1 / 400000) * t9`
+            i.e. `(1 / 400000) * t5`
     """
     t0 = bias + x
     t1 = t0**3
     t2 = np.tanh(0.7978845608028654 * (t0 + (8943 / 200000) * t1))
     t3 = 0.7978845608028654 * (1 - t2**2)
     grad_x = (1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
-    t4 = bias + x
-    t5 = t4**3
-    t6 = np.tanh(0.7978845608028654 * (t4 + (8943 / 200000) * t5))
-    t7 = 0.7978845608028654 * (1 - t6**2)
-    t8 = grad * (200000 * t4 * t7 + 26829 * t5 * t7 + 200000 * t6 + 200000)
-    t9 = np.sum(t8, axis=tuple(range(np.ndim(t8) - 1)))
-    grad_bias = (1 / 400000) * t9
+    t4 = grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
+    t5 = np.sum(t4, axis=tuple(range(np.ndim(t4) - 1)))
+    grad_bias = (1 / 400000) * t5
     return grad_x, grad_bias
 
 
@@ -1307,60 +1290,47 @@ def bias_gelu_grad_grad(grad_vjp_x, grad_vjp_bias, grad, x, bias, *, vjp_x=None,
     t8 = (26829 / 400000) * t1
     grad_grad = grad_vjp_bias * t3 + grad_vjp_x * t3 + t5 * t6 + t5 * t8 + t6 * t7 + t7 * t8
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t9 = bias + x
-    t10 = t9**3
-    t11 = np.tanh(0.7978845608028654 * ((8943 / 200000) * t10 + t9))
-    t12 = t9**2
-    t13 = 0.3183098861837907 * t11
-    t14 = grad_vjp_bias * t13
-    t15 = 2 * t9
-    t16 = grad_vjp_x * t13
-    t17 = (26829 / 50000) * t10
-    t18 = (719795241 / 20000000000) * t9**5
+    t9 = t0**2
+    t10 = 0.3183098861837907 * t2
+    t11 = grad_vjp_bias * t10
+    t12 = 2 * t0
+    t13 = grad_vjp_x * t10
+    t14 = (26829 / 50000) * t1
+    t15 = (719795241 / 20000000000) * t0**5
     grad_x = (
         grad
-        * (1 - t11**2)
+        * (1 - t2**2)
         * (
-            0.21406444881780073 * grad_vjp_bias * t12
+            0.21406444881780073 * grad_vjp_bias * t9
             + 0.7978845608028654 * grad_vjp_bias
-            + 0.21406444881780073 * grad_vjp_x * t12
+            + 0.21406444881780073 * grad_vjp_x * t9
             + 0.7978845608028654 * grad_vjp_x
-            - t14 * t15
-            - t14 * t17
-            - t14 * t18
-            - t15 * t16
-            - t16 * t17
-            - t16 * t18
+            - t11 * t12
+            - t11 * t14
+            - t11 * t15
+            - t12 * t13
+            - t13 * t14
+            - t13 * t15
         )
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t19 = bias + x
-    t20 = t19**3
-    t21 = np.tanh(0.7978845608028654 * (t19 + (8943 / 200000) * t20))
-    t22 = t19**2
-    t23 = 0.3183098861837907 * t21
-    t24 = grad_vjp_bias * t23
-    t25 = 2 * t19
-    t26 = grad_vjp_x * t23
-    t27 = (26829 / 50000) * t20
-    t28 = (719795241 / 20000000000) * t19**5
-    t29 = (
+    t16 = (
         grad
-        * (1 - t21**2)
+        * (1 - t2**2)
         * (
-            0.21406444881780073 * grad_vjp_bias * t22
+            0.21406444881780073 * grad_vjp_bias * t9
             + 0.7978845608028654 * grad_vjp_bias
-            + 0.21406444881780073 * grad_vjp_x * t22
+            + 0.21406444881780073 * grad_vjp_x * t9
             + 0.7978845608028654 * grad_vjp_x
-            - t24 * t25
-            - t24 * t27
-            - t24 * t28
-            - t25 * t26
-            - t26 * t27
-            - t26 * t28
+            - t11 * t12
+            - t11 * t14
+            - t11 * t15
+            - t12 * t13
+            - t13 * t14
+            - t13 * t15
         )
     )
-    grad_bias = np.sum(t29, axis=tuple(range(np.ndim(t29) - 1)))
+    grad_bias = np.sum(t16, axis=tuple(range(np.ndim(t16) - 1)))
     return grad_grad, grad_x, grad_bias
 
 

@@ -389,7 +389,6 @@ def conv2d_backprop_input_grad_grad(
             pads=(0, 0),
             sizes=(input_sizes[1], input_sizes[2]),
         )
-        grad_grad = t0 + t1
         grad_filter = _conv_backprop_filter(
             grad,
             grad_vjp_out_backprop,
@@ -432,7 +431,6 @@ def conv2d_backprop_input_grad_grad(
             ),
             sizes=(input_sizes[1], input_sizes[2]),
         )
-        grad_grad = t0 + t1
         grad_filter = _conv_backprop_filter(
             grad,
             grad_vjp_out_backprop,
@@ -472,7 +470,6 @@ def conv2d_backprop_input_grad_grad(
             pads=(explicit_paddings[2], explicit_paddings[4]),
             sizes=(input_sizes[1], input_sizes[2]),
         )
-        grad_grad = t0 + t1
         grad_filter = _conv_backprop_filter(
             grad,
             grad_vjp_out_backprop,
@@ -510,6 +507,7 @@ def conv2d_backprop_input_grad_grad(
         )
     else:
         raise ValueError(f"Conv2DBackpropInputGrad: unsupported attributes padding={padding!r}")
+    grad_grad = t0 + t1
     return grad_grad, grad_filter, grad_out_backprop
 
 
@@ -1447,7 +1445,6 @@ def conv3d_backprop_input_v2_grad_grad(
             pads=(0, 0, 0),
             sizes=(input_sizes[1], input_sizes[2], input_sizes[3]),
         )
-        grad_grad = t0 + t1
         grad_filter = _conv_backprop_filter(
             grad,
             grad_vjp_out_backprop,
@@ -1493,7 +1490,6 @@ def conv3d_backprop_input_v2_grad_grad(
             ),
             sizes=(input_sizes[1], input_sizes[2], input_sizes[3]),
         )
-        grad_grad = t0 + t1
         grad_filter = _conv_backprop_filter(
             grad,
             grad_vjp_out_backprop,
@@ -1524,6 +1520,7 @@ def conv3d_backprop_input_v2_grad_grad(
         )
     else:
         raise ValueError(f"Conv3DBackpropInputV2Grad: unsupported attributes padding={padding!r}")
+    grad_grad = t0 + t1
     return grad_grad, grad_filter, grad_out_backprop
 
 

@@ -1183,33 +1183,34 @@ def max_pool_grad_grad(
             t9 = np.arange(t8)
             t10 = strides[1] * t7 + t9
             t11 = _gather(t5, t10, -4, fill=-np.inf)
-            t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+            t12 = np.transpose(t11, (0, 1, 3, 5, 2, 4))
             ext1 = np.max(t12, axis=(-2, -1))
-            t13 = ext1[..., None, None]
-            t14 = _shift_right(
-                np.cumsum(np.asarray(t12 == t13, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t13 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+            t14 = np.transpose(ext1, (0, 3, 1, 2))
+            t15 = t14[..., None, None]
+            t16 = _shift_right(
+                np.cumsum(np.asarray(t13 == t15, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t15 = np.sum(np.asarray(t12 == t13, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t16 = _shift_right(np.cumsum(t15, axis=-2), axis=-2, fill=0)
-            affine1 = t14 + t16
-        t17 = np.arange(np.shape(grad)[-2])
-        t18 = t17[..., None]
-        t19 = np.arange(ksize[2])
-        t20 = strides[2] * t18 + t19
-        t21 = _gather(grad_vjp_input, t20, -2)
-        t22 = np.arange(np.shape(grad)[-3])
-        t23 = t22[..., None]
-        t24 = np.arange(ksize[1])
-        t25 = strides[1] * t23 + t24
-        t26 = _gather(t21, t25, -4)
-        t27 = _gather(input, t20, -2, fill=-np.inf)
-        t28 = _gather(t27, t25, -4, fill=-np.inf)
-        t29 = np.transpose(t26, (0, 1, 3, 5, 2, 4))
-        t30 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
-        t31 = np.transpose(ext1, (0, 2, 3, 1))
-        t32 = t31[..., None, None]
-        t33 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t30 == t32) & (t33 == 0), t29, 0), axis=(-2, -1))
+            t17 = np.sum(np.asarray(t13 == t15, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
+            affine1 = t16 + t18
+        t19 = np.arange(np.shape(grad)[-2])
+        t20 = t19[..., None]
+        t21 = np.arange(ksize[2])
+        t22 = strides[2] * t20 + t21
+        t23 = _gather(grad_vjp_input, t22, -2)
+        t24 = np.arange(np.shape(grad)[-3])
+        t25 = t24[..., None]
+        t26 = np.arange(ksize[1])
+        t27 = strides[1] * t25 + t26
+        t28 = _gather(t23, t27, -4)
+        t29 = _gather(input, t22, -2, fill=-np.inf)
+        t30 = _gather(t29, t27, -4, fill=-np.inf)
+        t31 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
+        t32 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
+        t33 = ext1[..., None, None]
+        t34 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t32 == t33) & (t34 == 0), t31, 0), axis=(-2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -1226,35 +1227,36 @@ def max_pool_grad_grad(
             t11 = np.shape(input)[-3]
             t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
             t13 = _gather(t6, t12, -4, fill=-np.inf)
-            t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
+            t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
             ext1 = np.max(t14, axis=(-2, -1))
-            t15 = ext1[..., None, None]
-            t16 = _shift_right(
-                np.cumsum(np.asarray(t14 == t15, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t15 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
+            t16 = np.transpose(ext1, (0, 3, 1, 2))
+            t17 = t16[..., None, None]
+            t18 = _shift_right(
+                np.cumsum(np.asarray(t15 == t17, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t17 = np.sum(np.asarray(t14 == t15, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
-            affine1 = t16 + t18
-        t19 = np.arange(np.shape(grad)[-2])
-        t20 = t19[..., None]
-        t21 = np.arange(ksize[2])
-        t22 = np.shape(input)[-2]
-        t23 = strides[2] * t20 + t21 - _same_padding(t22, ksize[2], strides[2], 1)
-        t24 = _gather(grad_vjp_input, t23, -2)
-        t25 = np.arange(np.shape(grad)[-3])
-        t26 = t25[..., None]
-        t27 = np.arange(ksize[1])
-        t28 = np.shape(input)[-3]
-        t29 = strides[1] * t26 + t27 - _same_padding(t28, ksize[1], strides[1], 1)
-        t30 = _gather(t24, t29, -4)
-        t31 = _gather(input, t23, -2, fill=-np.inf)
-        t32 = _gather(t31, t29, -4, fill=-np.inf)
-        t33 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
-        t34 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
-        t35 = np.transpose(ext1, (0, 2, 3, 1))
-        t36 = t35[..., None, None]
-        t37 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t34 == t36) & (t37 == 0), t33, 0), axis=(-2, -1))
+            t19 = np.sum(np.asarray(t15 == t17, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t20 = _shift_right(np.cumsum(t19, axis=-2), axis=-2, fill=0)
+            affine1 = t18 + t20
+        t21 = np.arange(np.shape(grad)[-2])
+        t22 = t21[..., None]
+        t23 = np.arange(ksize[2])
+        t24 = np.shape(input)[-2]
+        t25 = strides[2] * t22 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
+        t26 = _gather(grad_vjp_input, t25, -2)
+        t27 = np.arange(np.shape(grad)[-3])
+        t28 = t27[..., None]
+        t29 = np.arange(ksize[1])
+        t30 = np.shape(input)[-3]
+        t31 = strides[1] * t28 + t29 - _same_padding(t30, ksize[1], strides[1], 1)
+        t32 = _gather(t26, t31, -4)
+        t33 = _gather(input, t25, -2, fill=-np.inf)
+        t34 = _gather(t33, t31, -4, fill=-np.inf)
+        t35 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t36 = np.transpose(t34, (0, 1, 3, 5, 2, 4))
+        t37 = ext1[..., None, None]
+        t38 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t36 == t37) & (t38 == 0), t35, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1398,42 +1400,43 @@ def max_pool3d_grad_grad(
             t15 = np.arange(t14)
             t16 = strides[1] * t13 + t15
             t17 = _gather(t11, t16, -6, fill=-np.inf)
-            t18 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 4, 6))
+            t18 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 4, 6))
             ext1 = np.max(t18, axis=(-3, -2, -1))
-            t19 = ext1[..., None, None, None]
-            t20 = _shift_right(
-                np.cumsum(np.asarray(t18 == t19, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t19 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 4, 6))
+            t20 = np.transpose(ext1, (0, 4, 1, 2, 3))
+            t21 = t20[..., None, None, None]
+            t22 = _shift_right(
+                np.cumsum(np.asarray(t19 == t21, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t21 = np.sum(np.asarray(t18 == t19, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t22 = _shift_right(np.cumsum(t21, axis=-2), axis=-2, fill=0)
-            t23 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 6, 4))
-            t24 = np.sum(np.asarray(t19 == t23, grad_vjp_input.dtype), axis=(-2, -1), keepdims=True)
-            t25 = _shift_right(np.cumsum(t24, axis=-3), axis=-3, fill=0)
-            affine1 = t20 + t22 + t25
-        t26 = np.arange(np.shape(grad)[-2])
-        t27 = t26[..., None]
-        t28 = np.arange(ksize[3])
-        t29 = strides[3] * t27 + t28
-        t30 = _gather(grad_vjp_input, t29, -2)
-        t31 = np.arange(np.shape(grad)[-3])
-        t32 = t31[..., None]
-        t33 = np.arange(ksize[2])
-        t34 = strides[2] * t32 + t33
-        t35 = _gather(t30, t34, -4)
-        t36 = np.arange(np.shape(grad)[-4])
-        t37 = t36[..., None]
-        t38 = np.arange(ksize[1])
-        t39 = strides[1] * t37 + t38
-        t40 = _gather(t35, t39, -6)
-        t41 = _gather(input, t29, -2, fill=-np.inf)
-        t42 = _gather(t41, t34, -4, fill=-np.inf)
-        t43 = _gather(t42, t39, -6, fill=-np.inf)
-        t44 = np.transpose(t40, (0, 1, 3, 5, 7, 2, 4, 6))
-        t45 = np.transpose(t43, (0, 1, 3, 5, 7, 2, 4, 6))
-        t46 = np.transpose(ext1, (0, 2, 3, 4, 1))
-        t47 = t46[..., None, None, None]
-        t48 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
-        grad_grad = np.sum(np.where((t45 == t47) & (t48 == 0), t44, 0), axis=(-3, -2, -1))
+            t23 = np.sum(np.asarray(t19 == t21, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t24 = _shift_right(np.cumsum(t23, axis=-2), axis=-2, fill=0)
+            t25 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 6, 4))
+            t26 = np.sum(np.asarray(t21 == t25, grad_vjp_input.dtype), axis=(-2, -1), keepdims=True)
+            t27 = _shift_right(np.cumsum(t26, axis=-3), axis=-3, fill=0)
+            affine1 = t22 + t24 + t27
+        t28 = np.arange(np.shape(grad)[-2])
+        t29 = t28[..., None]
+        t30 = np.arange(ksize[3])
+        t31 = strides[3] * t29 + t30
+        t32 = _gather(grad_vjp_input, t31, -2)
+        t33 = np.arange(np.shape(grad)[-3])
+        t34 = t33[..., None]
+        t35 = np.arange(ksize[2])
+        t36 = strides[2] * t34 + t35
+        t37 = _gather(t32, t36, -4)
+        t38 = np.arange(np.shape(grad)[-4])
+        t39 = t38[..., None]
+        t40 = np.arange(ksize[1])
+        t41 = strides[1] * t39 + t40
+        t42 = _gather(t37, t41, -6)
+        t43 = _gather(input, t31, -2, fill=-np.inf)
+        t44 = _gather(t43, t36, -4, fill=-np.inf)
+        t45 = _gather(t44, t41, -6, fill=-np.inf)
+        t46 = np.transpose(t42, (0, 1, 3, 5, 7, 2, 4, 6))
+        t47 = np.transpose(t45, (0, 1, 3, 5, 7, 2, 4, 6))
+        t48 = ext1[..., None, None, None]
+        t49 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
+        grad_grad = np.sum(np.where((t47 == t48) & (t49 == 0), t46, 0), axis=(-3, -2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -1457,45 +1460,46 @@ def max_pool3d_grad_grad(
             t18 = np.shape(input)[-4]
             t19 = strides[1] * t15 + t17 - _same_padding(t18, ksize[1], strides[1], 1)
             t20 = _gather(t13, t19, -6, fill=-np.inf)
-            t21 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 4, 6))
+            t21 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 4, 6))
             ext1 = np.max(t21, axis=(-3, -2, -1))
-            t22 = ext1[..., None, None, None]
-            t23 = _shift_right(
-                np.cumsum(np.asarray(t21 == t22, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t22 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 4, 6))
+            t23 = np.transpose(ext1, (0, 4, 1, 2, 3))
+            t24 = t23[..., None, None, None]
+            t25 = _shift_right(
+                np.cumsum(np.asarray(t22 == t24, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t24 = np.sum(np.asarray(t21 == t22, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t25 = _shift_right(np.cumsum(t24, axis=-2), axis=-2, fill=0)
-            t26 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 6, 4))
-            t27 = np.sum(np.asarray(t22 == t26, grad_vjp_input.dtype), axis=(-2, -1), keepdims=True)
-            t28 = _shift_right(np.cumsum(t27, axis=-3), axis=-3, fill=0)
-            affine1 = t23 + t25 + t28
-        t29 = np.arange(np.shape(grad)[-2])
-        t30 = t29[..., None]
-        t31 = np.arange(ksize[3])
-        t32 = np.shape(input)[-2]
-        t33 = strides[3] * t30 + t31 - _same_padding(t32, ksize[3], strides[3], 1)
-        t34 = _gather(grad_vjp_input, t33, -2)
-        t35 = np.arange(np.shape(grad)[-3])
-        t36 = t35[..., None]
-        t37 = np.arange(ksize[2])
-        t38 = np.shape(input)[-3]
-        t39 = strides[2] * t36 + t37 - _same_padding(t38, ksize[2], strides[2], 1)
-        t40 = _gather(t34, t39, -4)
-        t41 = np.arange(np.shape(grad)[-4])
-        t42 = t41[..., None]
-        t43 = np.arange(ksize[1])
-        t44 = np.shape(input)[-4]
-        t45 = strides[1] * t42 + t43 - _same_padding(t44, ksize[1], strides[1], 1)
-        t46 = _gather(t40, t45, -6)
-        t47 = _gather(input, t33, -2, fill=-np.inf)
-        t48 = _gather(t47, t39, -4, fill=-np.inf)
-        t49 = _gather(t48, t45, -6, fill=-np.inf)
-        t50 = np.transpose(t46, (0, 1, 3, 5, 7, 2, 4, 6))
-        t51 = np.transpose(t49, (0, 1, 3, 5, 7, 2, 4, 6))
-        t52 = np.transpose(ext1, (0, 2, 3, 4, 1))
-        t53 = t52[..., None, None, None]
-        t54 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
-        grad_grad = np.sum(np.where((t51 == t53) & (t54 == 0), t50, 0), axis=(-3, -2, -1))
+            t26 = np.sum(np.asarray(t22 == t24, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t27 = _shift_right(np.cumsum(t26, axis=-2), axis=-2, fill=0)
+            t28 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 6, 4))
+            t29 = np.sum(np.asarray(t24 == t28, grad_vjp_input.dtype), axis=(-2, -1), keepdims=True)
+            t30 = _shift_right(np.cumsum(t29, axis=-3), axis=-3, fill=0)
+            affine1 = t25 + t27 + t30
+        t31 = np.arange(np.shape(grad)[-2])
+        t32 = t31[..., None]
+        t33 = np.arange(ksize[3])
+        t34 = np.shape(input)[-2]
+        t35 = strides[3] * t32 + t33 - _same_padding(t34, ksize[3], strides[3], 1)
+        t36 = _gather(grad_vjp_input, t35, -2)
+        t37 = np.arange(np.shape(grad)[-3])
+        t38 = t37[..., None]
+        t39 = np.arange(ksize[2])
+        t40 = np.shape(input)[-3]
+        t41 = strides[2] * t38 + t39 - _same_padding(t40, ksize[2], strides[2], 1)
+        t42 = _gather(t36, t41, -4)
+        t43 = np.arange(np.shape(grad)[-4])
+        t44 = t43[..., None]
+        t45 = np.arange(ksize[1])
+        t46 = np.shape(input)[-4]
+        t47 = strides[1] * t44 + t45 - _same_padding(t46, ksize[1], strides[1], 1)
+        t48 = _gather(t42, t47, -6)
+        t49 = _gather(input, t35, -2, fill=-np.inf)
+        t50 = _gather(t49, t41, -4, fill=-np.inf)
+        t51 = _gather(t50, t47, -6, fill=-np.inf)
+        t52 = np.transpose(t48, (0, 1, 3, 5, 7, 2, 4, 6))
+        t53 = np.transpose(t51, (0, 1, 3, 5, 7, 2, 4, 6))
+        t54 = ext1[..., None, None, None]
+        t55 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
+        grad_grad = np.sum(np.where((t53 == t54) & (t55 == 0), t52, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(f"MaxPool3DGrad: unsupported attributes padding={padding!r}")
     return grad_grad, None
@@ -1807,7 +1811,6 @@ def dilation2d_grad_grad(
     vjp_filter=None,
     ext1=None,
     affine1=None,
-    ext2=None,
     affine2=None,
     padding="VALID",
     strides,
@@ -1815,169 +1818,165 @@ def dilation2d_grad_grad(
 ):
     """Second order of Dilation2D: the gradient of dilation2d_grad: one array per input (grad, input, filter)."""
     if padding == "VALID":
-        if ext1 is None or affine1 is None or ext2 is None or affine2 is None:
+        if ext1 is None or affine1 is None or affine2 is None:
             t0 = np.transpose(filter, (2, 0, 1))
-            t1 = t0[..., None, None, :, :]
-            t2 = np.arange(np.shape(grad)[-2])
-            t3 = t2[..., None]
-            t4 = np.arange(np.shape(filter)[-2])
-            t5 = rates[2] * t4 + strides[2] * t3
-            t6 = _gather(input, t5, -2, fill=-np.inf)
-            t7 = np.arange(np.shape(grad)[-3])
-            t8 = t7[..., None]
-            t9 = np.arange(np.shape(filter)[-3])
-            t10 = rates[1] * t9 + strides[1] * t8
-            t11 = _gather(t6, t10, -4, fill=-np.inf)
-            t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
-            ext1 = np.max(t1 + t12, axis=(-2, -1))
-            t13 = ext1[..., None, None]
-            t14 = _shift_right(
-                np.cumsum(np.asarray(t13 == t1 + t12, grad_vjp_input.dtype), axis=-1),
+            t1 = np.arange(np.shape(grad)[-2])
+            t2 = t1[..., None]
+            t3 = np.arange(np.shape(filter)[-2])
+            t4 = rates[2] * t3 + strides[2] * t2
+            t5 = _gather(input, t4, -2, fill=-np.inf)
+            t6 = np.arange(np.shape(grad)[-3])
+            t7 = t6[..., None]
+            t8 = np.arange(np.shape(filter)[-3])
+            t9 = rates[1] * t8 + strides[1] * t7
+            t10 = _gather(t5, t9, -4, fill=-np.inf)
+            t11 = np.transpose(t10, (0, 1, 3, 5, 2, 4))
+            ext1 = np.max(t0 + t11, axis=(-2, -1))
+            t12 = t0[..., None, None, :, :]
+            t13 = np.transpose(t10, (0, 5, 1, 3, 2, 4))
+            t14 = np.transpose(ext1, (0, 3, 1, 2))
+            t15 = t14[..., None, None]
+            t16 = _shift_right(
+                np.cumsum(np.asarray(t15 == t12 + t13, grad_vjp_input.dtype), axis=-1),
                 axis=-1,
                 fill=0,
             )
-            t15 = np.sum(np.asarray(t13 == t1 + t12, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t16 = _shift_right(np.cumsum(t15, axis=-2), axis=-2, fill=0)
-            affine1 = t14 + t16
-            t17 = t0[..., None, None, None, :, :]
-            t18 = np.transpose(t11, (5, 0, 1, 3, 2, 4))
-            ext2 = np.max(t17 + t18, axis=(-2, -1))
+            t17 = np.sum(np.asarray(t15 == t12 + t13, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
+            affine1 = t16 + t18
             t19 = filter[..., None, None, None]
-            t20 = t4[..., None]
-            t21 = rates[2] * t20 + strides[2] * t2
+            t20 = t3[..., None]
+            t21 = rates[2] * t20 + strides[2] * t1
             t22 = _gather(input, t21, -2, fill=-np.inf)
-            t23 = t9[..., None]
-            t24 = rates[1] * t23 + strides[1] * t7
+            t23 = t8[..., None]
+            t24 = rates[1] * t23 + strides[1] * t6
             t25 = _gather(t22, t24, -4, fill=-np.inf)
             t26 = np.transpose(t25, (1, 3, 5, 0, 2, 4))
-            t27 = _shift_right(
-                np.cumsum(np.asarray(ext2 == t19 + t26, grad_vjp_input.dtype), axis=-5),
+            t27 = np.transpose(ext1, (3, 0, 1, 2))
+            t28 = _shift_right(
+                np.cumsum(np.asarray(t27 == t19 + t26, grad_vjp_input.dtype), axis=-5),
                 axis=-5,
                 fill=0,
             )
-            t28 = np.sum(
-                np.asarray(ext2 == t19 + t26, grad_vjp_input.dtype), axis=-5, keepdims=True
-            )
-            t29 = _shift_right(np.cumsum(t28, axis=-6), axis=-6, fill=0)
-            affine2 = t27 + t29
-        t30 = filter[..., None, None, None]
-        t31 = np.arange(np.shape(filter)[-2])
-        t32 = t31[..., None]
-        t33 = np.arange(np.shape(grad)[-2])
-        t34 = rates[2] * t32 + strides[2] * t33
-        t35 = _gather(input, t34, -2, fill=-np.inf)
-        t36 = np.arange(np.shape(filter)[-3])
-        t37 = t36[..., None]
-        t38 = np.arange(np.shape(grad)[-3])
-        t39 = rates[1] * t37 + strides[1] * t38
-        t40 = _gather(t35, t39, -4, fill=-np.inf)
-        t41 = np.transpose(t40, (1, 3, 5, 0, 2, 4))
-        t42 = np.asarray(ext2 == t30 + t41, grad_vjp_input.dtype) * np.asarray(
+            t29 = np.sum(np.asarray(t27 == t19 + t26, grad_vjp_input.dtype), axis=-5, keepdims=True)
+            t30 = _shift_right(np.cumsum(t29, axis=-6), axis=-6, fill=0)
+            affine2 = t28 + t30
+        t31 = filter[..., None, None, None]
+        t32 = np.arange(np.shape(filter)[-2])
+        t33 = t32[..., None]
+        t34 = np.arange(np.shape(grad)[-2])
+        t35 = rates[2] * t33 + strides[2] * t34
+        t36 = _gather(input, t35, -2, fill=-np.inf)
+        t37 = np.arange(np.shape(filter)[-3])
+        t38 = t37[..., None]
+        t39 = np.arange(np.shape(grad)[-3])
+        t40 = rates[1] * t38 + strides[1] * t39
+        t41 = _gather(t36, t40, -4, fill=-np.inf)
+        t42 = np.transpose(t41, (1, 3, 5, 0, 2, 4))
+        t43 = np.transpose(ext1, (3, 0, 1, 2))
+        t44 = np.asarray(t43 == t31 + t42, grad_vjp_input.dtype) * np.asarray(
             affine2 == 0, grad_vjp_input.dtype
         )
-        t43 = np.einsum("abc,abcdef->defc", grad_vjp_filter, t42, optimize=True)
-        t44 = t33[..., None]
-        t45 = rates[2] * t31 + strides[2] * t44
-        t46 = _gather(grad_vjp_input, t45, -2)
-        t47 = t38[..., None]
-        t48 = rates[1] * t36 + strides[1] * t47
-        t49 = _gather(t46, t48, -4)
-        t50 = np.transpose(filter, (2, 0, 1))
-        t51 = _gather(input, t45, -2, fill=-np.inf)
-        t52 = _gather(t51, t48, -4, fill=-np.inf)
-        t53 = np.transpose(t49, (0, 1, 3, 5, 2, 4))
-        t54 = np.transpose(t52, (0, 1, 3, 5, 2, 4))
-        t55 = np.transpose(ext1, (0, 2, 3, 1))
-        t56 = t55[..., None, None]
-        t57 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        t58 = np.sum(np.where((t57 == 0) & (t56 == t50 + t54), t53, 0), axis=(-2, -1))
-        grad_grad = t43 + t58
+        t45 = np.einsum("abc,abcdef->defc", grad_vjp_filter, t44, optimize=True)
+        t46 = t34[..., None]
+        t47 = rates[2] * t32 + strides[2] * t46
+        t48 = _gather(grad_vjp_input, t47, -2)
+        t49 = t39[..., None]
+        t50 = rates[1] * t37 + strides[1] * t49
+        t51 = _gather(t48, t50, -4)
+        t52 = np.transpose(filter, (2, 0, 1))
+        t53 = _gather(input, t47, -2, fill=-np.inf)
+        t54 = _gather(t53, t50, -4, fill=-np.inf)
+        t55 = np.transpose(t51, (0, 1, 3, 5, 2, 4))
+        t56 = np.transpose(t54, (0, 1, 3, 5, 2, 4))
+        t57 = ext1[..., None, None]
+        t58 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        t59 = np.sum(np.where((t58 == 0) & (t57 == t52 + t56), t55, 0), axis=(-2, -1))
+        grad_grad = t45 + t59
     elif padding == "SAME":
-        if ext1 is None or affine1 is None or ext2 is None or affine2 is None:
+        if ext1 is None or affine1 is None or affine2 is None:
             t0 = np.transpose(filter, (2, 0, 1))
-            t1 = t0[..., None, None, :, :]
-            t2 = np.arange(np.shape(grad)[-2])
-            t3 = t2[..., None]
-            t4 = np.arange(np.shape(filter)[-2])
-            t5 = np.shape(filter)[-2]
-            t6 = np.shape(input)[-2]
-            t7 = rates[2] * t4 + strides[2] * t3 - _same_padding(t6, t5, strides[2], rates[2])
-            t8 = _gather(input, t7, -2, fill=-np.inf)
-            t9 = np.arange(np.shape(grad)[-3])
-            t10 = t9[..., None]
-            t11 = np.arange(np.shape(filter)[-3])
-            t12 = np.shape(input)[-3]
-            t13 = np.shape(filter)[-3]
-            t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
-            t15 = _gather(t8, t14, -4, fill=-np.inf)
-            t16 = np.transpose(t15, (0, 5, 1, 3, 2, 4))
-            ext1 = np.max(t1 + t16, axis=(-2, -1))
-            t17 = ext1[..., None, None]
-            t18 = _shift_right(
-                np.cumsum(np.asarray(t17 == t1 + t16, grad_vjp_input.dtype), axis=-1),
+            t1 = np.arange(np.shape(grad)[-2])
+            t2 = t1[..., None]
+            t3 = np.arange(np.shape(filter)[-2])
+            t4 = np.shape(filter)[-2]
+            t5 = np.shape(input)[-2]
+            t6 = rates[2] * t3 + strides[2] * t2 - _same_padding(t5, t4, strides[2], rates[2])
+            t7 = _gather(input, t6, -2, fill=-np.inf)
+            t8 = np.arange(np.shape(grad)[-3])
+            t9 = t8[..., None]
+            t10 = np.arange(np.shape(filter)[-3])
+            t11 = np.shape(input)[-3]
+            t12 = np.shape(filter)[-3]
+            t13 = rates[1] * t10 + strides[1] * t9 - _same_padding(t11, t12, strides[1], rates[1])
+            t14 = _gather(t7, t13, -4, fill=-np.inf)
+            t15 = np.transpose(t14, (0, 1, 3, 5, 2, 4))
+            ext1 = np.max(t0 + t15, axis=(-2, -1))
+            t16 = t0[..., None, None, :, :]
+            t17 = np.transpose(t14, (0, 5, 1, 3, 2, 4))
+            t18 = np.transpose(ext1, (0, 3, 1, 2))
+            t19 = t18[..., None, None]
+            t20 = _shift_right(
+                np.cumsum(np.asarray(t19 == t16 + t17, grad_vjp_input.dtype), axis=-1),
                 axis=-1,
                 fill=0,
             )
-            t19 = np.sum(np.asarray(t17 == t1 + t16, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t20 = _shift_right(np.cumsum(t19, axis=-2), axis=-2, fill=0)
-            affine1 = t18 + t20
-            t21 = t0[..., None, None, None, :, :]
-            t22 = np.transpose(t15, (5, 0, 1, 3, 2, 4))
-            ext2 = np.max(t21 + t22, axis=(-2, -1))
+            t21 = np.sum(np.asarray(t19 == t16 + t17, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t22 = _shift_right(np.cumsum(t21, axis=-2), axis=-2, fill=0)
+            affine1 = t20 + t22
             t23 = filter[..., None, None, None]
-            t24 = t4[..., None]
-            t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+            t24 = t3[..., None]
+            t25 = rates[2] * t24 + strides[2] * t1 - _same_padding(t5, t4, strides[2], rates[2])
             t26 = _gather(input, t25, -2, fill=-np.inf)
-            t27 = t11[..., None]
-            t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+            t27 = t10[..., None]
+            t28 = rates[1] * t27 + strides[1] * t8 - _same_padding(t11, t12, strides[1], rates[1])
             t29 = _gather(t26, t28, -4, fill=-np.inf)
             t30 = np.transpose(t29, (1, 3, 5, 0, 2, 4))
-            t31 = _shift_right(
-                np.cumsum(np.asarray(ext2 == t23 + t30, grad_vjp_input.dtype), axis=-5),
+            t31 = np.transpose(ext1, (3, 0, 1, 2))
+            t32 = _shift_right(
+                np.cumsum(np.asarray(t31 == t23 + t30, grad_vjp_input.dtype), axis=-5),
                 axis=-5,
                 fill=0,
             )
-            t32 = np.sum(
-                np.asarray(ext2 == t23 + t30, grad_vjp_input.dtype), axis=-5, keepdims=True
-            )
-            t33 = _shift_right(np.cumsum(t32, axis=-6), axis=-6, fill=0)
-            affine2 = t31 + t33
-        t34 = filter[..., None, None, None]
-        t35 = np.arange(np.shape(filter)[-2])
-        t36 = t35[..., None]
-        t37 = np.arange(np.shape(grad)[-2])
-        t38 = np.shape(filter)[-2]
-        t39 = np.shape(input)[-2]
-        t40 = rates[2] * t36 + strides[2] * t37 - _same_padding(t39, t38, strides[2], rates[2])
-        t41 = _gather(input, t40, -2, fill=-np.inf)
-        t42 = np.arange(np.shape(filter)[-3])
-        t43 = t42[..., None]
-        t44 = np.arange(np.shape(grad)[-3])
-        t45 = np.shape(input)[-3]
-        t46 = np.shape(filter)[-3]
-        t47 = rates[1] * t43 + strides[1] * t44 - _same_padding(t45, t46, strides[1], rates[1])
-        t48 = _gather(t41, t47, -4, fill=-np.inf)
-        t49 = np.transpose(t48, (1, 3, 5, 0, 2, 4))
-        t50 = np.asarray(ext2 == t34 + t49, grad_vjp_input.dtype) * np.asarray(
+            t33 = np.sum(np.asarray(t31 == t23 + t30, grad_vjp_input.dtype), axis=-5, keepdims=True)
+            t34 = _shift_right(np.cumsum(t33, axis=-6), axis=-6, fill=0)
+            affine2 = t32 + t34
+        t35 = filter[..., None, None, None]
+        t36 = np.arange(np.shape(filter)[-2])
+        t37 = t36[..., None]
+        t38 = np.arange(np.shape(grad)[-2])
+        t39 = np.shape(filter)[-2]
+        t40 = np.shape(input)[-2]
+        t41 = rates[2] * t37 + strides[2] * t38 - _same_padding(t40, t39, strides[2], rates[2])
+        t42 = _gather(input, t41, -2, fill=-np.inf)
+        t43 = np.arange(np.shape(filter)[-3])
+        t44 = t43[..., None]
+        t45 = np.arange(np.shape(grad)[-3])
+        t46 = np.shape(input)[-3]
+        t47 = np.shape(filter)[-3]
+        t48 = rates[1] * t44 + strides[1] * t45 - _same_padding(t46, t47, strides[1], rates[1])
+        t49 = _gather(t42, t48, -4, fill=-np.inf)
+        t50 = np.transpose(t49, (1, 3, 5, 0, 2, 4))
+        t51 = np.transpose(ext1, (3, 0, 1, 2))
+        t52 = np.asarray(t51 == t35 + t50, grad_vjp_input.dtype) * np.asarray(
             affine2 == 0, grad_vjp_input.dtype
         )
-        t51 = np.einsum("abc,abcdef->defc", grad_vjp_filter, t50, optimize=True)
-        t52 = t37[..., None]
-        t53 = rates[2] * t35 + strides[2] * t52 - _same_padding(t39, t38, strides[2], rates[2])
-        t54 = _gather(grad_vjp_input, t53, -2)
-        t55 = t44[..., None]
-        t56 = rates[1] * t42 + strides[1] * t55 - _same_padding(t45, t46, strides[1], rates[1])
-        t57 = _gather(t54, t56, -4)
-        t58 = np.transpose(filter, (2, 0, 1))
-        t59 = _gather(input, t53, -2, fill=-np.inf)
-        t60 = _gather(t59, t56, -4, fill=-np.inf)
-        t61 = np.transpose(t57, (0, 1, 3, 5, 2, 4))
-        t62 = np.transpose(t60, (0, 1, 3, 5, 2, 4))
-        t63 = np.transpose(ext1, (0, 2, 3, 1))
-        t64 = t63[..., None, None]
-        t65 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        t66 = np.sum(np.where((t65 == 0) & (t64 == t58 + t62), t61, 0), axis=(-2, -1))
-        grad_grad = t51 + t66
+        t53 = np.einsum("abc,abcdef->defc", grad_vjp_filter, t52, optimize=True)
+        t54 = t38[..., None]
+        t55 = rates[2] * t36 + strides[2] * t54 - _same_padding(t40, t39, strides[2], rates[2])
+        t56 = _gather(grad_vjp_input, t55, -2)
+        t57 = t45[..., None]
+        t58 = rates[1] * t43 + strides[1] * t57 - _same_padding(t46, t47, strides[1], rates[1])
+        t59 = _gather(t56, t58, -4)
+        t60 = np.transpose(filter, (2, 0, 1))
+        t61 = _gather(input, t55, -2, fill=-np.inf)
+        t62 = _gather(t61, t58, -4, fill=-np.inf)
+        t63 = np.transpose(t59, (0, 1, 3, 5, 2, 4))
+        t64 = np.transpose(t62, (0, 1, 3, 5, 2, 4))
+        t65 = ext1[..., None, None]
+        t66 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        t67 = np.sum(np.where((t66 == 0) & (t65 == t60 + t64), t63, 0), axis=(-2, -1))
+        grad_grad = t53 + t67
     else:
         raise ValueError(f"Dilation2DGrad: unsupported attributes padding={padding!r}")
     return grad_grad, None, None
@@ -2327,33 +2326,34 @@ def max_pool_v2_grad_grad(
             t9 = np.arange(t8)
             t10 = strides[1] * t7 + t9
             t11 = _gather(t5, t10, -4, fill=-np.inf)
-            t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+            t12 = np.transpose(t11, (0, 1, 3, 5, 2, 4))
             ext1 = np.max(t12, axis=(-2, -1))
-            t13 = ext1[..., None, None]
-            t14 = _shift_right(
-                np.cumsum(np.asarray(t12 == t13, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t13 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
+            t14 = np.transpose(ext1, (0, 3, 1, 2))
+            t15 = t14[..., None, None]
+            t16 = _shift_right(
+                np.cumsum(np.asarray(t13 == t15, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t15 = np.sum(np.asarray(t12 == t13, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t16 = _shift_right(np.cumsum(t15, axis=-2), axis=-2, fill=0)
-            affine1 = t14 + t16
-        t17 = np.arange(np.shape(grad)[-2])
-        t18 = t17[..., None]
-        t19 = np.arange(ksize[2])
-        t20 = strides[2] * t18 + t19
-        t21 = _gather(grad_vjp_input, t20, -2)
-        t22 = np.arange(np.shape(grad)[-3])
-        t23 = t22[..., None]
-        t24 = np.arange(ksize[1])
-        t25 = strides[1] * t23 + t24
-        t26 = _gather(t21, t25, -4)
-        t27 = _gather(input, t20, -2, fill=-np.inf)
-        t28 = _gather(t27, t25, -4, fill=-np.inf)
-        t29 = np.transpose(t26, (0, 1, 3, 5, 2, 4))
-        t30 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
-        t31 = np.transpose(ext1, (0, 2, 3, 1))
-        t32 = t31[..., None, None]
-        t33 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t30 == t32) & (t33 == 0), t29, 0), axis=(-2, -1))
+            t17 = np.sum(np.asarray(t13 == t15, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
+            affine1 = t16 + t18
+        t19 = np.arange(np.shape(grad)[-2])
+        t20 = t19[..., None]
+        t21 = np.arange(ksize[2])
+        t22 = strides[2] * t20 + t21
+        t23 = _gather(grad_vjp_input, t22, -2)
+        t24 = np.arange(np.shape(grad)[-3])
+        t25 = t24[..., None]
+        t26 = np.arange(ksize[1])
+        t27 = strides[1] * t25 + t26
+        t28 = _gather(t23, t27, -4)
+        t29 = _gather(input, t22, -2, fill=-np.inf)
+        t30 = _gather(t29, t27, -4, fill=-np.inf)
+        t31 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
+        t32 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
+        t33 = ext1[..., None, None]
+        t34 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t32 == t33) & (t34 == 0), t31, 0), axis=(-2, -1))
     elif padding == "SAME":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
@@ -2370,35 +2370,36 @@ def max_pool_v2_grad_grad(
             t11 = np.shape(input)[-3]
             t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
             t13 = _gather(t6, t12, -4, fill=-np.inf)
-            t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
+            t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
             ext1 = np.max(t14, axis=(-2, -1))
-            t15 = ext1[..., None, None]
-            t16 = _shift_right(
-                np.cumsum(np.asarray(t14 == t15, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
+            t15 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
+            t16 = np.transpose(ext1, (0, 3, 1, 2))
+            t17 = t16[..., None, None]
+            t18 = _shift_right(
+                np.cumsum(np.asarray(t15 == t17, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
             )
-            t17 = np.sum(np.asarray(t14 == t15, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
-            affine1 = t16 + t18
-        t19 = np.arange(np.shape(grad)[-2])
-        t20 = t19[..., None]
-        t21 = np.arange(ksize[2])
-        t22 = np.shape(input)[-2]
-        t23 = strides[2] * t20 + t21 - _same_padding(t22, ksize[2], strides[2], 1)
-        t24 = _gather(grad_vjp_input, t23, -2)
-        t25 = np.arange(np.shape(grad)[-3])
-        t26 = t25[..., None]
-        t27 = np.arange(ksize[1])
-        t28 = np.shape(input)[-3]
-        t29 = strides[1] * t26 + t27 - _same_padding(t28, ksize[1], strides[1], 1)
-        t30 = _gather(t24, t29, -4)
-        t31 = _gather(input, t23, -2, fill=-np.inf)
-        t32 = _gather(t31, t29, -4, fill=-np.inf)
-        t33 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
-        t34 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
-        t35 = np.transpose(ext1, (0, 2, 3, 1))
-        t36 = t35[..., None, None]
-        t37 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t34 == t36) & (t37 == 0), t33, 0), axis=(-2, -1))
+            t19 = np.sum(np.asarray(t15 == t17, grad_vjp_input.dtype), axis=-1, keepdims=True)
+            t20 = _shift_right(np.cumsum(t19, axis=-2), axis=-2, fill=0)
+            affine1 = t18 + t20
+        t21 = np.arange(np.shape(grad)[-2])
+        t22 = t21[..., None]
+        t23 = np.arange(ksize[2])
+        t24 = np.shape(input)[-2]
+        t25 = strides[2] * t22 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
+        t26 = _gather(grad_vjp_input, t25, -2)
+        t27 = np.arange(np.shape(grad)[-3])
+        t28 = t27[..., None]
+        t29 = np.arange(ksize[1])
+        t30 = np.shape(input)[-3]
+        t31 = strides[1] * t28 + t29 - _same_padding(t30, ksize[1], strides[1], 1)
+        t32 = _gather(t26, t31, -4)
+        t33 = _gather(input, t25, -2, fill=-np.inf)
+        t34 = _gather(t33, t31, -4, fill=-np.inf)
+        t35 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
+        t36 = np.transpose(t34, (0, 1, 3, 5, 2, 4))
+        t37 = ext1[..., None, None]
+        t38 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
+        grad_grad = np.sum(np.where((t36 == t37) & (t38 == 0), t35, 0), axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2Grad: unsupported attributes padding={padding!r}")
     return grad_grad, None

@@ -957,7 +957,6 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         grad_diagonal = t0
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     elif k in (1, -2):
         t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
         t1 = jnp.shape(input)[-2]
@@ -988,9 +987,9 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
             t16 = jnp.asarray(t13, dtype=jnp.int64)
         t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
         grad_diagonal = _gather(t12, t17, -1)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
+    grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     return grad_input, grad_diagonal
 
 
@@ -1113,7 +1112,6 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         grad_diagonal = t0
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     elif k in (1, -2) and align == "RIGHT_LEFT":
         t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
         t1 = jnp.shape(input)[-2]
@@ -1144,7 +1142,6 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
             t16 = jnp.asarray(t13, dtype=jnp.int64)
         t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
         grad_diagonal = _gather(t12, t17, -1)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = t0[..., None]
@@ -1175,7 +1172,6 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
         t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
         grad_diagonal = jnp.where(t5, t18, 0)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = t0[..., None]
@@ -1206,9 +1202,9 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
         t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
         grad_diagonal = jnp.where(t5, t18, 0)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
+    grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     return grad_input, grad_diagonal
 
 

@@ -371,7 +371,6 @@ def matrix_diag_part_v2_grad_grad(
         )
     if k == 0:
         grad_grad = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k in (1, -2):
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
@@ -387,11 +386,11 @@ def matrix_diag_part_v2_grad_grad(
             t6 = np.asarray(t3, dtype=np.int64)
         t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_grad = _gather(t2, t7, -1)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(
             f"MatrixDiagPartV2Grad: unsupported attributes k={k!r}, padding_value={padding_value!r}"
         )
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None
 
 
@@ -583,7 +582,6 @@ def matrix_diag_part_v3_grad_grad(
         )
     if k == 0 and align == "RIGHT_LEFT":
         grad_grad = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k in (1, -2) and align == "RIGHT_LEFT":
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
@@ -599,7 +597,6 @@ def matrix_diag_part_v3_grad_grad(
             t6 = np.asarray(t3, dtype=np.int64)
         t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_grad = _gather(t2, t7, -1)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
@@ -620,7 +617,6 @@ def matrix_diag_part_v3_grad_grad(
         t9 = np.asarray(t7, dtype=np.int64)
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         grad_grad = _gather(t2, t10, -1)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
@@ -634,7 +630,6 @@ def matrix_diag_part_v3_grad_grad(
         t9 = np.asarray(t7, dtype=np.int64)
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         grad_grad = _gather(t2, t10, -1)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
@@ -655,11 +650,11 @@ def matrix_diag_part_v3_grad_grad(
         t9 = np.asarray(t7, dtype=np.int64)
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         grad_grad = _gather(t2, t10, -1)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(
             f"MatrixDiagPartV3Grad: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
         )
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None
 
 
@@ -766,7 +761,6 @@ def matrix_diag_v2_grad_grad(
         t0 = grad_vjp_diagonal[..., None]
         t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
         grad_grad = t0 * t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == 1:
         t0 = np.arange(np.shape(grad)[-2])
         t1 = _gather(grad_vjp_diagonal, t0, -1)
@@ -778,7 +772,6 @@ def matrix_diag_v2_grad_grad(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == -2:
         t0 = np.arange(np.shape(grad)[-2])
         t1 = _gather(grad_vjp_diagonal, t0, -1)
@@ -790,11 +783,11 @@ def matrix_diag_v2_grad_grad(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(
             f"MatrixDiagV2Grad: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
         )
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None
 
 
@@ -1001,7 +994,6 @@ def matrix_diag_v3_grad_grad(
         t0 = grad_vjp_diagonal[..., None]
         t1 = np.eye(np.shape(grad)[-2], dtype=np.result_type(grad))
         grad_grad = t0 * t1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == 1 and align == "RIGHT_LEFT":
         t0 = np.arange(np.shape(grad)[-2])
         t1 = _gather(grad_vjp_diagonal, t0, -1)
@@ -1013,7 +1005,6 @@ def matrix_diag_v3_grad_grad(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == -2 and align == "RIGHT_LEFT":
         t0 = np.arange(np.shape(grad)[-2])
         t1 = _gather(grad_vjp_diagonal, t0, -1)
@@ -1025,7 +1016,6 @@ def matrix_diag_v3_grad_grad(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
@@ -1045,7 +1035,6 @@ def matrix_diag_v3_grad_grad(
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
         grad_grad = np.where(t11, t10, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
@@ -1060,7 +1049,6 @@ def matrix_diag_v3_grad_grad(
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -k[1]) & (-t3 + t4 <= -k[0])
         grad_grad = np.where(t11, t10, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
@@ -1080,11 +1068,11 @@ def matrix_diag_v3_grad_grad(
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
         grad_grad = np.where(t11, t10, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(
             f"MatrixDiagV3Grad: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
         )
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None
 
 
@@ -1153,7 +1141,6 @@ def matrix_set_diag_v2_grad(grad, input, diagonal, *, output=None, k=0):
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         grad_diagonal = t0
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     elif k in (1, -2):
         t0 = np.asarray(-1, dtype=np.result_type(input))
         t1 = np.shape(input)[-2]
@@ -1184,9 +1171,9 @@ def matrix_set_diag_v2_grad(grad, input, diagonal, *, output=None, k=0):
             t16 = np.asarray(t13, dtype=np.int64)
         t17 = np.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
         grad_diagonal = _gather(t12, t17, -1)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
+    grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     return grad_input, grad_diagonal
 
 
@@ -1208,7 +1195,6 @@ def matrix_set_diag_v2_grad_grad(
         t2 = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
         t3 = t2[..., None]
         grad_grad = grad_vjp_input + t0 * t1 - t1 * t3
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == 1:
         t0 = np.arange(np.shape(grad)[-2])
         t1 = _gather(grad_vjp_diagonal, t0, -1)
@@ -1224,7 +1210,6 @@ def matrix_set_diag_v2_grad_grad(
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
         t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
         grad_grad = -grad_vjp_input * t12 + grad_vjp_input + t9
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == -2:
         t0 = np.arange(np.shape(grad)[-2])
         t1 = _gather(grad_vjp_diagonal, t0, -1)
@@ -1243,9 +1228,9 @@ def matrix_set_diag_v2_grad_grad(
         t14 = _scatter_add(t10, t13, 0, t7)  # no gather form: an explicit scatter-add
         t15 = np.reshape(t14, np.shape(t14)[:-1] + (-1, t2))
         grad_grad = -grad_vjp_input * t15 + grad_vjp_input + t9
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"MatrixSetDiagV2Grad: unsupported attributes k={k!r}")
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None, None
 
 
@@ -1358,7 +1343,6 @@ def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="R
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         grad_diagonal = t0
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     elif k in (1, -2) and align == "RIGHT_LEFT":
         t0 = np.asarray(-1, dtype=np.result_type(input))
         t1 = np.shape(input)[-2]
@@ -1389,7 +1373,6 @@ def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="R
             t16 = np.asarray(t13, dtype=np.int64)
         t17 = np.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
         grad_diagonal = _gather(t12, t17, -1)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = np.arange(np.shape(input)[-2])
         t1 = t0[..., None]
@@ -1420,7 +1403,6 @@ def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="R
         t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
         t18 = np.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
         grad_diagonal = np.where(t5, t18, 0)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = np.arange(np.shape(input)[-2])
         t1 = t0[..., None]
@@ -1451,9 +1433,9 @@ def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="R
         t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
         t18 = np.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
         grad_diagonal = np.where(t5, t18, 0)
-        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
+    grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     return grad_input, grad_diagonal
 
 
@@ -1476,7 +1458,6 @@ def matrix_set_diag_v3_grad_grad(
         t2 = np.diagonal(grad_vjp_input, axis1=-2, axis2=-1)
         t3 = t2[..., None]
         grad_grad = grad_vjp_input + t0 * t1 - t1 * t3
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == 1 and align == "RIGHT_LEFT":
         t0 = np.arange(np.shape(grad)[-2])
         t1 = _gather(grad_vjp_diagonal, t0, -1)
@@ -1492,7 +1473,6 @@ def matrix_set_diag_v3_grad_grad(
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
         t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
         grad_grad = -grad_vjp_input * t12 + grad_vjp_input + t9
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == -2 and align == "RIGHT_LEFT":
         t0 = np.arange(np.shape(grad)[-2])
         t1 = _gather(grad_vjp_diagonal, t0, -1)
@@ -1511,7 +1491,6 @@ def matrix_set_diag_v3_grad_grad(
         t14 = _scatter_add(t10, t13, 0, t7)  # no gather form: an explicit scatter-add
         t15 = np.reshape(t14, np.shape(t14)[:-1] + (-1, t2))
         grad_grad = -grad_vjp_input * t15 + grad_vjp_input + t9
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
@@ -1533,7 +1512,6 @@ def matrix_set_diag_v3_grad_grad(
         grad_grad = grad_vjp_input * np.asarray(
             np.where(t11, 0, 1), grad_vjp_input.dtype
         ) + np.where(t11, t10, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
@@ -1550,7 +1528,6 @@ def matrix_set_diag_v3_grad_grad(
         grad_grad = grad_vjp_input * np.asarray(
             np.where(t11, 0, 1), grad_vjp_input.dtype
         ) + np.where(t11, t10, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
@@ -1572,7 +1549,7 @@ def matrix_set_diag_v3_grad_grad(
         grad_grad = grad_vjp_input * np.asarray(
             np.where(t11, 0, 1), grad_vjp_input.dtype
         ) + np.where(t11, t10, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"MatrixSetDiagV3Grad: unsupported attributes k={k!r}, align={align!r}")
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None, None

@@ -1416,7 +1416,6 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, output, *, k=0):
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, input)
         grad_diagonal = t0
-        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     elif k in (1, -2):
         t0 = tf.constant(-1, dtype=input.dtype)
         t1 = tf.shape(input, out_type=tf.int64)[-2]
@@ -1452,9 +1451,9 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, output, *, k=0):
             t16 = tf.cast(t13, tf.int64)
         t17 = tf.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, tf.constant(-1, tf.int64))
         grad_diagonal = _gather(t12, t17, -1)
-        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
+    grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     return grad_input, grad_diagonal
 
 
@@ -1641,7 +1640,6 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_L
         grad_input = grad - t1 * t2
         grad_input = _sum_to_shape(grad_input, input)
         grad_diagonal = t0
-        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     elif k in (1, -2) and align == "RIGHT_LEFT":
         t0 = tf.constant(-1, dtype=input.dtype)
         t1 = tf.shape(input, out_type=tf.int64)[-2]
@@ -1677,7 +1675,6 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_L
             t16 = tf.cast(t13, tf.int64)
         t17 = tf.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, tf.constant(-1, tf.int64))
         grad_diagonal = _gather(t12, t17, -1)
-        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
@@ -1722,7 +1719,6 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_L
             t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
         )
         grad_diagonal = t18 * tf.cast(t5, grad.dtype)
-        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
@@ -1767,9 +1763,9 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_L
             t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
         )
         grad_diagonal = t18 * tf.cast(t5, grad.dtype)
-        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
+    grad_diagonal = _sum_to_shape(grad_diagonal, diagonal)
     return grad_input, grad_diagonal
 
 

@@ -272,7 +272,6 @@ def gather_nd_grad_grad(
     if depth == 1:
         t0 = np.squeeze(indices, axis=-1)
         grad_grad = _gather(grad_vjp_params, t0, -3)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif depth == 2:
         t0 = np.shape(grad_vjp_params)[-3]
         t1 = np.shape(grad_vjp_params)[-2]
@@ -286,9 +285,9 @@ def gather_nd_grad_grad(
         t9 = np.asarray(t7, dtype=np.int64)
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         grad_grad = _gather(t3, t10, -2)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"GatherNdGrad: unsupported attributes depth={depth!r}")
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None, None
 
 

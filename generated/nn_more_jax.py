@@ -378,11 +378,10 @@ def fused_batch_norm_vjp(
         t0 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / jnp.sqrt(epsilon + reserve_space_2)
         grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
-        t1 = jnp.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean
+            - grad_offset * scale / jnp.sqrt(epsilon + reserve_space_2)
             + grad_reserve_space_1
-            - scale * t1 / jnp.sqrt(epsilon + reserve_space_2)
         )
         grad_variance = (
             grad_batch_variance
@@ -602,11 +601,10 @@ def fused_batch_norm_v2_vjp(
         t0 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / jnp.sqrt(epsilon + reserve_space_2)
         grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
-        t1 = jnp.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean
+            - grad_offset * scale / jnp.sqrt(epsilon + reserve_space_2)
             + grad_reserve_space_1
-            - scale * t1 / jnp.sqrt(epsilon + reserve_space_2)
         )
         grad_variance = (
             grad_batch_variance
@@ -834,11 +832,10 @@ def fused_batch_norm_v3_vjp(
         t0 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / jnp.sqrt(epsilon + reserve_space_2)
         grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
-        t1 = jnp.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean
+            - grad_offset * scale / jnp.sqrt(epsilon + reserve_space_2)
             + grad_reserve_space_1
-            - scale * t1 / jnp.sqrt(epsilon + reserve_space_2)
         )
         grad_variance = (
             grad_batch_variance

@@ -155,26 +155,22 @@ def batch_norm_with_global_normalization_grad_grad(
             - grad_vjp_m * t2
             + grad_vjp_t * t2
         )
-        t4 = v + variance_epsilon
-        grad_t = grad * grad_vjp_gamma / np.sqrt(t4) - 1 / 2 * grad_vjp_v * vjp_t / t4
-        t5 = np.sum(vjp_t, axis=(-4, -3, -2))
-        t6 = np.sum(grad, axis=(-4, -3, -2))
-        t7 = v + variance_epsilon
-        grad_m = -grad_vjp_gamma * t6 / np.sqrt(t7) + (1 / 2) * grad_vjp_v * t5 / t7
-        t8 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
-        t9 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
-        t10 = np.sum(vjp_t * (-m + t), axis=(-4, -3, -2))
-        t11 = v + variance_epsilon
-        t12 = 1 / t11
+        grad_t = grad * grad_vjp_gamma / np.sqrt(t0) - 1 / 2 * grad_vjp_v * vjp_t / t0
+        t4 = np.sum(vjp_t, axis=(-4, -3, -2))
+        t5 = np.sum(grad, axis=(-4, -3, -2))
+        grad_m = -grad_vjp_gamma * t5 / np.sqrt(t0) + (1 / 2) * grad_vjp_v * t4 / t0
+        t6 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
+        t7 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
+        t8 = np.sum(vjp_t * (-m + t), axis=(-4, -3, -2))
+        t9 = 1 / t0
         grad_v = (
-            -1 / 2 * grad_vjp_gamma * t9 / t11 ** (3 / 2)
-            + (1 / 2) * grad_vjp_m * t12 * t5
-            + (3 / 4) * grad_vjp_v * t10 / t11**2
-            - 1 / 2 * t12 * t8
+            -1 / 2 * grad_vjp_gamma * t7 / t0 ** (3 / 2)
+            + (1 / 2) * grad_vjp_m * t4 * t9
+            + (3 / 4) * grad_vjp_v * t8 / t0**2
+            - 1 / 2 * t6 * t9
         )
-        t13 = np.sum(grad * grad_vjp_t, axis=(-4, -3, -2))
-        t14 = v + variance_epsilon
-        grad_gamma = (-grad_vjp_m * t6 - 1 / 2 * grad_vjp_v * t9 / t14 + t13) / np.sqrt(t14)
+        t10 = np.sum(grad * grad_vjp_t, axis=(-4, -3, -2))
+        grad_gamma = (-grad_vjp_m * t5 - 1 / 2 * grad_vjp_v * t7 / t0 + t10) / np.sqrt(t0)
     else:
         raise ValueError(
             f"BatchNormWithGlobalNormalizationGrad: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
@@ -422,9 +418,10 @@ def fused_batch_norm_grad(
         t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        t1 = np.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
-            grad_batch_mean + grad_reserve_space_1 - scale * t1 / np.sqrt(epsilon + reserve_space_2)
+            grad_batch_mean
+            - grad_offset * scale / np.sqrt(epsilon + reserve_space_2)
+            + grad_reserve_space_1
         )
         grad_variance = (
             grad_batch_variance
@@ -542,25 +539,21 @@ def fused_batch_norm_grad_grad(
         grad_grad_batch_variance = grad_vjp_variance
         grad_grad_reserve_space_1 = grad_vjp_mean
         grad_grad_reserve_space_2 = grad_vjp_variance
-        t4 = epsilon + variance
-        grad_x = grad_vjp_scale * grad_y / np.sqrt(t4) - 1 / 2 * grad_vjp_variance * vjp_x / t4
-        t5 = np.sum(grad_y, axis=(-4, -3, -2))
-        t6 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
-        t7 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t8 = epsilon + variance
-        grad_scale = (-grad_vjp_mean * t5 - 1 / 2 * grad_vjp_variance * t6 / t8 + t7) / np.sqrt(t8)
-        t9 = np.sum(vjp_x, axis=(-4, -3, -2))
-        t10 = epsilon + variance
-        grad_mean = -grad_vjp_scale * t5 / np.sqrt(t10) + (1 / 2) * grad_vjp_variance * t9 / t10
-        t11 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
-        t12 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
-        t13 = epsilon + variance
-        t14 = (1 / 2) / t13
+        grad_x = grad_vjp_scale * grad_y / np.sqrt(t0) - 1 / 2 * grad_vjp_variance * vjp_x / t0
+        t4 = np.sum(grad_y, axis=(-4, -3, -2))
+        t5 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
+        t6 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        grad_scale = (-grad_vjp_mean * t4 - 1 / 2 * grad_vjp_variance * t5 / t0 + t6) / np.sqrt(t0)
+        t7 = np.sum(vjp_x, axis=(-4, -3, -2))
+        grad_mean = -grad_vjp_scale * t4 / np.sqrt(t0) + (1 / 2) * grad_vjp_variance * t7 / t0
+        t8 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
+        t9 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
+        t10 = (1 / 2) / t0
         grad_variance = (
-            grad_vjp_mean * t14 * t9
-            - 1 / 2 * grad_vjp_scale * t6 / t13 ** (3 / 2)
-            + (3 / 4) * grad_vjp_variance * t12 / t13**2
-            - t11 * t14
+            grad_vjp_mean * t10 * t7
+            - 1 / 2 * grad_vjp_scale * t5 / t0 ** (3 / 2)
+            + (3 / 4) * grad_vjp_variance * t9 / t0**2
+            - t10 * t8
         )
     elif is_training:
         if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
@@ -611,51 +604,48 @@ def fused_batch_norm_grad_grad(
             )
             / t22 ** (3 / 2)
         )
-        t24 = batch_variance_ + epsilon
-        t25 = 1 / np.sqrt(t24)
-        t26 = scale * t25
-        t27 = -batch_mean_ + x
+        t24 = 1 / np.sqrt(t22)
+        t25 = scale * t24
+        t26 = -batch_mean_ + x
         grad_grad_y = (
-            -grad_vjp_batch_mean_ * t26
-            - 1 / 2 * grad_vjp_batch_variance_ * scale * t27 / t24 ** (3 / 2)
+            -grad_vjp_batch_mean_ * t25
+            - 1 / 2 * grad_vjp_batch_variance_ * scale * t26 / t22 ** (3 / 2)
             + grad_vjp_offset
-            + grad_vjp_scale * t25 * t27
-            + grad_vjp_x * t26
+            + grad_vjp_scale * t24 * t26
+            + grad_vjp_x * t25
         )
         grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
             1 - exponential_avg_factor
         )
-        t28 = t10 * t11 * t12
-        grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t28 / (
-            t28 - 1
+        t27 = t10 * t11 * t12
+        grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t27 / (
+            t27 - 1
         ) + grad_vjp_variance * (1 - exponential_avg_factor)
         grad_grad_reserve_space_1 = grad_vjp_batch_mean_
         grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t29 = np.sum(t15, axis=(-3, -2, -1))
-        t30 = np.sum(t16, axis=(-3, -2, -1))
-        t31 = np.sum(t18, axis=(-3, -2, -1))
-        t32 = batch_variance_ + epsilon
-        t33 = grad_vjp_scale / np.sqrt(t32)
-        t34 = (1 / 2) * grad_vjp_batch_variance_ * scale / t32 ** (3 / 2)
-        t35 = 2 * vjp_batch_variance_
-        t36 = 1 / (t10 * t11 * t12)
-        t37 = 1 / (t10**2 * t11**2 * t12**2)
-        t38 = 2 * grad_batch_variance_
-        t39 = t31 * t36
+        t28 = np.sum(t15, axis=(-3, -2, -1))
+        t29 = np.sum(t16, axis=(-3, -2, -1))
+        t30 = np.sum(t18, axis=(-3, -2, -1))
+        t31 = grad_vjp_scale / np.sqrt(t22)
+        t32 = (1 / 2) * grad_vjp_batch_variance_ * scale / t22 ** (3 / 2)
+        t33 = 2 * vjp_batch_variance_
+        t34 = 1 / (t10 * t11 * t12)
+        t35 = 1 / (t10**2 * t11**2 * t12**2)
+        t36 = 2 * grad_batch_variance_
+        t37 = t30 * t34
         grad_x = (
-            grad_vjp_x * t35 * t36
-            + grad_y * t33
-            - grad_y * t34
-            - t30 * t35 * t37
-            - t33 * t39
-            + t34 * t39
-            + t36 * t38 * (-batch_mean_ + x)
-            - t37 * t38 * (-batch_mean_ * t10 * t11 * t12 + t29)
+            grad_vjp_x * t33 * t34
+            + grad_y * t31
+            - grad_y * t32
+            - t29 * t33 * t35
+            - t31 * t37
+            + t32 * t37
+            + t34 * t36 * (-batch_mean_ + x)
+            - t35 * t36 * (-batch_mean_ * t10 * t11 * t12 + t28)
         )
-        t40 = batch_variance_ + epsilon
         grad_scale = (
-            -grad_vjp_batch_mean_ * t21 - 1 / 2 * grad_vjp_batch_variance_ * t19 / t40 + t20
-        ) / np.sqrt(t40)
+            -grad_vjp_batch_mean_ * t21 - 1 / 2 * grad_vjp_batch_variance_ * t19 / t22 + t20
+        ) / np.sqrt(t22)
         grad_mean = None
         grad_variance = None
     else:
@@ -812,9 +802,10 @@ def fused_batch_norm_v2_grad(
         t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        t1 = np.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
-            grad_batch_mean + grad_reserve_space_1 - scale * t1 / np.sqrt(epsilon + reserve_space_2)
+            grad_batch_mean
+            - grad_offset * scale / np.sqrt(epsilon + reserve_space_2)
+            + grad_reserve_space_1
         )
         grad_variance = (
             grad_batch_variance
@@ -932,25 +923,21 @@ def fused_batch_norm_v2_grad_grad(
         grad_grad_batch_variance = grad_vjp_variance
         grad_grad_reserve_space_1 = grad_vjp_mean
         grad_grad_reserve_space_2 = grad_vjp_variance
-        t4 = epsilon + variance
-        grad_x = grad_vjp_scale * grad_y / np.sqrt(t4) - 1 / 2 * grad_vjp_variance * vjp_x / t4
-        t5 = np.sum(grad_y, axis=(-4, -3, -2))
-        t6 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
-        t7 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t8 = epsilon + variance
-        grad_scale = (-grad_vjp_mean * t5 - 1 / 2 * grad_vjp_variance * t6 / t8 + t7) / np.sqrt(t8)
-        t9 = np.sum(vjp_x, axis=(-4, -3, -2))
-        t10 = epsilon + variance
-        grad_mean = -grad_vjp_scale * t5 / np.sqrt(t10) + (1 / 2) * grad_vjp_variance * t9 / t10
-        t11 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
-        t12 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
-        t13 = epsilon + variance
-        t14 = (1 / 2) / t13
+        grad_x = grad_vjp_scale * grad_y / np.sqrt(t0) - 1 / 2 * grad_vjp_variance * vjp_x / t0
+        t4 = np.sum(grad_y, axis=(-4, -3, -2))
+        t5 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
+        t6 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        grad_scale = (-grad_vjp_mean * t4 - 1 / 2 * grad_vjp_variance * t5 / t0 + t6) / np.sqrt(t0)
+        t7 = np.sum(vjp_x, axis=(-4, -3, -2))
+        grad_mean = -grad_vjp_scale * t4 / np.sqrt(t0) + (1 / 2) * grad_vjp_variance * t7 / t0
+        t8 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
+        t9 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
+        t10 = (1 / 2) / t0
         grad_variance = (
-            grad_vjp_mean * t14 * t9
-            - 1 / 2 * grad_vjp_scale * t6 / t13 ** (3 / 2)
-            + (3 / 4) * grad_vjp_variance * t12 / t13**2
-            - t11 * t14
+            grad_vjp_mean * t10 * t7
+            - 1 / 2 * grad_vjp_scale * t5 / t0 ** (3 / 2)
+            + (3 / 4) * grad_vjp_variance * t9 / t0**2
+            - t10 * t8
         )
     elif is_training:
         if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
@@ -1001,51 +988,48 @@ def fused_batch_norm_v2_grad_grad(
             )
             / t22 ** (3 / 2)
         )
-        t24 = batch_variance_ + epsilon
-        t25 = 1 / np.sqrt(t24)
-        t26 = scale * t25
-        t27 = -batch_mean_ + x
+        t24 = 1 / np.sqrt(t22)
+        t25 = scale * t24
+        t26 = -batch_mean_ + x
         grad_grad_y = (
-            -grad_vjp_batch_mean_ * t26
-            - 1 / 2 * grad_vjp_batch_variance_ * scale * t27 / t24 ** (3 / 2)
+            -grad_vjp_batch_mean_ * t25
+            - 1 / 2 * grad_vjp_batch_variance_ * scale * t26 / t22 ** (3 / 2)
             + grad_vjp_offset
-            + grad_vjp_scale * t25 * t27
-            + grad_vjp_x * t26
+            + grad_vjp_scale * t24 * t26
+            + grad_vjp_x * t25
         )
         grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
             1 - exponential_avg_factor
         )
-        t28 = t10 * t11 * t12
-        grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t28 / (
-            t28 - 1
+        t27 = t10 * t11 * t12
+        grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t27 / (
+            t27 - 1
         ) + grad_vjp_variance * (1 - exponential_avg_factor)
         grad_grad_reserve_space_1 = grad_vjp_batch_mean_
         grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t29 = np.sum(t15, axis=(-3, -2, -1))
-        t30 = np.sum(t16, axis=(-3, -2, -1))
-        t31 = np.sum(t18, axis=(-3, -2, -1))
-        t32 = batch_variance_ + epsilon
-        t33 = grad_vjp_scale / np.sqrt(t32)
-        t34 = (1 / 2) * grad_vjp_batch_variance_ * scale / t32 ** (3 / 2)
-        t35 = 2 * vjp_batch_variance_
-        t36 = 1 / (t10 * t11 * t12)
-        t37 = 1 / (t10**2 * t11**2 * t12**2)
-        t38 = 2 * grad_batch_variance_
-        t39 = t31 * t36
+        t28 = np.sum(t15, axis=(-3, -2, -1))
+        t29 = np.sum(t16, axis=(-3, -2, -1))
+        t30 = np.sum(t18, axis=(-3, -2, -1))
+        t31 = grad_vjp_scale / np.sqrt(t22)
+        t32 = (1 / 2) * grad_vjp_batch_variance_ * scale / t22 ** (3 / 2)
+        t33 = 2 * vjp_batch_variance_
+        t34 = 1 / (t10 * t11 * t12)
+        t35 = 1 / (t10**2 * t11**2 * t12**2)
+        t36 = 2 * grad_batch_variance_
+        t37 = t30 * t34
         grad_x = (
-            grad_vjp_x * t35 * t36
-            + grad_y * t33
-            - grad_y * t34
-            - t30 * t35 * t37
-            - t33 * t39
-            + t34 * t39
-            + t36 * t38 * (-batch_mean_ + x)
-            - t37 * t38 * (-batch_mean_ * t10 * t11 * t12 + t29)
+            grad_vjp_x * t33 * t34
+            + grad_y * t31
+            - grad_y * t32
+            - t29 * t33 * t35
+            - t31 * t37
+            + t32 * t37
+            + t34 * t36 * (-batch_mean_ + x)
+            - t35 * t36 * (-batch_mean_ * t10 * t11 * t12 + t28)
         )
-        t40 = batch_variance_ + epsilon
         grad_scale = (
-            -grad_vjp_batch_mean_ * t21 - 1 / 2 * grad_vjp_batch_variance_ * t19 / t40 + t20
-        ) / np.sqrt(t40)
+            -grad_vjp_batch_mean_ * t21 - 1 / 2 * grad_vjp_batch_variance_ * t19 / t22 + t20
+        ) / np.sqrt(t22)
         grad_mean = None
         grad_variance = None
     else:
@@ -1210,9 +1194,10 @@ def fused_batch_norm_v3_grad(
         t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        t1 = np.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
-            grad_batch_mean + grad_reserve_space_1 - scale * t1 / np.sqrt(epsilon + reserve_space_2)
+            grad_batch_mean
+            - grad_offset * scale / np.sqrt(epsilon + reserve_space_2)
+            + grad_reserve_space_1
         )
         grad_variance = (
             grad_batch_variance
@@ -1332,25 +1317,21 @@ def fused_batch_norm_v3_grad_grad(
         grad_grad_batch_variance = grad_vjp_variance
         grad_grad_reserve_space_1 = grad_vjp_mean
         grad_grad_reserve_space_2 = grad_vjp_variance
-        t4 = epsilon + variance
-        grad_x = grad_vjp_scale * grad_y / np.sqrt(t4) - 1 / 2 * grad_vjp_variance * vjp_x / t4
-        t5 = np.sum(grad_y, axis=(-4, -3, -2))
-        t6 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
-        t7 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t8 = epsilon + variance
-        grad_scale = (-grad_vjp_mean * t5 - 1 / 2 * grad_vjp_variance * t6 / t8 + t7) / np.sqrt(t8)
-        t9 = np.sum(vjp_x, axis=(-4, -3, -2))
-        t10 = epsilon + variance
-        grad_mean = -grad_vjp_scale * t5 / np.sqrt(t10) + (1 / 2) * grad_vjp_variance * t9 / t10
-        t11 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
-        t12 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
-        t13 = epsilon + variance
-        t14 = (1 / 2) / t13
+        grad_x = grad_vjp_scale * grad_y / np.sqrt(t0) - 1 / 2 * grad_vjp_variance * vjp_x / t0
+        t4 = np.sum(grad_y, axis=(-4, -3, -2))
+        t5 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
+        t6 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        grad_scale = (-grad_vjp_mean * t4 - 1 / 2 * grad_vjp_variance * t5 / t0 + t6) / np.sqrt(t0)
+        t7 = np.sum(vjp_x, axis=(-4, -3, -2))
+        grad_mean = -grad_vjp_scale * t4 / np.sqrt(t0) + (1 / 2) * grad_vjp_variance * t7 / t0
+        t8 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
+        t9 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
+        t10 = (1 / 2) / t0
         grad_variance = (
-            grad_vjp_mean * t14 * t9
-            - 1 / 2 * grad_vjp_scale * t6 / t13 ** (3 / 2)
-            + (3 / 4) * grad_vjp_variance * t12 / t13**2
-            - t11 * t14
+            grad_vjp_mean * t10 * t7
+            - 1 / 2 * grad_vjp_scale * t5 / t0 ** (3 / 2)
+            + (3 / 4) * grad_vjp_variance * t9 / t0**2
+            - t10 * t8
         )
     elif is_training:
         if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
@@ -1401,51 +1382,48 @@ def fused_batch_norm_v3_grad_grad(
             )
             / t22 ** (3 / 2)
         )
-        t24 = batch_variance_ + epsilon
-        t25 = 1 / np.sqrt(t24)
-        t26 = scale * t25
-        t27 = -batch_mean_ + x
+        t24 = 1 / np.sqrt(t22)
+        t25 = scale * t24
+        t26 = -batch_mean_ + x
         grad_grad_y = (
-            -grad_vjp_batch_mean_ * t26
-            - 1 / 2 * grad_vjp_batch_variance_ * scale * t27 / t24 ** (3 / 2)
+            -grad_vjp_batch_mean_ * t25
+            - 1 / 2 * grad_vjp_batch_variance_ * scale * t26 / t22 ** (3 / 2)
             + grad_vjp_offset
-            + grad_vjp_scale * t25 * t27
-            + grad_vjp_x * t26
+            + grad_vjp_scale * t24 * t26
+            + grad_vjp_x * t25
         )
         grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
             1 - exponential_avg_factor
         )
-        t28 = t10 * t11 * t12
-        grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t28 / (
-            t28 - 1
+        t27 = t10 * t11 * t12
+        grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t27 / (
+            t27 - 1
         ) + grad_vjp_variance * (1 - exponential_avg_factor)
         grad_grad_reserve_space_1 = grad_vjp_batch_mean_
         grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t29 = np.sum(t15, axis=(-3, -2, -1))
-        t30 = np.sum(t16, axis=(-3, -2, -1))
-        t31 = np.sum(t18, axis=(-3, -2, -1))
-        t32 = batch_variance_ + epsilon
-        t33 = grad_vjp_scale / np.sqrt(t32)
-        t34 = (1 / 2) * grad_vjp_batch_variance_ * scale / t32 ** (3 / 2)
-        t35 = 2 * vjp_batch_variance_
-        t36 = 1 / (t10 * t11 * t12)
-        t37 = 1 / (t10**2 * t11**2 * t12**2)
-        t38 = 2 * grad_batch_variance_
-        t39 = t31 * t36
+        t28 = np.sum(t15, axis=(-3, -2, -1))
+        t29 = np.sum(t16, axis=(-3, -2, -1))
+        t30 = np.sum(t18, axis=(-3, -2, -1))
+        t31 = grad_vjp_scale / np.sqrt(t22)
+        t32 = (1 / 2) * grad_vjp_batch_variance_ * scale / t22 ** (3 / 2)
+        t33 = 2 * vjp_batch_variance_
+        t34 = 1 / (t10 * t11 * t12)
+        t35 = 1 / (t10**2 * t11**2 * t12**2)
+        t36 = 2 * grad_batch_variance_
+        t37 = t30 * t34
         grad_x = (
-            grad_vjp_x * t35 * t36
-            + grad_y * t33
-            - grad_y * t34
-            - t30 * t35 * t37
-            - t33 * t39
-            + t34 * t39
-            + t36 * t38 * (-batch_mean_ + x)
-            - t37 * t38 * (-batch_mean_ * t10 * t11 * t12 + t29)
+            grad_vjp_x * t33 * t34
+            + grad_y * t31
+            - grad_y * t32
+            - t29 * t33 * t35
+            - t31 * t37
+            + t32 * t37
+            + t34 * t36 * (-batch_mean_ + x)
+            - t35 * t36 * (-batch_mean_ * t10 * t11 * t12 + t28)
         )
-        t40 = batch_variance_ + epsilon
         grad_scale = (
-            -grad_vjp_batch_mean_ * t21 - 1 / 2 * grad_vjp_batch_variance_ * t19 / t40 + t20
-        ) / np.sqrt(t40)
+            -grad_vjp_batch_mean_ * t21 - 1 / 2 * grad_vjp_batch_variance_ * t19 / t22 + t20
+        ) / np.sqrt(t22)
         grad_mean = None
         grad_variance = None
     else:

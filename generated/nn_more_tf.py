@@ -494,11 +494,10 @@ def fused_batch_norm_vjp(
         t0 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
         grad_scale = t0 / tf.math.sqrt(epsilon + reserve_space_2)
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        t1 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         grad_mean = (
             grad_batch_mean
+            - grad_offset * scale / tf.math.sqrt(epsilon + reserve_space_2)
             + grad_reserve_space_1
-            - scale * t1 / tf.math.sqrt(epsilon + reserve_space_2)
         )
         grad_variance = (
             grad_batch_variance
@@ -735,11 +734,10 @@ def fused_batch_norm_v2_vjp(
         t0 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
         grad_scale = t0 / tf.math.sqrt(epsilon + reserve_space_2)
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        t1 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         grad_mean = (
             grad_batch_mean
+            - grad_offset * scale / tf.math.sqrt(epsilon + reserve_space_2)
             + grad_reserve_space_1
-            - scale * t1 / tf.math.sqrt(epsilon + reserve_space_2)
         )
         grad_variance = (
             grad_batch_variance
@@ -984,11 +982,10 @@ def fused_batch_norm_v3_vjp(
         t0 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
         grad_scale = t0 / tf.math.sqrt(epsilon + reserve_space_2)
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        t1 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         grad_mean = (
             grad_batch_mean
+            - grad_offset * scale / tf.math.sqrt(epsilon + reserve_space_2)
             + grad_reserve_space_1
-            - scale * t1 / tf.math.sqrt(epsilon + reserve_space_2)
         )
         grad_variance = (
             grad_batch_variance

@@ -430,11 +430,10 @@ def fused_batch_norm_vjp(
         t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
         grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        t1 = torch.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean
+            - grad_offset * scale / torch.sqrt(epsilon + reserve_space_2)
             + grad_reserve_space_1
-            - scale * t1 / torch.sqrt(epsilon + reserve_space_2)
         )
         grad_variance = (
             grad_batch_variance
@@ -657,11 +656,10 @@ def fused_batch_norm_v2_vjp(
         t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
         grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        t1 = torch.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean
+            - grad_offset * scale / torch.sqrt(epsilon + reserve_space_2)
             + grad_reserve_space_1
-            - scale * t1 / torch.sqrt(epsilon + reserve_space_2)
         )
         grad_variance = (
             grad_batch_variance
@@ -892,11 +890,10 @@ def fused_batch_norm_v3_vjp(
         t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
         grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        t1 = torch.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = (
             grad_batch_mean
+            - grad_offset * scale / torch.sqrt(epsilon + reserve_space_2)
             + grad_reserve_space_1
-            - scale * t1 / torch.sqrt(epsilon + reserve_space_2)
         )
         grad_variance = (
             grad_batch_variance

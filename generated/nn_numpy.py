@@ -291,19 +291,18 @@ def softmax_cross_entropy_with_logits_grad_grad(
     t14 = np.sum(
         2 * grad_backprop * np.exp(features - t3) / t6 - labels * t10, axis=-1, keepdims=True
     )
-    t15 = np.exp(features - t3)
-    t16 = grad_vjp_features * t15
-    t17 = t15 / t6**2
-    t18 = 1 / t6
-    t19 = t17 * t8
+    t15 = grad_vjp_features * t9
+    t16 = t9 / t6**2
+    t17 = 1 / t6
+    t18 = t16 * t8
     grad_features = (
-        grad_backprop * t16 * t18
-        - grad_backprop * t19
+        grad_backprop * t15 * t17
+        - grad_backprop * t18
         - grad_vjp_labels * t10
-        + t10 * t13 * t15 * t18
-        + t11 * t16
-        - t12 * t17
-        + t14 * t19
+        + t10 * t13 * t17 * t9
+        + t11 * t15
+        - t12 * t16
+        + t14 * t18
     )
     grad_labels = t10 * (-grad_vjp_features + t8 / t6)
     return grad_grad_loss, grad_grad_backprop, grad_features, grad_labels

@@ -150,15 +150,13 @@ def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
     """Mean's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
-        t0 = jnp.shape(input)[axis]
         t1 = jnp.sum(input, axis=axis)
-        output = t1 / t0
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = jnp.shape(input)[axis]
         t1 = jnp.sum(input, axis=axis, keepdims=True)
-        output = t1 / t0
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    t0 = jnp.shape(input)[axis]
+    output = t1 / t0
     return output
 
 
@@ -705,7 +703,6 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
             ),
             axis=axis,
         )
-        grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
     elif axis in (-1, -2, -3) and reverse:
         t0 = jnp.logaddexp.accumulate(
             jnp.where(
@@ -723,11 +720,11 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
             ),
             axis=axis,
         )
-        grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
         )
+    grad_x = -jnp.exp(t0 + x) + jnp.exp(t1 + x)
     return (grad_x,)
 
 

@@ -110,14 +110,12 @@ def reduce_sum_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
         grad_grad = np.sum(grad_vjp_input, axis=axis)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -1 and keep_dims:
         t0 = 0
         t1 = np.arange(np.shape(grad)[-1])
         t2 = t1 == t0
         t3 = np.sum(grad_vjp_input, axis=-1, keepdims=True)
         grad_grad = np.where(t2, t3, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis in (-2, -3) and keep_dims:
         t0 = 0
         t1 = np.arange(np.shape(grad)[axis])
@@ -128,9 +126,9 @@ def reduce_sum_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-1
             t3 = t2[..., None, None]
         t4 = np.sum(grad_vjp_input, axis=axis, keepdims=True)
         grad_grad = np.where(t3, t4, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"SumGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None
 
 
@@ -138,15 +136,13 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
     """Mean: Mean over one axis (declared at ops/reductions.py:43)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
-        t0 = np.shape(input)[axis]
         t1 = np.sum(input, axis=axis)
-        output = t1 / t0
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = np.shape(input)[axis]
         t1 = np.sum(input, axis=axis, keepdims=True)
-        output = t1 / t0
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    t0 = np.shape(input)[axis]
+    output = t1 / t0
     return output
 
 
@@ -185,7 +181,6 @@ def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         t0 = np.shape(input)[axis]
         t1 = np.sum(grad_vjp_input, axis=axis)
         grad_grad = t1 / t0
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -1 and keep_dims:
         t0 = np.shape(input)[-1]
         t1 = 0
@@ -193,7 +188,6 @@ def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         t3 = t2 == t1
         t4 = np.sum(grad_vjp_input, axis=-1, keepdims=True)
         grad_grad = np.where(t3, t4 / t0, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis in (-2, -3) and keep_dims:
         t0 = np.shape(input)[axis]
         t1 = 0
@@ -205,9 +199,9 @@ def reduce_mean_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
             t4 = t3[..., None, None]
         t5 = np.sum(grad_vjp_input, axis=axis, keepdims=True)
         grad_grad = np.where(t4, t5 / t0, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"MeanGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None
 
 
@@ -298,7 +292,6 @@ def euclidean_norm_grad_grad(
         grad_input = 2 * grad_vjp_input * t1 + 2 * input * t2 * t3 * np.where(
             np.sqrt(t4) == 0, 0, -(1 / 4) / t4 ** (3 / 2)
         )
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
     elif axis == -1 and keep_dims:
         if sum1 is None or vjp_sum1 is None:
             sum1 = np.sum(input**2, axis=-1)
@@ -318,7 +311,6 @@ def euclidean_norm_grad_grad(
             2 * grad * input * t2 * np.where(np.sqrt(t6) == 0, 0, -(1 / 4) / t6 ** (3 / 2))
             + 2 * grad_vjp_input * t7
         )
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
     elif axis == -2 and not keep_dims:
         if sum1 is None or vjp_sum1 is None:
             sum1 = np.sum(input**2, axis=-2)
@@ -334,7 +326,6 @@ def euclidean_norm_grad_grad(
         grad_input = 2 * grad_vjp_input * t1 + 2 * input * t2 * t3 * np.where(
             np.sqrt(t4) == 0, 0, -(1 / 4) / t4 ** (3 / 2)
         )
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
     elif axis in (-2, -3) and keep_dims:
         if sum1 is None or vjp_sum1 is None:
             sum1 = np.sum(input**2, axis=axis)
@@ -365,7 +356,6 @@ def euclidean_norm_grad_grad(
             2 * grad * input * t2 * np.where(np.sqrt(t7) == 0, 0, -(1 / 4) / t7 ** (3 / 2))
             + 2 * grad_vjp_input * t8
         )
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
     elif axis == -3 and not keep_dims:
         if sum1 is None or vjp_sum1 is None:
             sum1 = np.sum(input**2, axis=-3)
@@ -381,11 +371,11 @@ def euclidean_norm_grad_grad(
         grad_input = 2 * grad_vjp_input * t1 + 2 * input * t2 * t3 * np.where(
             np.sqrt(t4) == 0, 0, -(1 / 4) / t4 ** (3 / 2)
         )
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
     else:
         raise ValueError(
             f"EuclideanNormGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}"
         )
+    grad_input = _sum_to_shape(grad_input, np.shape(input))
     return grad_grad, grad_input
 
 
@@ -490,23 +480,20 @@ def cumsum_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None, axis=-1, exclusive=Fals
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
         grad_grad = np.cumsum(grad_vjp_x, axis=axis)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis in (-1, -2, -3) and not exclusive and reverse:
         grad_grad = np.flip(np.cumsum(np.flip(grad_vjp_x, axis=axis), axis=axis), axis=axis)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis in (-1, -2, -3) and exclusive and not reverse:
         grad_grad = _shift_right(np.cumsum(grad_vjp_x, axis=axis), axis=axis, fill=0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis in (-1, -2, -3) and exclusive and reverse:
         grad_grad = np.flip(
             _shift_right(np.cumsum(np.flip(grad_vjp_x, axis=axis), axis=axis), axis=axis, fill=0),
             axis=axis,
         )
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(
             f"CumsumGrad: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
         )
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None
 
 
@@ -577,16 +564,9 @@ def reduce_prod_grad_grad(
         grad_prod2 = grad_vjp_input * prod1 * t0
         grad_prod1 = grad_vjp_input * prod2 * t0
         grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=axis)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t1 = _linear_scan(grad_prod1, input, axis=axis, exclusive=True, reverse=True)
-        t2 = _shift_right(np.cumprod(input, axis=axis), axis=axis, fill=1)
-        t3 = _linear_scan(grad_prod2, input, axis=axis, exclusive=True)
-        t4 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=axis), axis=axis), axis=axis, fill=1),
-            axis=axis,
-        )
-        grad_input = t1 * t2 + t3 * t4
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t2 = _linear_scan(grad_prod2, input, axis=axis, exclusive=True)
+        grad_input = prod1 * t1 + prod2 * t2
     elif axis == -1 and keep_dims:
         if prod1 is None or prod2 is None:
             prod1 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
@@ -600,15 +580,9 @@ def reduce_prod_grad_grad(
         t2 = t1 == t0
         t3 = np.sum(grad_vjp_input * prod1 * prod2, axis=-1, keepdims=True)
         grad_grad = np.where(t2, t3, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t4 = _linear_scan(grad_prod1, input, axis=-1, exclusive=True, reverse=True)
-        t5 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
-        t6 = _linear_scan(grad_prod2, input, axis=-1, exclusive=True)
-        t7 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
-        )
-        grad_input = t4 * t5 + t6 * t7
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t5 = _linear_scan(grad_prod2, input, axis=-1, exclusive=True)
+        grad_input = prod1 * t4 + prod2 * t5
     elif axis in (-2, -3) and keep_dims:
         if prod1 is None or prod2 is None:
             prod1 = _shift_right(np.cumprod(input, axis=axis), axis=axis, fill=1)
@@ -627,18 +601,13 @@ def reduce_prod_grad_grad(
             t3 = t2[..., None, None]
         t4 = np.sum(grad_vjp_input * prod1 * prod2, axis=axis, keepdims=True)
         grad_grad = np.where(t3, t4, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t5 = _linear_scan(grad_prod1, input, axis=axis, exclusive=True, reverse=True)
-        t6 = _shift_right(np.cumprod(input, axis=axis), axis=axis, fill=1)
-        t7 = _linear_scan(grad_prod2, input, axis=axis, exclusive=True)
-        t8 = np.flip(
-            _shift_right(np.cumprod(np.flip(input, axis=axis), axis=axis), axis=axis, fill=1),
-            axis=axis,
-        )
-        grad_input = t5 * t6 + t7 * t8
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
+        t6 = _linear_scan(grad_prod2, input, axis=axis, exclusive=True)
+        grad_input = prod1 * t5 + prod2 * t6
     else:
         raise ValueError(f"ProdGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    grad_input = _sum_to_shape(grad_input, np.shape(input))
     return grad_grad, grad_input
 
 
@@ -702,7 +671,6 @@ def reduce_max_grad_grad(
         t1 = ext1[..., None]
         t2 = np.sum(np.where(input == t1, grad_vjp_input, 0), axis=-1)
         grad_grad = t2 / sum1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -1 and keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.max(input, axis=-1)
@@ -715,7 +683,6 @@ def reduce_max_grad_grad(
         t5 = ext1[..., None]
         t6 = np.sum(np.where(input == t5, grad_vjp_input, 0), axis=-1, keepdims=True)
         grad_grad = np.where(t4, t6 / t1, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2 and not keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.max(input, axis=-2)
@@ -724,7 +691,6 @@ def reduce_max_grad_grad(
         t1 = ext1[..., None, :]
         t2 = np.sum(np.where(input == t1, grad_vjp_input, 0), axis=-2)
         grad_grad = t2 / sum1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2 and keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.max(input, axis=-2)
@@ -738,7 +704,6 @@ def reduce_max_grad_grad(
         t6 = ext1[..., None, :]
         t7 = np.sum(np.where(input == t6, grad_vjp_input, 0), axis=-2, keepdims=True)
         grad_grad = np.where(t5, t7 / t1, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3 and not keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.max(input, axis=-3)
@@ -747,7 +712,6 @@ def reduce_max_grad_grad(
         t1 = ext1[..., None, :, :]
         t2 = np.sum(np.where(input == t1, grad_vjp_input, 0), axis=-3)
         grad_grad = t2 / sum1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3 and keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.max(input, axis=-3)
@@ -761,9 +725,9 @@ def reduce_max_grad_grad(
         t6 = ext1[..., None, :, :]
         t7 = np.sum(np.where(input == t6, grad_vjp_input, 0), axis=-3, keepdims=True)
         grad_grad = np.where(t5, t7 / t1, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"MaxGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None
 
 
@@ -827,7 +791,6 @@ def reduce_min_grad_grad(
         t1 = ext1[..., None]
         t2 = np.sum(np.where(input == t1, grad_vjp_input, 0), axis=-1)
         grad_grad = t2 / sum1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -1 and keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.min(input, axis=-1)
@@ -840,7 +803,6 @@ def reduce_min_grad_grad(
         t5 = ext1[..., None]
         t6 = np.sum(np.where(input == t5, grad_vjp_input, 0), axis=-1, keepdims=True)
         grad_grad = np.where(t4, t6 / t1, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2 and not keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.min(input, axis=-2)
@@ -849,7 +811,6 @@ def reduce_min_grad_grad(
         t1 = ext1[..., None, :]
         t2 = np.sum(np.where(input == t1, grad_vjp_input, 0), axis=-2)
         grad_grad = t2 / sum1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -2 and keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.min(input, axis=-2)
@@ -863,7 +824,6 @@ def reduce_min_grad_grad(
         t6 = ext1[..., None, :]
         t7 = np.sum(np.where(input == t6, grad_vjp_input, 0), axis=-2, keepdims=True)
         grad_grad = np.where(t5, t7 / t1, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3 and not keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.min(input, axis=-3)
@@ -872,7 +832,6 @@ def reduce_min_grad_grad(
         t1 = ext1[..., None, :, :]
         t2 = np.sum(np.where(input == t1, grad_vjp_input, 0), axis=-3)
         grad_grad = t2 / sum1
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == -3 and keep_dims:
         if ext1 is None or sum1 is None:
             ext1 = np.min(input, axis=-3)
@@ -886,9 +845,9 @@ def reduce_min_grad_grad(
         t6 = ext1[..., None, :, :]
         t7 = np.sum(np.where(input == t6, grad_vjp_input, 0), axis=-3, keepdims=True)
         grad_grad = np.where(t5, t7 / t1, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"MinGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None
 
 
@@ -1004,12 +963,9 @@ def cumprod_grad_grad(
         t3 = _linear_scan(grad, t2, axis=axis, reverse=True)
         grad_prod1 = grad_vjp_x * t3
         grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t4 = _linear_scan(grad_prod1, x, axis=axis, exclusive=True, reverse=True)
-        t5 = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
-        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True)
-        grad_x = t3 * t6 + t4 * t5
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        t5 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True)
+        grad_x = prod1 * t4 + t3 * t5
     elif axis in (-1, -2, -3) and not exclusive and reverse:
         if prod1 is None:
             prod1 = np.flip(
@@ -1022,26 +978,18 @@ def cumprod_grad_grad(
         t3 = _linear_scan(grad, t2, axis=axis)
         grad_prod1 = grad_vjp_x * t3
         grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis, reverse=True)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t4 = _linear_scan(grad_prod1, x, axis=axis, exclusive=True)
-        t5 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis, fill=1), axis=axis
-        )
-        t6 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True, reverse=True)
-        grad_x = t3 * t6 + t4 * t5
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        t5 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True, reverse=True)
+        grad_x = prod1 * t4 + t3 * t5
     elif axis in (-1, -2, -3) and exclusive and not reverse:
         if prod1 is None:
             prod1 = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
         t0 = _linear_scan(grad, x, axis=axis, exclusive=True, reverse=True)
         grad_prod1 = grad_vjp_x * t0
         grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t1 = _linear_scan(grad_prod1, x, axis=axis, exclusive=True, reverse=True)
-        t2 = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
-        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True)
-        grad_x = t0 * t3 + t1 * t2
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        t2 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True)
+        grad_x = prod1 * t1 + t0 * t2
     elif axis in (-1, -2, -3) and exclusive and reverse:
         if prod1 is None:
             prod1 = np.flip(
@@ -1051,18 +999,15 @@ def cumprod_grad_grad(
         t0 = _linear_scan(grad, x, axis=axis, exclusive=True)
         grad_prod1 = grad_vjp_x * t0
         grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True, reverse=True)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t1 = _linear_scan(grad_prod1, x, axis=axis, exclusive=True)
-        t2 = np.flip(
-            _shift_right(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis, fill=1), axis=axis
-        )
-        t3 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True, reverse=True)
-        grad_x = t0 * t3 + t1 * t2
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
+        t2 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True, reverse=True)
+        grad_x = prod1 * t1 + t0 * t2
     else:
         raise ValueError(
             f"CumprodGrad: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
         )
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    grad_x = _sum_to_shape(grad_x, np.shape(x))
     return grad_grad, grad_x
 
 
@@ -1104,7 +1049,6 @@ def cumulative_logsumexp_grad(grad, x, *, out=None, axis=-1, reverse=False):
             ),
             axis=axis,
         )
-        grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
     elif axis in (-1, -2, -3) and reverse:
         t0 = np.logaddexp.accumulate(
             np.where(grad < 0, -out + np.log(-grad), -out - 1e30), axis=axis
@@ -1112,11 +1056,11 @@ def cumulative_logsumexp_grad(grad, x, *, out=None, axis=-1, reverse=False):
         t1 = np.logaddexp.accumulate(
             np.where(grad > 0, -out + np.log(grad), -out - 1e30), axis=axis
         )
-        grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
         )
+    grad_x = -np.exp(t0 + x) + np.exp(t1 + x)
     return (grad_x,)
 
 
@@ -1125,262 +1069,84 @@ def cumulative_logsumexp_grad_grad(
 ):
     """Second order of CumulativeLogsumexp: the gradient of cumulative_logsumexp_grad: one array per input (grad, x)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis == -1 and not reverse:
+    if axis in (-1, -2, -3) and not reverse:
         if lse1 is None:
-            lse1 = np.logaddexp.accumulate(x, axis=-1)
+            lse1 = np.logaddexp.accumulate(x, axis=axis)
         t0 = np.logaddexp.accumulate(
-            np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-1
+            np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=axis
         )
         t1 = np.logaddexp.accumulate(
-            np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-1
+            np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=axis
         )
         grad_lse1 = -grad * (-np.exp(-lse1 + t0) + np.exp(-lse1 + t1))
-        grad_grad = -np.exp(-lse1 + t0) + np.exp(-lse1 + t1)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t2 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(grad < 0, -lse1 + np.log(-grad), -lse1 - 1e30), axis=-1), axis=-1
+                np.flip(np.where(grad < 0, -lse1 + np.log(-grad), -lse1 - 1e30), axis=axis),
+                axis=axis,
             ),
-            axis=-1,
+            axis=axis,
         )
         t3 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(grad > 0, -lse1 + np.log(grad), -lse1 - 1e30), axis=-1), axis=-1
+                np.flip(np.where(grad > 0, -lse1 + np.log(grad), -lse1 - 1e30), axis=axis),
+                axis=axis,
             ),
-            axis=-1,
+            axis=axis,
         )
         t4 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(grad_lse1 < 0, -lse1 + np.log(-grad_lse1), -lse1 - 1e30), axis=-1),
-                axis=-1,
+                np.flip(
+                    np.where(grad_lse1 < 0, -lse1 + np.log(-grad_lse1), -lse1 - 1e30), axis=axis
+                ),
+                axis=axis,
             ),
-            axis=-1,
+            axis=axis,
         )
         t5 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(grad_lse1 > 0, -lse1 + np.log(grad_lse1), -lse1 - 1e30), axis=-1),
-                axis=-1,
+                np.flip(
+                    np.where(grad_lse1 > 0, -lse1 + np.log(grad_lse1), -lse1 - 1e30), axis=axis
+                ),
+                axis=axis,
             ),
-            axis=-1,
+            axis=axis,
         )
-        grad_x = grad_vjp_x * (-np.exp(t2 + x) + np.exp(t3 + x)) - np.exp(t4 + x) + np.exp(t5 + x)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -1 and reverse:
+    elif axis in (-1, -2, -3) and reverse:
         if lse1 is None:
-            lse1 = np.flip(np.logaddexp.accumulate(np.flip(x, axis=-1), axis=-1), axis=-1)
+            lse1 = np.flip(np.logaddexp.accumulate(np.flip(x, axis=axis), axis=axis), axis=axis)
         t0 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-1),
-                axis=-1,
+                np.flip(np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=axis),
+                axis=axis,
             ),
-            axis=-1,
+            axis=axis,
         )
         t1 = np.flip(
             np.logaddexp.accumulate(
-                np.flip(np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-1),
-                axis=-1,
+                np.flip(np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=axis),
+                axis=axis,
             ),
-            axis=-1,
+            axis=axis,
         )
         grad_lse1 = -grad * (-np.exp(-lse1 + t0) + np.exp(-lse1 + t1))
-        grad_grad = -np.exp(-lse1 + t0) + np.exp(-lse1 + t1)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
         t2 = np.logaddexp.accumulate(
-            np.where(grad < 0, -lse1 + np.log(-grad), -lse1 - 1e30), axis=-1
+            np.where(grad < 0, -lse1 + np.log(-grad), -lse1 - 1e30), axis=axis
         )
         t3 = np.logaddexp.accumulate(
-            np.where(grad > 0, -lse1 + np.log(grad), -lse1 - 1e30), axis=-1
+            np.where(grad > 0, -lse1 + np.log(grad), -lse1 - 1e30), axis=axis
         )
         t4 = np.logaddexp.accumulate(
-            np.where(grad_lse1 < 0, -lse1 + np.log(-grad_lse1), -lse1 - 1e30), axis=-1
+            np.where(grad_lse1 < 0, -lse1 + np.log(-grad_lse1), -lse1 - 1e30), axis=axis
         )
         t5 = np.logaddexp.accumulate(
-            np.where(grad_lse1 > 0, -lse1 + np.log(grad_lse1), -lse1 - 1e30), axis=-1
+            np.where(grad_lse1 > 0, -lse1 + np.log(grad_lse1), -lse1 - 1e30), axis=axis
         )
-        grad_x = grad_vjp_x * (-np.exp(t2 + x) + np.exp(t3 + x)) - np.exp(t4 + x) + np.exp(t5 + x)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -2 and not reverse:
-        if lse1 is None:
-            t0 = np.einsum("...ab->...ba", x, optimize=True)
-            lse1 = np.logaddexp.accumulate(t0, axis=-1)
-        t1 = np.einsum("...ab->...ba", grad, optimize=True)
-        t2 = np.einsum("...ab->...ba", x, optimize=True)
-        t3 = np.einsum("...ab->...ba", grad_vjp_x, optimize=True)
-        t4 = np.logaddexp.accumulate(np.where(t3 < 0, t2 + np.log(-t3), t2 - 1e30), axis=-1)
-        t5 = np.logaddexp.accumulate(np.where(t3 > 0, t2 + np.log(t3), t2 - 1e30), axis=-1)
-        grad_lse1 = -t1 * (-np.exp(-lse1 + t4) + np.exp(-lse1 + t5))
-        t6 = np.einsum("...ab->...ba", lse1, optimize=True)
-        t7 = np.logaddexp.accumulate(
-            np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-2
-        )
-        t8 = np.logaddexp.accumulate(
-            np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-2
-        )
-        grad_grad = -np.exp(-t6 + t7) + np.exp(-t6 + t8)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t9 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad < 0, -t6 + np.log(-grad), -t6 - 1e30), axis=-2), axis=-2
-            ),
-            axis=-2,
-        )
-        t10 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad > 0, -t6 + np.log(grad), -t6 - 1e30), axis=-2), axis=-2
-            ),
-            axis=-2,
-        )
-        t11 = np.einsum("...ab->...ba", grad_lse1, optimize=True)
-        t12 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(t11 < 0, -t6 + np.log(-t11), -t6 - 1e30), axis=-2), axis=-2
-            ),
-            axis=-2,
-        )
-        t13 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(t11 > 0, -t6 + np.log(t11), -t6 - 1e30), axis=-2), axis=-2
-            ),
-            axis=-2,
-        )
-        grad_x = grad_vjp_x * (np.exp(t10 + x) - np.exp(t9 + x)) - np.exp(t12 + x) + np.exp(t13 + x)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -2 and reverse:
-        if lse1 is None:
-            t0 = np.einsum("...ab->...ba", x, optimize=True)
-            lse1 = np.flip(np.logaddexp.accumulate(np.flip(t0, axis=-1), axis=-1), axis=-1)
-        t1 = np.einsum("...ab->...ba", grad, optimize=True)
-        t2 = np.einsum("...ab->...ba", x, optimize=True)
-        t3 = np.einsum("...ab->...ba", grad_vjp_x, optimize=True)
-        t4 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(t3 < 0, t2 + np.log(-t3), t2 - 1e30), axis=-1), axis=-1
-            ),
-            axis=-1,
-        )
-        t5 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(t3 > 0, t2 + np.log(t3), t2 - 1e30), axis=-1), axis=-1
-            ),
-            axis=-1,
-        )
-        grad_lse1 = -t1 * (-np.exp(-lse1 + t4) + np.exp(-lse1 + t5))
-        t6 = np.einsum("...ab->...ba", lse1, optimize=True)
-        t7 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-2),
-                axis=-2,
-            ),
-            axis=-2,
-        )
-        t8 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-2),
-                axis=-2,
-            ),
-            axis=-2,
-        )
-        grad_grad = -np.exp(-t6 + t7) + np.exp(-t6 + t8)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t9 = np.logaddexp.accumulate(np.where(grad < 0, -t6 + np.log(-grad), -t6 - 1e30), axis=-2)
-        t10 = np.logaddexp.accumulate(np.where(grad > 0, -t6 + np.log(grad), -t6 - 1e30), axis=-2)
-        t11 = np.einsum("...ab->...ba", grad_lse1, optimize=True)
-        t12 = np.logaddexp.accumulate(np.where(t11 < 0, -t6 + np.log(-t11), -t6 - 1e30), axis=-2)
-        t13 = np.logaddexp.accumulate(np.where(t11 > 0, -t6 + np.log(t11), -t6 - 1e30), axis=-2)
-        grad_x = grad_vjp_x * (np.exp(t10 + x) - np.exp(t9 + x)) - np.exp(t12 + x) + np.exp(t13 + x)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -3 and not reverse:
-        if lse1 is None:
-            t0 = np.einsum("...abc->...bca", x, optimize=True)
-            lse1 = np.logaddexp.accumulate(t0, axis=-1)
-        t1 = np.einsum("...abc->...bca", grad, optimize=True)
-        t2 = np.einsum("...abc->...bca", x, optimize=True)
-        t3 = np.einsum("...abc->...bca", grad_vjp_x, optimize=True)
-        t4 = np.logaddexp.accumulate(np.where(t3 < 0, t2 + np.log(-t3), t2 - 1e30), axis=-1)
-        t5 = np.logaddexp.accumulate(np.where(t3 > 0, t2 + np.log(t3), t2 - 1e30), axis=-1)
-        grad_lse1 = -t1 * (-np.exp(-lse1 + t4) + np.exp(-lse1 + t5))
-        t6 = np.einsum("...abc->...cab", lse1, optimize=True)
-        t7 = np.logaddexp.accumulate(
-            np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-3
-        )
-        t8 = np.logaddexp.accumulate(
-            np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-3
-        )
-        grad_grad = -np.exp(-t6 + t7) + np.exp(-t6 + t8)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t9 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad < 0, -t6 + np.log(-grad), -t6 - 1e30), axis=-3), axis=-3
-            ),
-            axis=-3,
-        )
-        t10 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad > 0, -t6 + np.log(grad), -t6 - 1e30), axis=-3), axis=-3
-            ),
-            axis=-3,
-        )
-        t11 = np.einsum("...abc->...cab", grad_lse1, optimize=True)
-        t12 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(t11 < 0, -t6 + np.log(-t11), -t6 - 1e30), axis=-3), axis=-3
-            ),
-            axis=-3,
-        )
-        t13 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(t11 > 0, -t6 + np.log(t11), -t6 - 1e30), axis=-3), axis=-3
-            ),
-            axis=-3,
-        )
-        grad_x = grad_vjp_x * (np.exp(t10 + x) - np.exp(t9 + x)) - np.exp(t12 + x) + np.exp(t13 + x)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
-    elif axis == -3 and reverse:
-        if lse1 is None:
-            t0 = np.einsum("...abc->...bca", x, optimize=True)
-            lse1 = np.flip(np.logaddexp.accumulate(np.flip(t0, axis=-1), axis=-1), axis=-1)
-        t1 = np.einsum("...abc->...bca", grad, optimize=True)
-        t2 = np.einsum("...abc->...bca", x, optimize=True)
-        t3 = np.einsum("...abc->...bca", grad_vjp_x, optimize=True)
-        t4 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(t3 < 0, t2 + np.log(-t3), t2 - 1e30), axis=-1), axis=-1
-            ),
-            axis=-1,
-        )
-        t5 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(t3 > 0, t2 + np.log(t3), t2 - 1e30), axis=-1), axis=-1
-            ),
-            axis=-1,
-        )
-        grad_lse1 = -t1 * (-np.exp(-lse1 + t4) + np.exp(-lse1 + t5))
-        t6 = np.einsum("...abc->...cab", lse1, optimize=True)
-        t7 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad_vjp_x < 0, x + np.log(-grad_vjp_x), x - 1e30), axis=-3),
-                axis=-3,
-            ),
-            axis=-3,
-        )
-        t8 = np.flip(
-            np.logaddexp.accumulate(
-                np.flip(np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=-3),
-                axis=-3,
-            ),
-            axis=-3,
-        )
-        grad_grad = -np.exp(-t6 + t7) + np.exp(-t6 + t8)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        t9 = np.logaddexp.accumulate(np.where(grad < 0, -t6 + np.log(-grad), -t6 - 1e30), axis=-3)
-        t10 = np.logaddexp.accumulate(np.where(grad > 0, -t6 + np.log(grad), -t6 - 1e30), axis=-3)
-        t11 = np.einsum("...abc->...cab", grad_lse1, optimize=True)
-        t12 = np.logaddexp.accumulate(np.where(t11 < 0, -t6 + np.log(-t11), -t6 - 1e30), axis=-3)
-        t13 = np.logaddexp.accumulate(np.where(t11 > 0, -t6 + np.log(t11), -t6 - 1e30), axis=-3)
-        grad_x = grad_vjp_x * (np.exp(t10 + x) - np.exp(t9 + x)) - np.exp(t12 + x) + np.exp(t13 + x)
-        grad_x = _sum_to_shape(grad_x, np.shape(x))
     else:
         raise ValueError(
             f"CumulativeLogsumexpGrad: unsupported attributes axis={axis!r}, reverse={reverse!r}"
         )
+    grad_grad = -np.exp(-lse1 + t0) + np.exp(-lse1 + t1)
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    grad_x = grad_vjp_x * (-np.exp(t2 + x) + np.exp(t3 + x)) - np.exp(t4 + x) + np.exp(t5 + x)
+    grad_x = _sum_to_shape(grad_x, np.shape(x))
     return grad_grad, grad_x

@@ -334,15 +334,13 @@ def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
     """Mean's formula."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
-        t0 = tf.cast(tf.shape(input)[axis], input.dtype)
         t1 = tf.reduce_sum(input, axis=axis)
-        output = t1 / t0
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = tf.cast(tf.shape(input)[axis], input.dtype)
         t1 = tf.reduce_sum(input, axis=axis, keepdims=True)
-        output = t1 / t0
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    t0 = tf.cast(tf.shape(input)[axis], input.dtype)
+    output = t1 / t0
     return output
 
 
@@ -1105,7 +1103,6 @@ def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
             axis=axis,
             reverse=True,
         )
-        grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
     elif axis in (-1, -2, -3) and reverse:
         t0 = tf.math.cumulative_logsumexp(
             tf.where(
@@ -1125,11 +1122,11 @@ def cumulative_logsumexp_vjp(grad, x, out, *, axis=-1, reverse=False):
             ),
             axis=axis,
         )
-        grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
         )
+    grad_x = -tf.math.exp(t0 + x) + tf.math.exp(t1 + x)
     return (grad_x,)
 
 

@@ -208,15 +208,13 @@ def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
     """Mean's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
-        t0 = np.shape(input)[axis]
         t1 = torch.sum(input, axis=axis)
-        output = t1 / t0
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = np.shape(input)[axis]
         t1 = torch.sum(input, axis=axis, keepdims=True)
-        output = t1 / t0
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
+    t0 = np.shape(input)[axis]
+    output = t1 / t0
     return output
 
 
@@ -775,7 +773,6 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
             ),
             dims=(axis,),
         )
-        grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
     elif axis in (-1, -2, -3) and reverse:
         t0 = torch.logcumsumexp(
             torch.where(
@@ -793,11 +790,11 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
             ),
             dim=axis,
         )
-        grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"
         )
+    grad_x = -torch.exp(t0 + x) + torch.exp(t1 + x)
     return (grad_x,)
 
 

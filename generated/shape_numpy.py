@@ -62,7 +62,6 @@ def expand_dims_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         t2 = np.arange(np.shape(grad)[-1])
         t3 = t2 == t1
         grad_grad = np.where(t3, t0, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis in (-2, -3):
         if axis == -2:
             t0 = grad_vjp_input[..., None, :]
@@ -76,9 +75,9 @@ def expand_dims_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=-
         else:
             t4 = t3[..., None, None]
         grad_grad = np.where(t4, t0, 0)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"ExpandDimsGrad: unsupported attributes axis={axis!r}")
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None
 
 
@@ -186,11 +185,10 @@ def squeeze_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, axis=(-1,)
     axis = tuple(sorted(int(a) - np.ndim(input) if a >= 0 else int(a) for a in np.ravel(axis)))
     if axis in ((-1,), (-2,)):
         grad_grad = np.squeeze(grad_vjp_input, axis=axis[0])
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     elif axis == (-3, -1):
         t0 = np.einsum("...abcb->...abc", grad_vjp_input, optimize=True)
         grad_grad = np.squeeze(t0, axis=-2)
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     else:
         raise ValueError(f"SqueezeGrad: unsupported attributes axis={axis!r}")
+    grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
     return grad_grad, None

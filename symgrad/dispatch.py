@@ -12,7 +12,9 @@ statements. Two steps make the chain short:
    same but for a few that assign the same name another way (how `align` places a diagonal),
    become one body that computes those few under an inner `if` on that attribute.
 3. **Common statements hoisted.** A statement every remaining branch has, reading nothing a
-   branch computes before it, is printed once before the chain.
+   branch computes before it, is printed once before the chain; one every branch has, that
+   nothing after it in a branch depends on (reducing a gradient to its input's shape), once
+   after it.
 4. **One value, tested once.** An attribute with the same value in every branch (a padding
    only 0 is declared for) is tested once before the chain, not in each branch's condition.
 
@@ -58,13 +60,14 @@ def chain(branches: list[tuple[tuple[tuple[str, Any], ...], list[str]]], error: 
         groups = _merged_over(groups, position, _unified)
     groups = _shared_greedily(groups, len(branches[0][0]))
     hoisted, groups = _hoisted(groups, {name for name, _ in branches[0][0]})
+    groups, tail = _common_tail(groups)
     fixed = _one_value(branches) if len(groups) > 1 else {}
     lines = [f"if {' or '.join(_differs(n, v) for n, v in fixed.items())}:", f"    {error}"] if fixed else []
     lines += list(hoisted)
     for n, group in enumerate(groups):
         lines.append(f"{'if' if n == 0 else 'elif'} {group.condition(frozenset(fixed))}:")
         lines += ["    " + line for s in group.statements for line in s.split("\n")] or ["    pass"]
-    return lines + ["else:", f"    {error}"]
+    return lines + ["else:", f"    {error}"] + [line for s in tail for line in s.split("\n")]
 
 
 def _one_value(branches) -> dict:
@@ -347,6 +350,38 @@ def _hoisted(groups: list[Variants], attributes: set[str]) -> tuple[list[str], l
     if any(not g.statements for g in rest):
         return [], groups  # a branch left empty: keep the chain as it was
     return hoisted, rest
+
+
+def _common_tail(groups: list[Variants]) -> tuple[list[Variants], list[str]]:
+    """The groups without the statements every one computes alike with nothing after them
+    reading or changing what they assign or read (reducing each gradient to its input's
+    shape), and those statements, in order, to run after the chain; no group is left empty."""
+    if len(groups) < 2:
+        return groups, []
+    sunk: list[str] = []
+    for statement in reversed(groups[0].statements):
+        if all(_sinkable(statement, g.statements, sunk) for g in groups):
+            sunk.insert(0, statement)
+    rest = [Variants(g.values, tuple(s for s in g.statements if s not in sunk)) for g in groups]
+    in_order = all([s for s in g.statements if s in sunk] == sunk for g in groups)
+    if not sunk or not in_order or any(not g.statements for g in rest):
+        return groups, []
+    return rest, sunk
+
+
+def _sinkable(statement: str, statements: tuple[str, ...], sunk: list[str]) -> bool:
+    """`statement` is one of `statements` (once), a one-name assignment, and no statement
+    after it but those already sunk reads or assigns its name or assigns what it reads."""
+    target, reads = _assignment(statement)
+    if statements.count(statement) != 1 or target is None:
+        return False
+    for other in statements[statements.index(statement) + 1 :]:
+        if other in sunk:
+            continue
+        other_target, other_reads = _assignment(other)
+        if other_target is None or other_target in reads | {target} or target in other_reads:
+            return False
+    return True
 
 
 def _hoistable(statement: str, statements: tuple[str, ...], hoisted: list[str]) -> bool:

@@ -165,7 +165,7 @@ class _Stager:
     def _as_stage(self, reduction, context: tuple, create: bool):
         """A read of the stage `reduction` is (made if `create`), else `reduction` itself."""
         free = index_symbols(reduction)
-        indices = tuple(i for i in context if i in free)
+        indices = self._laid_out(tuple(i for i in context if i in free))
         if set(indices) != free or not self._reads_differentiable(reduction) or _running(reduction):
             return reduction
         key = _canonical(reduction, indices)
@@ -179,6 +179,19 @@ class _Stager:
             self.keys[key] = (self.tensors[-1].base, indices)
         base, _ = self.keys[key]
         return base[indices] if indices else scalar_entry(str(base.label))
+
+    def _laid_out(self, indices: tuple) -> tuple:
+        """`indices` (in the order of the context) in the order an input lays out their sizes,
+        where one input has each of those sizes once: a cumulative log-sum-exp inside a sum over
+        the scanned axis is then stored as the input is, not with the scanned axis last."""
+        sizes = {i: self._highest(i) for i in indices if i != BATCH}
+        if len(sizes) < 2 or None in sizes.values():
+            return indices
+        for tensor in self.variant.inputs:
+            shape = [s - 1 for s in getattr(tensor.base, "shape", None) or ()]
+            if all(shape.count(size) == 1 for size in sizes.values()):
+                return tuple(sorted(indices, key=lambda i: -1 if i == BATCH else shape.index(sizes[i])))
+        return indices
 
     def _is_affine_hull(self, expr: sp.Add) -> bool:
         """A sum one of whose terms is a reduction (times constants) over all its indices."""

@@ -96,6 +96,44 @@ def test_a_statement_reading_a_tested_attribute_stays_inside_the_chain():
     assert not lines[0].startswith("t0")
 
 
+def test_statements_every_branch_ends_with_follow_the_chain_once():
+    branches = [
+        ((("mode", "A"),), ["t0 = x[0] + 1", "t1 = t0 * 2", "out = t1 + len(x)"]),
+        ((("mode", "B"),), ["t0 = x[1] - 1", "t1 = t0 * 2", "out = t1 + len(x)"]),
+    ]
+    lines = chain(branches, ERROR)
+    assert lines[-2:] == ["t1 = t0 * 2", "out = t1 + len(x)"] and lines[-3] == f"    {ERROR}"
+    assert lines.count("    t0 = x[0] + 1") == 1 and not any(line.startswith("    t1") for line in lines)
+    for mode in ("A", "B"):
+        assert _run(lines, mode=mode) == _run(_per_variant(branches), mode=mode)
+    with pytest.raises(ValueError):
+        _run(lines, mode="C")
+
+
+def test_a_common_statement_nothing_later_depends_on_moves_after_the_chain():
+    branches = [
+        ((("mode", "A"),), ["t0 = len(x)", "t0 = t0 + 1", "t1 = min(x)", "out = t0 + t1"]),
+        ((("mode", "B"),), ["t0 = sum(x)", "t0 = t0 + 1", "t1 = max(x)", "out = t0 - t1"]),
+    ]
+    lines = chain(branches, ERROR)
+    assert lines[-1] == f"    {ERROR}" and lines.count("    t0 = t0 + 1") == 2  # out reads it after t1
+    branches = [
+        ((("mode", "A"),), ["t0 = len(x)", "t0 = t0 + 1", "t1 = min(x)", "out = t1 * 2"]),
+        ((("mode", "B"),), ["t0 = sum(x)", "t0 = t0 + 1", "t1 = max(x)", "out = -t1"]),
+    ]
+    lines = chain(branches, ERROR)
+    assert lines[-1] == "t0 = t0 + 1" and "    t0 = t0 + 1" not in lines
+    for mode in ("A", "B"):
+        assert _run(lines, mode=mode) == _run(_per_variant(branches), mode=mode)
+
+
+def test_a_common_tail_leaves_every_branch_a_statement():
+    branches = [((("mode", m),), ["out = x[0]"]) for m in ("A", "B")]
+    branches[1][1].insert(0, "x = x[::-1]")
+    lines = chain(branches, ERROR)
+    assert "    out = x[0]" in lines and lines[-1] == f"    {ERROR}"
+
+
 @pytest.mark.parametrize("axis", [-1, -2, -3])
 def test_the_chain_computes_what_one_branch_per_variant_computed(axis):
     assert _run(chain(AXES, ERROR), axis=axis) == _run(_per_variant(AXES), axis=axis)

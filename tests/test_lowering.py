@@ -159,3 +159,41 @@ def test_the_matmul_rule_sets_transpose_flags_instead_of_transposing():
     lowering, _ = lowered(sp.Sum(a[k, i] * b[j, k], (k, 0, K - 1)), (i, j))
     (statement,) = lowering.body
     assert statement.value == ir.MatMul("a", "b", True, True, False)
+
+
+def test_a_temporary_computed_again_reads_the_first_and_one_in_a_recomputation_does_not():
+    """`epsilon + variance` per output of a second order: computed once; a stage's value
+    again (a cumulative product a second order recomputes) reads the stage. A repeat of a
+    temporary computed only when a stage was not passed, or of one whose operand is assigned
+    again in between, stays: the first may not have run, or be of other values."""
+    from symgrad.lowering.shared import idle_temporaries_dropped
+
+    e, v, x = sp.symbols("e v x")
+    t = sp.symbols("t0:8")
+    Assign, Elementwise = ir.Assign, ir.Elementwise
+    body = [
+        Assign("t0", Elementwise(e + v)),
+        Assign("t1", Elementwise(x * t[0])),
+        Assign("t2", Elementwise(e + v)),
+        Assign("t3", Elementwise(x * t[2])),  # a repeat once t2 reads t0
+        Assign("out", Elementwise(t[1] + t[3])),
+    ]
+    kept = idle_temporaries_dropped(body, "t", 0)
+    assert [str(s) for s in kept] == ["t0 = e + v", "t1 = t0*x", "out = 2*t1"]
+
+    recomputed = [
+        ir.Recompute(("s",), (Assign("t0", Elementwise(e + v)), Assign("s", Elementwise(t[0] * 2)))),
+        Assign("t1", Elementwise(e + v)),
+        Assign("out", Elementwise(t[1] * sp.Symbol("s"))),
+    ]
+    assert [s.target for s in idle_temporaries_dropped(recomputed, "t", 0)[1:]] == ["t1", "out"]
+    stage_again = [recomputed[0], Assign("t1", Elementwise(t[0] * 2)), recomputed[2]]  # s, passed or not
+    assert [str(s) for s in idle_temporaries_dropped(stage_again, "t", 0)[1:]] == ["out = s**2"]
+
+    reassigned = [
+        Assign("t0", Elementwise(e + x)),
+        Assign("x", Elementwise(x * 2)),
+        Assign("t1", Elementwise(e + x)),
+        Assign("out", Elementwise(t[0] * t[1])),
+    ]
+    assert [s.target for s in idle_temporaries_dropped(reassigned, "t", 0)] == ["t0", "x", "t1", "out"]

@@ -1,7 +1,8 @@
 """Subexpressions an elementwise statement repeats, computed once before it, as a person
 names them (a GELU gradient's tanh(u), x + bias): SymPy's `cse`, one statement at a time.
-Then the temporaries a person would not write go: one that only copies another, one that
-nothing reads.
+Then the temporaries a person would not write go: one that computes again what another
+computed (`epsilon + variance` per output of a batch norm's second order), one that only
+copies another, one that nothing reads.
 
 Within one statement every variable means one array, so an equal subexpression is an equal
 array. A statement with a branch (a `Piecewise`, a select) is left whole: TensorFlow's
@@ -17,7 +18,7 @@ import re
 import sympy as sp
 
 from symgrad.guards import safe_where
-from symgrad.ir import Assign, Elementwise, IndexArith, names_in, statements
+from symgrad.ir import Assign, Elementwise, IndexArith, Recompute, names_in, statements
 
 BooleanFunction, Relational = sp.logic.boolalg.BooleanFunction, sp.core.relational.Relational
 
@@ -104,16 +105,32 @@ def _elementwise_field(statement) -> str | None:
 
 
 def without_idle_temporaries(lowering) -> None:
-    """`lowering.body` without a temporary that only copies another (`t0 = t6`: it reads t6
-    instead) or that nothing after it reads."""
+    """`lowering.body` without a temporary that computes what an earlier one did or only
+    copies another (`t0 = t6`: it reads t6 instead), or that nothing after it reads."""
     lowering.body = idle_temporaries_dropped(lowering.body, lowering.prefix, lowering.numbered_from)
 
 
 def idle_temporaries_dropped(body, prefix: str, start: int) -> list:
     """`body` without its idle temporaries (as `without_idle_temporaries`), the others
     named `prefix` and numbered from `start` in order."""
-    body = list(body)
     is_temp = lambda name: re.fullmatch(rf"{prefix}\d+", name) is not None
+    body, size = list(body), None
+    while size != len(body):  # a repeat read through its first may make another a repeat
+        size = len(body)
+        body = _copies_read_through(_repeats_as_copies(body, is_temp), is_temp)
+    read = set()
+    kept = []
+    for statement in reversed(body):
+        if isinstance(statement, Assign) and is_temp(statement.target) and statement.target not in read:
+            continue
+        kept.append(statement)
+        read |= set().union(*(names_in(s.value) for s in statements([statement])))
+    return _renumbered(kept[::-1], is_temp, prefix, start)
+
+
+def _copies_read_through(body: list, is_temp) -> list:
+    """`body` without a temporary that only copies another (assigned once): what reads it
+    reads that one."""
     assigned = [s.target for s in statements(body)]
     n = 0
     while n < len(body):
@@ -123,14 +140,35 @@ def idle_temporaries_dropped(body, prefix: str, start: int) -> list:
             body = body[:n] + [_renamed(s, {statement.target: copied}) for s in body[n + 1 :]]
             continue
         n += 1
-    read = set()
-    kept = []
-    for statement in reversed(body):
-        if isinstance(statement, Assign) and is_temp(statement.target) and statement.target not in read:
+    return body
+
+
+def _repeats_as_copies(body: list, is_temp) -> list:
+    """`body` with a temporary whose value an earlier one has (each assigned once) made a copy
+    of that one, where nothing in between assigns what they read: the same statement on the
+    same arrays, so the very same array, computed once. Of a recomputation, only the stages
+    it computes count (passed or computed, a stage has its value; its temporaries may not
+    have run)."""
+    assigned = [s.target for s in statements(body)]
+    result = list(body)
+    for j, statement in enumerate(body):
+        if not (isinstance(statement, Assign) and is_temp(statement.target) and assigned.count(statement.target) == 1):
             continue
-        kept.append(statement)
-        read |= set().union(*(names_in(s.value) for s in statements([statement])))
-    return _renumbered(kept[::-1], is_temp, prefix, start)
+        reads = names_in(statement.value)
+        for i, earlier in enumerate(body[:j]):
+            between = {s.target for s in statements(body[i + 1 : j])}
+            first = next((s.target for s in _always_assigned(earlier) if s.value == statement.value), None)
+            if first is not None and assigned.count(first) == 1 and not between & (reads | {first}):
+                result[j] = Assign(statement.target, Elementwise(sp.Symbol(first)))
+                break
+    return result
+
+
+def _always_assigned(statement) -> list:
+    """The assignments of `statement` whose target holds their value after it."""
+    if isinstance(statement, Recompute):
+        return [s for s in statement.body if s.target in statement.stages]
+    return [statement] if isinstance(statement, Assign) else []
 
 
 def _renumbered(body: list, is_temp, prefix: str, start: int) -> list:

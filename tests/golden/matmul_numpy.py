@@ -86,39 +86,30 @@ def matmul_grad_grad(
     if not transpose_a and not transpose_b:
         t0 = grad_vjp_a @ b
         t1 = a @ grad_vjp_b
-        grad_grad = t0 + t1
         grad_a = grad @ grad_vjp_b.T
         grad_b = grad_vjp_a.T @ grad
-        grad_a = _conj(grad_a)
-        grad_b = _conj(grad_b)
     elif not transpose_a and transpose_b:
         t0 = grad_vjp_a @ b.T
         t1 = a @ grad_vjp_b.T
-        grad_grad = t0 + t1
         grad_a = grad @ grad_vjp_b
         grad_b = grad.T @ grad_vjp_a
-        grad_a = _conj(grad_a)
-        grad_b = _conj(grad_b)
     elif transpose_a and not transpose_b:
         t0 = grad_vjp_a.T @ b
         t1 = a.T @ grad_vjp_b
-        grad_grad = t0 + t1
         grad_a = grad_vjp_b @ grad.T
         grad_b = grad_vjp_a @ grad
-        grad_a = _conj(grad_a)
-        grad_b = _conj(grad_b)
     elif transpose_a and transpose_b:
         t0 = grad_vjp_a.T @ b.T
         t1 = a.T @ grad_vjp_b.T
-        grad_grad = t0 + t1
         grad_a = grad_vjp_b.T @ grad.T
         grad_b = grad.T @ grad_vjp_a.T
-        grad_a = _conj(grad_a)
-        grad_b = _conj(grad_b)
     else:
         raise ValueError(
             f"MatMulGrad: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
         )
+    grad_grad = t0 + t1
+    grad_a = _conj(grad_a)
+    grad_b = _conj(grad_b)
     return grad_grad, grad_a, grad_b
 
 
@@ -191,29 +182,26 @@ def sparse_mat_mul_grad_grad(
     if not transpose_a and not transpose_b:
         t0 = grad_vjp_a @ b
         t1 = a @ grad_vjp_b
-        grad_grad = t0 + t1
         grad_a = grad @ grad_vjp_b.T
         grad_b = grad_vjp_a.T @ grad
     elif not transpose_a and transpose_b:
         t0 = grad_vjp_a @ b.T
         t1 = a @ grad_vjp_b.T
-        grad_grad = t0 + t1
         grad_a = grad @ grad_vjp_b
         grad_b = grad.T @ grad_vjp_a
     elif transpose_a and not transpose_b:
         t0 = grad_vjp_a.T @ b
         t1 = a.T @ grad_vjp_b
-        grad_grad = t0 + t1
         grad_a = grad_vjp_b @ grad.T
         grad_b = grad_vjp_a @ grad
     elif transpose_a and transpose_b:
         t0 = grad_vjp_a.T @ b.T
         t1 = a.T @ grad_vjp_b.T
-        grad_grad = t0 + t1
         grad_a = grad_vjp_b.T @ grad.T
         grad_b = grad.T @ grad_vjp_a.T
     else:
         raise ValueError(
             f"SparseMatMulGrad: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
         )
+    grad_grad = t0 + t1
     return grad_grad, grad_a, grad_b
