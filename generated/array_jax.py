@@ -652,7 +652,7 @@ def reverse_forward(tensor, *, dims=(True, False)):
         t1 = jnp.shape(tensor)[-2]
         t2 = -t0 + t1 - 1
         output = _gather(tensor, t2, -2)
-    elif dims == (True, True):
+    elif dims in ((True, True), (True, True, True)):
         t0 = jnp.arange(jnp.shape(tensor)[-1])
         t1 = jnp.shape(tensor)[-1]
         t2 = -t0 + t1 - 1
@@ -660,20 +660,14 @@ def reverse_forward(tensor, *, dims=(True, False)):
         t4 = jnp.arange(jnp.shape(tensor)[-2])
         t5 = jnp.shape(tensor)[-2]
         t6 = -t4 + t5 - 1
-        output = _gather(t3, t6, -2)
-    elif dims == (True, True, True):
-        t0 = jnp.arange(jnp.shape(tensor)[-1])
-        t1 = jnp.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -1)
-        t4 = jnp.arange(jnp.shape(tensor)[-2])
-        t5 = jnp.shape(tensor)[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = jnp.arange(jnp.shape(tensor)[-3])
-        t9 = jnp.shape(tensor)[-3]
-        t10 = -t8 + t9 - 1
-        output = _gather(t7, t10, -3)
+        if dims == (True, True):
+            output = _gather(t3, t6, -2)
+        else:
+            t7 = _gather(t3, t6, -2)
+            t8 = jnp.arange(jnp.shape(tensor)[-3])
+            t9 = jnp.shape(tensor)[-3]
+            t10 = -t8 + t9 - 1
+            output = _gather(t7, t10, -3)
     else:
         raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
     return output
@@ -697,7 +691,7 @@ def reverse_vjp(grad, tensor, *, output=None, dims=(True, False)):
         t1 = jnp.shape(tensor)[-2]
         t2 = -t0 + t1 - 1
         grad_tensor = _gather(grad, t2, -2)
-    elif dims == (True, True):
+    elif dims in ((True, True), (True, True, True)):
         t0 = jnp.arange(jnp.shape(tensor)[-1])
         t1 = jnp.shape(tensor)[-1]
         t2 = -t0 + t1 - 1
@@ -705,20 +699,14 @@ def reverse_vjp(grad, tensor, *, output=None, dims=(True, False)):
         t4 = jnp.arange(jnp.shape(tensor)[-2])
         t5 = jnp.shape(tensor)[-2]
         t6 = -t4 + t5 - 1
-        grad_tensor = _gather(t3, t6, -2)
-    elif dims == (True, True, True):
-        t0 = jnp.arange(jnp.shape(tensor)[-1])
-        t1 = jnp.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = jnp.arange(jnp.shape(tensor)[-2])
-        t5 = jnp.shape(tensor)[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = jnp.arange(jnp.shape(tensor)[-3])
-        t9 = jnp.shape(tensor)[-3]
-        t10 = -t8 + t9 - 1
-        grad_tensor = _gather(t7, t10, -3)
+        if dims == (True, True):
+            grad_tensor = _gather(t3, t6, -2)
+        else:
+            t7 = _gather(t3, t6, -2)
+            t8 = jnp.arange(jnp.shape(tensor)[-3])
+            t9 = jnp.shape(tensor)[-3]
+            t10 = -t8 + t9 - 1
+            grad_tensor = _gather(t7, t10, -3)
     else:
         raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
     return (grad_tensor,)
@@ -824,25 +812,22 @@ def strided_slice_forward(
     elif rank == 1 and shrink_axis_mask == 1:
         t1 = np.where(begin[0] < 0, begin[0] + t0, begin[0])
         output = _gather(input, t1, -1)
-    elif rank == 2 and shrink_axis_mask == 0:
+    elif rank == 2 and shrink_axis_mask in (0, 1):
         t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
         t2 = jnp.arange(t1)
         t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
         t4 = _gather(input, t3, -1)
         t5 = jnp.shape(input)[-2]
-        t6 = _slice_length(t5, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0))
-        t7 = jnp.arange(t6)
-        t8 = strides[0] * t7 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
+        if shrink_axis_mask == 0:
+            t6 = _slice_length(
+                t5, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
+            )
+            t7 = jnp.arange(t6)
+            t8 = strides[0] * t7 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
+        else:
+            t8 = np.where(begin[0] < 0, begin[0] + t5, begin[0])
         output = _gather(t4, t8, -2)
-    elif rank == 2 and shrink_axis_mask == 1:
-        t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
-        t2 = jnp.arange(t1)
-        t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
-        t4 = _gather(input, t3, -1)
-        t5 = jnp.shape(input)[-2]
-        t6 = np.where(begin[0] < 0, begin[0] + t5, begin[0])
-        output = _gather(t4, t6, -2)
-    elif rank == 3 and shrink_axis_mask == 0:
+    elif rank == 3 and shrink_axis_mask in (0, 1):
         t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
         t2 = jnp.arange(t1)
         t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
@@ -853,26 +838,16 @@ def strided_slice_forward(
         t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
         t9 = _gather(t4, t8, -2)
         t10 = jnp.shape(input)[-3]
-        t11 = _slice_length(
-            t10, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
-        )
-        t12 = jnp.arange(t11)
-        t13 = strides[0] * t12 + _slice_start(t10, begin[0], strides[0], _bit(begin_mask, 0))
+        if shrink_axis_mask == 0:
+            t11 = _slice_length(
+                t10, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
+            )
+            t12 = jnp.arange(t11)
+            t13 = strides[0] * t12 + _slice_start(t10, begin[0], strides[0], _bit(begin_mask, 0))
+        else:
+            t13 = np.where(begin[0] < 0, begin[0] + t10, begin[0])
         output = _gather(t9, t13, -3)
-    elif rank == 3 and shrink_axis_mask == 1:
-        t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
-        t2 = jnp.arange(t1)
-        t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
-        t4 = _gather(input, t3, -1)
-        t5 = jnp.shape(input)[-2]
-        t6 = _slice_length(t5, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
-        t7 = jnp.arange(t6)
-        t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-        t9 = _gather(t4, t8, -2)
-        t10 = jnp.shape(input)[-3]
-        t11 = np.where(begin[0] < 0, begin[0] + t10, begin[0])
-        output = _gather(t9, t11, -3)
-    elif rank == 4 and shrink_axis_mask == 0:
+    elif rank == 4 and shrink_axis_mask in (0, 1):
         t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
         t2 = jnp.arange(t1)
         t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
@@ -890,32 +865,15 @@ def strided_slice_forward(
         t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
         t14 = _gather(t9, t13, -3)
         t15 = jnp.shape(input)[-4]
-        t16 = _slice_length(
-            t15, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
-        )
-        t17 = jnp.arange(t16)
-        t18 = strides[0] * t17 + _slice_start(t15, begin[0], strides[0], _bit(begin_mask, 0))
+        if shrink_axis_mask == 0:
+            t16 = _slice_length(
+                t15, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
+            )
+            t17 = jnp.arange(t16)
+            t18 = strides[0] * t17 + _slice_start(t15, begin[0], strides[0], _bit(begin_mask, 0))
+        else:
+            t18 = np.where(begin[0] < 0, begin[0] + t15, begin[0])
         output = _gather(t14, t18, -4)
-    elif rank == 4 and shrink_axis_mask == 1:
-        t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
-        t2 = jnp.arange(t1)
-        t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
-        t4 = _gather(input, t3, -1)
-        t5 = jnp.shape(input)[-2]
-        t6 = _slice_length(t5, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
-        t7 = jnp.arange(t6)
-        t8 = strides[2] * t7 + _slice_start(t5, begin[2], strides[2], _bit(begin_mask, 2))
-        t9 = _gather(t4, t8, -2)
-        t10 = jnp.shape(input)[-3]
-        t11 = _slice_length(
-            t10, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
-        )
-        t12 = jnp.arange(t11)
-        t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
-        t14 = _gather(t9, t13, -3)
-        t15 = jnp.shape(input)[-4]
-        t16 = np.where(begin[0] < 0, begin[0] + t15, begin[0])
-        output = _gather(t14, t16, -4)
     else:
         raise ValueError(
             f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
@@ -965,30 +923,26 @@ def strided_slice_vjp(
         t2 = jnp.arange(jnp.shape(input)[-1])
         t3 = t2 == t1
         grad_input = jnp.where(t3, grad, 0)
-    elif rank == 2 and shrink_axis_mask == 0:
+    elif rank == 2 and shrink_axis_mask in (0, 1):
         t0 = jnp.arange(jnp.shape(input)[-1])
         t1 = jnp.shape(input)[-1]
         t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
         t3 = jnp.where(t2 % strides[1] == 0, t2 // strides[1], -1)
         t4 = _gather(grad, t3, -1)
-        t5 = jnp.arange(jnp.shape(input)[-2])
-        t6 = jnp.shape(input)[-2]
-        t7 = t5 - _slice_start(t6, begin[0], strides[0], _bit(begin_mask, 0))
-        t8 = jnp.where(t7 % strides[0] == 0, t7 // strides[0], -1)
-        grad_input = _gather(t4, t8, -2)
-    elif rank == 2 and shrink_axis_mask == 1:
-        t0 = jnp.arange(jnp.shape(input)[-1])
-        t1 = jnp.shape(input)[-1]
-        t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
-        t3 = jnp.where(t2 % strides[1] == 0, t2 // strides[1], -1)
-        t4 = _gather(grad, t3, -1)
-        t5 = jnp.shape(input)[-2]
-        t6 = np.where(begin[0] < 0, begin[0] + t5, begin[0])
+        if shrink_axis_mask == 1:
+            t5 = jnp.shape(input)[-2]
+            t6 = np.where(begin[0] < 0, begin[0] + t5, begin[0])
         t7 = jnp.arange(jnp.shape(input)[-2])
-        t8 = t7 == t6
-        t9 = t8[..., None]
-        grad_input = jnp.where(t9, t4, 0)
-    elif rank == 3 and shrink_axis_mask == 0:
+        if shrink_axis_mask == 0:
+            t8 = jnp.shape(input)[-2]
+            t9 = t7 - _slice_start(t8, begin[0], strides[0], _bit(begin_mask, 0))
+            t10 = jnp.where(t9 % strides[0] == 0, t9 // strides[0], -1)
+            grad_input = _gather(t4, t10, -2)
+        else:
+            t8 = t7 == t6
+            t9 = t8[..., None]
+            grad_input = jnp.where(t9, t4, 0)
+    elif rank == 3 and shrink_axis_mask in (0, 1):
         t0 = jnp.arange(jnp.shape(input)[-1])
         t1 = jnp.shape(input)[-1]
         t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
@@ -999,29 +953,20 @@ def strided_slice_vjp(
         t7 = t5 - _slice_start(t6, begin[1], strides[1], _bit(begin_mask, 1))
         t8 = jnp.where(t7 % strides[1] == 0, t7 // strides[1], -1)
         t9 = _gather(t4, t8, -2)
-        t10 = jnp.arange(jnp.shape(input)[-3])
-        t11 = jnp.shape(input)[-3]
-        t12 = t10 - _slice_start(t11, begin[0], strides[0], _bit(begin_mask, 0))
-        t13 = jnp.where(t12 % strides[0] == 0, t12 // strides[0], -1)
-        grad_input = _gather(t9, t13, -3)
-    elif rank == 3 and shrink_axis_mask == 1:
-        t0 = jnp.arange(jnp.shape(input)[-1])
-        t1 = jnp.shape(input)[-1]
-        t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
-        t3 = jnp.where(t2 % strides[2] == 0, t2 // strides[2], -1)
-        t4 = _gather(grad, t3, -1)
-        t5 = jnp.arange(jnp.shape(input)[-2])
-        t6 = jnp.shape(input)[-2]
-        t7 = t5 - _slice_start(t6, begin[1], strides[1], _bit(begin_mask, 1))
-        t8 = jnp.where(t7 % strides[1] == 0, t7 // strides[1], -1)
-        t9 = _gather(t4, t8, -2)
-        t10 = jnp.shape(input)[-3]
-        t11 = np.where(begin[0] < 0, begin[0] + t10, begin[0])
+        if shrink_axis_mask == 1:
+            t10 = jnp.shape(input)[-3]
+            t11 = np.where(begin[0] < 0, begin[0] + t10, begin[0])
         t12 = jnp.arange(jnp.shape(input)[-3])
-        t13 = t12 == t11
-        t14 = t13[..., None, None]
-        grad_input = jnp.where(t14, t9, 0)
-    elif rank == 4 and shrink_axis_mask == 0:
+        if shrink_axis_mask == 0:
+            t13 = jnp.shape(input)[-3]
+            t14 = t12 - _slice_start(t13, begin[0], strides[0], _bit(begin_mask, 0))
+            t15 = jnp.where(t14 % strides[0] == 0, t14 // strides[0], -1)
+            grad_input = _gather(t9, t15, -3)
+        else:
+            t13 = t12 == t11
+            t14 = t13[..., None, None]
+            grad_input = jnp.where(t14, t9, 0)
+    elif rank == 4 and shrink_axis_mask in (0, 1):
         t0 = jnp.arange(jnp.shape(input)[-1])
         t1 = jnp.shape(input)[-1]
         t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))
@@ -1037,33 +982,19 @@ def strided_slice_vjp(
         t12 = t10 - _slice_start(t11, begin[1], strides[1], _bit(begin_mask, 1))
         t13 = jnp.where(t12 % strides[1] == 0, t12 // strides[1], -1)
         t14 = _gather(t9, t13, -3)
-        t15 = jnp.arange(jnp.shape(input)[-4])
-        t16 = jnp.shape(input)[-4]
-        t17 = t15 - _slice_start(t16, begin[0], strides[0], _bit(begin_mask, 0))
-        t18 = jnp.where(t17 % strides[0] == 0, t17 // strides[0], -1)
-        grad_input = _gather(t14, t18, -4)
-    elif rank == 4 and shrink_axis_mask == 1:
-        t0 = jnp.arange(jnp.shape(input)[-1])
-        t1 = jnp.shape(input)[-1]
-        t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))
-        t3 = jnp.where(t2 % strides[3] == 0, t2 // strides[3], -1)
-        t4 = _gather(grad, t3, -1)
-        t5 = jnp.arange(jnp.shape(input)[-2])
-        t6 = jnp.shape(input)[-2]
-        t7 = t5 - _slice_start(t6, begin[2], strides[2], _bit(begin_mask, 2))
-        t8 = jnp.where(t7 % strides[2] == 0, t7 // strides[2], -1)
-        t9 = _gather(t4, t8, -2)
-        t10 = jnp.arange(jnp.shape(input)[-3])
-        t11 = jnp.shape(input)[-3]
-        t12 = t10 - _slice_start(t11, begin[1], strides[1], _bit(begin_mask, 1))
-        t13 = jnp.where(t12 % strides[1] == 0, t12 // strides[1], -1)
-        t14 = _gather(t9, t13, -3)
-        t15 = jnp.shape(input)[-4]
-        t16 = np.where(begin[0] < 0, begin[0] + t15, begin[0])
+        if shrink_axis_mask == 1:
+            t15 = jnp.shape(input)[-4]
+            t16 = np.where(begin[0] < 0, begin[0] + t15, begin[0])
         t17 = jnp.arange(jnp.shape(input)[-4])
-        t18 = t17 == t16
-        t19 = t18[..., None, None, None]
-        grad_input = jnp.where(t19, t14, 0)
+        if shrink_axis_mask == 0:
+            t18 = jnp.shape(input)[-4]
+            t19 = t17 - _slice_start(t18, begin[0], strides[0], _bit(begin_mask, 0))
+            t20 = jnp.where(t19 % strides[0] == 0, t19 // strides[0], -1)
+            grad_input = _gather(t14, t20, -4)
+        else:
+            t18 = t17 == t16
+            t19 = t18[..., None, None, None]
+            grad_input = jnp.where(t19, t14, 0)
     else:
         raise ValueError(
             f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
@@ -1130,70 +1061,60 @@ def strided_slice_backprop_forward(
         t1 = t0 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
         t2 = jnp.where(t1 % strides[0] == 0, t1 // strides[0], -1)
         output = _gather(dy, t2, -1)
-    elif rank == 1 and shrink_axis_mask == 1:
-        t0 = jnp.arange(shape[1])
-        t1 = t0 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t2 = jnp.where(t1 % strides[1] == 0, t1 // strides[1], -1)
-        t3 = _gather(dy, t2, -1)
-        t4 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
-        t5 = jnp.arange(shape[0])
-        t6 = t5 == t4
-        t7 = t6[..., None]
-        output = jnp.where(t7, t3, 0)
-    elif rank == 2 and shrink_axis_mask == 0:
-        t0 = jnp.arange(shape[1])
-        t1 = t0 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t2 = jnp.where(t1 % strides[1] == 0, t1 // strides[1], -1)
-        t3 = _gather(dy, t2, -1)
-        t4 = jnp.arange(shape[0])
-        t5 = t4 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
-        t6 = jnp.where(t5 % strides[0] == 0, t5 // strides[0], -1)
-        output = _gather(t3, t6, -2)
-    elif rank == 2 and shrink_axis_mask == 1:
-        t0 = jnp.arange(shape[2])
-        t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
-        t2 = jnp.where(t1 % strides[2] == 0, t1 // strides[2], -1)
-        t3 = _gather(dy, t2, -1)
-        t4 = jnp.arange(shape[1])
-        t5 = t4 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t6 = jnp.where(t5 % strides[1] == 0, t5 // strides[1], -1)
-        t7 = _gather(t3, t6, -2)
-        t8 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
-        t9 = jnp.arange(shape[0])
-        t10 = t9 == t8
-        t11 = t10[..., None, None]
-        output = jnp.where(t11, t7, 0)
-    elif rank == 3 and shrink_axis_mask == 0:
-        t0 = jnp.arange(shape[2])
-        t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
-        t2 = jnp.where(t1 % strides[2] == 0, t1 // strides[2], -1)
-        t3 = _gather(dy, t2, -1)
-        t4 = jnp.arange(shape[1])
-        t5 = t4 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t6 = jnp.where(t5 % strides[1] == 0, t5 // strides[1], -1)
-        t7 = _gather(t3, t6, -2)
-        t8 = jnp.arange(shape[0])
-        t9 = t8 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
-        t10 = jnp.where(t9 % strides[0] == 0, t9 // strides[0], -1)
-        output = _gather(t7, t10, -3)
-    elif rank == 3 and shrink_axis_mask == 1:
-        t0 = jnp.arange(shape[3])
-        t1 = t0 - _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
-        t2 = jnp.where(t1 % strides[3] == 0, t1 // strides[3], -1)
-        t3 = _gather(dy, t2, -1)
-        t4 = jnp.arange(shape[2])
-        t5 = t4 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
-        t6 = jnp.where(t5 % strides[2] == 0, t5 // strides[2], -1)
-        t7 = _gather(t3, t6, -2)
+    elif rank in (1, 2, 3) and shrink_axis_mask == 1:
+        if rank == 2:
+            t0 = jnp.arange(shape[2])
+            t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+            t2 = jnp.where(t1 % strides[2] == 0, t1 // strides[2], -1)
+            t3 = _gather(dy, t2, -1)
+        elif rank == 3:
+            t0 = jnp.arange(shape[3])
+            t1 = t0 - _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
+            t2 = jnp.where(t1 % strides[3] == 0, t1 // strides[3], -1)
+            t3 = _gather(dy, t2, -1)
+            t4 = jnp.arange(shape[2])
+            t5 = t4 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+            t6 = jnp.where(t5 % strides[2] == 0, t5 // strides[2], -1)
+            t7 = _gather(t3, t6, -2)
         t8 = jnp.arange(shape[1])
         t9 = t8 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
         t10 = jnp.where(t9 % strides[1] == 0, t9 // strides[1], -1)
-        t11 = _gather(t7, t10, -3)
+        if rank == 1:
+            t11 = _gather(dy, t10, -1)
+        elif rank == 2:
+            t11 = _gather(t3, t10, -2)
+        else:
+            t11 = _gather(t7, t10, -3)
         t12 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
         t13 = jnp.arange(shape[0])
         t14 = t13 == t12
-        t15 = t14[..., None, None, None]
+        if rank == 1:
+            t15 = t14[..., None]
+        elif rank == 2:
+            t15 = t14[..., None, None]
+        else:
+            t15 = t14[..., None, None, None]
         output = jnp.where(t15, t11, 0)
+    elif rank in (2, 3) and shrink_axis_mask == 0:
+        if rank == 3:
+            t0 = jnp.arange(shape[2])
+            t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+            t2 = jnp.where(t1 % strides[2] == 0, t1 // strides[2], -1)
+            t3 = _gather(dy, t2, -1)
+        t4 = jnp.arange(shape[1])
+        t5 = t4 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t6 = jnp.where(t5 % strides[1] == 0, t5 // strides[1], -1)
+        if rank == 2:
+            t7 = _gather(dy, t6, -1)
+        else:
+            t7 = _gather(t3, t6, -2)
+        t8 = jnp.arange(shape[0])
+        t9 = t8 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t10 = jnp.where(t9 % strides[0] == 0, t9 // strides[0], -1)
+        if rank == 2:
+            output = _gather(t7, t10, -2)
+        else:
+            output = _gather(t7, t10, -3)
     else:
         raise ValueError(
             f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
@@ -1488,45 +1409,44 @@ def tensor_strided_slice_update_vjp(
         grad_input = grad * (-t4 * t8 + 1)
         t9 = _gather(grad, t7, -1)
         grad_value = _gather(t9, t3, -2)
-    elif rank == 3:
-        t1 = jnp.shape(input)[-3]
-        t2 = jnp.arange(jnp.shape(value)[-3])
-        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-        t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
-        t5 = jnp.shape(input)[-2]
-        t6 = jnp.arange(jnp.shape(value)[-2])
-        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-        t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
-        t9 = jnp.shape(input)[-1]
-        t10 = jnp.arange(jnp.shape(value)[-1])
-        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
-        t12 = _scatter_add(t0, t11, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = grad * (-t12 * t4 * t8 + 1)
-        t13 = _gather(grad, t11, -1)
-        t14 = _gather(t13, t7, -2)
-        grad_value = _gather(t14, t3, -3)
-    elif rank == 4:
-        t1 = jnp.shape(input)[-4]
-        t2 = jnp.arange(jnp.shape(value)[-4])
-        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-        t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
+    elif rank in (3, 4):
+        if rank == 4:
+            t1 = jnp.shape(input)[-4]
+            t2 = jnp.arange(jnp.shape(value)[-4])
+            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
         t5 = jnp.shape(input)[-3]
         t6 = jnp.arange(jnp.shape(value)[-3])
-        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        if rank == 3:
+            t7 = strides[0] * t6 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
+        else:
+            t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
         t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
         t9 = jnp.shape(input)[-2]
         t10 = jnp.arange(jnp.shape(value)[-2])
-        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        if rank == 3:
+            t11 = strides[1] * t10 + _slice_start(t9, begin[1], strides[1], _bit(begin_mask, 1))
+        else:
+            t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
         t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
         t13 = jnp.shape(input)[-1]
         t14 = jnp.arange(jnp.shape(value)[-1])
-        t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+        if rank == 3:
+            t15 = strides[2] * t14 + _slice_start(t13, begin[2], strides[2], _bit(begin_mask, 2))
+        else:
+            t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
         t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
-        grad_input = grad * (-t12 * t16 * t4 * t8 + 1)
+        if rank == 3:
+            grad_input = grad * (-t16 * t8 * t12 + 1)
+        else:
+            grad_input = grad * (-t12 * t16 * t4 * t8 + 1)
         t17 = _gather(grad, t15, -1)
         t18 = _gather(t17, t11, -2)
-        t19 = _gather(t18, t7, -3)
-        grad_value = _gather(t19, t3, -4)
+        if rank == 3:
+            grad_value = _gather(t18, t7, -3)
+        else:
+            t19 = _gather(t18, t7, -3)
+            grad_value = _gather(t19, t3, -4)
     else:
         raise ValueError(
             f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"

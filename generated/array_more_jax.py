@@ -188,30 +188,25 @@ def tile_vjp(grad, input, *, output=None, multiples):
         t0 = jnp.shape(input)[-1]
         grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0))
         grad_input = jnp.sum(grad, axis=-2)
-    elif rank == 2:
-        t0 = jnp.shape(input)[-2]
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-2] + (-1, t0) + jnp.shape(grad)[-1:])
-        t1 = jnp.shape(input)[-1]
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t1))
-        grad_input = jnp.sum(grad, axis=(-4, -2))
-    elif rank == 3:
-        t0 = jnp.shape(input)[-3]
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-3] + (-1, t0) + jnp.shape(grad)[-2:])
-        t1 = jnp.shape(input)[-2]
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-2] + (-1, t1) + jnp.shape(grad)[-1:])
-        t2 = jnp.shape(input)[-1]
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t2))
-        grad_input = jnp.sum(grad, axis=(-6, -4, -2))
-    elif rank == 4:
-        t0 = jnp.shape(input)[-4]
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-4] + (-1, t0) + jnp.shape(grad)[-3:])
-        t1 = jnp.shape(input)[-3]
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-3] + (-1, t1) + jnp.shape(grad)[-2:])
+    elif rank in (2, 3, 4):
+        if rank == 3:
+            t0 = jnp.shape(input)[-3]
+            grad = jnp.reshape(grad, jnp.shape(grad)[:-3] + (-1, t0) + jnp.shape(grad)[-2:])
+        elif rank == 4:
+            t0 = jnp.shape(input)[-4]
+            grad = jnp.reshape(grad, jnp.shape(grad)[:-4] + (-1, t0) + jnp.shape(grad)[-3:])
+            t1 = jnp.shape(input)[-3]
+            grad = jnp.reshape(grad, jnp.shape(grad)[:-3] + (-1, t1) + jnp.shape(grad)[-2:])
         t2 = jnp.shape(input)[-2]
         grad = jnp.reshape(grad, jnp.shape(grad)[:-2] + (-1, t2) + jnp.shape(grad)[-1:])
         t3 = jnp.shape(input)[-1]
         grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t3))
-        grad_input = jnp.sum(grad, axis=(-8, -6, -4, -2))
+        if rank == 2:
+            grad_input = jnp.sum(grad, axis=(-4, -2))
+        elif rank == 3:
+            grad_input = jnp.sum(grad, axis=(-6, -4, -2))
+        else:
+            grad_input = jnp.sum(grad, axis=(-8, -6, -4, -2))
     else:
         raise ValueError(f"Tile: unsupported attributes rank={rank!r}")
     return (grad_input,)

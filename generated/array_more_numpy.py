@@ -146,30 +146,25 @@ def tile_grad(grad, input, *, output=None, multiples):
         t0 = np.shape(input)[-1]
         grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
         grad_input = np.sum(grad, axis=-2)
-    elif rank == 2:
-        t0 = np.shape(input)[-2]
-        grad = np.reshape(grad, np.shape(grad)[:-2] + (-1, t0) + np.shape(grad)[-1:])
-        t1 = np.shape(input)[-1]
-        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t1))
-        grad_input = np.sum(grad, axis=(-4, -2))
-    elif rank == 3:
-        t0 = np.shape(input)[-3]
-        grad = np.reshape(grad, np.shape(grad)[:-3] + (-1, t0) + np.shape(grad)[-2:])
-        t1 = np.shape(input)[-2]
-        grad = np.reshape(grad, np.shape(grad)[:-2] + (-1, t1) + np.shape(grad)[-1:])
-        t2 = np.shape(input)[-1]
-        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t2))
-        grad_input = np.sum(grad, axis=(-6, -4, -2))
-    elif rank == 4:
-        t0 = np.shape(input)[-4]
-        grad = np.reshape(grad, np.shape(grad)[:-4] + (-1, t0) + np.shape(grad)[-3:])
-        t1 = np.shape(input)[-3]
-        grad = np.reshape(grad, np.shape(grad)[:-3] + (-1, t1) + np.shape(grad)[-2:])
+    elif rank in (2, 3, 4):
+        if rank == 3:
+            t0 = np.shape(input)[-3]
+            grad = np.reshape(grad, np.shape(grad)[:-3] + (-1, t0) + np.shape(grad)[-2:])
+        elif rank == 4:
+            t0 = np.shape(input)[-4]
+            grad = np.reshape(grad, np.shape(grad)[:-4] + (-1, t0) + np.shape(grad)[-3:])
+            t1 = np.shape(input)[-3]
+            grad = np.reshape(grad, np.shape(grad)[:-3] + (-1, t1) + np.shape(grad)[-2:])
         t2 = np.shape(input)[-2]
         grad = np.reshape(grad, np.shape(grad)[:-2] + (-1, t2) + np.shape(grad)[-1:])
         t3 = np.shape(input)[-1]
         grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t3))
-        grad_input = np.sum(grad, axis=(-8, -6, -4, -2))
+        if rank == 2:
+            grad_input = np.sum(grad, axis=(-4, -2))
+        elif rank == 3:
+            grad_input = np.sum(grad, axis=(-6, -4, -2))
+        else:
+            grad_input = np.sum(grad, axis=(-8, -6, -4, -2))
     else:
         raise ValueError(f"Tile: unsupported attributes rank={rank!r}")
     return (grad_input,)
@@ -184,59 +179,58 @@ def tile_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, multiples):
         t0 = np.shape(grad_split)[-2]
         t1 = np.shape(grad_split)[-1]
         grad_grad = np.reshape(np.broadcast_to(grad_vjp_input, (t0, t1)), (t0 * t1,))
-    elif rank == 2:
-        grad_split = np.reshape(
-            grad, np.shape(grad)[:-2] + (multiples[0], -1) + np.shape(grad)[-1:]
-        )
-        grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (multiples[1], -1))
-        t0 = grad_vjp_input[..., None, :]
-        t1 = np.shape(grad_split)[-4]
-        t2 = np.shape(grad_split)[-3]
-        t3 = np.shape(grad_split)[-2]
-        t4 = np.shape(grad_split)[-1]
-        grad_grad = np.reshape(np.broadcast_to(t0, (t1, t2, t3, t4)), (t1 * t2, t3 * t4))
-    elif rank == 3:
-        grad_split = np.reshape(
-            grad, np.shape(grad)[:-3] + (multiples[0], -1) + np.shape(grad)[-2:]
-        )
-        grad_split = np.reshape(
-            grad_split, np.shape(grad_split)[:-2] + (multiples[1], -1) + np.shape(grad_split)[-1:]
-        )
-        grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (multiples[2], -1))
-        t0 = grad_vjp_input[..., None, :, None, :]
-        t1 = np.shape(grad_split)[-6]
-        t2 = np.shape(grad_split)[-5]
-        t3 = np.shape(grad_split)[-4]
-        t4 = np.shape(grad_split)[-3]
-        t5 = np.shape(grad_split)[-2]
-        t6 = np.shape(grad_split)[-1]
-        grad_grad = np.reshape(
-            np.broadcast_to(t0, (t1, t2, t3, t4, t5, t6)), (t1 * t2, t3 * t4, t5 * t6)
-        )
-    elif rank == 4:
-        grad_split = np.reshape(
-            grad, np.shape(grad)[:-4] + (multiples[0], -1) + np.shape(grad)[-3:]
-        )
-        grad_split = np.reshape(
-            grad_split, np.shape(grad_split)[:-3] + (multiples[1], -1) + np.shape(grad_split)[-2:]
-        )
-        grad_split = np.reshape(
-            grad_split, np.shape(grad_split)[:-2] + (multiples[2], -1) + np.shape(grad_split)[-1:]
-        )
-        grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (multiples[3], -1))
-        t0 = grad_vjp_input[..., None, :, None, :, None, :]
-        t1 = np.shape(grad_split)[-8]
-        t2 = np.shape(grad_split)[-7]
-        t3 = np.shape(grad_split)[-6]
-        t4 = np.shape(grad_split)[-5]
+    elif rank in (2, 3, 4):
+        if rank == 2:
+            grad_split = np.reshape(
+                grad, np.shape(grad)[:-2] + (multiples[0], -1) + np.shape(grad)[-1:]
+            )
+            grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (multiples[1], -1))
+            t0 = grad_vjp_input[..., None, :]
+        elif rank == 3:
+            grad_split = np.reshape(
+                grad, np.shape(grad)[:-3] + (multiples[0], -1) + np.shape(grad)[-2:]
+            )
+            grad_split = np.reshape(
+                grad_split,
+                np.shape(grad_split)[:-2] + (multiples[1], -1) + np.shape(grad_split)[-1:],
+            )
+            grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (multiples[2], -1))
+            t0 = grad_vjp_input[..., None, :, None, :]
+            t1 = np.shape(grad_split)[-6]
+            t2 = np.shape(grad_split)[-5]
+        else:
+            grad_split = np.reshape(
+                grad, np.shape(grad)[:-4] + (multiples[0], -1) + np.shape(grad)[-3:]
+            )
+            grad_split = np.reshape(
+                grad_split,
+                np.shape(grad_split)[:-3] + (multiples[1], -1) + np.shape(grad_split)[-2:],
+            )
+            grad_split = np.reshape(
+                grad_split,
+                np.shape(grad_split)[:-2] + (multiples[2], -1) + np.shape(grad_split)[-1:],
+            )
+            grad_split = np.reshape(grad_split, np.shape(grad_split)[:-1] + (multiples[3], -1))
+            t0 = grad_vjp_input[..., None, :, None, :, None, :]
+            t1 = np.shape(grad_split)[-8]
+            t2 = np.shape(grad_split)[-7]
+            t3 = np.shape(grad_split)[-6]
+            t4 = np.shape(grad_split)[-5]
         t5 = np.shape(grad_split)[-4]
         t6 = np.shape(grad_split)[-3]
         t7 = np.shape(grad_split)[-2]
         t8 = np.shape(grad_split)[-1]
-        grad_grad = np.reshape(
-            np.broadcast_to(t0, (t1, t2, t3, t4, t5, t6, t7, t8)),
-            (t1 * t2, t3 * t4, t5 * t6, t7 * t8),
-        )
+        if rank == 2:
+            grad_grad = np.reshape(np.broadcast_to(t0, (t5, t6, t7, t8)), (t5 * t6, t7 * t8))
+        elif rank == 3:
+            grad_grad = np.reshape(
+                np.broadcast_to(t0, (t1, t2, t5, t6, t7, t8)), (t1 * t2, t5 * t6, t7 * t8)
+            )
+        else:
+            grad_grad = np.reshape(
+                np.broadcast_to(t0, (t1, t2, t3, t4, t5, t6, t7, t8)),
+                (t1 * t2, t3 * t4, t5 * t6, t7 * t8),
+            )
     else:
         raise ValueError(f"TileGrad: unsupported attributes rank={rank!r}")
     return grad_grad, None

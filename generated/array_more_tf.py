@@ -323,81 +323,45 @@ def tile_vjp(grad, input, output, *, multiples):
             tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
         )
         grad_input = tf.reduce_sum(grad, axis=-2)
-    elif rank == 2:
-        t0 = tf.shape(input, out_type=tf.int64)[-2]
-        grad = tf.reshape(
-            grad,
-            tf.concat(
-                [
-                    tf.shape(grad, out_type=tf.int64)[:-2],
-                    tf.cast([-1, t0], tf.int64),
-                    tf.shape(grad, out_type=tf.int64)[-1:],
-                ],
-                0,
-            ),
-        )
-        t1 = tf.shape(input, out_type=tf.int64)[-1]
-        grad = tf.reshape(
-            grad,
-            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0),
-        )
-        grad_input = tf.reduce_sum(grad, axis=[-4, -2])
-    elif rank == 3:
-        t0 = tf.shape(input, out_type=tf.int64)[-3]
-        grad = tf.reshape(
-            grad,
-            tf.concat(
-                [
-                    tf.shape(grad, out_type=tf.int64)[:-3],
-                    tf.cast([-1, t0], tf.int64),
-                    tf.shape(grad, out_type=tf.int64)[-2:],
-                ],
-                0,
-            ),
-        )
-        t1 = tf.shape(input, out_type=tf.int64)[-2]
-        grad = tf.reshape(
-            grad,
-            tf.concat(
-                [
-                    tf.shape(grad, out_type=tf.int64)[:-2],
-                    tf.cast([-1, t1], tf.int64),
-                    tf.shape(grad, out_type=tf.int64)[-1:],
-                ],
-                0,
-            ),
-        )
-        t2 = tf.shape(input, out_type=tf.int64)[-1]
-        grad = tf.reshape(
-            grad,
-            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0),
-        )
-        grad_input = tf.reduce_sum(grad, axis=[-6, -4, -2])
-    elif rank == 4:
-        t0 = tf.shape(input, out_type=tf.int64)[-4]
-        grad = tf.reshape(
-            grad,
-            tf.concat(
-                [
-                    tf.shape(grad, out_type=tf.int64)[:-4],
-                    tf.cast([-1, t0], tf.int64),
-                    tf.shape(grad, out_type=tf.int64)[-3:],
-                ],
-                0,
-            ),
-        )
-        t1 = tf.shape(input, out_type=tf.int64)[-3]
-        grad = tf.reshape(
-            grad,
-            tf.concat(
-                [
-                    tf.shape(grad, out_type=tf.int64)[:-3],
-                    tf.cast([-1, t1], tf.int64),
-                    tf.shape(grad, out_type=tf.int64)[-2:],
-                ],
-                0,
-            ),
-        )
+    elif rank in (2, 3, 4):
+        if rank == 3:
+            t0 = tf.shape(input, out_type=tf.int64)[-3]
+            grad = tf.reshape(
+                grad,
+                tf.concat(
+                    [
+                        tf.shape(grad, out_type=tf.int64)[:-3],
+                        tf.cast([-1, t0], tf.int64),
+                        tf.shape(grad, out_type=tf.int64)[-2:],
+                    ],
+                    0,
+                ),
+            )
+        elif rank == 4:
+            t0 = tf.shape(input, out_type=tf.int64)[-4]
+            grad = tf.reshape(
+                grad,
+                tf.concat(
+                    [
+                        tf.shape(grad, out_type=tf.int64)[:-4],
+                        tf.cast([-1, t0], tf.int64),
+                        tf.shape(grad, out_type=tf.int64)[-3:],
+                    ],
+                    0,
+                ),
+            )
+            t1 = tf.shape(input, out_type=tf.int64)[-3]
+            grad = tf.reshape(
+                grad,
+                tf.concat(
+                    [
+                        tf.shape(grad, out_type=tf.int64)[:-3],
+                        tf.cast([-1, t1], tf.int64),
+                        tf.shape(grad, out_type=tf.int64)[-2:],
+                    ],
+                    0,
+                ),
+            )
         t2 = tf.shape(input, out_type=tf.int64)[-2]
         grad = tf.reshape(
             grad,
@@ -415,7 +379,12 @@ def tile_vjp(grad, input, output, *, multiples):
             grad,
             tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0),
         )
-        grad_input = tf.reduce_sum(grad, axis=[-8, -6, -4, -2])
+        if rank == 2:
+            grad_input = tf.reduce_sum(grad, axis=[-4, -2])
+        elif rank == 3:
+            grad_input = tf.reduce_sum(grad, axis=[-6, -4, -2])
+        else:
+            grad_input = tf.reduce_sum(grad, axis=[-8, -6, -4, -2])
     else:
         raise ValueError(f"Tile: unsupported attributes rank={rank!r}")
     return (grad_input,)

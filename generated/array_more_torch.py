@@ -234,30 +234,25 @@ def tile_vjp(grad, input, *, output=None, multiples):
         t0 = np.shape(input)[-1]
         grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
         grad_input = torch.sum(grad, axis=-2)
-    elif rank == 2:
-        t0 = np.shape(input)[-2]
-        grad = torch.reshape(grad, np.shape(grad)[:-2] + (-1, t0) + np.shape(grad)[-1:])
-        t1 = np.shape(input)[-1]
-        grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t1))
-        grad_input = torch.sum(grad, axis=(-4, -2))
-    elif rank == 3:
-        t0 = np.shape(input)[-3]
-        grad = torch.reshape(grad, np.shape(grad)[:-3] + (-1, t0) + np.shape(grad)[-2:])
-        t1 = np.shape(input)[-2]
-        grad = torch.reshape(grad, np.shape(grad)[:-2] + (-1, t1) + np.shape(grad)[-1:])
-        t2 = np.shape(input)[-1]
-        grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t2))
-        grad_input = torch.sum(grad, axis=(-6, -4, -2))
-    elif rank == 4:
-        t0 = np.shape(input)[-4]
-        grad = torch.reshape(grad, np.shape(grad)[:-4] + (-1, t0) + np.shape(grad)[-3:])
-        t1 = np.shape(input)[-3]
-        grad = torch.reshape(grad, np.shape(grad)[:-3] + (-1, t1) + np.shape(grad)[-2:])
+    elif rank in (2, 3, 4):
+        if rank == 3:
+            t0 = np.shape(input)[-3]
+            grad = torch.reshape(grad, np.shape(grad)[:-3] + (-1, t0) + np.shape(grad)[-2:])
+        elif rank == 4:
+            t0 = np.shape(input)[-4]
+            grad = torch.reshape(grad, np.shape(grad)[:-4] + (-1, t0) + np.shape(grad)[-3:])
+            t1 = np.shape(input)[-3]
+            grad = torch.reshape(grad, np.shape(grad)[:-3] + (-1, t1) + np.shape(grad)[-2:])
         t2 = np.shape(input)[-2]
         grad = torch.reshape(grad, np.shape(grad)[:-2] + (-1, t2) + np.shape(grad)[-1:])
         t3 = np.shape(input)[-1]
         grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t3))
-        grad_input = torch.sum(grad, axis=(-8, -6, -4, -2))
+        if rank == 2:
+            grad_input = torch.sum(grad, axis=(-4, -2))
+        elif rank == 3:
+            grad_input = torch.sum(grad, axis=(-6, -4, -2))
+        else:
+            grad_input = torch.sum(grad, axis=(-8, -6, -4, -2))
     else:
         raise ValueError(f"Tile: unsupported attributes rank={rank!r}")
     return (grad_input,)

@@ -878,7 +878,7 @@ def reverse_forward(tensor, *, dims=(True, False)):
         t1 = tf.shape(tensor, out_type=tf.int64)[-2]
         t2 = -t0 + t1 - 1
         output = _gather(tensor, t2, -2)
-    elif dims == (True, True):
+    elif dims in ((True, True), (True, True, True)):
         t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
         t1 = tf.shape(tensor, out_type=tf.int64)[-1]
         t2 = -t0 + t1 - 1
@@ -886,20 +886,14 @@ def reverse_forward(tensor, *, dims=(True, False)):
         t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
         t5 = tf.shape(tensor, out_type=tf.int64)[-2]
         t6 = -t4 + t5 - 1
-        output = _gather(t3, t6, -2)
-    elif dims == (True, True, True):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -1)
-        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-        t5 = tf.shape(tensor, out_type=tf.int64)[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-        t9 = tf.shape(tensor, out_type=tf.int64)[-3]
-        t10 = -t8 + t9 - 1
-        output = _gather(t7, t10, -3)
+        if dims == (True, True):
+            output = _gather(t3, t6, -2)
+        else:
+            t7 = _gather(t3, t6, -2)
+            t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
+            t9 = tf.shape(tensor, out_type=tf.int64)[-3]
+            t10 = -t8 + t9 - 1
+            output = _gather(t7, t10, -3)
     else:
         raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
     return output
@@ -923,7 +917,7 @@ def reverse_vjp(grad, tensor, output, *, dims=(True, False)):
         t1 = tf.shape(tensor, out_type=tf.int64)[-2]
         t2 = -t0 + t1 - 1
         grad_tensor = _gather(grad, t2, -2)
-    elif dims == (True, True):
+    elif dims in ((True, True), (True, True, True)):
         t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
         t1 = tf.shape(tensor, out_type=tf.int64)[-1]
         t2 = -t0 + t1 - 1
@@ -931,20 +925,14 @@ def reverse_vjp(grad, tensor, output, *, dims=(True, False)):
         t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
         t5 = tf.shape(tensor, out_type=tf.int64)[-2]
         t6 = -t4 + t5 - 1
-        grad_tensor = _gather(t3, t6, -2)
-    elif dims == (True, True, True):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-        t5 = tf.shape(tensor, out_type=tf.int64)[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-        t9 = tf.shape(tensor, out_type=tf.int64)[-3]
-        t10 = -t8 + t9 - 1
-        grad_tensor = _gather(t7, t10, -3)
+        if dims == (True, True):
+            grad_tensor = _gather(t3, t6, -2)
+        else:
+            t7 = _gather(t3, t6, -2)
+            t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
+            t9 = tf.shape(tensor, out_type=tf.int64)[-3]
+            t10 = -t8 + t9 - 1
+            grad_tensor = _gather(t7, t10, -3)
     else:
         raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
     return (grad_tensor,)
@@ -1089,25 +1077,22 @@ def strided_slice_forward(
     elif rank == 1 and shrink_axis_mask == 1:
         t1 = tf.where(begin[0] < 0, begin[0] + t0, begin[0])
         output = _gather(input, t1, -1)
-    elif rank == 2 and shrink_axis_mask == 0:
+    elif rank == 2 and shrink_axis_mask in (0, 1):
         t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
         t4 = _gather(input, t3, -1)
         t5 = tf.shape(input, out_type=tf.int64)[-2]
-        t6 = _slice_length(t5, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0))
-        t7 = tf.range(tf.cast(t6, tf.int64))
-        t8 = strides[0] * t7 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
+        if shrink_axis_mask == 0:
+            t6 = _slice_length(
+                t5, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
+            )
+            t7 = tf.range(tf.cast(t6, tf.int64))
+            t8 = strides[0] * t7 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
+        else:
+            t8 = tf.where(begin[0] < 0, begin[0] + t5, begin[0])
         output = _gather(t4, t8, -2)
-    elif rank == 2 and shrink_axis_mask == 1:
-        t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
-        t2 = tf.range(tf.cast(t1, tf.int64))
-        t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
-        t4 = _gather(input, t3, -1)
-        t5 = tf.shape(input, out_type=tf.int64)[-2]
-        t6 = tf.where(begin[0] < 0, begin[0] + t5, begin[0])
-        output = _gather(t4, t6, -2)
-    elif rank == 3 and shrink_axis_mask == 0:
+    elif rank == 3 and shrink_axis_mask in (0, 1):
         t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
@@ -1118,26 +1103,16 @@ def strided_slice_forward(
         t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
         t9 = _gather(t4, t8, -2)
         t10 = tf.shape(input, out_type=tf.int64)[-3]
-        t11 = _slice_length(
-            t10, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
-        )
-        t12 = tf.range(tf.cast(t11, tf.int64))
-        t13 = strides[0] * t12 + _slice_start(t10, begin[0], strides[0], _bit(begin_mask, 0))
+        if shrink_axis_mask == 0:
+            t11 = _slice_length(
+                t10, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
+            )
+            t12 = tf.range(tf.cast(t11, tf.int64))
+            t13 = strides[0] * t12 + _slice_start(t10, begin[0], strides[0], _bit(begin_mask, 0))
+        else:
+            t13 = tf.where(begin[0] < 0, begin[0] + t10, begin[0])
         output = _gather(t9, t13, -3)
-    elif rank == 3 and shrink_axis_mask == 1:
-        t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
-        t2 = tf.range(tf.cast(t1, tf.int64))
-        t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
-        t4 = _gather(input, t3, -1)
-        t5 = tf.shape(input, out_type=tf.int64)[-2]
-        t6 = _slice_length(t5, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
-        t7 = tf.range(tf.cast(t6, tf.int64))
-        t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-        t9 = _gather(t4, t8, -2)
-        t10 = tf.shape(input, out_type=tf.int64)[-3]
-        t11 = tf.where(begin[0] < 0, begin[0] + t10, begin[0])
-        output = _gather(t9, t11, -3)
-    elif rank == 4 and shrink_axis_mask == 0:
+    elif rank == 4 and shrink_axis_mask in (0, 1):
         t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
@@ -1155,32 +1130,15 @@ def strided_slice_forward(
         t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
         t14 = _gather(t9, t13, -3)
         t15 = tf.shape(input, out_type=tf.int64)[-4]
-        t16 = _slice_length(
-            t15, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
-        )
-        t17 = tf.range(tf.cast(t16, tf.int64))
-        t18 = strides[0] * t17 + _slice_start(t15, begin[0], strides[0], _bit(begin_mask, 0))
+        if shrink_axis_mask == 0:
+            t16 = _slice_length(
+                t15, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
+            )
+            t17 = tf.range(tf.cast(t16, tf.int64))
+            t18 = strides[0] * t17 + _slice_start(t15, begin[0], strides[0], _bit(begin_mask, 0))
+        else:
+            t18 = tf.where(begin[0] < 0, begin[0] + t15, begin[0])
         output = _gather(t14, t18, -4)
-    elif rank == 4 and shrink_axis_mask == 1:
-        t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
-        t2 = tf.range(tf.cast(t1, tf.int64))
-        t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
-        t4 = _gather(input, t3, -1)
-        t5 = tf.shape(input, out_type=tf.int64)[-2]
-        t6 = _slice_length(t5, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
-        t7 = tf.range(tf.cast(t6, tf.int64))
-        t8 = strides[2] * t7 + _slice_start(t5, begin[2], strides[2], _bit(begin_mask, 2))
-        t9 = _gather(t4, t8, -2)
-        t10 = tf.shape(input, out_type=tf.int64)[-3]
-        t11 = _slice_length(
-            t10, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
-        )
-        t12 = tf.range(tf.cast(t11, tf.int64))
-        t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
-        t14 = _gather(t9, t13, -3)
-        t15 = tf.shape(input, out_type=tf.int64)[-4]
-        t16 = tf.where(begin[0] < 0, begin[0] + t15, begin[0])
-        output = _gather(t14, t16, -4)
     else:
         raise ValueError(
             f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
@@ -1230,30 +1188,26 @@ def strided_slice_vjp(
         t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t3 = tf.equal(t2, t1)
         grad_input = grad * tf.cast(t3, grad.dtype)
-    elif rank == 2 and shrink_axis_mask == 0:
+    elif rank == 2 and shrink_axis_mask in (0, 1):
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
         t3 = tf.where(tf.equal(t2 % strides[1], 0), t2 // strides[1], -tf.ones_like(t2))
         t4 = _gather(grad, t3, -1)
-        t5 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t6 = tf.shape(input, out_type=tf.int64)[-2]
-        t7 = t5 - _slice_start(t6, begin[0], strides[0], _bit(begin_mask, 0))
-        t8 = tf.where(tf.equal(t7 % strides[0], 0), t7 // strides[0], -tf.ones_like(t7))
-        grad_input = _gather(t4, t8, -2)
-    elif rank == 2 and shrink_axis_mask == 1:
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-        t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
-        t3 = tf.where(tf.equal(t2 % strides[1], 0), t2 // strides[1], -tf.ones_like(t2))
-        t4 = _gather(grad, t3, -1)
-        t5 = tf.shape(input, out_type=tf.int64)[-2]
-        t6 = tf.where(begin[0] < 0, begin[0] + t5, begin[0])
+        if shrink_axis_mask == 1:
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t6 = tf.where(begin[0] < 0, begin[0] + t5, begin[0])
         t7 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t8 = tf.equal(t7, t6)
-        t9 = t8[..., None]
-        grad_input = t4 * tf.cast(t9, grad.dtype)
-    elif rank == 3 and shrink_axis_mask == 0:
+        if shrink_axis_mask == 0:
+            t8 = tf.shape(input, out_type=tf.int64)[-2]
+            t9 = t7 - _slice_start(t8, begin[0], strides[0], _bit(begin_mask, 0))
+            t10 = tf.where(tf.equal(t9 % strides[0], 0), t9 // strides[0], -tf.ones_like(t9))
+            grad_input = _gather(t4, t10, -2)
+        else:
+            t8 = tf.equal(t7, t6)
+            t9 = t8[..., None]
+            grad_input = t4 * tf.cast(t9, grad.dtype)
+    elif rank == 3 and shrink_axis_mask in (0, 1):
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
@@ -1264,29 +1218,20 @@ def strided_slice_vjp(
         t7 = t5 - _slice_start(t6, begin[1], strides[1], _bit(begin_mask, 1))
         t8 = tf.where(tf.equal(t7 % strides[1], 0), t7 // strides[1], -tf.ones_like(t7))
         t9 = _gather(t4, t8, -2)
-        t10 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t11 = tf.shape(input, out_type=tf.int64)[-3]
-        t12 = t10 - _slice_start(t11, begin[0], strides[0], _bit(begin_mask, 0))
-        t13 = tf.where(tf.equal(t12 % strides[0], 0), t12 // strides[0], -tf.ones_like(t12))
-        grad_input = _gather(t9, t13, -3)
-    elif rank == 3 and shrink_axis_mask == 1:
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-        t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
-        t3 = tf.where(tf.equal(t2 % strides[2], 0), t2 // strides[2], -tf.ones_like(t2))
-        t4 = _gather(grad, t3, -1)
-        t5 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t6 = tf.shape(input, out_type=tf.int64)[-2]
-        t7 = t5 - _slice_start(t6, begin[1], strides[1], _bit(begin_mask, 1))
-        t8 = tf.where(tf.equal(t7 % strides[1], 0), t7 // strides[1], -tf.ones_like(t7))
-        t9 = _gather(t4, t8, -2)
-        t10 = tf.shape(input, out_type=tf.int64)[-3]
-        t11 = tf.where(begin[0] < 0, begin[0] + t10, begin[0])
+        if shrink_axis_mask == 1:
+            t10 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = tf.where(begin[0] < 0, begin[0] + t10, begin[0])
         t12 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t13 = tf.equal(t12, t11)
-        t14 = t13[..., None, None]
-        grad_input = t9 * tf.cast(t14, grad.dtype)
-    elif rank == 4 and shrink_axis_mask == 0:
+        if shrink_axis_mask == 0:
+            t13 = tf.shape(input, out_type=tf.int64)[-3]
+            t14 = t12 - _slice_start(t13, begin[0], strides[0], _bit(begin_mask, 0))
+            t15 = tf.where(tf.equal(t14 % strides[0], 0), t14 // strides[0], -tf.ones_like(t14))
+            grad_input = _gather(t9, t15, -3)
+        else:
+            t13 = tf.equal(t12, t11)
+            t14 = t13[..., None, None]
+            grad_input = t9 * tf.cast(t14, grad.dtype)
+    elif rank == 4 and shrink_axis_mask in (0, 1):
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))
@@ -1302,33 +1247,19 @@ def strided_slice_vjp(
         t12 = t10 - _slice_start(t11, begin[1], strides[1], _bit(begin_mask, 1))
         t13 = tf.where(tf.equal(t12 % strides[1], 0), t12 // strides[1], -tf.ones_like(t12))
         t14 = _gather(t9, t13, -3)
-        t15 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
-        t16 = tf.shape(input, out_type=tf.int64)[-4]
-        t17 = t15 - _slice_start(t16, begin[0], strides[0], _bit(begin_mask, 0))
-        t18 = tf.where(tf.equal(t17 % strides[0], 0), t17 // strides[0], -tf.ones_like(t17))
-        grad_input = _gather(t14, t18, -4)
-    elif rank == 4 and shrink_axis_mask == 1:
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
-        t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))
-        t3 = tf.where(tf.equal(t2 % strides[3], 0), t2 // strides[3], -tf.ones_like(t2))
-        t4 = _gather(grad, t3, -1)
-        t5 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t6 = tf.shape(input, out_type=tf.int64)[-2]
-        t7 = t5 - _slice_start(t6, begin[2], strides[2], _bit(begin_mask, 2))
-        t8 = tf.where(tf.equal(t7 % strides[2], 0), t7 // strides[2], -tf.ones_like(t7))
-        t9 = _gather(t4, t8, -2)
-        t10 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t11 = tf.shape(input, out_type=tf.int64)[-3]
-        t12 = t10 - _slice_start(t11, begin[1], strides[1], _bit(begin_mask, 1))
-        t13 = tf.where(tf.equal(t12 % strides[1], 0), t12 // strides[1], -tf.ones_like(t12))
-        t14 = _gather(t9, t13, -3)
-        t15 = tf.shape(input, out_type=tf.int64)[-4]
-        t16 = tf.where(begin[0] < 0, begin[0] + t15, begin[0])
+        if shrink_axis_mask == 1:
+            t15 = tf.shape(input, out_type=tf.int64)[-4]
+            t16 = tf.where(begin[0] < 0, begin[0] + t15, begin[0])
         t17 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
-        t18 = tf.equal(t17, t16)
-        t19 = t18[..., None, None, None]
-        grad_input = t14 * tf.cast(t19, grad.dtype)
+        if shrink_axis_mask == 0:
+            t18 = tf.shape(input, out_type=tf.int64)[-4]
+            t19 = t17 - _slice_start(t18, begin[0], strides[0], _bit(begin_mask, 0))
+            t20 = tf.where(tf.equal(t19 % strides[0], 0), t19 // strides[0], -tf.ones_like(t19))
+            grad_input = _gather(t14, t20, -4)
+        else:
+            t18 = tf.equal(t17, t16)
+            t19 = t18[..., None, None, None]
+            grad_input = t14 * tf.cast(t19, grad.dtype)
     else:
         raise ValueError(
             f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
@@ -1446,70 +1377,60 @@ def strided_slice_backprop_forward(
         t1 = t0 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
         t2 = tf.where(tf.equal(t1 % strides[0], 0), t1 // strides[0], -tf.ones_like(t1))
         output = _gather(dy, t2, -1)
-    elif rank == 1 and shrink_axis_mask == 1:
-        t0 = tf.range(tf.cast(shape[1], tf.int64))
-        t1 = t0 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t2 = tf.where(tf.equal(t1 % strides[1], 0), t1 // strides[1], -tf.ones_like(t1))
-        t3 = _gather(dy, t2, -1)
-        t4 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
-        t5 = tf.range(tf.cast(shape[0], tf.int64))
-        t6 = tf.equal(t5, t4)
-        t7 = t6[..., None]
-        output = t3 * tf.cast(t7, dy.dtype)
-    elif rank == 2 and shrink_axis_mask == 0:
-        t0 = tf.range(tf.cast(shape[1], tf.int64))
-        t1 = t0 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t2 = tf.where(tf.equal(t1 % strides[1], 0), t1 // strides[1], -tf.ones_like(t1))
-        t3 = _gather(dy, t2, -1)
-        t4 = tf.range(tf.cast(shape[0], tf.int64))
-        t5 = t4 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
-        t6 = tf.where(tf.equal(t5 % strides[0], 0), t5 // strides[0], -tf.ones_like(t5))
-        output = _gather(t3, t6, -2)
-    elif rank == 2 and shrink_axis_mask == 1:
-        t0 = tf.range(tf.cast(shape[2], tf.int64))
-        t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
-        t2 = tf.where(tf.equal(t1 % strides[2], 0), t1 // strides[2], -tf.ones_like(t1))
-        t3 = _gather(dy, t2, -1)
-        t4 = tf.range(tf.cast(shape[1], tf.int64))
-        t5 = t4 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t6 = tf.where(tf.equal(t5 % strides[1], 0), t5 // strides[1], -tf.ones_like(t5))
-        t7 = _gather(t3, t6, -2)
-        t8 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
-        t9 = tf.range(tf.cast(shape[0], tf.int64))
-        t10 = tf.equal(t9, t8)
-        t11 = t10[..., None, None]
-        output = t7 * tf.cast(t11, dy.dtype)
-    elif rank == 3 and shrink_axis_mask == 0:
-        t0 = tf.range(tf.cast(shape[2], tf.int64))
-        t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
-        t2 = tf.where(tf.equal(t1 % strides[2], 0), t1 // strides[2], -tf.ones_like(t1))
-        t3 = _gather(dy, t2, -1)
-        t4 = tf.range(tf.cast(shape[1], tf.int64))
-        t5 = t4 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
-        t6 = tf.where(tf.equal(t5 % strides[1], 0), t5 // strides[1], -tf.ones_like(t5))
-        t7 = _gather(t3, t6, -2)
-        t8 = tf.range(tf.cast(shape[0], tf.int64))
-        t9 = t8 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
-        t10 = tf.where(tf.equal(t9 % strides[0], 0), t9 // strides[0], -tf.ones_like(t9))
-        output = _gather(t7, t10, -3)
-    elif rank == 3 and shrink_axis_mask == 1:
-        t0 = tf.range(tf.cast(shape[3], tf.int64))
-        t1 = t0 - _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
-        t2 = tf.where(tf.equal(t1 % strides[3], 0), t1 // strides[3], -tf.ones_like(t1))
-        t3 = _gather(dy, t2, -1)
-        t4 = tf.range(tf.cast(shape[2], tf.int64))
-        t5 = t4 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
-        t6 = tf.where(tf.equal(t5 % strides[2], 0), t5 // strides[2], -tf.ones_like(t5))
-        t7 = _gather(t3, t6, -2)
+    elif rank in (1, 2, 3) and shrink_axis_mask == 1:
+        if rank == 2:
+            t0 = tf.range(tf.cast(shape[2], tf.int64))
+            t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+            t2 = tf.where(tf.equal(t1 % strides[2], 0), t1 // strides[2], -tf.ones_like(t1))
+            t3 = _gather(dy, t2, -1)
+        elif rank == 3:
+            t0 = tf.range(tf.cast(shape[3], tf.int64))
+            t1 = t0 - _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
+            t2 = tf.where(tf.equal(t1 % strides[3], 0), t1 // strides[3], -tf.ones_like(t1))
+            t3 = _gather(dy, t2, -1)
+            t4 = tf.range(tf.cast(shape[2], tf.int64))
+            t5 = t4 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+            t6 = tf.where(tf.equal(t5 % strides[2], 0), t5 // strides[2], -tf.ones_like(t5))
+            t7 = _gather(t3, t6, -2)
         t8 = tf.range(tf.cast(shape[1], tf.int64))
         t9 = t8 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
         t10 = tf.where(tf.equal(t9 % strides[1], 0), t9 // strides[1], -tf.ones_like(t9))
-        t11 = _gather(t7, t10, -3)
+        if rank == 1:
+            t11 = _gather(dy, t10, -1)
+        elif rank == 2:
+            t11 = _gather(t3, t10, -2)
+        else:
+            t11 = _gather(t7, t10, -3)
         t12 = tf.where(begin[0] < 0, begin[0] + shape[0], begin[0])
         t13 = tf.range(tf.cast(shape[0], tf.int64))
         t14 = tf.equal(t13, t12)
-        t15 = t14[..., None, None, None]
+        if rank == 1:
+            t15 = t14[..., None]
+        elif rank == 2:
+            t15 = t14[..., None, None]
+        else:
+            t15 = t14[..., None, None, None]
         output = t11 * tf.cast(t15, dy.dtype)
+    elif rank in (2, 3) and shrink_axis_mask == 0:
+        if rank == 3:
+            t0 = tf.range(tf.cast(shape[2], tf.int64))
+            t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
+            t2 = tf.where(tf.equal(t1 % strides[2], 0), t1 // strides[2], -tf.ones_like(t1))
+            t3 = _gather(dy, t2, -1)
+        t4 = tf.range(tf.cast(shape[1], tf.int64))
+        t5 = t4 - _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
+        t6 = tf.where(tf.equal(t5 % strides[1], 0), t5 // strides[1], -tf.ones_like(t5))
+        if rank == 2:
+            t7 = _gather(dy, t6, -1)
+        else:
+            t7 = _gather(t3, t6, -2)
+        t8 = tf.range(tf.cast(shape[0], tf.int64))
+        t9 = t8 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
+        t10 = tf.where(tf.equal(t9 % strides[0], 0), t9 // strides[0], -tf.ones_like(t9))
+        if rank == 2:
+            output = _gather(t7, t10, -2)
+        else:
+            output = _gather(t7, t10, -3)
     else:
         raise ValueError(
             f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
@@ -1856,45 +1777,44 @@ def tensor_strided_slice_update_vjp(
         grad_input = grad * (-t4 * t8 + 1)
         t9 = _gather(grad, t7, -1)
         grad_value = _gather(t9, t3, -2)
-    elif rank == 3:
-        t1 = tf.shape(input, out_type=tf.int64)[-3]
-        t2 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
-        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-        t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
-        t5 = tf.shape(input, out_type=tf.int64)[-2]
-        t6 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
-        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-        t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
-        t9 = tf.shape(input, out_type=tf.int64)[-1]
-        t10 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
-        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
-        t12 = _scatter_add(t0, t11, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = grad * (-t12 * t4 * t8 + 1)
-        t13 = _gather(grad, t11, -1)
-        t14 = _gather(t13, t7, -2)
-        grad_value = _gather(t14, t3, -3)
-    elif rank == 4:
-        t1 = tf.shape(input, out_type=tf.int64)[-4]
-        t2 = tf.range(tf.shape(value, out_type=tf.int64)[-4])
-        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-        t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
+    elif rank in (3, 4):
+        if rank == 4:
+            t1 = tf.shape(input, out_type=tf.int64)[-4]
+            t2 = tf.range(tf.shape(value, out_type=tf.int64)[-4])
+            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
         t5 = tf.shape(input, out_type=tf.int64)[-3]
         t6 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
-        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+        if rank == 3:
+            t7 = strides[0] * t6 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
+        else:
+            t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
         t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
         t9 = tf.shape(input, out_type=tf.int64)[-2]
         t10 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
-        t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
+        if rank == 3:
+            t11 = strides[1] * t10 + _slice_start(t9, begin[1], strides[1], _bit(begin_mask, 1))
+        else:
+            t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
         t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
         t13 = tf.shape(input, out_type=tf.int64)[-1]
         t14 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
-        t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
+        if rank == 3:
+            t15 = strides[2] * t14 + _slice_start(t13, begin[2], strides[2], _bit(begin_mask, 2))
+        else:
+            t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
         t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
-        grad_input = grad * (-t12 * t16 * t4 * t8 + 1)
+        if rank == 3:
+            grad_input = grad * (-t16 * t8 * t12 + 1)
+        else:
+            grad_input = grad * (-t12 * t16 * t4 * t8 + 1)
         t17 = _gather(grad, t15, -1)
         t18 = _gather(t17, t11, -2)
-        t19 = _gather(t18, t7, -3)
-        grad_value = _gather(t19, t3, -4)
+        if rank == 3:
+            grad_value = _gather(t18, t7, -3)
+        else:
+            t19 = _gather(t18, t7, -3)
+            grad_value = _gather(t19, t3, -4)
     else:
         raise ValueError(
             f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"

@@ -2250,49 +2250,25 @@ def max_pool_grad(
     return_stages=False,
 ):
     """MaxPoolGrad: MaxPool's gradient in its input `orig_input`: each window's `grad` added at the first (declared at ops/conv_grads.py:241)."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = np.arange(ksize[2])
-    t1 = t0[..., None]
-    t2 = np.arange(np.shape(orig_output)[-2])
-    if padding == "VALID":
-        t3 = strides[2] * t2 + t1
-        t4 = _gather(orig_input, t3, -2, fill=-np.inf)
-        t5 = np.arange(ksize[1])
-        t6 = t5[..., None]
-        t7 = np.arange(np.shape(orig_output)[-3])
-        t8 = strides[1] * t7 + t6
-        t9 = _gather(t4, t8, -4, fill=-np.inf)
-        t10 = np.transpose(t9, (0, 5, 1, 3, 2, 4))
-        t11 = np.transpose(orig_output, (0, 3, 1, 2))
-        t12 = t11[..., None, None, :, :]
-        t13 = _shift_right(
-            np.cumsum(np.asarray(t10 == t12, orig_input.dtype), axis=-3), axis=-3, fill=0
-        )
-        t14 = np.sum(np.asarray(t10 == t12, orig_input.dtype), axis=-3, keepdims=True)
-        t15 = _shift_right(np.cumsum(t14, axis=-4), axis=-4, fill=0)
-        affine1 = t13 + t15
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2]),
-            strides=(strides[1], strides[2]),
-            pads=(0, 0),
-            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
-    elif padding == "SAME":
-        t3 = np.shape(orig_input)[-2]
-        t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
-        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
+        t0 = np.arange(ksize[2])
+        t1 = t0[..., None]
+        t2 = np.arange(np.shape(orig_output)[-2])
+        if padding == "VALID":
+            t3 = strides[2] * t2 + t1
+        else:
+            t4 = np.shape(orig_input)[-2]
+            t3 = strides[2] * t2 + t1 - _same_padding(t4, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t3, -2, fill=-np.inf)
         t6 = np.arange(ksize[1])
         t7 = t6[..., None]
         t8 = np.arange(np.shape(orig_output)[-3])
-        t9 = np.shape(orig_input)[-3]
-        t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
-        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        if padding == "VALID":
+            t9 = strides[1] * t8 + t7
+        else:
+            t10 = np.shape(orig_input)[-3]
+            t9 = strides[1] * t8 + t7 - _same_padding(t10, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t9, -4, fill=-np.inf)
         t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
         t13 = np.transpose(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
@@ -2302,18 +2278,29 @@ def max_pool_grad(
         t16 = np.sum(np.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
         t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
         affine1 = t15 + t17
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2]),
-            strides=(strides[1], strides[2]),
-            pads=(
-                _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
-                _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
-            ),
-            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
+        if padding == "VALID":
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=(ksize[1], ksize[2]),
+                strides=(strides[1], strides[2]),
+                pads=(0, 0),
+                sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+            )
+        else:
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=(ksize[1], ksize[2]),
+                strides=(strides[1], strides[2]),
+                pads=(
+                    _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
+                    _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+                ),
+                sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+            )
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2349,66 +2336,28 @@ def max_pool_grad_grad(
             j * strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
             i.e. `np.sum(np.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))`
     """
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    if padding == "VALID":
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
         if affine1 is None:
             t0 = ksize[2]
             t1 = np.arange(t0)
             t2 = t1[..., None]
             t3 = np.arange(np.shape(orig_output)[-2])
-            t4 = strides[2] * t3 + t2
-            t5 = _gather(orig_input, t4, -2, fill=-np.inf)
-            t6 = ksize[1]
-            t7 = np.arange(t6)
-            t8 = t7[..., None]
-            t9 = np.arange(np.shape(orig_output)[-3])
-            t10 = strides[1] * t9 + t8
-            t11 = _gather(t5, t10, -4, fill=-np.inf)
-            t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
-            t13 = np.transpose(orig_output, (0, 3, 1, 2))
-            t14 = t13[..., None, None, :, :]
-            t15 = _shift_right(
-                np.cumsum(np.asarray(t12 == t14, grad_output.dtype), axis=-3), axis=-3, fill=0
-            )
-            t16 = np.sum(np.asarray(t12 == t14, grad_output.dtype), axis=-3, keepdims=True)
-            t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
-            affine1 = t15 + t17
-        t18 = np.arange(np.shape(orig_output)[-2])
-        t19 = t18[..., None]
-        t20 = np.arange(ksize[2])
-        t21 = strides[2] * t19 + t20
-        t22 = _gather(grad_output, t21, -2)
-        t23 = np.arange(np.shape(orig_output)[-3])
-        t24 = t23[..., None]
-        t25 = np.arange(ksize[1])
-        t26 = strides[1] * t24 + t25
-        t27 = _gather(t22, t26, -4)
-        t28 = np.transpose(t27, (0, 1, 3, 5, 2, 4))
-        t29 = _gather(orig_input, t21, -2, fill=-np.inf)
-        t30 = _gather(t29, t26, -4, fill=-np.inf)
-        t31 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
-        t32 = orig_output[..., None, None]
-        t33 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = np.sum(np.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))
-    elif padding == "SAME":
-        if affine1 is None:
-            t0 = ksize[2]
-            t1 = np.arange(t0)
-            t2 = t1[..., None]
-            t3 = np.arange(np.shape(orig_output)[-2])
-            t4 = np.shape(orig_input)[-2]
-            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
-            t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+            if padding == "VALID":
+                t4 = strides[2] * t3 + t2
+            else:
+                t5 = np.shape(orig_input)[-2]
+                t4 = strides[2] * t3 + t2 - _same_padding(t5, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t4, -2, fill=-np.inf)
             t7 = ksize[1]
             t8 = np.arange(t7)
             t9 = t8[..., None]
             t10 = np.arange(np.shape(orig_output)[-3])
-            t11 = np.shape(orig_input)[-3]
-            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            if padding == "VALID":
+                t11 = strides[1] * t10 + t9
+            else:
+                t12 = np.shape(orig_input)[-3]
+                t11 = strides[1] * t10 + t9 - _same_padding(t12, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t11, -4, fill=-np.inf)
             t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
             t15 = np.transpose(orig_output, (0, 3, 1, 2))
             t16 = t15[..., None, None, :, :]
@@ -2421,18 +2370,24 @@ def max_pool_grad_grad(
         t20 = np.arange(np.shape(orig_output)[-2])
         t21 = t20[..., None]
         t22 = np.arange(ksize[2])
-        t23 = np.shape(orig_input)[-2]
-        t24 = strides[2] * t21 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
-        t25 = _gather(grad_output, t24, -2)
+        if padding == "VALID":
+            t23 = strides[2] * t21 + t22
+        else:
+            t24 = np.shape(orig_input)[-2]
+            t23 = strides[2] * t21 + t22 - _same_padding(t24, ksize[2], strides[2], 1)
+        t25 = _gather(grad_output, t23, -2)
         t26 = np.arange(np.shape(orig_output)[-3])
         t27 = t26[..., None]
         t28 = np.arange(ksize[1])
-        t29 = np.shape(orig_input)[-3]
-        t30 = strides[1] * t27 + t28 - _same_padding(t29, ksize[1], strides[1], 1)
-        t31 = _gather(t25, t30, -4)
+        if padding == "VALID":
+            t29 = strides[1] * t27 + t28
+        else:
+            t30 = np.shape(orig_input)[-3]
+            t29 = strides[1] * t27 + t28 - _same_padding(t30, ksize[1], strides[1], 1)
+        t31 = _gather(t25, t29, -4)
         t32 = np.transpose(t31, (0, 1, 3, 5, 2, 4))
-        t33 = _gather(orig_input, t24, -2, fill=-np.inf)
-        t34 = _gather(t33, t30, -4, fill=-np.inf)
+        t33 = _gather(orig_input, t23, -2, fill=-np.inf)
+        t34 = _gather(t33, t29, -4, fill=-np.inf)
         t35 = np.transpose(t34, (0, 1, 3, 5, 2, 4))
         t36 = orig_output[..., None, None]
         t37 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
@@ -2500,45 +2455,25 @@ def max_pool_grad_v2(
     """MaxPoolGradV2: MaxPoolGrad with the window and strides passed as constant inputs (declared at ops/conv_grads.py:251)."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    t0 = np.arange(ksize[2])
-    t1 = t0[..., None]
-    t2 = np.arange(np.shape(orig_output)[-2])
-    if padding == "VALID":
-        t3 = strides[2] * t2 + t1
-        t4 = _gather(orig_input, t3, -2, fill=-np.inf)
-        t5 = np.arange(ksize[1])
-        t6 = t5[..., None]
-        t7 = np.arange(np.shape(orig_output)[-3])
-        t8 = strides[1] * t7 + t6
-        t9 = _gather(t4, t8, -4, fill=-np.inf)
-        t10 = np.transpose(t9, (0, 5, 1, 3, 2, 4))
-        t11 = np.transpose(orig_output, (0, 3, 1, 2))
-        t12 = t11[..., None, None, :, :]
-        t13 = _shift_right(
-            np.cumsum(np.asarray(t10 == t12, orig_input.dtype), axis=-3), axis=-3, fill=0
-        )
-        t14 = np.sum(np.asarray(t10 == t12, orig_input.dtype), axis=-3, keepdims=True)
-        t15 = _shift_right(np.cumsum(t14, axis=-4), axis=-4, fill=0)
-        affine1 = t13 + t15
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2]),
-            strides=(strides[1], strides[2]),
-            pads=(0, 0),
-            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
-    elif padding == "SAME":
-        t3 = np.shape(orig_input)[-2]
-        t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
-        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+    if padding in ("VALID", "SAME"):
+        t0 = np.arange(ksize[2])
+        t1 = t0[..., None]
+        t2 = np.arange(np.shape(orig_output)[-2])
+        if padding == "VALID":
+            t3 = strides[2] * t2 + t1
+        else:
+            t4 = np.shape(orig_input)[-2]
+            t3 = strides[2] * t2 + t1 - _same_padding(t4, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t3, -2, fill=-np.inf)
         t6 = np.arange(ksize[1])
         t7 = t6[..., None]
         t8 = np.arange(np.shape(orig_output)[-3])
-        t9 = np.shape(orig_input)[-3]
-        t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
-        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        if padding == "VALID":
+            t9 = strides[1] * t8 + t7
+        else:
+            t10 = np.shape(orig_input)[-3]
+            t9 = strides[1] * t8 + t7 - _same_padding(t10, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t9, -4, fill=-np.inf)
         t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
         t13 = np.transpose(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
@@ -2548,18 +2483,29 @@ def max_pool_grad_v2(
         t16 = np.sum(np.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
         t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
         affine1 = t15 + t17
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2]),
-            strides=(strides[1], strides[2]),
-            pads=(
-                _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
-                _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
-            ),
-            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
+        if padding == "VALID":
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=(ksize[1], ksize[2]),
+                strides=(strides[1], strides[2]),
+                pads=(0, 0),
+                sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+            )
+        else:
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=(ksize[1], ksize[2]),
+                strides=(strides[1], strides[2]),
+                pads=(
+                    _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
+                    _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+                ),
+                sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+            )
     else:
         raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
     if return_stages:  # for max_pool_grad_v2_grad(..., **stages): not computed again
@@ -2594,62 +2540,28 @@ def max_pool_grad_v2_grad(
     """
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
         if affine1 is None:
             t0 = ksize[2]
             t1 = np.arange(t0)
             t2 = t1[..., None]
             t3 = np.arange(np.shape(orig_output)[-2])
-            t4 = strides[2] * t3 + t2
-            t5 = _gather(orig_input, t4, -2, fill=-np.inf)
-            t6 = ksize[1]
-            t7 = np.arange(t6)
-            t8 = t7[..., None]
-            t9 = np.arange(np.shape(orig_output)[-3])
-            t10 = strides[1] * t9 + t8
-            t11 = _gather(t5, t10, -4, fill=-np.inf)
-            t12 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
-            t13 = np.transpose(orig_output, (0, 3, 1, 2))
-            t14 = t13[..., None, None, :, :]
-            t15 = _shift_right(
-                np.cumsum(np.asarray(t12 == t14, grad_output.dtype), axis=-3), axis=-3, fill=0
-            )
-            t16 = np.sum(np.asarray(t12 == t14, grad_output.dtype), axis=-3, keepdims=True)
-            t17 = _shift_right(np.cumsum(t16, axis=-4), axis=-4, fill=0)
-            affine1 = t15 + t17
-        t18 = np.arange(np.shape(orig_output)[-2])
-        t19 = t18[..., None]
-        t20 = np.arange(ksize[2])
-        t21 = strides[2] * t19 + t20
-        t22 = _gather(grad_output, t21, -2)
-        t23 = np.arange(np.shape(orig_output)[-3])
-        t24 = t23[..., None]
-        t25 = np.arange(ksize[1])
-        t26 = strides[1] * t24 + t25
-        t27 = _gather(t22, t26, -4)
-        t28 = np.transpose(t27, (0, 1, 3, 5, 2, 4))
-        t29 = _gather(orig_input, t21, -2, fill=-np.inf)
-        t30 = _gather(t29, t26, -4, fill=-np.inf)
-        t31 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
-        t32 = orig_output[..., None, None]
-        t33 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = np.sum(np.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))
-    elif padding == "SAME":
-        if affine1 is None:
-            t0 = ksize[2]
-            t1 = np.arange(t0)
-            t2 = t1[..., None]
-            t3 = np.arange(np.shape(orig_output)[-2])
-            t4 = np.shape(orig_input)[-2]
-            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
-            t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+            if padding == "VALID":
+                t4 = strides[2] * t3 + t2
+            else:
+                t5 = np.shape(orig_input)[-2]
+                t4 = strides[2] * t3 + t2 - _same_padding(t5, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t4, -2, fill=-np.inf)
             t7 = ksize[1]
             t8 = np.arange(t7)
             t9 = t8[..., None]
             t10 = np.arange(np.shape(orig_output)[-3])
-            t11 = np.shape(orig_input)[-3]
-            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            if padding == "VALID":
+                t11 = strides[1] * t10 + t9
+            else:
+                t12 = np.shape(orig_input)[-3]
+                t11 = strides[1] * t10 + t9 - _same_padding(t12, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t11, -4, fill=-np.inf)
             t14 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
             t15 = np.transpose(orig_output, (0, 3, 1, 2))
             t16 = t15[..., None, None, :, :]
@@ -2662,18 +2574,24 @@ def max_pool_grad_v2_grad(
         t20 = np.arange(np.shape(orig_output)[-2])
         t21 = t20[..., None]
         t22 = np.arange(ksize[2])
-        t23 = np.shape(orig_input)[-2]
-        t24 = strides[2] * t21 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
-        t25 = _gather(grad_output, t24, -2)
+        if padding == "VALID":
+            t23 = strides[2] * t21 + t22
+        else:
+            t24 = np.shape(orig_input)[-2]
+            t23 = strides[2] * t21 + t22 - _same_padding(t24, ksize[2], strides[2], 1)
+        t25 = _gather(grad_output, t23, -2)
         t26 = np.arange(np.shape(orig_output)[-3])
         t27 = t26[..., None]
         t28 = np.arange(ksize[1])
-        t29 = np.shape(orig_input)[-3]
-        t30 = strides[1] * t27 + t28 - _same_padding(t29, ksize[1], strides[1], 1)
-        t31 = _gather(t25, t30, -4)
+        if padding == "VALID":
+            t29 = strides[1] * t27 + t28
+        else:
+            t30 = np.shape(orig_input)[-3]
+            t29 = strides[1] * t27 + t28 - _same_padding(t30, ksize[1], strides[1], 1)
+        t31 = _gather(t25, t29, -4)
         t32 = np.transpose(t31, (0, 1, 3, 5, 2, 4))
-        t33 = _gather(orig_input, t24, -2, fill=-np.inf)
-        t34 = _gather(t33, t30, -4, fill=-np.inf)
+        t33 = _gather(orig_input, t23, -2, fill=-np.inf)
+        t34 = _gather(t33, t29, -4, fill=-np.inf)
         t35 = np.transpose(t34, (0, 1, 3, 5, 2, 4))
         t36 = orig_output[..., None, None]
         t37 = np.transpose(affine1, (0, 4, 5, 1, 2, 3))
@@ -2732,43 +2650,25 @@ def max_pool_gradgrad(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
 ):
     """MaxPoolGradGrad: MaxPoolGrad's gradient in its `grad`: `grad` (shaped as `orig_input`) read at each (declared at ops/conv_grads.py:257)."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = np.arange(np.shape(orig_output)[-2])
-    t1 = t0[..., None]
-    t2 = np.arange(ksize[2])
-    if padding == "VALID":
-        t3 = strides[2] * t1 + t2
-        t4 = _gather(orig_input, t3, -2, fill=-np.inf)
-        t5 = np.arange(np.shape(orig_output)[-3])
-        t6 = t5[..., None]
-        t7 = np.arange(ksize[1])
-        t8 = strides[1] * t6 + t7
-        t9 = _gather(t4, t8, -4, fill=-np.inf)
-        t10 = np.transpose(t9, (0, 1, 3, 5, 2, 4))
-        t11 = orig_output[..., None, None]
-        t12 = _shift_right(
-            np.cumsum(np.asarray(t10 == t11, orig_input.dtype), axis=-1), axis=-1, fill=0
-        )
-        t13 = np.sum(np.asarray(t10 == t11, orig_input.dtype), axis=-1, keepdims=True)
-        t14 = _shift_right(np.cumsum(t13, axis=-2), axis=-2, fill=0)
-        affine1 = t12 + t14
-        t15 = _gather(grad, t3, -2)
-        t16 = _gather(t15, t8, -4)
-        t17 = np.transpose(t16, (0, 1, 3, 5, 2, 4))
-        output = np.sum(np.where((affine1 == 0) & (t10 == t11), t17, 0), axis=(-2, -1))
-    elif padding == "SAME":
-        t3 = np.shape(orig_input)[-2]
-        t4 = strides[2] * t1 + t2 - _same_padding(t3, ksize[2], strides[2], 1)
-        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
+        t0 = np.arange(np.shape(orig_output)[-2])
+        t1 = t0[..., None]
+        t2 = np.arange(ksize[2])
+        if padding == "VALID":
+            t3 = strides[2] * t1 + t2
+        else:
+            t4 = np.shape(orig_input)[-2]
+            t3 = strides[2] * t1 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t3, -2, fill=-np.inf)
         t6 = np.arange(np.shape(orig_output)[-3])
         t7 = t6[..., None]
         t8 = np.arange(ksize[1])
-        t9 = np.shape(orig_input)[-3]
-        t10 = strides[1] * t7 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
-        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        if padding == "VALID":
+            t9 = strides[1] * t7 + t8
+        else:
+            t10 = np.shape(orig_input)[-3]
+            t9 = strides[1] * t7 + t8 - _same_padding(t10, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t9, -4, fill=-np.inf)
         t12 = np.transpose(t11, (0, 1, 3, 5, 2, 4))
         t13 = orig_output[..., None, None]
         t14 = _shift_right(
@@ -2777,8 +2677,8 @@ def max_pool_gradgrad(
         t15 = np.sum(np.asarray(t12 == t13, orig_input.dtype), axis=-1, keepdims=True)
         t16 = _shift_right(np.cumsum(t15, axis=-2), axis=-2, fill=0)
         affine1 = t14 + t16
-        t17 = _gather(grad, t4, -2)
-        t18 = _gather(t17, t10, -4)
+        t17 = _gather(grad, t3, -2)
+        t18 = _gather(t17, t9, -4)
         t19 = np.transpose(t18, (0, 1, 3, 5, 2, 4))
         output = np.sum(np.where((affine1 == 0) & (t12 == t13), t19, 0), axis=(-2, -1))
     else:
@@ -2865,64 +2765,28 @@ def max_pool_gradgrad_grad_grad(
     strides,
 ):
     """Second order of MaxPoolGradGrad: the gradient of max_pool_gradgrad_grad: one array per input (grad_output, orig_input, orig_output, grad)."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPoolGradGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    if padding == "VALID":
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
         if affine1 is None:
             t0 = np.arange(np.shape(grad_output)[-2])
             t1 = t0[..., None]
             t2 = ksize[2]
             t3 = np.arange(t2)
-            t4 = strides[2] * t1 + t3
-            t5 = _gather(orig_input, t4, -2, fill=-np.inf)
-            t6 = np.arange(np.shape(grad_output)[-3])
-            t7 = t6[..., None]
-            t8 = ksize[1]
-            t9 = np.arange(t8)
-            t10 = strides[1] * t7 + t9
-            t11 = _gather(t5, t10, -4, fill=-np.inf)
-            t12 = np.transpose(t11, (0, 1, 3, 5, 2, 4))
-            t13 = orig_output[..., None, None]
-            t14 = _shift_right(
-                np.cumsum(np.asarray(t12 == t13, grad_vjp_grad.dtype), axis=-1), axis=-1, fill=0
-            )
-            t15 = np.sum(np.asarray(t12 == t13, grad_vjp_grad.dtype), axis=-1, keepdims=True)
-            t16 = _shift_right(np.cumsum(t15, axis=-2), axis=-2, fill=0)
-            affine1 = t14 + t16
-        t17 = np.arange(np.shape(grad_output)[-2])
-        t18 = t17[..., None]
-        t19 = np.arange(ksize[2])
-        t20 = strides[2] * t18 + t19
-        t21 = _gather(grad_vjp_grad, t20, -2)
-        t22 = np.arange(np.shape(grad_output)[-3])
-        t23 = t22[..., None]
-        t24 = np.arange(ksize[1])
-        t25 = strides[1] * t23 + t24
-        t26 = _gather(t21, t25, -4)
-        t27 = np.transpose(t26, (0, 1, 3, 5, 2, 4))
-        t28 = _gather(orig_input, t20, -2, fill=-np.inf)
-        t29 = _gather(t28, t25, -4, fill=-np.inf)
-        t30 = np.transpose(t29, (0, 1, 3, 5, 2, 4))
-        t31 = orig_output[..., None, None]
-        grad_grad_output = np.sum(np.where((affine1 == 0) & (t30 == t31), t27, 0), axis=(-2, -1))
-    elif padding == "SAME":
-        if affine1 is None:
-            t0 = np.arange(np.shape(grad_output)[-2])
-            t1 = t0[..., None]
-            t2 = ksize[2]
-            t3 = np.arange(t2)
-            t4 = np.shape(orig_input)[-2]
-            t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
-            t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+            if padding == "VALID":
+                t4 = strides[2] * t1 + t3
+            else:
+                t5 = np.shape(orig_input)[-2]
+                t4 = strides[2] * t1 + t3 - _same_padding(t5, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t4, -2, fill=-np.inf)
             t7 = np.arange(np.shape(grad_output)[-3])
             t8 = t7[..., None]
             t9 = ksize[1]
             t10 = np.arange(t9)
-            t11 = np.shape(orig_input)[-3]
-            t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            if padding == "VALID":
+                t11 = strides[1] * t8 + t10
+            else:
+                t12 = np.shape(orig_input)[-3]
+                t11 = strides[1] * t8 + t10 - _same_padding(t12, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t11, -4, fill=-np.inf)
             t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
             t15 = orig_output[..., None, None]
             t16 = _shift_right(
@@ -2934,18 +2798,24 @@ def max_pool_gradgrad_grad_grad(
         t19 = np.arange(np.shape(grad_output)[-2])
         t20 = t19[..., None]
         t21 = np.arange(ksize[2])
-        t22 = np.shape(orig_input)[-2]
-        t23 = strides[2] * t20 + t21 - _same_padding(t22, ksize[2], strides[2], 1)
-        t24 = _gather(grad_vjp_grad, t23, -2)
+        if padding == "VALID":
+            t22 = strides[2] * t20 + t21
+        else:
+            t23 = np.shape(orig_input)[-2]
+            t22 = strides[2] * t20 + t21 - _same_padding(t23, ksize[2], strides[2], 1)
+        t24 = _gather(grad_vjp_grad, t22, -2)
         t25 = np.arange(np.shape(grad_output)[-3])
         t26 = t25[..., None]
         t27 = np.arange(ksize[1])
-        t28 = np.shape(orig_input)[-3]
-        t29 = strides[1] * t26 + t27 - _same_padding(t28, ksize[1], strides[1], 1)
-        t30 = _gather(t24, t29, -4)
+        if padding == "VALID":
+            t28 = strides[1] * t26 + t27
+        else:
+            t29 = np.shape(orig_input)[-3]
+            t28 = strides[1] * t26 + t27 - _same_padding(t29, ksize[1], strides[1], 1)
+        t30 = _gather(t24, t28, -4)
         t31 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
-        t32 = _gather(orig_input, t23, -2, fill=-np.inf)
-        t33 = _gather(t32, t29, -4, fill=-np.inf)
+        t32 = _gather(orig_input, t22, -2, fill=-np.inf)
+        t33 = _gather(t32, t28, -4, fill=-np.inf)
         t34 = np.transpose(t33, (0, 1, 3, 5, 2, 4))
         t35 = orig_output[..., None, None]
         grad_grad_output = np.sum(np.where((affine1 == 0) & (t34 == t35), t31, 0), axis=(-2, -1))
@@ -2968,63 +2838,34 @@ def max_pool3d_grad(
     return_stages=False,
 ):
     """MaxPool3DGrad: MaxPool3D's gradient in its input `orig_input`, as MaxPoolGrad's (declared at ops/conv_grads.py:264)."""
-    if data_format != "NDHWC":
-        raise ValueError(
-            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = np.arange(ksize[3])
-    t1 = t0[..., None]
-    t2 = np.arange(np.shape(orig_output)[-2])
-    if padding == "VALID":
-        t3 = strides[3] * t2 + t1
-        t4 = _gather(orig_input, t3, -2, fill=-np.inf)
-        t5 = np.arange(ksize[2])
-        t6 = t5[..., None]
-        t7 = np.arange(np.shape(orig_output)[-3])
-        t8 = strides[2] * t7 + t6
-        t9 = _gather(t4, t8, -4, fill=-np.inf)
-        t10 = np.arange(ksize[1])
-        t11 = t10[..., None]
-        t12 = np.arange(np.shape(orig_output)[-4])
-        t13 = strides[1] * t12 + t11
-        t14 = _gather(t9, t13, -6, fill=-np.inf)
-        t15 = np.transpose(t14, (0, 7, 1, 3, 5, 2, 4, 6))
-        t16 = np.transpose(orig_output, (0, 4, 1, 2, 3))
-        t17 = t16[..., None, None, None, :, :, :]
-        t18 = _shift_right(
-            np.cumsum(np.asarray(t15 == t17, orig_input.dtype), axis=-4), axis=-4, fill=0
-        )
-        t19 = np.sum(np.asarray(t15 == t17, orig_input.dtype), axis=-4, keepdims=True)
-        t20 = _shift_right(np.cumsum(t19, axis=-5), axis=-5, fill=0)
-        t21 = np.transpose(t14, (0, 7, 1, 5, 3, 2, 4, 6))
-        t22 = np.sum(np.asarray(t17 == t21, orig_input.dtype), axis=(-5, -4), keepdims=True)
-        t23 = _shift_right(np.cumsum(t22, axis=-6), axis=-6, fill=0)
-        affine1 = t18 + t20 + t23
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2], ksize[3]),
-            strides=(strides[1], strides[2], strides[3]),
-            pads=(0, 0, 0),
-            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
-    elif padding == "SAME":
-        t3 = np.shape(orig_input)[-2]
-        t4 = strides[3] * t2 + t1 - _same_padding(t3, ksize[3], strides[3], 1)
-        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+    if padding in ("VALID", "SAME") and data_format == "NDHWC":
+        t0 = np.arange(ksize[3])
+        t1 = t0[..., None]
+        t2 = np.arange(np.shape(orig_output)[-2])
+        if padding == "VALID":
+            t3 = strides[3] * t2 + t1
+        else:
+            t4 = np.shape(orig_input)[-2]
+            t3 = strides[3] * t2 + t1 - _same_padding(t4, ksize[3], strides[3], 1)
+        t5 = _gather(orig_input, t3, -2, fill=-np.inf)
         t6 = np.arange(ksize[2])
         t7 = t6[..., None]
         t8 = np.arange(np.shape(orig_output)[-3])
-        t9 = np.shape(orig_input)[-3]
-        t10 = strides[2] * t8 + t7 - _same_padding(t9, ksize[2], strides[2], 1)
-        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        if padding == "VALID":
+            t9 = strides[2] * t8 + t7
+        else:
+            t10 = np.shape(orig_input)[-3]
+            t9 = strides[2] * t8 + t7 - _same_padding(t10, ksize[2], strides[2], 1)
+        t11 = _gather(t5, t9, -4, fill=-np.inf)
         t12 = np.arange(ksize[1])
         t13 = t12[..., None]
         t14 = np.arange(np.shape(orig_output)[-4])
-        t15 = np.shape(orig_input)[-4]
-        t16 = strides[1] * t14 + t13 - _same_padding(t15, ksize[1], strides[1], 1)
-        t17 = _gather(t11, t16, -6, fill=-np.inf)
+        if padding == "VALID":
+            t15 = strides[1] * t14 + t13
+        else:
+            t16 = np.shape(orig_input)[-4]
+            t15 = strides[1] * t14 + t13 - _same_padding(t16, ksize[1], strides[1], 1)
+        t17 = _gather(t11, t15, -6, fill=-np.inf)
         t18 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 4, 6))
         t19 = np.transpose(orig_output, (0, 4, 1, 2, 3))
         t20 = t19[..., None, None, None, :, :, :]
@@ -3037,19 +2878,38 @@ def max_pool3d_grad(
         t25 = np.sum(np.asarray(t20 == t24, orig_input.dtype), axis=(-5, -4), keepdims=True)
         t26 = _shift_right(np.cumsum(t25, axis=-6), axis=-6, fill=0)
         affine1 = t21 + t23 + t26
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2], ksize[3]),
-            strides=(strides[1], strides[2], strides[3]),
-            pads=(
-                _same_padding(np.shape(orig_input)[-4], ksize[1], strides[1], 1),
-                _same_padding(np.shape(orig_input)[-3], ksize[2], strides[2], 1),
-                _same_padding(np.shape(orig_input)[-2], ksize[3], strides[3], 1),
-            ),
-            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
+        if padding == "VALID":
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=(ksize[1], ksize[2], ksize[3]),
+                strides=(strides[1], strides[2], strides[3]),
+                pads=(0, 0, 0),
+                sizes=(
+                    np.shape(orig_input)[-4],
+                    np.shape(orig_input)[-3],
+                    np.shape(orig_input)[-2],
+                ),
+            )
+        else:
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=(ksize[1], ksize[2], ksize[3]),
+                strides=(strides[1], strides[2], strides[3]),
+                pads=(
+                    _same_padding(np.shape(orig_input)[-4], ksize[1], strides[1], 1),
+                    _same_padding(np.shape(orig_input)[-3], ksize[2], strides[2], 1),
+                    _same_padding(np.shape(orig_input)[-2], ksize[3], strides[3], 1),
+                ),
+                sizes=(
+                    np.shape(orig_input)[-4],
+                    np.shape(orig_input)[-3],
+                    np.shape(orig_input)[-2],
+                ),
+            )
     else:
         raise ValueError(
             f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -3091,88 +2951,38 @@ def max_pool3d_grad_grad(
             c, j0, j1, j2, z, i, j])
             i.e. `np.sum(np.where((t46 == t47) & (t48 == 0), t42, 0), axis=(-3, -2, -1))`
     """
-    if data_format != "NDHWC":
-        raise ValueError(
-            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    if padding == "VALID":
+    if padding in ("VALID", "SAME") and data_format == "NDHWC":
         if affine1 is None:
             t0 = ksize[3]
             t1 = np.arange(t0)
             t2 = t1[..., None]
             t3 = np.arange(np.shape(orig_output)[-2])
-            t4 = strides[3] * t3 + t2
-            t5 = _gather(orig_input, t4, -2, fill=-np.inf)
-            t6 = ksize[2]
-            t7 = np.arange(t6)
-            t8 = t7[..., None]
-            t9 = np.arange(np.shape(orig_output)[-3])
-            t10 = strides[2] * t9 + t8
-            t11 = _gather(t5, t10, -4, fill=-np.inf)
-            t12 = ksize[1]
-            t13 = np.arange(t12)
-            t14 = t13[..., None]
-            t15 = np.arange(np.shape(orig_output)[-4])
-            t16 = strides[1] * t15 + t14
-            t17 = _gather(t11, t16, -6, fill=-np.inf)
-            t18 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 4, 6))
-            t19 = np.transpose(orig_output, (0, 4, 1, 2, 3))
-            t20 = t19[..., None, None, None, :, :, :]
-            t21 = _shift_right(
-                np.cumsum(np.asarray(t18 == t20, grad_output.dtype), axis=-4), axis=-4, fill=0
-            )
-            t22 = np.sum(np.asarray(t18 == t20, grad_output.dtype), axis=-4, keepdims=True)
-            t23 = _shift_right(np.cumsum(t22, axis=-5), axis=-5, fill=0)
-            t24 = np.transpose(t17, (0, 7, 1, 5, 3, 2, 4, 6))
-            t25 = np.sum(np.asarray(t20 == t24, grad_output.dtype), axis=(-5, -4), keepdims=True)
-            t26 = _shift_right(np.cumsum(t25, axis=-6), axis=-6, fill=0)
-            affine1 = t21 + t23 + t26
-        t27 = np.arange(np.shape(orig_output)[-2])
-        t28 = t27[..., None]
-        t29 = np.arange(ksize[3])
-        t30 = strides[3] * t28 + t29
-        t31 = _gather(grad_output, t30, -2)
-        t32 = np.arange(np.shape(orig_output)[-3])
-        t33 = t32[..., None]
-        t34 = np.arange(ksize[2])
-        t35 = strides[2] * t33 + t34
-        t36 = _gather(t31, t35, -4)
-        t37 = np.arange(np.shape(orig_output)[-4])
-        t38 = t37[..., None]
-        t39 = np.arange(ksize[1])
-        t40 = strides[1] * t38 + t39
-        t41 = _gather(t36, t40, -6)
-        t42 = np.transpose(t41, (0, 1, 3, 5, 7, 2, 4, 6))
-        t43 = _gather(orig_input, t30, -2, fill=-np.inf)
-        t44 = _gather(t43, t35, -4, fill=-np.inf)
-        t45 = _gather(t44, t40, -6, fill=-np.inf)
-        t46 = np.transpose(t45, (0, 1, 3, 5, 7, 2, 4, 6))
-        t47 = orig_output[..., None, None, None]
-        t48 = np.transpose(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
-        grad_grad = np.sum(np.where((t46 == t47) & (t48 == 0), t42, 0), axis=(-3, -2, -1))
-    elif padding == "SAME":
-        if affine1 is None:
-            t0 = ksize[3]
-            t1 = np.arange(t0)
-            t2 = t1[..., None]
-            t3 = np.arange(np.shape(orig_output)[-2])
-            t4 = np.shape(orig_input)[-2]
-            t5 = strides[3] * t3 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
-            t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+            if padding == "VALID":
+                t4 = strides[3] * t3 + t2
+            else:
+                t5 = np.shape(orig_input)[-2]
+                t4 = strides[3] * t3 + t2 - _same_padding(t5, ksize[3], strides[3], 1)
+            t6 = _gather(orig_input, t4, -2, fill=-np.inf)
             t7 = ksize[2]
             t8 = np.arange(t7)
             t9 = t8[..., None]
             t10 = np.arange(np.shape(orig_output)[-3])
-            t11 = np.shape(orig_input)[-3]
-            t12 = strides[2] * t10 + t9 - _same_padding(t11, ksize[2], strides[2], 1)
-            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            if padding == "VALID":
+                t11 = strides[2] * t10 + t9
+            else:
+                t12 = np.shape(orig_input)[-3]
+                t11 = strides[2] * t10 + t9 - _same_padding(t12, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t11, -4, fill=-np.inf)
             t14 = ksize[1]
             t15 = np.arange(t14)
             t16 = t15[..., None]
             t17 = np.arange(np.shape(orig_output)[-4])
-            t18 = np.shape(orig_input)[-4]
-            t19 = strides[1] * t17 + t16 - _same_padding(t18, ksize[1], strides[1], 1)
-            t20 = _gather(t13, t19, -6, fill=-np.inf)
+            if padding == "VALID":
+                t18 = strides[1] * t17 + t16
+            else:
+                t19 = np.shape(orig_input)[-4]
+                t18 = strides[1] * t17 + t16 - _same_padding(t19, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t18, -6, fill=-np.inf)
             t21 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 4, 6))
             t22 = np.transpose(orig_output, (0, 4, 1, 2, 3))
             t23 = t22[..., None, None, None, :, :, :]
@@ -3188,25 +2998,34 @@ def max_pool3d_grad_grad(
         t30 = np.arange(np.shape(orig_output)[-2])
         t31 = t30[..., None]
         t32 = np.arange(ksize[3])
-        t33 = np.shape(orig_input)[-2]
-        t34 = strides[3] * t31 + t32 - _same_padding(t33, ksize[3], strides[3], 1)
-        t35 = _gather(grad_output, t34, -2)
+        if padding == "VALID":
+            t33 = strides[3] * t31 + t32
+        else:
+            t34 = np.shape(orig_input)[-2]
+            t33 = strides[3] * t31 + t32 - _same_padding(t34, ksize[3], strides[3], 1)
+        t35 = _gather(grad_output, t33, -2)
         t36 = np.arange(np.shape(orig_output)[-3])
         t37 = t36[..., None]
         t38 = np.arange(ksize[2])
-        t39 = np.shape(orig_input)[-3]
-        t40 = strides[2] * t37 + t38 - _same_padding(t39, ksize[2], strides[2], 1)
-        t41 = _gather(t35, t40, -4)
+        if padding == "VALID":
+            t39 = strides[2] * t37 + t38
+        else:
+            t40 = np.shape(orig_input)[-3]
+            t39 = strides[2] * t37 + t38 - _same_padding(t40, ksize[2], strides[2], 1)
+        t41 = _gather(t35, t39, -4)
         t42 = np.arange(np.shape(orig_output)[-4])
         t43 = t42[..., None]
         t44 = np.arange(ksize[1])
-        t45 = np.shape(orig_input)[-4]
-        t46 = strides[1] * t43 + t44 - _same_padding(t45, ksize[1], strides[1], 1)
-        t47 = _gather(t41, t46, -6)
+        if padding == "VALID":
+            t45 = strides[1] * t43 + t44
+        else:
+            t46 = np.shape(orig_input)[-4]
+            t45 = strides[1] * t43 + t44 - _same_padding(t46, ksize[1], strides[1], 1)
+        t47 = _gather(t41, t45, -6)
         t48 = np.transpose(t47, (0, 1, 3, 5, 7, 2, 4, 6))
-        t49 = _gather(orig_input, t34, -2, fill=-np.inf)
-        t50 = _gather(t49, t40, -4, fill=-np.inf)
-        t51 = _gather(t50, t46, -6, fill=-np.inf)
+        t49 = _gather(orig_input, t33, -2, fill=-np.inf)
+        t50 = _gather(t49, t39, -4, fill=-np.inf)
+        t51 = _gather(t50, t45, -6, fill=-np.inf)
         t52 = np.transpose(t51, (0, 1, 3, 5, 7, 2, 4, 6))
         t53 = orig_output[..., None, None, None]
         t54 = np.transpose(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
@@ -3273,58 +3092,34 @@ def max_pool3d_gradgrad(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
 ):
     """MaxPool3DGradGrad: MaxPool3DGrad's gradient in its `grad`, as MaxPoolGradGrad's (declared at ops/conv_grads.py:270)."""
-    if data_format != "NDHWC":
-        raise ValueError(
-            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = np.arange(np.shape(orig_output)[-2])
-    t1 = t0[..., None]
-    t2 = np.arange(ksize[3])
-    if padding == "VALID":
-        t3 = strides[3] * t1 + t2
-        t4 = _gather(orig_input, t3, -2, fill=-np.inf)
-        t5 = np.arange(np.shape(orig_output)[-3])
-        t6 = t5[..., None]
-        t7 = np.arange(ksize[2])
-        t8 = strides[2] * t6 + t7
-        t9 = _gather(t4, t8, -4, fill=-np.inf)
-        t10 = np.arange(np.shape(orig_output)[-4])
-        t11 = t10[..., None]
-        t12 = np.arange(ksize[1])
-        t13 = strides[1] * t11 + t12
-        t14 = _gather(t9, t13, -6, fill=-np.inf)
-        t15 = np.transpose(t14, (0, 1, 3, 5, 7, 2, 4, 6))
-        t16 = orig_output[..., None, None, None]
-        t17 = _shift_right(
-            np.cumsum(np.asarray(t15 == t16, orig_input.dtype), axis=-1), axis=-1, fill=0
-        )
-        t18 = np.sum(np.asarray(t15 == t16, orig_input.dtype), axis=-1, keepdims=True)
-        t19 = _shift_right(np.cumsum(t18, axis=-2), axis=-2, fill=0)
-        t20 = np.transpose(t14, (0, 1, 3, 5, 7, 2, 6, 4))
-        t21 = np.sum(np.asarray(t16 == t20, orig_input.dtype), axis=(-2, -1), keepdims=True)
-        t22 = _shift_right(np.cumsum(t21, axis=-3), axis=-3, fill=0)
-        affine1 = t17 + t19 + t22
-        t23 = _gather(grad, t3, -2)
-        t24 = _gather(t23, t8, -4)
-        t25 = _gather(t24, t13, -6)
-        t26 = np.transpose(t25, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = np.sum(np.where((affine1 == 0) & (t15 == t16), t26, 0), axis=(-3, -2, -1))
-    elif padding == "SAME":
-        t3 = np.shape(orig_input)[-2]
-        t4 = strides[3] * t1 + t2 - _same_padding(t3, ksize[3], strides[3], 1)
-        t5 = _gather(orig_input, t4, -2, fill=-np.inf)
+    if padding in ("VALID", "SAME") and data_format == "NDHWC":
+        t0 = np.arange(np.shape(orig_output)[-2])
+        t1 = t0[..., None]
+        t2 = np.arange(ksize[3])
+        if padding == "VALID":
+            t3 = strides[3] * t1 + t2
+        else:
+            t4 = np.shape(orig_input)[-2]
+            t3 = strides[3] * t1 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
+        t5 = _gather(orig_input, t3, -2, fill=-np.inf)
         t6 = np.arange(np.shape(orig_output)[-3])
         t7 = t6[..., None]
         t8 = np.arange(ksize[2])
-        t9 = np.shape(orig_input)[-3]
-        t10 = strides[2] * t7 + t8 - _same_padding(t9, ksize[2], strides[2], 1)
-        t11 = _gather(t5, t10, -4, fill=-np.inf)
+        if padding == "VALID":
+            t9 = strides[2] * t7 + t8
+        else:
+            t10 = np.shape(orig_input)[-3]
+            t9 = strides[2] * t7 + t8 - _same_padding(t10, ksize[2], strides[2], 1)
+        t11 = _gather(t5, t9, -4, fill=-np.inf)
         t12 = np.arange(np.shape(orig_output)[-4])
         t13 = t12[..., None]
         t14 = np.arange(ksize[1])
-        t15 = np.shape(orig_input)[-4]
-        t16 = strides[1] * t13 + t14 - _same_padding(t15, ksize[1], strides[1], 1)
-        t17 = _gather(t11, t16, -6, fill=-np.inf)
+        if padding == "VALID":
+            t15 = strides[1] * t13 + t14
+        else:
+            t16 = np.shape(orig_input)[-4]
+            t15 = strides[1] * t13 + t14 - _same_padding(t16, ksize[1], strides[1], 1)
+        t17 = _gather(t11, t15, -6, fill=-np.inf)
         t18 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 4, 6))
         t19 = orig_output[..., None, None, None]
         t20 = _shift_right(
@@ -3336,9 +3131,9 @@ def max_pool3d_gradgrad(
         t24 = np.sum(np.asarray(t19 == t23, orig_input.dtype), axis=(-2, -1), keepdims=True)
         t25 = _shift_right(np.cumsum(t24, axis=-3), axis=-3, fill=0)
         affine1 = t20 + t22 + t25
-        t26 = _gather(grad, t4, -2)
-        t27 = _gather(t26, t10, -4)
-        t28 = _gather(t27, t16, -6)
+        t26 = _gather(grad, t3, -2)
+        t27 = _gather(t26, t9, -4)
+        t28 = _gather(t27, t15, -6)
         t29 = np.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
         output = np.sum(np.where((affine1 == 0) & (t18 == t19), t29, 0), axis=(-3, -2, -1))
     else:
@@ -3430,88 +3225,38 @@ def max_pool3d_gradgrad_grad_grad(
     strides,
 ):
     """Second order of MaxPool3DGradGrad: the gradient of max_pool3d_gradgrad_grad: one array per input (grad_output, orig_input, orig_output, grad)."""
-    if data_format != "NDHWC":
-        raise ValueError(
-            f"MaxPool3DGradGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    if padding == "VALID":
+    if padding in ("VALID", "SAME") and data_format == "NDHWC":
         if affine1 is None:
             t0 = np.arange(np.shape(grad_output)[-2])
             t1 = t0[..., None]
             t2 = ksize[3]
             t3 = np.arange(t2)
-            t4 = strides[3] * t1 + t3
-            t5 = _gather(orig_input, t4, -2, fill=-np.inf)
-            t6 = np.arange(np.shape(grad_output)[-3])
-            t7 = t6[..., None]
-            t8 = ksize[2]
-            t9 = np.arange(t8)
-            t10 = strides[2] * t7 + t9
-            t11 = _gather(t5, t10, -4, fill=-np.inf)
-            t12 = np.arange(np.shape(grad_output)[-4])
-            t13 = t12[..., None]
-            t14 = ksize[1]
-            t15 = np.arange(t14)
-            t16 = strides[1] * t13 + t15
-            t17 = _gather(t11, t16, -6, fill=-np.inf)
-            t18 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 4, 6))
-            t19 = orig_output[..., None, None, None]
-            t20 = _shift_right(
-                np.cumsum(np.asarray(t18 == t19, grad_vjp_grad.dtype), axis=-1), axis=-1, fill=0
-            )
-            t21 = np.sum(np.asarray(t18 == t19, grad_vjp_grad.dtype), axis=-1, keepdims=True)
-            t22 = _shift_right(np.cumsum(t21, axis=-2), axis=-2, fill=0)
-            t23 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 6, 4))
-            t24 = np.sum(np.asarray(t19 == t23, grad_vjp_grad.dtype), axis=(-2, -1), keepdims=True)
-            t25 = _shift_right(np.cumsum(t24, axis=-3), axis=-3, fill=0)
-            affine1 = t20 + t22 + t25
-        t26 = np.arange(np.shape(grad_output)[-2])
-        t27 = t26[..., None]
-        t28 = np.arange(ksize[3])
-        t29 = strides[3] * t27 + t28
-        t30 = _gather(grad_vjp_grad, t29, -2)
-        t31 = np.arange(np.shape(grad_output)[-3])
-        t32 = t31[..., None]
-        t33 = np.arange(ksize[2])
-        t34 = strides[2] * t32 + t33
-        t35 = _gather(t30, t34, -4)
-        t36 = np.arange(np.shape(grad_output)[-4])
-        t37 = t36[..., None]
-        t38 = np.arange(ksize[1])
-        t39 = strides[1] * t37 + t38
-        t40 = _gather(t35, t39, -6)
-        t41 = np.transpose(t40, (0, 1, 3, 5, 7, 2, 4, 6))
-        t42 = _gather(orig_input, t29, -2, fill=-np.inf)
-        t43 = _gather(t42, t34, -4, fill=-np.inf)
-        t44 = _gather(t43, t39, -6, fill=-np.inf)
-        t45 = np.transpose(t44, (0, 1, 3, 5, 7, 2, 4, 6))
-        t46 = orig_output[..., None, None, None]
-        grad_grad_output = np.sum(
-            np.where((affine1 == 0) & (t45 == t46), t41, 0), axis=(-3, -2, -1)
-        )
-    elif padding == "SAME":
-        if affine1 is None:
-            t0 = np.arange(np.shape(grad_output)[-2])
-            t1 = t0[..., None]
-            t2 = ksize[3]
-            t3 = np.arange(t2)
-            t4 = np.shape(orig_input)[-2]
-            t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
-            t6 = _gather(orig_input, t5, -2, fill=-np.inf)
+            if padding == "VALID":
+                t4 = strides[3] * t1 + t3
+            else:
+                t5 = np.shape(orig_input)[-2]
+                t4 = strides[3] * t1 + t3 - _same_padding(t5, ksize[3], strides[3], 1)
+            t6 = _gather(orig_input, t4, -2, fill=-np.inf)
             t7 = np.arange(np.shape(grad_output)[-3])
             t8 = t7[..., None]
             t9 = ksize[2]
             t10 = np.arange(t9)
-            t11 = np.shape(orig_input)[-3]
-            t12 = strides[2] * t8 + t10 - _same_padding(t11, ksize[2], strides[2], 1)
-            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            if padding == "VALID":
+                t11 = strides[2] * t8 + t10
+            else:
+                t12 = np.shape(orig_input)[-3]
+                t11 = strides[2] * t8 + t10 - _same_padding(t12, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t11, -4, fill=-np.inf)
             t14 = np.arange(np.shape(grad_output)[-4])
             t15 = t14[..., None]
             t16 = ksize[1]
             t17 = np.arange(t16)
-            t18 = np.shape(orig_input)[-4]
-            t19 = strides[1] * t15 + t17 - _same_padding(t18, ksize[1], strides[1], 1)
-            t20 = _gather(t13, t19, -6, fill=-np.inf)
+            if padding == "VALID":
+                t18 = strides[1] * t15 + t17
+            else:
+                t19 = np.shape(orig_input)[-4]
+                t18 = strides[1] * t15 + t17 - _same_padding(t19, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t18, -6, fill=-np.inf)
             t21 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 4, 6))
             t22 = orig_output[..., None, None, None]
             t23 = _shift_right(
@@ -3526,25 +3271,34 @@ def max_pool3d_gradgrad_grad_grad(
         t29 = np.arange(np.shape(grad_output)[-2])
         t30 = t29[..., None]
         t31 = np.arange(ksize[3])
-        t32 = np.shape(orig_input)[-2]
-        t33 = strides[3] * t30 + t31 - _same_padding(t32, ksize[3], strides[3], 1)
-        t34 = _gather(grad_vjp_grad, t33, -2)
+        if padding == "VALID":
+            t32 = strides[3] * t30 + t31
+        else:
+            t33 = np.shape(orig_input)[-2]
+            t32 = strides[3] * t30 + t31 - _same_padding(t33, ksize[3], strides[3], 1)
+        t34 = _gather(grad_vjp_grad, t32, -2)
         t35 = np.arange(np.shape(grad_output)[-3])
         t36 = t35[..., None]
         t37 = np.arange(ksize[2])
-        t38 = np.shape(orig_input)[-3]
-        t39 = strides[2] * t36 + t37 - _same_padding(t38, ksize[2], strides[2], 1)
-        t40 = _gather(t34, t39, -4)
+        if padding == "VALID":
+            t38 = strides[2] * t36 + t37
+        else:
+            t39 = np.shape(orig_input)[-3]
+            t38 = strides[2] * t36 + t37 - _same_padding(t39, ksize[2], strides[2], 1)
+        t40 = _gather(t34, t38, -4)
         t41 = np.arange(np.shape(grad_output)[-4])
         t42 = t41[..., None]
         t43 = np.arange(ksize[1])
-        t44 = np.shape(orig_input)[-4]
-        t45 = strides[1] * t42 + t43 - _same_padding(t44, ksize[1], strides[1], 1)
-        t46 = _gather(t40, t45, -6)
+        if padding == "VALID":
+            t44 = strides[1] * t42 + t43
+        else:
+            t45 = np.shape(orig_input)[-4]
+            t44 = strides[1] * t42 + t43 - _same_padding(t45, ksize[1], strides[1], 1)
+        t46 = _gather(t40, t44, -6)
         t47 = np.transpose(t46, (0, 1, 3, 5, 7, 2, 4, 6))
-        t48 = _gather(orig_input, t33, -2, fill=-np.inf)
-        t49 = _gather(t48, t39, -4, fill=-np.inf)
-        t50 = _gather(t49, t45, -6, fill=-np.inf)
+        t48 = _gather(orig_input, t32, -2, fill=-np.inf)
+        t49 = _gather(t48, t38, -4, fill=-np.inf)
+        t50 = _gather(t49, t44, -6, fill=-np.inf)
         t51 = np.transpose(t50, (0, 1, 3, 5, 7, 2, 4, 6))
         t52 = orig_output[..., None, None, None]
         grad_grad_output = np.sum(

@@ -2452,46 +2452,25 @@ def max_pool_grad_forward(
     return_stages=False,
 ):
     """MaxPoolGrad's formula."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = tf.range(tf.cast(ksize[2], tf.int64))
-    t1 = t0[..., None]
-    t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-    if padding == "VALID":
-        t3 = strides[2] * t2 + t1
-        t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
-        t5 = tf.range(tf.cast(ksize[1], tf.int64))
-        t6 = t5[..., None]
-        t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t8 = strides[1] * t7 + t6
-        t9 = _gather(t4, t8, -4, fill=float("-inf"))
-        t10 = tf.transpose(t9, perm=[0, 5, 1, 3, 2, 4])
-        t11 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-        t12 = t11[..., None, None, :, :]
-        t13 = tf.math.cumsum(tf.cast(tf.equal(t10, t12), orig_input.dtype), axis=-3, exclusive=True)
-        t14 = tf.reduce_sum(tf.cast(tf.equal(t10, t12), orig_input.dtype), axis=-3, keepdims=True)
-        t15 = tf.math.cumsum(t14, axis=-4, exclusive=True)
-        affine1 = t13 + t15
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=[ksize[1], ksize[2]],
-            strides=[strides[1], strides[2]],
-            geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
-        )
-    elif padding == "SAME":
-        t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
-        t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
-        t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
+        t0 = tf.range(tf.cast(ksize[2], tf.int64))
+        t1 = t0[..., None]
+        t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        if padding == "VALID":
+            t3 = strides[2] * t2 + t1
+        else:
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t3 = strides[2] * t2 + t1 - _same_padding(t4, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t3, -2, fill=float("-inf"))
         t6 = tf.range(tf.cast(ksize[1], tf.int64))
         t7 = t6[..., None]
         t8 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
-        t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
-        t11 = _gather(t5, t10, -4, fill=float("-inf"))
+        if padding == "VALID":
+            t9 = strides[1] * t8 + t7
+        else:
+            t10 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t9 = strides[1] * t8 + t7 - _same_padding(t10, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t9, -4, fill=float("-inf"))
         t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
         t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
         t14 = t13[..., None, None, :, :]
@@ -2499,20 +2478,30 @@ def max_pool_grad_forward(
         t16 = tf.reduce_sum(tf.cast(tf.equal(t12, t14), orig_input.dtype), axis=-3, keepdims=True)
         t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
         affine1 = t15 + t17
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=[ksize[1], ksize[2]],
-            strides=[strides[1], strides[2]],
-            geometry=lambda size: (
-                [
-                    _same_padding(size(orig_input, -3), ksize[1], strides[1], 1),
-                    _same_padding(size(orig_input, -2), ksize[2], strides[2], 1),
-                ],
-                [size(orig_input, -3), size(orig_input, -2)],
-            ),
-        )
+        if padding == "VALID":
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2]],
+                strides=[strides[1], strides[2]],
+                geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
+            )
+        else:
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2]],
+                strides=[strides[1], strides[2]],
+                geometry=lambda size: (
+                    [
+                        _same_padding(size(orig_input, -3), ksize[1], strides[1], 1),
+                        _same_padding(size(orig_input, -2), ksize[2], strides[2], 1),
+                    ],
+                    [size(orig_input, -3), size(orig_input, -2)],
+                ),
+            )
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2548,73 +2537,28 @@ def max_pool_grad_vjp(
             j * strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
             i.e. `tf.reduce_sum(t28 * tf.cast(tf.equal(t31, t32), grad_output.dtype) * ...`
     """
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    if padding == "VALID":
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
         if affine1 is None:
             t0 = ksize[2]
             t1 = tf.range(tf.cast(t0, tf.int64))
             t2 = t1[..., None]
             t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-            t4 = strides[2] * t3 + t2
-            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
-            t6 = ksize[1]
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = t7[..., None]
-            t9 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t10 = strides[1] * t9 + t8
-            t11 = _gather(t5, t10, -4, fill=float("-inf"))
-            t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
-            t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-            t14 = t13[..., None, None, :, :]
-            t15 = tf.math.cumsum(
-                tf.cast(tf.equal(t12, t14), grad_output.dtype), axis=-3, exclusive=True
-            )
-            t16 = tf.reduce_sum(
-                tf.cast(tf.equal(t12, t14), grad_output.dtype), axis=-3, keepdims=True
-            )
-            t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
-            affine1 = t15 + t17
-        t18 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-        t19 = t18[..., None]
-        t20 = tf.range(tf.cast(ksize[2], tf.int64))
-        t21 = strides[2] * t19 + t20
-        t22 = _gather(grad_output, t21, -2)
-        t23 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t24 = t23[..., None]
-        t25 = tf.range(tf.cast(ksize[1], tf.int64))
-        t26 = strides[1] * t24 + t25
-        t27 = _gather(t22, t26, -4)
-        t28 = tf.transpose(t27, perm=[0, 1, 3, 5, 2, 4])
-        t29 = _gather(orig_input, t21, -2, fill=float("-inf"))
-        t30 = _gather(t29, t26, -4, fill=float("-inf"))
-        t31 = tf.transpose(t30, perm=[0, 1, 3, 5, 2, 4])
-        t32 = orig_output[..., None, None]
-        t33 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
-        grad_grad = tf.reduce_sum(
-            t28
-            * tf.cast(tf.equal(t31, t32), grad_output.dtype)
-            * tf.cast(tf.equal(t33, 0), grad_output.dtype),
-            axis=[-2, -1],
-        )
-    elif padding == "SAME":
-        if affine1 is None:
-            t0 = ksize[2]
-            t1 = tf.range(tf.cast(t0, tf.int64))
-            t2 = t1[..., None]
-            t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
-            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
+            if padding == "VALID":
+                t4 = strides[2] * t3 + t2
+            else:
+                t5 = tf.shape(orig_input, out_type=tf.int64)[-2]
+                t4 = strides[2] * t3 + t2 - _same_padding(t5, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t4, -2, fill=float("-inf"))
             t7 = ksize[1]
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None]
             t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            if padding == "VALID":
+                t11 = strides[1] * t10 + t9
+            else:
+                t12 = tf.shape(orig_input, out_type=tf.int64)[-3]
+                t11 = strides[1] * t10 + t9 - _same_padding(t12, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t11, -4, fill=float("-inf"))
             t14 = tf.transpose(t13, perm=[0, 5, 1, 3, 2, 4])
             t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t16 = t15[..., None, None, :, :]
@@ -2629,18 +2573,24 @@ def max_pool_grad_vjp(
         t20 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t21 = t20[..., None]
         t22 = tf.range(tf.cast(ksize[2], tf.int64))
-        t23 = tf.shape(orig_input, out_type=tf.int64)[-2]
-        t24 = strides[2] * t21 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
-        t25 = _gather(grad_output, t24, -2)
+        if padding == "VALID":
+            t23 = strides[2] * t21 + t22
+        else:
+            t24 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t23 = strides[2] * t21 + t22 - _same_padding(t24, ksize[2], strides[2], 1)
+        t25 = _gather(grad_output, t23, -2)
         t26 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
         t27 = t26[..., None]
         t28 = tf.range(tf.cast(ksize[1], tf.int64))
-        t29 = tf.shape(orig_input, out_type=tf.int64)[-3]
-        t30 = strides[1] * t27 + t28 - _same_padding(t29, ksize[1], strides[1], 1)
-        t31 = _gather(t25, t30, -4)
+        if padding == "VALID":
+            t29 = strides[1] * t27 + t28
+        else:
+            t30 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t29 = strides[1] * t27 + t28 - _same_padding(t30, ksize[1], strides[1], 1)
+        t31 = _gather(t25, t29, -4)
         t32 = tf.transpose(t31, perm=[0, 1, 3, 5, 2, 4])
-        t33 = _gather(orig_input, t24, -2, fill=float("-inf"))
-        t34 = _gather(t33, t30, -4, fill=float("-inf"))
+        t33 = _gather(orig_input, t23, -2, fill=float("-inf"))
+        t34 = _gather(t33, t29, -4, fill=float("-inf"))
         t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 2, 4])
         t36 = orig_output[..., None, None]
         t37 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
@@ -2702,42 +2652,25 @@ def max_pool_grad_v2_forward(
     """MaxPoolGradV2's formula."""
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
-    t0 = tf.range(tf.cast(ksize[2], tf.int64))
-    t1 = t0[..., None]
-    t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-    if padding == "VALID":
-        t3 = strides[2] * t2 + t1
-        t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
-        t5 = tf.range(tf.cast(ksize[1], tf.int64))
-        t6 = t5[..., None]
-        t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t8 = strides[1] * t7 + t6
-        t9 = _gather(t4, t8, -4, fill=float("-inf"))
-        t10 = tf.transpose(t9, perm=[0, 5, 1, 3, 2, 4])
-        t11 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-        t12 = t11[..., None, None, :, :]
-        t13 = tf.math.cumsum(tf.cast(tf.equal(t10, t12), orig_input.dtype), axis=-3, exclusive=True)
-        t14 = tf.reduce_sum(tf.cast(tf.equal(t10, t12), orig_input.dtype), axis=-3, keepdims=True)
-        t15 = tf.math.cumsum(t14, axis=-4, exclusive=True)
-        affine1 = t13 + t15
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=[ksize[1], ksize[2]],
-            strides=[strides[1], strides[2]],
-            geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
-        )
-    elif padding == "SAME":
-        t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
-        t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
-        t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+    if padding in ("VALID", "SAME"):
+        t0 = tf.range(tf.cast(ksize[2], tf.int64))
+        t1 = t0[..., None]
+        t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        if padding == "VALID":
+            t3 = strides[2] * t2 + t1
+        else:
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t3 = strides[2] * t2 + t1 - _same_padding(t4, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t3, -2, fill=float("-inf"))
         t6 = tf.range(tf.cast(ksize[1], tf.int64))
         t7 = t6[..., None]
         t8 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
-        t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
-        t11 = _gather(t5, t10, -4, fill=float("-inf"))
+        if padding == "VALID":
+            t9 = strides[1] * t8 + t7
+        else:
+            t10 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t9 = strides[1] * t8 + t7 - _same_padding(t10, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t9, -4, fill=float("-inf"))
         t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
         t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
         t14 = t13[..., None, None, :, :]
@@ -2745,20 +2678,30 @@ def max_pool_grad_v2_forward(
         t16 = tf.reduce_sum(tf.cast(tf.equal(t12, t14), orig_input.dtype), axis=-3, keepdims=True)
         t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
         affine1 = t15 + t17
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=[ksize[1], ksize[2]],
-            strides=[strides[1], strides[2]],
-            geometry=lambda size: (
-                [
-                    _same_padding(size(orig_input, -3), ksize[1], strides[1], 1),
-                    _same_padding(size(orig_input, -2), ksize[2], strides[2], 1),
-                ],
-                [size(orig_input, -3), size(orig_input, -2)],
-            ),
-        )
+        if padding == "VALID":
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2]],
+                strides=[strides[1], strides[2]],
+                geometry=lambda size: ([0, 0], [size(orig_input, -3), size(orig_input, -2)]),
+            )
+        else:
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2]],
+                strides=[strides[1], strides[2]],
+                geometry=lambda size: (
+                    [
+                        _same_padding(size(orig_input, -3), ksize[1], strides[1], 1),
+                        _same_padding(size(orig_input, -2), ksize[2], strides[2], 1),
+                    ],
+                    [size(orig_input, -3), size(orig_input, -2)],
+                ),
+            )
     else:
         raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
     if return_stages:  # for max_pool_grad_v2_vjp(..., **stages): not computed again
@@ -2793,69 +2736,28 @@ def max_pool_grad_v2_vjp(
     """
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
         if affine1 is None:
             t0 = ksize[2]
             t1 = tf.range(tf.cast(t0, tf.int64))
             t2 = t1[..., None]
             t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-            t4 = strides[2] * t3 + t2
-            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
-            t6 = ksize[1]
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = t7[..., None]
-            t9 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t10 = strides[1] * t9 + t8
-            t11 = _gather(t5, t10, -4, fill=float("-inf"))
-            t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
-            t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
-            t14 = t13[..., None, None, :, :]
-            t15 = tf.math.cumsum(
-                tf.cast(tf.equal(t12, t14), grad_output.dtype), axis=-3, exclusive=True
-            )
-            t16 = tf.reduce_sum(
-                tf.cast(tf.equal(t12, t14), grad_output.dtype), axis=-3, keepdims=True
-            )
-            t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
-            affine1 = t15 + t17
-        t18 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-        t19 = t18[..., None]
-        t20 = tf.range(tf.cast(ksize[2], tf.int64))
-        t21 = strides[2] * t19 + t20
-        t22 = _gather(grad_output, t21, -2)
-        t23 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t24 = t23[..., None]
-        t25 = tf.range(tf.cast(ksize[1], tf.int64))
-        t26 = strides[1] * t24 + t25
-        t27 = _gather(t22, t26, -4)
-        t28 = tf.transpose(t27, perm=[0, 1, 3, 5, 2, 4])
-        t29 = _gather(orig_input, t21, -2, fill=float("-inf"))
-        t30 = _gather(t29, t26, -4, fill=float("-inf"))
-        t31 = tf.transpose(t30, perm=[0, 1, 3, 5, 2, 4])
-        t32 = orig_output[..., None, None]
-        t33 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
-        grad_grad = tf.reduce_sum(
-            t28
-            * tf.cast(tf.equal(t31, t32), grad_output.dtype)
-            * tf.cast(tf.equal(t33, 0), grad_output.dtype),
-            axis=[-2, -1],
-        )
-    elif padding == "SAME":
-        if affine1 is None:
-            t0 = ksize[2]
-            t1 = tf.range(tf.cast(t0, tf.int64))
-            t2 = t1[..., None]
-            t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
-            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
+            if padding == "VALID":
+                t4 = strides[2] * t3 + t2
+            else:
+                t5 = tf.shape(orig_input, out_type=tf.int64)[-2]
+                t4 = strides[2] * t3 + t2 - _same_padding(t5, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t4, -2, fill=float("-inf"))
             t7 = ksize[1]
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None]
             t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            if padding == "VALID":
+                t11 = strides[1] * t10 + t9
+            else:
+                t12 = tf.shape(orig_input, out_type=tf.int64)[-3]
+                t11 = strides[1] * t10 + t9 - _same_padding(t12, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t11, -4, fill=float("-inf"))
             t14 = tf.transpose(t13, perm=[0, 5, 1, 3, 2, 4])
             t15 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
             t16 = t15[..., None, None, :, :]
@@ -2870,18 +2772,24 @@ def max_pool_grad_v2_vjp(
         t20 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t21 = t20[..., None]
         t22 = tf.range(tf.cast(ksize[2], tf.int64))
-        t23 = tf.shape(orig_input, out_type=tf.int64)[-2]
-        t24 = strides[2] * t21 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
-        t25 = _gather(grad_output, t24, -2)
+        if padding == "VALID":
+            t23 = strides[2] * t21 + t22
+        else:
+            t24 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t23 = strides[2] * t21 + t22 - _same_padding(t24, ksize[2], strides[2], 1)
+        t25 = _gather(grad_output, t23, -2)
         t26 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
         t27 = t26[..., None]
         t28 = tf.range(tf.cast(ksize[1], tf.int64))
-        t29 = tf.shape(orig_input, out_type=tf.int64)[-3]
-        t30 = strides[1] * t27 + t28 - _same_padding(t29, ksize[1], strides[1], 1)
-        t31 = _gather(t25, t30, -4)
+        if padding == "VALID":
+            t29 = strides[1] * t27 + t28
+        else:
+            t30 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t29 = strides[1] * t27 + t28 - _same_padding(t30, ksize[1], strides[1], 1)
+        t31 = _gather(t25, t29, -4)
         t32 = tf.transpose(t31, perm=[0, 1, 3, 5, 2, 4])
-        t33 = _gather(orig_input, t24, -2, fill=float("-inf"))
-        t34 = _gather(t33, t30, -4, fill=float("-inf"))
+        t33 = _gather(orig_input, t23, -2, fill=float("-inf"))
+        t34 = _gather(t33, t29, -4, fill=float("-inf"))
         t35 = tf.transpose(t34, perm=[0, 1, 3, 5, 2, 4])
         t36 = orig_output[..., None, None]
         t37 = tf.transpose(affine1, perm=[0, 4, 5, 1, 2, 3])
@@ -2949,54 +2857,33 @@ def max_pool_gradgrad_forward(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
 ):
     """MaxPoolGradGrad's formula."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-    t1 = t0[..., None]
-    t2 = tf.range(tf.cast(ksize[2], tf.int64))
-    if padding == "VALID":
-        t3 = strides[2] * t1 + t2
-        t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
-        t5 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t6 = t5[..., None]
-        t7 = tf.range(tf.cast(ksize[1], tf.int64))
-        t8 = strides[1] * t6 + t7
-        t9 = _gather(t4, t8, -4, fill=float("-inf"))
-        t10 = tf.transpose(t9, perm=[0, 1, 3, 5, 2, 4])
-        t11 = orig_output[..., None, None]
-        t12 = tf.math.cumsum(tf.cast(tf.equal(t10, t11), orig_input.dtype), axis=-1, exclusive=True)
-        t13 = tf.reduce_sum(tf.cast(tf.equal(t10, t11), orig_input.dtype), axis=-1, keepdims=True)
-        t14 = tf.math.cumsum(t13, axis=-2, exclusive=True)
-        affine1 = t12 + t14
-        t15 = _gather(grad, t3, -2)
-        t16 = _gather(t15, t8, -4)
-        t17 = tf.transpose(t16, perm=[0, 1, 3, 5, 2, 4])
-        output = tf.reduce_sum(
-            t17
-            * tf.cast(tf.equal(t10, t11), orig_input.dtype)
-            * tf.cast(tf.equal(affine1, 0), orig_input.dtype),
-            axis=[-2, -1],
-        )
-    elif padding == "SAME":
-        t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
-        t4 = strides[2] * t1 + t2 - _same_padding(t3, ksize[2], strides[2], 1)
-        t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
+        t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = tf.range(tf.cast(ksize[2], tf.int64))
+        if padding == "VALID":
+            t3 = strides[2] * t1 + t2
+        else:
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t3 = strides[2] * t1 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t3, -2, fill=float("-inf"))
         t6 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
         t7 = t6[..., None]
         t8 = tf.range(tf.cast(ksize[1], tf.int64))
-        t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
-        t10 = strides[1] * t7 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
-        t11 = _gather(t5, t10, -4, fill=float("-inf"))
+        if padding == "VALID":
+            t9 = strides[1] * t7 + t8
+        else:
+            t10 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t9 = strides[1] * t7 + t8 - _same_padding(t10, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t9, -4, fill=float("-inf"))
         t12 = tf.transpose(t11, perm=[0, 1, 3, 5, 2, 4])
         t13 = orig_output[..., None, None]
         t14 = tf.math.cumsum(tf.cast(tf.equal(t12, t13), orig_input.dtype), axis=-1, exclusive=True)
         t15 = tf.reduce_sum(tf.cast(tf.equal(t12, t13), orig_input.dtype), axis=-1, keepdims=True)
         t16 = tf.math.cumsum(t15, axis=-2, exclusive=True)
         affine1 = t14 + t16
-        t17 = _gather(grad, t4, -2)
-        t18 = _gather(t17, t10, -4)
+        t17 = _gather(grad, t3, -2)
+        t18 = _gather(t17, t9, -4)
         t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
         output = tf.reduce_sum(
             t19
@@ -3130,65 +3017,34 @@ def max_pool3d_grad_forward(
     return_stages=False,
 ):
     """MaxPool3DGrad's formula."""
-    if data_format != "NDHWC":
-        raise ValueError(
-            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = tf.range(tf.cast(ksize[3], tf.int64))
-    t1 = t0[..., None]
-    t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-    if padding == "VALID":
-        t3 = strides[3] * t2 + t1
-        t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
-        t5 = tf.range(tf.cast(ksize[2], tf.int64))
-        t6 = t5[..., None]
-        t7 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t8 = strides[2] * t7 + t6
-        t9 = _gather(t4, t8, -4, fill=float("-inf"))
-        t10 = tf.range(tf.cast(ksize[1], tf.int64))
-        t11 = t10[..., None]
-        t12 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-        t13 = strides[1] * t12 + t11
-        t14 = _gather(t9, t13, -6, fill=float("-inf"))
-        t15 = tf.transpose(t14, perm=[0, 7, 1, 3, 5, 2, 4, 6])
-        t16 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
-        t17 = t16[..., None, None, None, :, :, :]
-        t18 = tf.math.cumsum(tf.cast(tf.equal(t15, t17), orig_input.dtype), axis=-4, exclusive=True)
-        t19 = tf.reduce_sum(tf.cast(tf.equal(t15, t17), orig_input.dtype), axis=-4, keepdims=True)
-        t20 = tf.math.cumsum(t19, axis=-5, exclusive=True)
-        t21 = tf.transpose(t14, perm=[0, 7, 1, 5, 3, 2, 4, 6])
-        t22 = tf.reduce_sum(
-            tf.cast(tf.equal(t17, t21), orig_input.dtype), axis=[-5, -4], keepdims=True
-        )
-        t23 = tf.math.cumsum(t22, axis=-6, exclusive=True)
-        affine1 = t18 + t20 + t23
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=[ksize[1], ksize[2], ksize[3]],
-            strides=[strides[1], strides[2], strides[3]],
-            geometry=lambda size: (
-                [0, 0, 0],
-                [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
-            ),
-        )
-    elif padding == "SAME":
-        t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
-        t4 = strides[3] * t2 + t1 - _same_padding(t3, ksize[3], strides[3], 1)
-        t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+    if padding in ("VALID", "SAME") and data_format == "NDHWC":
+        t0 = tf.range(tf.cast(ksize[3], tf.int64))
+        t1 = t0[..., None]
+        t2 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        if padding == "VALID":
+            t3 = strides[3] * t2 + t1
+        else:
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t3 = strides[3] * t2 + t1 - _same_padding(t4, ksize[3], strides[3], 1)
+        t5 = _gather(orig_input, t3, -2, fill=float("-inf"))
         t6 = tf.range(tf.cast(ksize[2], tf.int64))
         t7 = t6[..., None]
         t8 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
-        t10 = strides[2] * t8 + t7 - _same_padding(t9, ksize[2], strides[2], 1)
-        t11 = _gather(t5, t10, -4, fill=float("-inf"))
+        if padding == "VALID":
+            t9 = strides[2] * t8 + t7
+        else:
+            t10 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t9 = strides[2] * t8 + t7 - _same_padding(t10, ksize[2], strides[2], 1)
+        t11 = _gather(t5, t9, -4, fill=float("-inf"))
         t12 = tf.range(tf.cast(ksize[1], tf.int64))
         t13 = t12[..., None]
         t14 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-        t15 = tf.shape(orig_input, out_type=tf.int64)[-4]
-        t16 = strides[1] * t14 + t13 - _same_padding(t15, ksize[1], strides[1], 1)
-        t17 = _gather(t11, t16, -6, fill=float("-inf"))
+        if padding == "VALID":
+            t15 = strides[1] * t14 + t13
+        else:
+            t16 = tf.shape(orig_input, out_type=tf.int64)[-4]
+            t15 = strides[1] * t14 + t13 - _same_padding(t16, ksize[1], strides[1], 1)
+        t17 = _gather(t11, t15, -6, fill=float("-inf"))
         t18 = tf.transpose(t17, perm=[0, 7, 1, 3, 5, 2, 4, 6])
         t19 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
         t20 = t19[..., None, None, None, :, :, :]
@@ -3201,21 +3057,34 @@ def max_pool3d_grad_forward(
         )
         t26 = tf.math.cumsum(t25, axis=-6, exclusive=True)
         affine1 = t21 + t23 + t26
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=[ksize[1], ksize[2], ksize[3]],
-            strides=[strides[1], strides[2], strides[3]],
-            geometry=lambda size: (
-                [
-                    _same_padding(size(orig_input, -4), ksize[1], strides[1], 1),
-                    _same_padding(size(orig_input, -3), ksize[2], strides[2], 1),
-                    _same_padding(size(orig_input, -2), ksize[3], strides[3], 1),
-                ],
-                [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
-            ),
-        )
+        if padding == "VALID":
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2], ksize[3]],
+                strides=[strides[1], strides[2], strides[3]],
+                geometry=lambda size: (
+                    [0, 0, 0],
+                    [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
+                ),
+            )
+        else:
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=[ksize[1], ksize[2], ksize[3]],
+                strides=[strides[1], strides[2], strides[3]],
+                geometry=lambda size: (
+                    [
+                        _same_padding(size(orig_input, -4), ksize[1], strides[1], 1),
+                        _same_padding(size(orig_input, -3), ksize[2], strides[2], 1),
+                        _same_padding(size(orig_input, -2), ksize[3], strides[3], 1),
+                    ],
+                    [size(orig_input, -4), size(orig_input, -3), size(orig_input, -2)],
+                ),
+            )
     else:
         raise ValueError(
             f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -3257,97 +3126,38 @@ def max_pool3d_grad_vjp(
             c, j0, j1, j2, z, i, j])
             i.e. `tf.reduce_sum(t42 * tf.cast(tf.equal(t46, t47), grad_output.dtype) * ...`
     """
-    if data_format != "NDHWC":
-        raise ValueError(
-            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    if padding == "VALID":
+    if padding in ("VALID", "SAME") and data_format == "NDHWC":
         if affine1 is None:
             t0 = ksize[3]
             t1 = tf.range(tf.cast(t0, tf.int64))
             t2 = t1[..., None]
             t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-            t4 = strides[3] * t3 + t2
-            t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
-            t6 = ksize[2]
-            t7 = tf.range(tf.cast(t6, tf.int64))
-            t8 = t7[..., None]
-            t9 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t10 = strides[2] * t9 + t8
-            t11 = _gather(t5, t10, -4, fill=float("-inf"))
-            t12 = ksize[1]
-            t13 = tf.range(tf.cast(t12, tf.int64))
-            t14 = t13[..., None]
-            t15 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-            t16 = strides[1] * t15 + t14
-            t17 = _gather(t11, t16, -6, fill=float("-inf"))
-            t18 = tf.transpose(t17, perm=[0, 7, 1, 3, 5, 2, 4, 6])
-            t19 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
-            t20 = t19[..., None, None, None, :, :, :]
-            t21 = tf.math.cumsum(
-                tf.cast(tf.equal(t18, t20), grad_output.dtype), axis=-4, exclusive=True
-            )
-            t22 = tf.reduce_sum(
-                tf.cast(tf.equal(t18, t20), grad_output.dtype), axis=-4, keepdims=True
-            )
-            t23 = tf.math.cumsum(t22, axis=-5, exclusive=True)
-            t24 = tf.transpose(t17, perm=[0, 7, 1, 5, 3, 2, 4, 6])
-            t25 = tf.reduce_sum(
-                tf.cast(tf.equal(t20, t24), grad_output.dtype), axis=[-5, -4], keepdims=True
-            )
-            t26 = tf.math.cumsum(t25, axis=-6, exclusive=True)
-            affine1 = t21 + t23 + t26
-        t27 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-        t28 = t27[..., None]
-        t29 = tf.range(tf.cast(ksize[3], tf.int64))
-        t30 = strides[3] * t28 + t29
-        t31 = _gather(grad_output, t30, -2)
-        t32 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t33 = t32[..., None]
-        t34 = tf.range(tf.cast(ksize[2], tf.int64))
-        t35 = strides[2] * t33 + t34
-        t36 = _gather(t31, t35, -4)
-        t37 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-        t38 = t37[..., None]
-        t39 = tf.range(tf.cast(ksize[1], tf.int64))
-        t40 = strides[1] * t38 + t39
-        t41 = _gather(t36, t40, -6)
-        t42 = tf.transpose(t41, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t43 = _gather(orig_input, t30, -2, fill=float("-inf"))
-        t44 = _gather(t43, t35, -4, fill=float("-inf"))
-        t45 = _gather(t44, t40, -6, fill=float("-inf"))
-        t46 = tf.transpose(t45, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t47 = orig_output[..., None, None, None]
-        t48 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
-        grad_grad = tf.reduce_sum(
-            t42
-            * tf.cast(tf.equal(t46, t47), grad_output.dtype)
-            * tf.cast(tf.equal(t48, 0), grad_output.dtype),
-            axis=[-3, -2, -1],
-        )
-    elif padding == "SAME":
-        if affine1 is None:
-            t0 = ksize[3]
-            t1 = tf.range(tf.cast(t0, tf.int64))
-            t2 = t1[..., None]
-            t3 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
-            t5 = strides[3] * t3 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
-            t6 = _gather(orig_input, t5, -2, fill=float("-inf"))
+            if padding == "VALID":
+                t4 = strides[3] * t3 + t2
+            else:
+                t5 = tf.shape(orig_input, out_type=tf.int64)[-2]
+                t4 = strides[3] * t3 + t2 - _same_padding(t5, ksize[3], strides[3], 1)
+            t6 = _gather(orig_input, t4, -2, fill=float("-inf"))
             t7 = ksize[2]
             t8 = tf.range(tf.cast(t7, tf.int64))
             t9 = t8[..., None]
             t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-            t11 = tf.shape(orig_input, out_type=tf.int64)[-3]
-            t12 = strides[2] * t10 + t9 - _same_padding(t11, ksize[2], strides[2], 1)
-            t13 = _gather(t6, t12, -4, fill=float("-inf"))
+            if padding == "VALID":
+                t11 = strides[2] * t10 + t9
+            else:
+                t12 = tf.shape(orig_input, out_type=tf.int64)[-3]
+                t11 = strides[2] * t10 + t9 - _same_padding(t12, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t11, -4, fill=float("-inf"))
             t14 = ksize[1]
             t15 = tf.range(tf.cast(t14, tf.int64))
             t16 = t15[..., None]
             t17 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-            t18 = tf.shape(orig_input, out_type=tf.int64)[-4]
-            t19 = strides[1] * t17 + t16 - _same_padding(t18, ksize[1], strides[1], 1)
-            t20 = _gather(t13, t19, -6, fill=float("-inf"))
+            if padding == "VALID":
+                t18 = strides[1] * t17 + t16
+            else:
+                t19 = tf.shape(orig_input, out_type=tf.int64)[-4]
+                t18 = strides[1] * t17 + t16 - _same_padding(t19, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t18, -6, fill=float("-inf"))
             t21 = tf.transpose(t20, perm=[0, 7, 1, 3, 5, 2, 4, 6])
             t22 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
             t23 = t22[..., None, None, None, :, :, :]
@@ -3367,25 +3177,34 @@ def max_pool3d_grad_vjp(
         t30 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t31 = t30[..., None]
         t32 = tf.range(tf.cast(ksize[3], tf.int64))
-        t33 = tf.shape(orig_input, out_type=tf.int64)[-2]
-        t34 = strides[3] * t31 + t32 - _same_padding(t33, ksize[3], strides[3], 1)
-        t35 = _gather(grad_output, t34, -2)
+        if padding == "VALID":
+            t33 = strides[3] * t31 + t32
+        else:
+            t34 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t33 = strides[3] * t31 + t32 - _same_padding(t34, ksize[3], strides[3], 1)
+        t35 = _gather(grad_output, t33, -2)
         t36 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
         t37 = t36[..., None]
         t38 = tf.range(tf.cast(ksize[2], tf.int64))
-        t39 = tf.shape(orig_input, out_type=tf.int64)[-3]
-        t40 = strides[2] * t37 + t38 - _same_padding(t39, ksize[2], strides[2], 1)
-        t41 = _gather(t35, t40, -4)
+        if padding == "VALID":
+            t39 = strides[2] * t37 + t38
+        else:
+            t40 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t39 = strides[2] * t37 + t38 - _same_padding(t40, ksize[2], strides[2], 1)
+        t41 = _gather(t35, t39, -4)
         t42 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
         t43 = t42[..., None]
         t44 = tf.range(tf.cast(ksize[1], tf.int64))
-        t45 = tf.shape(orig_input, out_type=tf.int64)[-4]
-        t46 = strides[1] * t43 + t44 - _same_padding(t45, ksize[1], strides[1], 1)
-        t47 = _gather(t41, t46, -6)
+        if padding == "VALID":
+            t45 = strides[1] * t43 + t44
+        else:
+            t46 = tf.shape(orig_input, out_type=tf.int64)[-4]
+            t45 = strides[1] * t43 + t44 - _same_padding(t46, ksize[1], strides[1], 1)
+        t47 = _gather(t41, t45, -6)
         t48 = tf.transpose(t47, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t49 = _gather(orig_input, t34, -2, fill=float("-inf"))
-        t50 = _gather(t49, t40, -4, fill=float("-inf"))
-        t51 = _gather(t50, t46, -6, fill=float("-inf"))
+        t49 = _gather(orig_input, t33, -2, fill=float("-inf"))
+        t50 = _gather(t49, t39, -4, fill=float("-inf"))
+        t51 = _gather(t50, t45, -6, fill=float("-inf"))
         t52 = tf.transpose(t51, perm=[0, 1, 3, 5, 7, 2, 4, 6])
         t53 = orig_output[..., None, None, None]
         t54 = tf.transpose(affine1, perm=[0, 5, 6, 7, 1, 2, 3, 4])
@@ -3453,63 +3272,34 @@ def max_pool3d_gradgrad_forward(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
 ):
     """MaxPool3DGradGrad's formula."""
-    if data_format != "NDHWC":
-        raise ValueError(
-            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
-    t1 = t0[..., None]
-    t2 = tf.range(tf.cast(ksize[3], tf.int64))
-    if padding == "VALID":
-        t3 = strides[3] * t1 + t2
-        t4 = _gather(orig_input, t3, -2, fill=float("-inf"))
-        t5 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
-        t6 = t5[..., None]
-        t7 = tf.range(tf.cast(ksize[2], tf.int64))
-        t8 = strides[2] * t6 + t7
-        t9 = _gather(t4, t8, -4, fill=float("-inf"))
-        t10 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
-        t11 = t10[..., None]
-        t12 = tf.range(tf.cast(ksize[1], tf.int64))
-        t13 = strides[1] * t11 + t12
-        t14 = _gather(t9, t13, -6, fill=float("-inf"))
-        t15 = tf.transpose(t14, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t16 = orig_output[..., None, None, None]
-        t17 = tf.math.cumsum(tf.cast(tf.equal(t15, t16), orig_input.dtype), axis=-1, exclusive=True)
-        t18 = tf.reduce_sum(tf.cast(tf.equal(t15, t16), orig_input.dtype), axis=-1, keepdims=True)
-        t19 = tf.math.cumsum(t18, axis=-2, exclusive=True)
-        t20 = tf.transpose(t14, perm=[0, 1, 3, 5, 7, 2, 6, 4])
-        t21 = tf.reduce_sum(
-            tf.cast(tf.equal(t16, t20), orig_input.dtype), axis=[-2, -1], keepdims=True
-        )
-        t22 = tf.math.cumsum(t21, axis=-3, exclusive=True)
-        affine1 = t17 + t19 + t22
-        t23 = _gather(grad, t3, -2)
-        t24 = _gather(t23, t8, -4)
-        t25 = _gather(t24, t13, -6)
-        t26 = tf.transpose(t25, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        output = tf.reduce_sum(
-            t26
-            * tf.cast(tf.equal(t15, t16), orig_input.dtype)
-            * tf.cast(tf.equal(affine1, 0), orig_input.dtype),
-            axis=[-3, -2, -1],
-        )
-    elif padding == "SAME":
-        t3 = tf.shape(orig_input, out_type=tf.int64)[-2]
-        t4 = strides[3] * t1 + t2 - _same_padding(t3, ksize[3], strides[3], 1)
-        t5 = _gather(orig_input, t4, -2, fill=float("-inf"))
+    if padding in ("VALID", "SAME") and data_format == "NDHWC":
+        t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
+        t1 = t0[..., None]
+        t2 = tf.range(tf.cast(ksize[3], tf.int64))
+        if padding == "VALID":
+            t3 = strides[3] * t1 + t2
+        else:
+            t4 = tf.shape(orig_input, out_type=tf.int64)[-2]
+            t3 = strides[3] * t1 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
+        t5 = _gather(orig_input, t3, -2, fill=float("-inf"))
         t6 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-3])
         t7 = t6[..., None]
         t8 = tf.range(tf.cast(ksize[2], tf.int64))
-        t9 = tf.shape(orig_input, out_type=tf.int64)[-3]
-        t10 = strides[2] * t7 + t8 - _same_padding(t9, ksize[2], strides[2], 1)
-        t11 = _gather(t5, t10, -4, fill=float("-inf"))
+        if padding == "VALID":
+            t9 = strides[2] * t7 + t8
+        else:
+            t10 = tf.shape(orig_input, out_type=tf.int64)[-3]
+            t9 = strides[2] * t7 + t8 - _same_padding(t10, ksize[2], strides[2], 1)
+        t11 = _gather(t5, t9, -4, fill=float("-inf"))
         t12 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-4])
         t13 = t12[..., None]
         t14 = tf.range(tf.cast(ksize[1], tf.int64))
-        t15 = tf.shape(orig_input, out_type=tf.int64)[-4]
-        t16 = strides[1] * t13 + t14 - _same_padding(t15, ksize[1], strides[1], 1)
-        t17 = _gather(t11, t16, -6, fill=float("-inf"))
+        if padding == "VALID":
+            t15 = strides[1] * t13 + t14
+        else:
+            t16 = tf.shape(orig_input, out_type=tf.int64)[-4]
+            t15 = strides[1] * t13 + t14 - _same_padding(t16, ksize[1], strides[1], 1)
+        t17 = _gather(t11, t15, -6, fill=float("-inf"))
         t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 4, 6])
         t19 = orig_output[..., None, None, None]
         t20 = tf.math.cumsum(tf.cast(tf.equal(t18, t19), orig_input.dtype), axis=-1, exclusive=True)
@@ -3521,9 +3311,9 @@ def max_pool3d_gradgrad_forward(
         )
         t25 = tf.math.cumsum(t24, axis=-3, exclusive=True)
         affine1 = t20 + t22 + t25
-        t26 = _gather(grad, t4, -2)
-        t27 = _gather(t26, t10, -4)
-        t28 = _gather(t27, t16, -6)
+        t26 = _gather(grad, t3, -2)
+        t27 = _gather(t26, t9, -4)
+        t28 = _gather(t27, t15, -6)
         t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 7, 2, 4, 6])
         output = tf.reduce_sum(
             t29

@@ -1760,49 +1760,25 @@ def max_pool_grad_forward(
     return_stages=False,
 ):
     """MaxPoolGrad's formula."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = torch.arange(int(ksize[2]))
-    t1 = t0[..., None]
-    t2 = torch.arange(np.shape(orig_output)[-2])
-    if padding == "VALID":
-        t3 = strides[2] * t2 + t1
-        t4 = _gather(orig_input, t3, -2, fill=-torch.inf)
-        t5 = torch.arange(int(ksize[1]))
-        t6 = t5[..., None]
-        t7 = torch.arange(np.shape(orig_output)[-3])
-        t8 = strides[1] * t7 + t6
-        t9 = _gather(t4, t8, -4, fill=-torch.inf)
-        t10 = torch.permute(t9, (0, 5, 1, 3, 2, 4))
-        t11 = torch.permute(orig_output, (0, 3, 1, 2))
-        t12 = t11[..., None, None, :, :]
-        t13 = _shift_right(
-            torch.cumsum(torch.asarray(t10 == t12, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
-        )
-        t14 = torch.sum(torch.asarray(t10 == t12, dtype=orig_input.dtype), axis=-3, keepdims=True)
-        t15 = _shift_right(torch.cumsum(t14, dim=-4), axis=-4, fill=0)
-        affine1 = t13 + t15
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2]),
-            strides=(strides[1], strides[2]),
-            pads=(0, 0),
-            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
-    elif padding == "SAME":
-        t3 = np.shape(orig_input)[-2]
-        t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
-        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
+        t0 = torch.arange(int(ksize[2]))
+        t1 = t0[..., None]
+        t2 = torch.arange(np.shape(orig_output)[-2])
+        if padding == "VALID":
+            t3 = strides[2] * t2 + t1
+        else:
+            t4 = np.shape(orig_input)[-2]
+            t3 = strides[2] * t2 + t1 - _same_padding(t4, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t3, -2, fill=-torch.inf)
         t6 = torch.arange(int(ksize[1]))
         t7 = t6[..., None]
         t8 = torch.arange(np.shape(orig_output)[-3])
-        t9 = np.shape(orig_input)[-3]
-        t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
-        t11 = _gather(t5, t10, -4, fill=-torch.inf)
+        if padding == "VALID":
+            t9 = strides[1] * t8 + t7
+        else:
+            t10 = np.shape(orig_input)[-3]
+            t9 = strides[1] * t8 + t7 - _same_padding(t10, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t9, -4, fill=-torch.inf)
         t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
         t13 = torch.permute(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
@@ -1812,18 +1788,29 @@ def max_pool_grad_forward(
         t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
         t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
         affine1 = t15 + t17
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2]),
-            strides=(strides[1], strides[2]),
-            pads=(
-                _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
-                _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
-            ),
-            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
+        if padding == "VALID":
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=(ksize[1], ksize[2]),
+                strides=(strides[1], strides[2]),
+                pads=(0, 0),
+                sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+            )
+        else:
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=(ksize[1], ksize[2]),
+                strides=(strides[1], strides[2]),
+                pads=(
+                    _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
+                    _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+                ),
+                sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+            )
     else:
         raise ValueError(
             f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1859,70 +1846,28 @@ def max_pool_grad_vjp(
             j * strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
             i.e. `torch.sum(torch.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))`
     """
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    if padding == "VALID":
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
         if affine1 is None:
             t0 = ksize[2]
             t1 = torch.arange(int(t0))
             t2 = t1[..., None]
             t3 = torch.arange(np.shape(orig_output)[-2])
-            t4 = strides[2] * t3 + t2
-            t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
-            t6 = ksize[1]
-            t7 = torch.arange(int(t6))
-            t8 = t7[..., None]
-            t9 = torch.arange(np.shape(orig_output)[-3])
-            t10 = strides[1] * t9 + t8
-            t11 = _gather(t5, t10, -4, fill=-torch.inf)
-            t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
-            t13 = torch.permute(orig_output, (0, 3, 1, 2))
-            t14 = t13[..., None, None, :, :]
-            t15 = _shift_right(
-                torch.cumsum(torch.asarray(t12 == t14, dtype=grad_output.dtype), dim=-3),
-                axis=-3,
-                fill=0,
-            )
-            t16 = torch.sum(
-                torch.asarray(t12 == t14, dtype=grad_output.dtype), axis=-3, keepdims=True
-            )
-            t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
-            affine1 = t15 + t17
-        t18 = torch.arange(np.shape(orig_output)[-2])
-        t19 = t18[..., None]
-        t20 = torch.arange(int(ksize[2]))
-        t21 = strides[2] * t19 + t20
-        t22 = _gather(grad_output, t21, -2)
-        t23 = torch.arange(np.shape(orig_output)[-3])
-        t24 = t23[..., None]
-        t25 = torch.arange(int(ksize[1]))
-        t26 = strides[1] * t24 + t25
-        t27 = _gather(t22, t26, -4)
-        t28 = torch.permute(t27, (0, 1, 3, 5, 2, 4))
-        t29 = _gather(orig_input, t21, -2, fill=-torch.inf)
-        t30 = _gather(t29, t26, -4, fill=-torch.inf)
-        t31 = torch.permute(t30, (0, 1, 3, 5, 2, 4))
-        t32 = orig_output[..., None, None]
-        t33 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = torch.sum(torch.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))
-    elif padding == "SAME":
-        if affine1 is None:
-            t0 = ksize[2]
-            t1 = torch.arange(int(t0))
-            t2 = t1[..., None]
-            t3 = torch.arange(np.shape(orig_output)[-2])
-            t4 = np.shape(orig_input)[-2]
-            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
-            t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
+            if padding == "VALID":
+                t4 = strides[2] * t3 + t2
+            else:
+                t5 = np.shape(orig_input)[-2]
+                t4 = strides[2] * t3 + t2 - _same_padding(t5, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t4, -2, fill=-torch.inf)
             t7 = ksize[1]
             t8 = torch.arange(int(t7))
             t9 = t8[..., None]
             t10 = torch.arange(np.shape(orig_output)[-3])
-            t11 = np.shape(orig_input)[-3]
-            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=-torch.inf)
+            if padding == "VALID":
+                t11 = strides[1] * t10 + t9
+            else:
+                t12 = np.shape(orig_input)[-3]
+                t11 = strides[1] * t10 + t9 - _same_padding(t12, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t11, -4, fill=-torch.inf)
             t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
             t15 = torch.permute(orig_output, (0, 3, 1, 2))
             t16 = t15[..., None, None, :, :]
@@ -1939,18 +1884,24 @@ def max_pool_grad_vjp(
         t20 = torch.arange(np.shape(orig_output)[-2])
         t21 = t20[..., None]
         t22 = torch.arange(int(ksize[2]))
-        t23 = np.shape(orig_input)[-2]
-        t24 = strides[2] * t21 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
-        t25 = _gather(grad_output, t24, -2)
+        if padding == "VALID":
+            t23 = strides[2] * t21 + t22
+        else:
+            t24 = np.shape(orig_input)[-2]
+            t23 = strides[2] * t21 + t22 - _same_padding(t24, ksize[2], strides[2], 1)
+        t25 = _gather(grad_output, t23, -2)
         t26 = torch.arange(np.shape(orig_output)[-3])
         t27 = t26[..., None]
         t28 = torch.arange(int(ksize[1]))
-        t29 = np.shape(orig_input)[-3]
-        t30 = strides[1] * t27 + t28 - _same_padding(t29, ksize[1], strides[1], 1)
-        t31 = _gather(t25, t30, -4)
+        if padding == "VALID":
+            t29 = strides[1] * t27 + t28
+        else:
+            t30 = np.shape(orig_input)[-3]
+            t29 = strides[1] * t27 + t28 - _same_padding(t30, ksize[1], strides[1], 1)
+        t31 = _gather(t25, t29, -4)
         t32 = torch.permute(t31, (0, 1, 3, 5, 2, 4))
-        t33 = _gather(orig_input, t24, -2, fill=-torch.inf)
-        t34 = _gather(t33, t30, -4, fill=-torch.inf)
+        t33 = _gather(orig_input, t23, -2, fill=-torch.inf)
+        t34 = _gather(t33, t29, -4, fill=-torch.inf)
         t35 = torch.permute(t34, (0, 1, 3, 5, 2, 4))
         t36 = orig_output[..., None, None]
         t37 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
@@ -1980,45 +1931,25 @@ def max_pool_grad_v2_forward(
     """MaxPoolGradV2's formula."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    t0 = torch.arange(int(ksize[2]))
-    t1 = t0[..., None]
-    t2 = torch.arange(np.shape(orig_output)[-2])
-    if padding == "VALID":
-        t3 = strides[2] * t2 + t1
-        t4 = _gather(orig_input, t3, -2, fill=-torch.inf)
-        t5 = torch.arange(int(ksize[1]))
-        t6 = t5[..., None]
-        t7 = torch.arange(np.shape(orig_output)[-3])
-        t8 = strides[1] * t7 + t6
-        t9 = _gather(t4, t8, -4, fill=-torch.inf)
-        t10 = torch.permute(t9, (0, 5, 1, 3, 2, 4))
-        t11 = torch.permute(orig_output, (0, 3, 1, 2))
-        t12 = t11[..., None, None, :, :]
-        t13 = _shift_right(
-            torch.cumsum(torch.asarray(t10 == t12, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
-        )
-        t14 = torch.sum(torch.asarray(t10 == t12, dtype=orig_input.dtype), axis=-3, keepdims=True)
-        t15 = _shift_right(torch.cumsum(t14, dim=-4), axis=-4, fill=0)
-        affine1 = t13 + t15
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2]),
-            strides=(strides[1], strides[2]),
-            pads=(0, 0),
-            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
-    elif padding == "SAME":
-        t3 = np.shape(orig_input)[-2]
-        t4 = strides[2] * t2 + t1 - _same_padding(t3, ksize[2], strides[2], 1)
-        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+    if padding in ("VALID", "SAME"):
+        t0 = torch.arange(int(ksize[2]))
+        t1 = t0[..., None]
+        t2 = torch.arange(np.shape(orig_output)[-2])
+        if padding == "VALID":
+            t3 = strides[2] * t2 + t1
+        else:
+            t4 = np.shape(orig_input)[-2]
+            t3 = strides[2] * t2 + t1 - _same_padding(t4, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t3, -2, fill=-torch.inf)
         t6 = torch.arange(int(ksize[1]))
         t7 = t6[..., None]
         t8 = torch.arange(np.shape(orig_output)[-3])
-        t9 = np.shape(orig_input)[-3]
-        t10 = strides[1] * t8 + t7 - _same_padding(t9, ksize[1], strides[1], 1)
-        t11 = _gather(t5, t10, -4, fill=-torch.inf)
+        if padding == "VALID":
+            t9 = strides[1] * t8 + t7
+        else:
+            t10 = np.shape(orig_input)[-3]
+            t9 = strides[1] * t8 + t7 - _same_padding(t10, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t9, -4, fill=-torch.inf)
         t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
         t13 = torch.permute(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
@@ -2028,18 +1959,29 @@ def max_pool_grad_v2_forward(
         t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
         t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
         affine1 = t15 + t17
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2]),
-            strides=(strides[1], strides[2]),
-            pads=(
-                _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
-                _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
-            ),
-            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
+        if padding == "VALID":
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=(ksize[1], ksize[2]),
+                strides=(strides[1], strides[2]),
+                pads=(0, 0),
+                sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+            )
+        else:
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=(ksize[1], ksize[2]),
+                strides=(strides[1], strides[2]),
+                pads=(
+                    _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
+                    _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+                ),
+                sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+            )
     else:
         raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
     if return_stages:  # for max_pool_grad_v2_vjp(..., **stages): not computed again
@@ -2074,66 +2016,28 @@ def max_pool_grad_v2_vjp(
     """
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
         if affine1 is None:
             t0 = ksize[2]
             t1 = torch.arange(int(t0))
             t2 = t1[..., None]
             t3 = torch.arange(np.shape(orig_output)[-2])
-            t4 = strides[2] * t3 + t2
-            t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
-            t6 = ksize[1]
-            t7 = torch.arange(int(t6))
-            t8 = t7[..., None]
-            t9 = torch.arange(np.shape(orig_output)[-3])
-            t10 = strides[1] * t9 + t8
-            t11 = _gather(t5, t10, -4, fill=-torch.inf)
-            t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
-            t13 = torch.permute(orig_output, (0, 3, 1, 2))
-            t14 = t13[..., None, None, :, :]
-            t15 = _shift_right(
-                torch.cumsum(torch.asarray(t12 == t14, dtype=grad_output.dtype), dim=-3),
-                axis=-3,
-                fill=0,
-            )
-            t16 = torch.sum(
-                torch.asarray(t12 == t14, dtype=grad_output.dtype), axis=-3, keepdims=True
-            )
-            t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
-            affine1 = t15 + t17
-        t18 = torch.arange(np.shape(orig_output)[-2])
-        t19 = t18[..., None]
-        t20 = torch.arange(int(ksize[2]))
-        t21 = strides[2] * t19 + t20
-        t22 = _gather(grad_output, t21, -2)
-        t23 = torch.arange(np.shape(orig_output)[-3])
-        t24 = t23[..., None]
-        t25 = torch.arange(int(ksize[1]))
-        t26 = strides[1] * t24 + t25
-        t27 = _gather(t22, t26, -4)
-        t28 = torch.permute(t27, (0, 1, 3, 5, 2, 4))
-        t29 = _gather(orig_input, t21, -2, fill=-torch.inf)
-        t30 = _gather(t29, t26, -4, fill=-torch.inf)
-        t31 = torch.permute(t30, (0, 1, 3, 5, 2, 4))
-        t32 = orig_output[..., None, None]
-        t33 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
-        grad_grad = torch.sum(torch.where((t31 == t32) & (t33 == 0), t28, 0), axis=(-2, -1))
-    elif padding == "SAME":
-        if affine1 is None:
-            t0 = ksize[2]
-            t1 = torch.arange(int(t0))
-            t2 = t1[..., None]
-            t3 = torch.arange(np.shape(orig_output)[-2])
-            t4 = np.shape(orig_input)[-2]
-            t5 = strides[2] * t3 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
-            t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
+            if padding == "VALID":
+                t4 = strides[2] * t3 + t2
+            else:
+                t5 = np.shape(orig_input)[-2]
+                t4 = strides[2] * t3 + t2 - _same_padding(t5, ksize[2], strides[2], 1)
+            t6 = _gather(orig_input, t4, -2, fill=-torch.inf)
             t7 = ksize[1]
             t8 = torch.arange(int(t7))
             t9 = t8[..., None]
             t10 = torch.arange(np.shape(orig_output)[-3])
-            t11 = np.shape(orig_input)[-3]
-            t12 = strides[1] * t10 + t9 - _same_padding(t11, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=-torch.inf)
+            if padding == "VALID":
+                t11 = strides[1] * t10 + t9
+            else:
+                t12 = np.shape(orig_input)[-3]
+                t11 = strides[1] * t10 + t9 - _same_padding(t12, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t11, -4, fill=-torch.inf)
             t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
             t15 = torch.permute(orig_output, (0, 3, 1, 2))
             t16 = t15[..., None, None, :, :]
@@ -2150,18 +2054,24 @@ def max_pool_grad_v2_vjp(
         t20 = torch.arange(np.shape(orig_output)[-2])
         t21 = t20[..., None]
         t22 = torch.arange(int(ksize[2]))
-        t23 = np.shape(orig_input)[-2]
-        t24 = strides[2] * t21 + t22 - _same_padding(t23, ksize[2], strides[2], 1)
-        t25 = _gather(grad_output, t24, -2)
+        if padding == "VALID":
+            t23 = strides[2] * t21 + t22
+        else:
+            t24 = np.shape(orig_input)[-2]
+            t23 = strides[2] * t21 + t22 - _same_padding(t24, ksize[2], strides[2], 1)
+        t25 = _gather(grad_output, t23, -2)
         t26 = torch.arange(np.shape(orig_output)[-3])
         t27 = t26[..., None]
         t28 = torch.arange(int(ksize[1]))
-        t29 = np.shape(orig_input)[-3]
-        t30 = strides[1] * t27 + t28 - _same_padding(t29, ksize[1], strides[1], 1)
-        t31 = _gather(t25, t30, -4)
+        if padding == "VALID":
+            t29 = strides[1] * t27 + t28
+        else:
+            t30 = np.shape(orig_input)[-3]
+            t29 = strides[1] * t27 + t28 - _same_padding(t30, ksize[1], strides[1], 1)
+        t31 = _gather(t25, t29, -4)
         t32 = torch.permute(t31, (0, 1, 3, 5, 2, 4))
-        t33 = _gather(orig_input, t24, -2, fill=-torch.inf)
-        t34 = _gather(t33, t30, -4, fill=-torch.inf)
+        t33 = _gather(orig_input, t23, -2, fill=-torch.inf)
+        t34 = _gather(t33, t29, -4, fill=-torch.inf)
         t35 = torch.permute(t34, (0, 1, 3, 5, 2, 4))
         t36 = orig_output[..., None, None]
         t37 = torch.permute(affine1, (0, 4, 5, 1, 2, 3))
@@ -2195,43 +2105,25 @@ def max_pool_gradgrad_forward(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
 ):
     """MaxPoolGradGrad's formula."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = torch.arange(np.shape(orig_output)[-2])
-    t1 = t0[..., None]
-    t2 = torch.arange(int(ksize[2]))
-    if padding == "VALID":
-        t3 = strides[2] * t1 + t2
-        t4 = _gather(orig_input, t3, -2, fill=-torch.inf)
-        t5 = torch.arange(np.shape(orig_output)[-3])
-        t6 = t5[..., None]
-        t7 = torch.arange(int(ksize[1]))
-        t8 = strides[1] * t6 + t7
-        t9 = _gather(t4, t8, -4, fill=-torch.inf)
-        t10 = torch.permute(t9, (0, 1, 3, 5, 2, 4))
-        t11 = orig_output[..., None, None]
-        t12 = _shift_right(
-            torch.cumsum(torch.asarray(t10 == t11, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
-        )
-        t13 = torch.sum(torch.asarray(t10 == t11, dtype=orig_input.dtype), axis=-1, keepdims=True)
-        t14 = _shift_right(torch.cumsum(t13, dim=-2), axis=-2, fill=0)
-        affine1 = t12 + t14
-        t15 = _gather(grad, t3, -2)
-        t16 = _gather(t15, t8, -4)
-        t17 = torch.permute(t16, (0, 1, 3, 5, 2, 4))
-        output = torch.sum(torch.where((affine1 == 0) & (t10 == t11), t17, 0), axis=(-2, -1))
-    elif padding == "SAME":
-        t3 = np.shape(orig_input)[-2]
-        t4 = strides[2] * t1 + t2 - _same_padding(t3, ksize[2], strides[2], 1)
-        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
+        t0 = torch.arange(np.shape(orig_output)[-2])
+        t1 = t0[..., None]
+        t2 = torch.arange(int(ksize[2]))
+        if padding == "VALID":
+            t3 = strides[2] * t1 + t2
+        else:
+            t4 = np.shape(orig_input)[-2]
+            t3 = strides[2] * t1 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
+        t5 = _gather(orig_input, t3, -2, fill=-torch.inf)
         t6 = torch.arange(np.shape(orig_output)[-3])
         t7 = t6[..., None]
         t8 = torch.arange(int(ksize[1]))
-        t9 = np.shape(orig_input)[-3]
-        t10 = strides[1] * t7 + t8 - _same_padding(t9, ksize[1], strides[1], 1)
-        t11 = _gather(t5, t10, -4, fill=-torch.inf)
+        if padding == "VALID":
+            t9 = strides[1] * t7 + t8
+        else:
+            t10 = np.shape(orig_input)[-3]
+            t9 = strides[1] * t7 + t8 - _same_padding(t10, ksize[1], strides[1], 1)
+        t11 = _gather(t5, t9, -4, fill=-torch.inf)
         t12 = torch.permute(t11, (0, 1, 3, 5, 2, 4))
         t13 = orig_output[..., None, None]
         t14 = _shift_right(
@@ -2240,8 +2132,8 @@ def max_pool_gradgrad_forward(
         t15 = torch.sum(torch.asarray(t12 == t13, dtype=orig_input.dtype), axis=-1, keepdims=True)
         t16 = _shift_right(torch.cumsum(t15, dim=-2), axis=-2, fill=0)
         affine1 = t14 + t16
-        t17 = _gather(grad, t4, -2)
-        t18 = _gather(t17, t10, -4)
+        t17 = _gather(grad, t3, -2)
+        t18 = _gather(t17, t9, -4)
         t19 = torch.permute(t18, (0, 1, 3, 5, 2, 4))
         output = torch.sum(torch.where((affine1 == 0) & (t12 == t13), t19, 0), axis=(-2, -1))
     else:
@@ -2343,65 +2235,34 @@ def max_pool3d_grad_forward(
     return_stages=False,
 ):
     """MaxPool3DGrad's formula."""
-    if data_format != "NDHWC":
-        raise ValueError(
-            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = torch.arange(int(ksize[3]))
-    t1 = t0[..., None]
-    t2 = torch.arange(np.shape(orig_output)[-2])
-    if padding == "VALID":
-        t3 = strides[3] * t2 + t1
-        t4 = _gather(orig_input, t3, -2, fill=-torch.inf)
-        t5 = torch.arange(int(ksize[2]))
-        t6 = t5[..., None]
-        t7 = torch.arange(np.shape(orig_output)[-3])
-        t8 = strides[2] * t7 + t6
-        t9 = _gather(t4, t8, -4, fill=-torch.inf)
-        t10 = torch.arange(int(ksize[1]))
-        t11 = t10[..., None]
-        t12 = torch.arange(np.shape(orig_output)[-4])
-        t13 = strides[1] * t12 + t11
-        t14 = _gather(t9, t13, -6, fill=-torch.inf)
-        t15 = torch.permute(t14, (0, 7, 1, 3, 5, 2, 4, 6))
-        t16 = torch.permute(orig_output, (0, 4, 1, 2, 3))
-        t17 = t16[..., None, None, None, :, :, :]
-        t18 = _shift_right(
-            torch.cumsum(torch.asarray(t15 == t17, dtype=orig_input.dtype), dim=-4), axis=-4, fill=0
-        )
-        t19 = torch.sum(torch.asarray(t15 == t17, dtype=orig_input.dtype), axis=-4, keepdims=True)
-        t20 = _shift_right(torch.cumsum(t19, dim=-5), axis=-5, fill=0)
-        t21 = torch.permute(t14, (0, 7, 1, 5, 3, 2, 4, 6))
-        t22 = torch.sum(
-            torch.asarray(t17 == t21, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
-        )
-        t23 = _shift_right(torch.cumsum(t22, dim=-6), axis=-6, fill=0)
-        affine1 = t18 + t20 + t23
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2], ksize[3]),
-            strides=(strides[1], strides[2], strides[3]),
-            pads=(0, 0, 0),
-            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
-    elif padding == "SAME":
-        t3 = np.shape(orig_input)[-2]
-        t4 = strides[3] * t2 + t1 - _same_padding(t3, ksize[3], strides[3], 1)
-        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+    if padding in ("VALID", "SAME") and data_format == "NDHWC":
+        t0 = torch.arange(int(ksize[3]))
+        t1 = t0[..., None]
+        t2 = torch.arange(np.shape(orig_output)[-2])
+        if padding == "VALID":
+            t3 = strides[3] * t2 + t1
+        else:
+            t4 = np.shape(orig_input)[-2]
+            t3 = strides[3] * t2 + t1 - _same_padding(t4, ksize[3], strides[3], 1)
+        t5 = _gather(orig_input, t3, -2, fill=-torch.inf)
         t6 = torch.arange(int(ksize[2]))
         t7 = t6[..., None]
         t8 = torch.arange(np.shape(orig_output)[-3])
-        t9 = np.shape(orig_input)[-3]
-        t10 = strides[2] * t8 + t7 - _same_padding(t9, ksize[2], strides[2], 1)
-        t11 = _gather(t5, t10, -4, fill=-torch.inf)
+        if padding == "VALID":
+            t9 = strides[2] * t8 + t7
+        else:
+            t10 = np.shape(orig_input)[-3]
+            t9 = strides[2] * t8 + t7 - _same_padding(t10, ksize[2], strides[2], 1)
+        t11 = _gather(t5, t9, -4, fill=-torch.inf)
         t12 = torch.arange(int(ksize[1]))
         t13 = t12[..., None]
         t14 = torch.arange(np.shape(orig_output)[-4])
-        t15 = np.shape(orig_input)[-4]
-        t16 = strides[1] * t14 + t13 - _same_padding(t15, ksize[1], strides[1], 1)
-        t17 = _gather(t11, t16, -6, fill=-torch.inf)
+        if padding == "VALID":
+            t15 = strides[1] * t14 + t13
+        else:
+            t16 = np.shape(orig_input)[-4]
+            t15 = strides[1] * t14 + t13 - _same_padding(t16, ksize[1], strides[1], 1)
+        t17 = _gather(t11, t15, -6, fill=-torch.inf)
         t18 = torch.permute(t17, (0, 7, 1, 3, 5, 2, 4, 6))
         t19 = torch.permute(orig_output, (0, 4, 1, 2, 3))
         t20 = t19[..., None, None, None, :, :, :]
@@ -2416,19 +2277,38 @@ def max_pool3d_grad_forward(
         )
         t26 = _shift_right(torch.cumsum(t25, dim=-6), axis=-6, fill=0)
         affine1 = t21 + t23 + t26
-        output = _max_pool_backprop(
-            orig_input,
-            orig_output,
-            grad,
-            window=(ksize[1], ksize[2], ksize[3]),
-            strides=(strides[1], strides[2], strides[3]),
-            pads=(
-                _same_padding(np.shape(orig_input)[-4], ksize[1], strides[1], 1),
-                _same_padding(np.shape(orig_input)[-3], ksize[2], strides[2], 1),
-                _same_padding(np.shape(orig_input)[-2], ksize[3], strides[3], 1),
-            ),
-            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
-        )
+        if padding == "VALID":
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=(ksize[1], ksize[2], ksize[3]),
+                strides=(strides[1], strides[2], strides[3]),
+                pads=(0, 0, 0),
+                sizes=(
+                    np.shape(orig_input)[-4],
+                    np.shape(orig_input)[-3],
+                    np.shape(orig_input)[-2],
+                ),
+            )
+        else:
+            output = _max_pool_backprop(
+                orig_input,
+                orig_output,
+                grad,
+                window=(ksize[1], ksize[2], ksize[3]),
+                strides=(strides[1], strides[2], strides[3]),
+                pads=(
+                    _same_padding(np.shape(orig_input)[-4], ksize[1], strides[1], 1),
+                    _same_padding(np.shape(orig_input)[-3], ksize[2], strides[2], 1),
+                    _same_padding(np.shape(orig_input)[-2], ksize[3], strides[3], 1),
+                ),
+                sizes=(
+                    np.shape(orig_input)[-4],
+                    np.shape(orig_input)[-3],
+                    np.shape(orig_input)[-2],
+                ),
+            )
     else:
         raise ValueError(
             f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2470,94 +2350,38 @@ def max_pool3d_grad_vjp(
             c, j0, j1, j2, z, i, j])
             i.e. `torch.sum(torch.where((t46 == t47) & (t48 == 0), t42, 0), axis=(-3, -2, -1))`
     """
-    if data_format != "NDHWC":
-        raise ValueError(
-            f"MaxPool3DGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    if padding == "VALID":
+    if padding in ("VALID", "SAME") and data_format == "NDHWC":
         if affine1 is None:
             t0 = ksize[3]
             t1 = torch.arange(int(t0))
             t2 = t1[..., None]
             t3 = torch.arange(np.shape(orig_output)[-2])
-            t4 = strides[3] * t3 + t2
-            t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
-            t6 = ksize[2]
-            t7 = torch.arange(int(t6))
-            t8 = t7[..., None]
-            t9 = torch.arange(np.shape(orig_output)[-3])
-            t10 = strides[2] * t9 + t8
-            t11 = _gather(t5, t10, -4, fill=-torch.inf)
-            t12 = ksize[1]
-            t13 = torch.arange(int(t12))
-            t14 = t13[..., None]
-            t15 = torch.arange(np.shape(orig_output)[-4])
-            t16 = strides[1] * t15 + t14
-            t17 = _gather(t11, t16, -6, fill=-torch.inf)
-            t18 = torch.permute(t17, (0, 7, 1, 3, 5, 2, 4, 6))
-            t19 = torch.permute(orig_output, (0, 4, 1, 2, 3))
-            t20 = t19[..., None, None, None, :, :, :]
-            t21 = _shift_right(
-                torch.cumsum(torch.asarray(t18 == t20, dtype=grad_output.dtype), dim=-4),
-                axis=-4,
-                fill=0,
-            )
-            t22 = torch.sum(
-                torch.asarray(t18 == t20, dtype=grad_output.dtype), axis=-4, keepdims=True
-            )
-            t23 = _shift_right(torch.cumsum(t22, dim=-5), axis=-5, fill=0)
-            t24 = torch.permute(t17, (0, 7, 1, 5, 3, 2, 4, 6))
-            t25 = torch.sum(
-                torch.asarray(t20 == t24, dtype=grad_output.dtype), axis=(-5, -4), keepdims=True
-            )
-            t26 = _shift_right(torch.cumsum(t25, dim=-6), axis=-6, fill=0)
-            affine1 = t21 + t23 + t26
-        t27 = torch.arange(np.shape(orig_output)[-2])
-        t28 = t27[..., None]
-        t29 = torch.arange(int(ksize[3]))
-        t30 = strides[3] * t28 + t29
-        t31 = _gather(grad_output, t30, -2)
-        t32 = torch.arange(np.shape(orig_output)[-3])
-        t33 = t32[..., None]
-        t34 = torch.arange(int(ksize[2]))
-        t35 = strides[2] * t33 + t34
-        t36 = _gather(t31, t35, -4)
-        t37 = torch.arange(np.shape(orig_output)[-4])
-        t38 = t37[..., None]
-        t39 = torch.arange(int(ksize[1]))
-        t40 = strides[1] * t38 + t39
-        t41 = _gather(t36, t40, -6)
-        t42 = torch.permute(t41, (0, 1, 3, 5, 7, 2, 4, 6))
-        t43 = _gather(orig_input, t30, -2, fill=-torch.inf)
-        t44 = _gather(t43, t35, -4, fill=-torch.inf)
-        t45 = _gather(t44, t40, -6, fill=-torch.inf)
-        t46 = torch.permute(t45, (0, 1, 3, 5, 7, 2, 4, 6))
-        t47 = orig_output[..., None, None, None]
-        t48 = torch.permute(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
-        grad_grad = torch.sum(torch.where((t46 == t47) & (t48 == 0), t42, 0), axis=(-3, -2, -1))
-    elif padding == "SAME":
-        if affine1 is None:
-            t0 = ksize[3]
-            t1 = torch.arange(int(t0))
-            t2 = t1[..., None]
-            t3 = torch.arange(np.shape(orig_output)[-2])
-            t4 = np.shape(orig_input)[-2]
-            t5 = strides[3] * t3 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
-            t6 = _gather(orig_input, t5, -2, fill=-torch.inf)
+            if padding == "VALID":
+                t4 = strides[3] * t3 + t2
+            else:
+                t5 = np.shape(orig_input)[-2]
+                t4 = strides[3] * t3 + t2 - _same_padding(t5, ksize[3], strides[3], 1)
+            t6 = _gather(orig_input, t4, -2, fill=-torch.inf)
             t7 = ksize[2]
             t8 = torch.arange(int(t7))
             t9 = t8[..., None]
             t10 = torch.arange(np.shape(orig_output)[-3])
-            t11 = np.shape(orig_input)[-3]
-            t12 = strides[2] * t10 + t9 - _same_padding(t11, ksize[2], strides[2], 1)
-            t13 = _gather(t6, t12, -4, fill=-torch.inf)
+            if padding == "VALID":
+                t11 = strides[2] * t10 + t9
+            else:
+                t12 = np.shape(orig_input)[-3]
+                t11 = strides[2] * t10 + t9 - _same_padding(t12, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t11, -4, fill=-torch.inf)
             t14 = ksize[1]
             t15 = torch.arange(int(t14))
             t16 = t15[..., None]
             t17 = torch.arange(np.shape(orig_output)[-4])
-            t18 = np.shape(orig_input)[-4]
-            t19 = strides[1] * t17 + t16 - _same_padding(t18, ksize[1], strides[1], 1)
-            t20 = _gather(t13, t19, -6, fill=-torch.inf)
+            if padding == "VALID":
+                t18 = strides[1] * t17 + t16
+            else:
+                t19 = np.shape(orig_input)[-4]
+                t18 = strides[1] * t17 + t16 - _same_padding(t19, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t18, -6, fill=-torch.inf)
             t21 = torch.permute(t20, (0, 7, 1, 3, 5, 2, 4, 6))
             t22 = torch.permute(orig_output, (0, 4, 1, 2, 3))
             t23 = t22[..., None, None, None, :, :, :]
@@ -2579,25 +2403,34 @@ def max_pool3d_grad_vjp(
         t30 = torch.arange(np.shape(orig_output)[-2])
         t31 = t30[..., None]
         t32 = torch.arange(int(ksize[3]))
-        t33 = np.shape(orig_input)[-2]
-        t34 = strides[3] * t31 + t32 - _same_padding(t33, ksize[3], strides[3], 1)
-        t35 = _gather(grad_output, t34, -2)
+        if padding == "VALID":
+            t33 = strides[3] * t31 + t32
+        else:
+            t34 = np.shape(orig_input)[-2]
+            t33 = strides[3] * t31 + t32 - _same_padding(t34, ksize[3], strides[3], 1)
+        t35 = _gather(grad_output, t33, -2)
         t36 = torch.arange(np.shape(orig_output)[-3])
         t37 = t36[..., None]
         t38 = torch.arange(int(ksize[2]))
-        t39 = np.shape(orig_input)[-3]
-        t40 = strides[2] * t37 + t38 - _same_padding(t39, ksize[2], strides[2], 1)
-        t41 = _gather(t35, t40, -4)
+        if padding == "VALID":
+            t39 = strides[2] * t37 + t38
+        else:
+            t40 = np.shape(orig_input)[-3]
+            t39 = strides[2] * t37 + t38 - _same_padding(t40, ksize[2], strides[2], 1)
+        t41 = _gather(t35, t39, -4)
         t42 = torch.arange(np.shape(orig_output)[-4])
         t43 = t42[..., None]
         t44 = torch.arange(int(ksize[1]))
-        t45 = np.shape(orig_input)[-4]
-        t46 = strides[1] * t43 + t44 - _same_padding(t45, ksize[1], strides[1], 1)
-        t47 = _gather(t41, t46, -6)
+        if padding == "VALID":
+            t45 = strides[1] * t43 + t44
+        else:
+            t46 = np.shape(orig_input)[-4]
+            t45 = strides[1] * t43 + t44 - _same_padding(t46, ksize[1], strides[1], 1)
+        t47 = _gather(t41, t45, -6)
         t48 = torch.permute(t47, (0, 1, 3, 5, 7, 2, 4, 6))
-        t49 = _gather(orig_input, t34, -2, fill=-torch.inf)
-        t50 = _gather(t49, t40, -4, fill=-torch.inf)
-        t51 = _gather(t50, t46, -6, fill=-torch.inf)
+        t49 = _gather(orig_input, t33, -2, fill=-torch.inf)
+        t50 = _gather(t49, t39, -4, fill=-torch.inf)
+        t51 = _gather(t50, t45, -6, fill=-torch.inf)
         t52 = torch.permute(t51, (0, 1, 3, 5, 7, 2, 4, 6))
         t53 = orig_output[..., None, None, None]
         t54 = torch.permute(affine1, (0, 5, 6, 7, 1, 2, 3, 4))
@@ -2633,60 +2466,34 @@ def max_pool3d_gradgrad_forward(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
 ):
     """MaxPool3DGradGrad's formula."""
-    if data_format != "NDHWC":
-        raise ValueError(
-            f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = torch.arange(np.shape(orig_output)[-2])
-    t1 = t0[..., None]
-    t2 = torch.arange(int(ksize[3]))
-    if padding == "VALID":
-        t3 = strides[3] * t1 + t2
-        t4 = _gather(orig_input, t3, -2, fill=-torch.inf)
-        t5 = torch.arange(np.shape(orig_output)[-3])
-        t6 = t5[..., None]
-        t7 = torch.arange(int(ksize[2]))
-        t8 = strides[2] * t6 + t7
-        t9 = _gather(t4, t8, -4, fill=-torch.inf)
-        t10 = torch.arange(np.shape(orig_output)[-4])
-        t11 = t10[..., None]
-        t12 = torch.arange(int(ksize[1]))
-        t13 = strides[1] * t11 + t12
-        t14 = _gather(t9, t13, -6, fill=-torch.inf)
-        t15 = torch.permute(t14, (0, 1, 3, 5, 7, 2, 4, 6))
-        t16 = orig_output[..., None, None, None]
-        t17 = _shift_right(
-            torch.cumsum(torch.asarray(t15 == t16, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
-        )
-        t18 = torch.sum(torch.asarray(t15 == t16, dtype=orig_input.dtype), axis=-1, keepdims=True)
-        t19 = _shift_right(torch.cumsum(t18, dim=-2), axis=-2, fill=0)
-        t20 = torch.permute(t14, (0, 1, 3, 5, 7, 2, 6, 4))
-        t21 = torch.sum(
-            torch.asarray(t16 == t20, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
-        )
-        t22 = _shift_right(torch.cumsum(t21, dim=-3), axis=-3, fill=0)
-        affine1 = t17 + t19 + t22
-        t23 = _gather(grad, t3, -2)
-        t24 = _gather(t23, t8, -4)
-        t25 = _gather(t24, t13, -6)
-        t26 = torch.permute(t25, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = torch.sum(torch.where((affine1 == 0) & (t15 == t16), t26, 0), axis=(-3, -2, -1))
-    elif padding == "SAME":
-        t3 = np.shape(orig_input)[-2]
-        t4 = strides[3] * t1 + t2 - _same_padding(t3, ksize[3], strides[3], 1)
-        t5 = _gather(orig_input, t4, -2, fill=-torch.inf)
+    if padding in ("VALID", "SAME") and data_format == "NDHWC":
+        t0 = torch.arange(np.shape(orig_output)[-2])
+        t1 = t0[..., None]
+        t2 = torch.arange(int(ksize[3]))
+        if padding == "VALID":
+            t3 = strides[3] * t1 + t2
+        else:
+            t4 = np.shape(orig_input)[-2]
+            t3 = strides[3] * t1 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
+        t5 = _gather(orig_input, t3, -2, fill=-torch.inf)
         t6 = torch.arange(np.shape(orig_output)[-3])
         t7 = t6[..., None]
         t8 = torch.arange(int(ksize[2]))
-        t9 = np.shape(orig_input)[-3]
-        t10 = strides[2] * t7 + t8 - _same_padding(t9, ksize[2], strides[2], 1)
-        t11 = _gather(t5, t10, -4, fill=-torch.inf)
+        if padding == "VALID":
+            t9 = strides[2] * t7 + t8
+        else:
+            t10 = np.shape(orig_input)[-3]
+            t9 = strides[2] * t7 + t8 - _same_padding(t10, ksize[2], strides[2], 1)
+        t11 = _gather(t5, t9, -4, fill=-torch.inf)
         t12 = torch.arange(np.shape(orig_output)[-4])
         t13 = t12[..., None]
         t14 = torch.arange(int(ksize[1]))
-        t15 = np.shape(orig_input)[-4]
-        t16 = strides[1] * t13 + t14 - _same_padding(t15, ksize[1], strides[1], 1)
-        t17 = _gather(t11, t16, -6, fill=-torch.inf)
+        if padding == "VALID":
+            t15 = strides[1] * t13 + t14
+        else:
+            t16 = np.shape(orig_input)[-4]
+            t15 = strides[1] * t13 + t14 - _same_padding(t16, ksize[1], strides[1], 1)
+        t17 = _gather(t11, t15, -6, fill=-torch.inf)
         t18 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 4, 6))
         t19 = orig_output[..., None, None, None]
         t20 = _shift_right(
@@ -2700,9 +2507,9 @@ def max_pool3d_gradgrad_forward(
         )
         t25 = _shift_right(torch.cumsum(t24, dim=-3), axis=-3, fill=0)
         affine1 = t20 + t22 + t25
-        t26 = _gather(grad, t4, -2)
-        t27 = _gather(t26, t10, -4)
-        t28 = _gather(t27, t16, -6)
+        t26 = _gather(grad, t3, -2)
+        t27 = _gather(t26, t9, -4)
+        t28 = _gather(t27, t15, -6)
         t29 = torch.permute(t28, (0, 1, 3, 5, 7, 2, 4, 6))
         output = torch.sum(torch.where((affine1 == 0) & (t18 == t19), t29, 0), axis=(-3, -2, -1))
     else:

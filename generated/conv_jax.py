@@ -424,7 +424,7 @@ def depthwise_conv2d_native_forward(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """DepthwiseConv2dNative's formula."""
-    if padding in ("VALID", "EXPLICIT"):
+    if padding in ("VALID", "SAME", "EXPLICIT"):
         if padding == "VALID":
             t0 = _depthwise_conv(
                 input,
@@ -439,6 +439,25 @@ def depthwise_conv2d_native_forward(
                     (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1)
                     // strides[2]
                     + 1,
+                ),
+            )
+        elif padding == "SAME":
+            t0 = _depthwise_conv(
+                input,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(
+                        np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]
+                    ),
+                    _same_padding(
+                        np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]
+                    ),
+                ),
+                sizes=(
+                    -((-np.shape(input)[-3]) // strides[1]),
+                    -((-np.shape(input)[-2]) // strides[2]),
                 ),
             )
         else:
@@ -471,49 +490,34 @@ def depthwise_conv2d_native_forward(
             )
         t1 = jnp.shape(input)[-4]
         t2 = jnp.shape(input)[-3]
-        t3 = jnp.shape(filter)[-4]
         if padding == "VALID":
+            t3 = jnp.shape(filter)[-4]
             t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
+            t5 = t4 + 1
+            t6 = jnp.shape(filter)[-3]
+        elif padding == "SAME":
+            t5 = -((-t2) // strides[1])
         else:
+            t3 = jnp.shape(filter)[-4]
             t4 = (
                 -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
             ) // strides[1]
-        t5 = t4 + 1
-        t6 = jnp.shape(filter)[-3]
+            t5 = t4 + 1
+            t6 = jnp.shape(filter)[-3]
         t7 = jnp.shape(input)[-2]
         if padding == "VALID":
             t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
+            t9 = t8 + 1
+        elif padding == "SAME":
+            t9 = -((-t7) // strides[2])
         else:
             t8 = (
                 -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
             ) // strides[2]
-        t9 = t8 + 1
+            t9 = t8 + 1
         t10 = jnp.shape(input)[-1]
         t11 = jnp.shape(filter)[-1]
         output = jnp.reshape(t0, (t1, t5, t9, t10 * t11))
-    elif padding == "SAME":
-        t0 = _depthwise_conv(
-            input,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(
-                -((-np.shape(input)[-3]) // strides[1]),
-                -((-np.shape(input)[-2]) // strides[2]),
-            ),
-        )
-        t1 = jnp.shape(input)[-4]
-        t2 = jnp.shape(input)[-3]
-        t3 = -((-t2) // strides[1])
-        t4 = jnp.shape(input)[-2]
-        t5 = -((-t4) // strides[2])
-        t6 = jnp.shape(input)[-1]
-        t7 = jnp.shape(filter)[-1]
-        output = jnp.reshape(t0, (t1, t3, t5, t6 * t7))
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
     return output
@@ -621,45 +625,45 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
 
 def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches's formula."""
-    t0 = jnp.shape(images)[-2]
-    if padding == "VALID":
-        t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(images)[-2]
+        if padding == "VALID":
+            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[2])
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
         t5 = jnp.arange(ksizes[2])
-        t6 = rates[2] * t5 + strides[2] * t4
+        if padding == "VALID":
+            t6 = rates[2] * t5 + strides[2] * t4
+        else:
+            t6 = (
+                rates[2] * t5 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+            )
         t7 = _gather(images, t6, -2)
         t8 = jnp.shape(images)[-3]
-        t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[1])
         t11 = jnp.arange(t10)
         t12 = t11[..., None]
         t13 = jnp.arange(ksizes[1])
-        t14 = rates[1] * t13 + strides[1] * t12
+        if padding == "VALID":
+            t14 = rates[1] * t13 + strides[1] * t12
+        else:
+            t14 = (
+                rates[1] * t13
+                + strides[1] * t12
+                - _same_padding(t8, ksizes[1], strides[1], rates[1])
+            )
         t15 = _gather(t7, t14, -4)
         t16 = jnp.transpose(t15, (0, 1, 3, 2, 4, 5))
         t17 = jnp.shape(images)[-4]
         t18 = jnp.shape(images)[-1]
         patches = jnp.reshape(t16, (t17, t10, t2, ksizes[1] * ksizes[2] * t18))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = jnp.arange(t1)
-        t3 = t2[..., None]
-        t4 = jnp.arange(ksizes[2])
-        t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t0, ksizes[2], strides[2], rates[2])
-        t6 = _gather(images, t5, -2)
-        t7 = jnp.shape(images)[-3]
-        t8 = -((-t7) // strides[1])
-        t9 = jnp.arange(t8)
-        t10 = t9[..., None]
-        t11 = jnp.arange(ksizes[1])
-        t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t7, ksizes[1], strides[1], rates[1])
-        t13 = _gather(t6, t12, -4)
-        t14 = jnp.transpose(t13, (0, 1, 3, 2, 4, 5))
-        t15 = jnp.shape(images)[-4]
-        t16 = jnp.shape(images)[-1]
-        patches = jnp.reshape(t14, (t15, t8, t1, ksizes[1] * ksizes[2] * t16))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -675,36 +679,28 @@ def extract_image_patches_vjp(
         grad_images[i, j, k, l] = sum_{a, b} grad[i, exact_div(-a * rates[1] + j, strides[1]),
             exact_div(-b * rates[2] + k, strides[2]), a, b, l], i.e. `jnp.sum(t14, axis=(-2, -1))`
     """
-    t0 = jnp.shape(images)[-1]
-    t1 = jnp.arange(jnp.shape(images)[-2])
-    t2 = t1[..., None]
-    t3 = jnp.arange(ksizes[2])
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(images)[-1]
         grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, ksizes[2], t0))
-        t4 = -rates[2] * t3 + t2
-        t5 = jnp.where(t4 % strides[2] == 0, t4 // strides[2], -1)
-        t6 = _gather(grad, t5, -4)
-        t7 = jnp.arange(jnp.shape(images)[-3])
-        t8 = t7[..., None]
-        t9 = jnp.arange(ksizes[1])
-        t10 = -rates[1] * t9 + t8
-        t11 = jnp.where(t10 % strides[1] == 0, t10 // strides[1], -1)
-        t12 = _gather(t6, t11, -6)
-        t13 = jnp.einsum("abcdecef->abcdef", t12, optimize=True)
-        t14 = jnp.transpose(t13, (0, 1, 3, 5, 2, 4))
-        grad_images = jnp.sum(t14, axis=(-2, -1))
-    elif padding == "SAME":
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, ksizes[2], t0))
-        t4 = jnp.shape(images)[-2]
-        t5 = -rates[2] * t3 + t2 + _same_padding(t4, ksizes[2], strides[2], rates[2])
-        t6 = jnp.where(t5 % strides[2] == 0, t5 // strides[2], -1)
+        t1 = jnp.arange(jnp.shape(images)[-2])
+        t2 = t1[..., None]
+        t3 = jnp.arange(ksizes[2])
+        if padding == "VALID":
+            t4 = -rates[2] * t3 + t2
+        else:
+            t5 = jnp.shape(images)[-2]
+            t4 = -rates[2] * t3 + t2 + _same_padding(t5, ksizes[2], strides[2], rates[2])
+        t6 = jnp.where(t4 % strides[2] == 0, t4 // strides[2], -1)
         t7 = _gather(grad, t6, -4)
         t8 = jnp.arange(jnp.shape(images)[-3])
         t9 = t8[..., None]
         t10 = jnp.arange(ksizes[1])
-        t11 = jnp.shape(images)[-3]
-        t12 = -rates[1] * t10 + t9 + _same_padding(t11, ksizes[1], strides[1], rates[1])
-        t13 = jnp.where(t12 % strides[1] == 0, t12 // strides[1], -1)
+        if padding == "VALID":
+            t11 = -rates[1] * t10 + t9
+        else:
+            t12 = jnp.shape(images)[-3]
+            t11 = -rates[1] * t10 + t9 + _same_padding(t12, ksizes[1], strides[1], rates[1])
+        t13 = jnp.where(t11 % strides[1] == 0, t11 // strides[1], -1)
         t14 = _gather(t7, t13, -6)
         t15 = jnp.einsum("abcdecef->abcdef", t14, optimize=True)
         t16 = jnp.transpose(t15, (0, 1, 3, 5, 2, 4))
@@ -837,65 +833,57 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
 
 def avg_pool_forward(value, *, padding="VALID", ksize, strides):
     """AvgPool's formula."""
-    t0 = jnp.shape(value)[-3]
-    if padding == "VALID":
-        t1 = (-ksize[1] + t0) // strides[1]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(value)[-3]
+        if padding == "VALID":
+            t1 = (-ksize[1] + t0) // strides[1]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[1])
         t3 = jnp.arange(t2)
         t4 = t3[..., None, None, None]
         t5 = jnp.shape(value)[-2]
-        t6 = (-ksize[2] + t5) // strides[2]
-        t7 = t6 + 1
+        if padding == "VALID":
+            t6 = (-ksize[2] + t5) // strides[2]
+            t7 = t6 + 1
+        else:
+            t7 = -((-t5) // strides[2])
         t8 = jnp.arange(t7)
         t9 = t8[..., None, None]
         t10 = jnp.arange(ksize[1])
         t11 = t10[..., None]
         t12 = jnp.arange(ksize[2])
-        t13 = (
-            (strides[1] * t4 + t11 >= 0)
-            & (strides[2] * t9 + t12 >= 0)
-            & (strides[1] * t4 + t11 <= t0 - 1)
-            & (strides[2] * t9 + t12 <= t5 - 1)
-        )
+        if padding == "VALID":
+            t13 = (
+                (strides[1] * t4 + t11 >= 0)
+                & (strides[2] * t9 + t12 >= 0)
+                & (strides[1] * t4 + t11 <= t0 - 1)
+                & (strides[2] * t9 + t12 <= t5 - 1)
+            )
+        else:
+            t13 = (
+                (strides[1] * t4 + t11 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t9 + t12 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t4 + t11 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t9 + t12 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+            )
         t14 = t13[..., None, :, :]
         t15 = jnp.sum(jnp.asarray(t14, value.dtype), axis=(-2, -1))
         t16 = t8[..., None]
-        t17 = strides[2] * t16 + t12
+        if padding == "VALID":
+            t17 = strides[2] * t16 + t12
+        else:
+            t17 = strides[2] * t16 + t12 - _same_padding(t5, ksize[2], strides[2], 1)
         t18 = _gather(value, t17, -2)
         t19 = t3[..., None]
-        t20 = strides[1] * t19 + t10
+        if padding == "VALID":
+            t20 = strides[1] * t19 + t10
+        else:
+            t20 = strides[1] * t19 + t10 - _same_padding(t0, ksize[1], strides[1], 1)
         t21 = _gather(t18, t20, -4)
         t22 = jnp.transpose(t21, (0, 1, 3, 5, 2, 4))
         t23 = jnp.sum(t22, axis=(-2, -1))
         output = t23 / t15
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[1])
-        t2 = jnp.arange(t1)
-        t3 = t2[..., None, None, None]
-        t4 = jnp.shape(value)[-2]
-        t5 = -((-t4) // strides[2])
-        t6 = jnp.arange(t5)
-        t7 = t6[..., None, None]
-        t8 = jnp.arange(ksize[1])
-        t9 = t8[..., None]
-        t10 = jnp.arange(ksize[2])
-        t11 = (
-            (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
-            & (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
-        )
-        t12 = t11[..., None, :, :]
-        t13 = jnp.sum(jnp.asarray(t12, value.dtype), axis=(-2, -1))
-        t14 = t6[..., None]
-        t15 = strides[2] * t14 + t10 - _same_padding(t4, ksize[2], strides[2], 1)
-        t16 = _gather(value, t15, -2)
-        t17 = t2[..., None]
-        t18 = strides[1] * t17 + t8 - _same_padding(t0, ksize[1], strides[1], 1)
-        t19 = _gather(t16, t18, -4)
-        t20 = jnp.transpose(t19, (0, 1, 3, 5, 2, 4))
-        t21 = jnp.sum(t20, axis=(-2, -1))
-        output = t21 / t13
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return output
@@ -968,45 +956,37 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool's formula."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = jnp.shape(input)[-2]
-    if padding == "VALID":
-        t1 = (-ksize[2] + t0) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
+        t0 = jnp.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[2] + t0) // strides[2]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[2])
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
         t5 = jnp.arange(ksize[2])
-        t6 = strides[2] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[2] * t4 + t5
+        else:
+            t6 = strides[2] * t4 + t5 - _same_padding(t0, ksize[2], strides[2], 1)
         t7 = _gather(input, t6, -2, fill=-jnp.inf)
         t8 = jnp.shape(input)[-3]
-        t9 = (-ksize[1] + t8) // strides[1]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksize[1] + t8) // strides[1]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[1])
         t11 = jnp.arange(t10)
         t12 = t11[..., None]
         t13 = jnp.arange(ksize[1])
-        t14 = strides[1] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[1] * t12 + t13
+        else:
+            t14 = strides[1] * t12 + t13 - _same_padding(t8, ksize[1], strides[1], 1)
         t15 = _gather(t7, t14, -4, fill=-jnp.inf)
         t16 = jnp.transpose(t15, (0, 1, 3, 5, 2, 4))
         output = jnp.max(t16, axis=(-2, -1))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = jnp.arange(t1)
-        t3 = t2[..., None]
-        t4 = jnp.arange(ksize[2])
-        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
-        t6 = _gather(input, t5, -2, fill=-jnp.inf)
-        t7 = jnp.shape(input)[-3]
-        t8 = -((-t7) // strides[1])
-        t9 = jnp.arange(t8)
-        t10 = t9[..., None]
-        t11 = jnp.arange(ksize[1])
-        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=-jnp.inf)
-        t14 = jnp.transpose(t13, (0, 1, 3, 5, 2, 4))
-        output = jnp.max(t14, axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1076,56 +1056,51 @@ def max_pool3d(input, *, padding="VALID", ksize, strides):
 
 def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """MaxPool3D's formula."""
-    t0 = jnp.shape(input)[-2]
-    if padding == "VALID":
-        t1 = (-ksize[3] + t0) // strides[3]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[3] + t0) // strides[3]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[3])
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
         t5 = jnp.arange(ksize[3])
-        t6 = strides[3] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[3] * t4 + t5
+        else:
+            t6 = strides[3] * t4 + t5 - _same_padding(t0, ksize[3], strides[3], 1)
         t7 = _gather(input, t6, -2, fill=-jnp.inf)
         t8 = jnp.shape(input)[-3]
-        t9 = (-ksize[2] + t8) // strides[2]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksize[2] + t8) // strides[2]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[2])
         t11 = jnp.arange(t10)
         t12 = t11[..., None]
         t13 = jnp.arange(ksize[2])
-        t14 = strides[2] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[2] * t12 + t13
+        else:
+            t14 = strides[2] * t12 + t13 - _same_padding(t8, ksize[2], strides[2], 1)
         t15 = _gather(t7, t14, -4, fill=-jnp.inf)
         t16 = jnp.shape(input)[-4]
-        t17 = (-ksize[1] + t16) // strides[1]
-        t18 = t17 + 1
+        if padding == "VALID":
+            t17 = (-ksize[1] + t16) // strides[1]
+            t18 = t17 + 1
+        else:
+            t18 = -((-t16) // strides[1])
         t19 = jnp.arange(t18)
         t20 = t19[..., None]
         t21 = jnp.arange(ksize[1])
-        t22 = strides[1] * t20 + t21
+        if padding == "VALID":
+            t22 = strides[1] * t20 + t21
+        else:
+            t22 = strides[1] * t20 + t21 - _same_padding(t16, ksize[1], strides[1], 1)
         t23 = _gather(t15, t22, -6, fill=-jnp.inf)
         t24 = jnp.transpose(t23, (0, 1, 3, 5, 7, 2, 4, 6))
         output = jnp.max(t24, axis=(-3, -2, -1))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[3])
-        t2 = jnp.arange(t1)
-        t3 = t2[..., None]
-        t4 = jnp.arange(ksize[3])
-        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksize[3], strides[3], 1)
-        t6 = _gather(input, t5, -2, fill=-jnp.inf)
-        t7 = jnp.shape(input)[-3]
-        t8 = -((-t7) // strides[2])
-        t9 = jnp.arange(t8)
-        t10 = t9[..., None]
-        t11 = jnp.arange(ksize[2])
-        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksize[2], strides[2], 1)
-        t13 = _gather(t6, t12, -4, fill=-jnp.inf)
-        t14 = jnp.shape(input)[-4]
-        t15 = -((-t14) // strides[1])
-        t16 = jnp.arange(t15)
-        t17 = t16[..., None]
-        t18 = jnp.arange(ksize[1])
-        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksize[1], strides[1], 1)
-        t20 = _gather(t13, t19, -6, fill=-jnp.inf)
-        t21 = jnp.transpose(t20, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = jnp.max(t21, axis=(-3, -2, -1))
     else:
         raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1189,60 +1164,53 @@ def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
 
 def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches's formula."""
-    t0 = jnp.shape(input)[-2]
-    if padding == "VALID":
-        t1 = (-ksizes[3] + t0) // strides[3]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksizes[3] + t0) // strides[3]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[3])
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
         t5 = jnp.arange(ksizes[3])
-        t6 = strides[3] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[3] * t4 + t5
+        else:
+            t6 = strides[3] * t4 + t5 - _same_padding(t0, ksizes[3], strides[3], 1)
         t7 = _gather(input, t6, -2)
         t8 = jnp.shape(input)[-3]
-        t9 = (-ksizes[2] + t8) // strides[2]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksizes[2] + t8) // strides[2]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[2])
         t11 = jnp.arange(t10)
         t12 = t11[..., None]
         t13 = jnp.arange(ksizes[2])
-        t14 = strides[2] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[2] * t12 + t13
+        else:
+            t14 = strides[2] * t12 + t13 - _same_padding(t8, ksizes[2], strides[2], 1)
         t15 = _gather(t7, t14, -4)
         t16 = jnp.shape(input)[-4]
-        t17 = (-ksizes[1] + t16) // strides[1]
-        t18 = t17 + 1
+        if padding == "VALID":
+            t17 = (-ksizes[1] + t16) // strides[1]
+            t18 = t17 + 1
+        else:
+            t18 = -((-t16) // strides[1])
         t19 = jnp.arange(t18)
         t20 = t19[..., None]
         t21 = jnp.arange(ksizes[1])
-        t22 = strides[1] * t20 + t21
+        if padding == "VALID":
+            t22 = strides[1] * t20 + t21
+        else:
+            t22 = strides[1] * t20 + t21 - _same_padding(t16, ksizes[1], strides[1], 1)
         t23 = _gather(t15, t22, -6)
         t24 = jnp.transpose(t23, (0, 1, 3, 5, 2, 4, 6, 7))
         t25 = jnp.shape(input)[-5]
         t26 = jnp.shape(input)[-1]
         patches = jnp.reshape(t24, (t25, t18, t10, t2, ksizes[1] * ksizes[2] * ksizes[3] * t26))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[3])
-        t2 = jnp.arange(t1)
-        t3 = t2[..., None]
-        t4 = jnp.arange(ksizes[3])
-        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksizes[3], strides[3], 1)
-        t6 = _gather(input, t5, -2)
-        t7 = jnp.shape(input)[-3]
-        t8 = -((-t7) // strides[2])
-        t9 = jnp.arange(t8)
-        t10 = t9[..., None]
-        t11 = jnp.arange(ksizes[2])
-        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksizes[2], strides[2], 1)
-        t13 = _gather(t6, t12, -4)
-        t14 = jnp.shape(input)[-4]
-        t15 = -((-t14) // strides[1])
-        t16 = jnp.arange(t15)
-        t17 = t16[..., None]
-        t18 = jnp.arange(ksizes[1])
-        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksizes[1], strides[1], 1)
-        t20 = _gather(t13, t19, -6)
-        t21 = jnp.transpose(t20, (0, 1, 3, 5, 2, 4, 6, 7))
-        t22 = jnp.shape(input)[-5]
-        t23 = jnp.shape(input)[-1]
-        patches = jnp.reshape(t21, (t22, t15, t8, t1, ksizes[1] * ksizes[2] * ksizes[3] * t23))
     else:
         raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -1257,49 +1225,38 @@ def extract_volume_patches_vjp(grad, input, *, patches=None, padding="VALID", ks
             exact_div(-a + k, strides[2]), exact_div(-b + l, strides[3]), e, a, b, m]
             i.e. `jnp.sum(t20, axis=(-3, -2, -1))`
     """
-    t0 = jnp.shape(input)[-1]
-    t1 = jnp.arange(jnp.shape(input)[-2])
-    t2 = t1[..., None]
-    t3 = jnp.arange(ksizes[3])
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(input)[-1]
         grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, ksizes[2], ksizes[3], t0))
-        t4 = t2 - t3
-        t5 = jnp.where(t4 % strides[3] == 0, t4 // strides[3], -1)
-        t6 = _gather(grad, t5, -5)
-        t7 = jnp.arange(jnp.shape(input)[-3])
-        t8 = t7[..., None]
-        t9 = jnp.arange(ksizes[2])
-        t10 = t8 - t9
-        t11 = jnp.where(t10 % strides[2] == 0, t10 // strides[2], -1)
-        t12 = _gather(t6, t11, -7)
-        t13 = jnp.arange(jnp.shape(input)[-4])
-        t14 = t13[..., None]
-        t15 = jnp.arange(ksizes[1])
-        t16 = t14 - t15
-        t17 = jnp.where(t16 % strides[1] == 0, t16 // strides[1], -1)
-        t18 = _gather(t12, t17, -9)
-        t19 = jnp.einsum("abcdefgcegh->abcdefgh", t18, optimize=True)
-        t20 = jnp.transpose(t19, (0, 1, 3, 5, 7, 2, 4, 6))
-        grad_input = jnp.sum(t20, axis=(-3, -2, -1))
-    elif padding == "SAME":
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, ksizes[2], ksizes[3], t0))
-        t4 = jnp.shape(input)[-2]
-        t5 = t2 - t3 + _same_padding(t4, ksizes[3], strides[3], 1)
-        t6 = jnp.where(t5 % strides[3] == 0, t5 // strides[3], -1)
+        t1 = jnp.arange(jnp.shape(input)[-2])
+        t2 = t1[..., None]
+        t3 = jnp.arange(ksizes[3])
+        if padding == "VALID":
+            t4 = t2 - t3
+        else:
+            t5 = jnp.shape(input)[-2]
+            t4 = t2 - t3 + _same_padding(t5, ksizes[3], strides[3], 1)
+        t6 = jnp.where(t4 % strides[3] == 0, t4 // strides[3], -1)
         t7 = _gather(grad, t6, -5)
         t8 = jnp.arange(jnp.shape(input)[-3])
         t9 = t8[..., None]
         t10 = jnp.arange(ksizes[2])
-        t11 = jnp.shape(input)[-3]
-        t12 = -t10 + t9 + _same_padding(t11, ksizes[2], strides[2], 1)
-        t13 = jnp.where(t12 % strides[2] == 0, t12 // strides[2], -1)
+        if padding == "VALID":
+            t11 = t9 - t10
+        else:
+            t12 = jnp.shape(input)[-3]
+            t11 = -t10 + t9 + _same_padding(t12, ksizes[2], strides[2], 1)
+        t13 = jnp.where(t11 % strides[2] == 0, t11 // strides[2], -1)
         t14 = _gather(t7, t13, -7)
         t15 = jnp.arange(jnp.shape(input)[-4])
         t16 = t15[..., None]
         t17 = jnp.arange(ksizes[1])
-        t18 = jnp.shape(input)[-4]
-        t19 = t16 - t17 + _same_padding(t18, ksizes[1], strides[1], 1)
-        t20 = jnp.where(t19 % strides[1] == 0, t19 // strides[1], -1)
+        if padding == "VALID":
+            t18 = t16 - t17
+        else:
+            t19 = jnp.shape(input)[-4]
+            t18 = t16 - t17 + _same_padding(t19, ksizes[1], strides[1], 1)
+        t20 = jnp.where(t18 % strides[1] == 0, t18 // strides[1], -1)
         t21 = _gather(t14, t20, -9)
         t22 = jnp.einsum("abcdefgcegh->abcdefgh", t21, optimize=True)
         t23 = jnp.transpose(t22, (0, 1, 3, 5, 7, 2, 4, 6))
@@ -1321,47 +1278,43 @@ def dilation2d(input, filter, *, padding="VALID", strides, rates):
 
 def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
     """Dilation2D's formula."""
-    t0 = jnp.transpose(filter, (2, 0, 1))
-    if padding == "VALID":
-        t1 = jnp.shape(filter)[-2]
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.transpose(filter, (2, 0, 1))
+        if padding == "VALID":
+            t1 = jnp.shape(filter)[-2]
         t2 = jnp.shape(input)[-2]
-        t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
-        t4 = t3 + 1
+        if padding == "VALID":
+            t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
+            t4 = t3 + 1
+        else:
+            t4 = -((-t2) // strides[2])
         t5 = jnp.arange(t4)
         t6 = t5[..., None]
         t7 = jnp.arange(jnp.shape(filter)[-2])
-        t8 = rates[2] * t7 + strides[2] * t6
-        t9 = _gather(input, t8, -2, fill=-jnp.inf)
-        t10 = jnp.shape(input)[-3]
-        t11 = jnp.shape(filter)[-3]
-        t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
-        t13 = t12 + 1
-        t14 = jnp.arange(t13)
-        t15 = t14[..., None]
-        t16 = jnp.arange(jnp.shape(filter)[-3])
-        t17 = rates[1] * t16 + strides[1] * t15
-        t18 = _gather(t9, t17, -4, fill=-jnp.inf)
-        t19 = jnp.transpose(t18, (0, 1, 3, 5, 2, 4))
-        output = jnp.max(t0 + t19, axis=(-2, -1))
-    elif padding == "SAME":
-        t1 = jnp.shape(input)[-2]
-        t2 = -((-t1) // strides[2])
-        t3 = jnp.arange(t2)
-        t4 = t3[..., None]
-        t5 = jnp.arange(jnp.shape(filter)[-2])
-        t6 = jnp.shape(filter)[-2]
-        t7 = rates[2] * t5 + strides[2] * t4 - _same_padding(t1, t6, strides[2], rates[2])
-        t8 = _gather(input, t7, -2, fill=-jnp.inf)
-        t9 = jnp.shape(input)[-3]
-        t10 = -((-t9) // strides[1])
-        t11 = jnp.arange(t10)
-        t12 = t11[..., None]
-        t13 = jnp.arange(jnp.shape(filter)[-3])
-        t14 = jnp.shape(filter)[-3]
-        t15 = rates[1] * t13 + strides[1] * t12 - _same_padding(t9, t14, strides[1], rates[1])
-        t16 = _gather(t8, t15, -4, fill=-jnp.inf)
-        t17 = jnp.transpose(t16, (0, 1, 3, 5, 2, 4))
-        output = jnp.max(t0 + t17, axis=(-2, -1))
+        if padding == "VALID":
+            t8 = rates[2] * t7 + strides[2] * t6
+        else:
+            t9 = jnp.shape(filter)[-2]
+            t8 = rates[2] * t7 + strides[2] * t6 - _same_padding(t2, t9, strides[2], rates[2])
+        t10 = _gather(input, t8, -2, fill=-jnp.inf)
+        t11 = jnp.shape(input)[-3]
+        if padding == "VALID":
+            t12 = jnp.shape(filter)[-3]
+            t13 = (-rates[1] * (t12 - 1) + t11 - 1) // strides[1]
+            t14 = t13 + 1
+        else:
+            t14 = -((-t11) // strides[1])
+        t15 = jnp.arange(t14)
+        t16 = t15[..., None]
+        t17 = jnp.arange(jnp.shape(filter)[-3])
+        if padding == "VALID":
+            t18 = rates[1] * t17 + strides[1] * t16
+        else:
+            t19 = jnp.shape(filter)[-3]
+            t18 = rates[1] * t17 + strides[1] * t16 - _same_padding(t11, t19, strides[1], rates[1])
+        t20 = _gather(t10, t18, -4, fill=-jnp.inf)
+        t21 = jnp.transpose(t20, (0, 1, 3, 5, 2, 4))
+        output = jnp.max(t0 + t21, axis=(-2, -1))
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
     return output
@@ -1392,60 +1345,29 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
     """
     if output is None:
         output = dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
-    t0 = grad[..., None, :, None, :]
-    t1 = filter[..., None, :, :]
-    t2 = jnp.arange(jnp.shape(grad)[-2])
-    t3 = t2[..., None]
-    t4 = jnp.arange(jnp.shape(filter)[-2])
-    if padding == "VALID":
-        t5 = rates[2] * t4 + strides[2] * t3
-        t6 = _gather(input, t5, -2, fill=-jnp.inf)
-        t7 = jnp.arange(jnp.shape(grad)[-3])
-        t8 = t7[..., None]
-        t9 = jnp.arange(jnp.shape(filter)[-3])
-        t10 = rates[1] * t9 + strides[1] * t8
-        t11 = _gather(t6, t10, -4, fill=-jnp.inf)
-        t12 = output[..., None, :, None, :]
-        t13 = _shift_right(
-            jnp.cumsum(jnp.asarray(t12 == t1 + t11, grad.dtype), axis=-2), axis=-2, fill=0
-        )
-        t14 = jnp.sum(jnp.asarray(t12 == t1 + t11, grad.dtype), axis=-2, keepdims=True)
-        t15 = _shift_right(jnp.cumsum(t14, axis=-4), axis=-4, fill=0)
-        t16 = jnp.where((t12 == t1 + t11) & (t13 + t15 == 0), t0, 0)
-        t17 = jnp.shape(input)[-2]
-        t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
-        t19 = jnp.shape(input)[-3]
-        grad_input = _scatter_add(t18, t10, 2, t19)  # no gather form: an explicit scatter-add
-        t20 = jnp.transpose(grad, (3, 0, 1, 2))
-        t21 = filter[..., None, None, None]
-        t22 = t4[..., None]
-        t23 = rates[2] * t22 + strides[2] * t2
-        t24 = _gather(input, t23, -2, fill=-jnp.inf)
-        t25 = t9[..., None]
-        t26 = rates[1] * t25 + strides[1] * t7
-        t27 = _gather(t24, t26, -4, fill=-jnp.inf)
-        t28 = jnp.transpose(t27, (1, 3, 5, 0, 2, 4))
-        t29 = jnp.transpose(output, (3, 0, 1, 2))
-        t30 = _shift_right(
-            jnp.cumsum(jnp.asarray(t29 == t21 + t28, grad.dtype), axis=-5), axis=-5, fill=0
-        )
-        t31 = jnp.sum(jnp.asarray(t29 == t21 + t28, grad.dtype), axis=-5, keepdims=True)
-        t32 = _shift_right(jnp.cumsum(t31, axis=-6), axis=-6, fill=0)
-        grad_filter = jnp.sum(
-            jnp.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, -2, -1)
-        )
-    elif padding == "SAME":
-        t5 = jnp.shape(filter)[-2]
-        t6 = jnp.shape(input)[-2]
-        t7 = rates[2] * t4 + strides[2] * t3 - _same_padding(t6, t5, strides[2], rates[2])
-        t8 = _gather(input, t7, -2, fill=-jnp.inf)
+    if padding in ("VALID", "SAME"):
+        t0 = grad[..., None, :, None, :]
+        t1 = filter[..., None, :, :]
+        t2 = jnp.arange(jnp.shape(grad)[-2])
+        t3 = t2[..., None]
+        t4 = jnp.arange(jnp.shape(filter)[-2])
+        if padding == "VALID":
+            t5 = rates[2] * t4 + strides[2] * t3
+        else:
+            t6 = jnp.shape(filter)[-2]
+            t7 = jnp.shape(input)[-2]
+            t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t7, t6, strides[2], rates[2])
+        t8 = _gather(input, t5, -2, fill=-jnp.inf)
         t9 = jnp.arange(jnp.shape(grad)[-3])
         t10 = t9[..., None]
         t11 = jnp.arange(jnp.shape(filter)[-3])
-        t12 = jnp.shape(input)[-3]
-        t13 = jnp.shape(filter)[-3]
-        t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
-        t15 = _gather(t8, t14, -4, fill=-jnp.inf)
+        if padding == "VALID":
+            t12 = rates[1] * t11 + strides[1] * t10
+        else:
+            t13 = jnp.shape(input)[-3]
+            t14 = jnp.shape(filter)[-3]
+            t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t13, t14, strides[1], rates[1])
+        t15 = _gather(t8, t12, -4, fill=-jnp.inf)
         t16 = output[..., None, :, None, :]
         t17 = _shift_right(
             jnp.cumsum(jnp.asarray(t16 == t1 + t15, grad.dtype), axis=-2), axis=-2, fill=0
@@ -1453,15 +1375,25 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
         t18 = jnp.sum(jnp.asarray(t16 == t1 + t15, grad.dtype), axis=-2, keepdims=True)
         t19 = _shift_right(jnp.cumsum(t18, axis=-4), axis=-4, fill=0)
         t20 = jnp.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
-        t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
-        grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
+        if padding == "VALID":
+            t7 = jnp.shape(input)[-2]
+        t21 = _scatter_add(t20, t5, 1, t7)  # no gather form: an explicit scatter-add
+        if padding == "VALID":
+            t13 = jnp.shape(input)[-3]
+        grad_input = _scatter_add(t21, t12, 2, t13)  # no gather form: an explicit scatter-add
         t22 = jnp.transpose(grad, (3, 0, 1, 2))
         t23 = filter[..., None, None, None]
         t24 = t4[..., None]
-        t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+        if padding == "VALID":
+            t25 = rates[2] * t24 + strides[2] * t2
+        else:
+            t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t7, t6, strides[2], rates[2])
         t26 = _gather(input, t25, -2, fill=-jnp.inf)
         t27 = t11[..., None]
-        t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+        if padding == "VALID":
+            t28 = rates[1] * t27 + strides[1] * t9
+        else:
+            t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t13, t14, strides[1], rates[1])
         t29 = _gather(t26, t28, -4, fill=-jnp.inf)
         t30 = jnp.transpose(t29, (1, 3, 5, 0, 2, 4))
         t31 = jnp.transpose(output, (3, 0, 1, 2))
@@ -1488,20 +1420,29 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
 
 def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """AvgPool3D's formula."""
-    t0 = jnp.shape(input)[-4]
-    if padding == "VALID":
-        t1 = (-ksize[1] + t0) // strides[1]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(input)[-4]
+        if padding == "VALID":
+            t1 = (-ksize[1] + t0) // strides[1]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[1])
         t3 = jnp.arange(t2)
         t4 = t3[..., None, None, None, None, None]
         t5 = jnp.shape(input)[-3]
-        t6 = (-ksize[2] + t5) // strides[2]
-        t7 = t6 + 1
+        if padding == "VALID":
+            t6 = (-ksize[2] + t5) // strides[2]
+            t7 = t6 + 1
+        else:
+            t7 = -((-t5) // strides[2])
         t8 = jnp.arange(t7)
         t9 = t8[..., None, None, None, None]
         t10 = jnp.shape(input)[-2]
-        t11 = (-ksize[3] + t10) // strides[3]
-        t12 = t11 + 1
+        if padding == "VALID":
+            t11 = (-ksize[3] + t10) // strides[3]
+            t12 = t11 + 1
+        else:
+            t12 = -((-t10) // strides[3])
         t13 = jnp.arange(t12)
         t14 = t13[..., None, None, None]
         t15 = jnp.arange(ksize[1])
@@ -1509,67 +1450,47 @@ def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
         t17 = jnp.arange(ksize[2])
         t18 = t17[..., None]
         t19 = jnp.arange(ksize[3])
-        t20 = (
-            (strides[1] * t4 + t16 >= 0)
-            & (strides[2] * t9 + t18 >= 0)
-            & (strides[3] * t14 + t19 >= 0)
-            & (strides[1] * t4 + t16 <= t0 - 1)
-            & (strides[2] * t9 + t18 <= t5 - 1)
-            & (strides[3] * t14 + t19 <= t10 - 1)
-        )
+        if padding == "VALID":
+            t20 = (
+                (strides[1] * t4 + t16 >= 0)
+                & (strides[2] * t9 + t18 >= 0)
+                & (strides[3] * t14 + t19 >= 0)
+                & (strides[1] * t4 + t16 <= t0 - 1)
+                & (strides[2] * t9 + t18 <= t5 - 1)
+                & (strides[3] * t14 + t19 <= t10 - 1)
+            )
+        else:
+            t20 = (
+                (strides[1] * t4 + t16 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t9 + t18 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t14 + t19 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t4 + t16 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t9 + t18 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+                & (strides[3] * t14 + t19 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
+            )
         t21 = t20[..., None, :, :, :]
         t22 = jnp.sum(jnp.asarray(t21, input.dtype), axis=(-3, -2, -1))
         t23 = t13[..., None]
-        t24 = strides[3] * t23 + t19
+        if padding == "VALID":
+            t24 = strides[3] * t23 + t19
+        else:
+            t24 = strides[3] * t23 + t19 - _same_padding(t10, ksize[3], strides[3], 1)
         t25 = _gather(input, t24, -2)
         t26 = t8[..., None]
-        t27 = strides[2] * t26 + t17
+        if padding == "VALID":
+            t27 = strides[2] * t26 + t17
+        else:
+            t27 = strides[2] * t26 + t17 - _same_padding(t5, ksize[2], strides[2], 1)
         t28 = _gather(t25, t27, -4)
         t29 = t3[..., None]
-        t30 = strides[1] * t29 + t15
+        if padding == "VALID":
+            t30 = strides[1] * t29 + t15
+        else:
+            t30 = strides[1] * t29 + t15 - _same_padding(t0, ksize[1], strides[1], 1)
         t31 = _gather(t28, t30, -6)
         t32 = jnp.transpose(t31, (0, 1, 3, 5, 7, 2, 4, 6))
         t33 = jnp.sum(t32, axis=(-3, -2, -1))
         output = t33 / t22
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[1])
-        t2 = jnp.arange(t1)
-        t3 = t2[..., None, None, None, None, None]
-        t4 = jnp.shape(input)[-3]
-        t5 = -((-t4) // strides[2])
-        t6 = jnp.arange(t5)
-        t7 = t6[..., None, None, None, None]
-        t8 = jnp.shape(input)[-2]
-        t9 = -((-t8) // strides[3])
-        t10 = jnp.arange(t9)
-        t11 = t10[..., None, None, None]
-        t12 = jnp.arange(ksize[1])
-        t13 = t12[..., None, None]
-        t14 = jnp.arange(ksize[2])
-        t15 = t14[..., None]
-        t16 = jnp.arange(ksize[3])
-        t17 = (
-            (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
-            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) >= 0)
-            & (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
-            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) <= t8 - 1)
-        )
-        t18 = t17[..., None, :, :, :]
-        t19 = jnp.sum(jnp.asarray(t18, input.dtype), axis=(-3, -2, -1))
-        t20 = t10[..., None]
-        t21 = strides[3] * t20 + t16 - _same_padding(t8, ksize[3], strides[3], 1)
-        t22 = _gather(input, t21, -2)
-        t23 = t6[..., None]
-        t24 = strides[2] * t23 + t14 - _same_padding(t4, ksize[2], strides[2], 1)
-        t25 = _gather(t22, t24, -4)
-        t26 = t2[..., None]
-        t27 = strides[1] * t26 + t12 - _same_padding(t0, ksize[1], strides[1], 1)
-        t28 = _gather(t25, t27, -6)
-        t29 = jnp.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
-        t30 = jnp.sum(t29, axis=(-3, -2, -1))
-        output = t30 / t19
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1658,41 +1579,37 @@ def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2's formula."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    t0 = jnp.shape(input)[-2]
-    if padding == "VALID":
-        t1 = (-ksize[2] + t0) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = jnp.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[2] + t0) // strides[2]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[2])
         t3 = jnp.arange(t2)
         t4 = t3[..., None]
         t5 = jnp.arange(ksize[2])
-        t6 = strides[2] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[2] * t4 + t5
+        else:
+            t6 = strides[2] * t4 + t5 - _same_padding(t0, ksize[2], strides[2], 1)
         t7 = _gather(input, t6, -2, fill=-jnp.inf)
         t8 = jnp.shape(input)[-3]
-        t9 = (-ksize[1] + t8) // strides[1]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksize[1] + t8) // strides[1]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[1])
         t11 = jnp.arange(t10)
         t12 = t11[..., None]
         t13 = jnp.arange(ksize[1])
-        t14 = strides[1] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[1] * t12 + t13
+        else:
+            t14 = strides[1] * t12 + t13 - _same_padding(t8, ksize[1], strides[1], 1)
         t15 = _gather(t7, t14, -4, fill=-jnp.inf)
         t16 = jnp.transpose(t15, (0, 1, 3, 5, 2, 4))
         output = jnp.max(t16, axis=(-2, -1))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = jnp.arange(t1)
-        t3 = t2[..., None]
-        t4 = jnp.arange(ksize[2])
-        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
-        t6 = _gather(input, t5, -2, fill=-jnp.inf)
-        t7 = jnp.shape(input)[-3]
-        t8 = -((-t7) // strides[1])
-        t9 = jnp.arange(t8)
-        t10 = t9[..., None]
-        t11 = jnp.arange(ksize[1])
-        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=-jnp.inf)
-        t14 = jnp.transpose(t13, (0, 1, 3, 5, 2, 4))
-        output = jnp.max(t14, axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return output

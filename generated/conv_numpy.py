@@ -406,7 +406,7 @@ def depthwise_conv2d_native(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:63)."""
-    if padding in ("VALID", "EXPLICIT"):
+    if padding in ("VALID", "SAME", "EXPLICIT"):
         if padding == "VALID":
             t0 = _depthwise_conv(
                 input,
@@ -421,6 +421,25 @@ def depthwise_conv2d_native(
                     (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1)
                     // strides[2]
                     + 1,
+                ),
+            )
+        elif padding == "SAME":
+            t0 = _depthwise_conv(
+                input,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(
+                        np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]
+                    ),
+                    _same_padding(
+                        np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]
+                    ),
+                ),
+                sizes=(
+                    -((-np.shape(input)[-3]) // strides[1]),
+                    -((-np.shape(input)[-2]) // strides[2]),
                 ),
             )
         else:
@@ -453,49 +472,34 @@ def depthwise_conv2d_native(
             )
         t1 = np.shape(input)[-4]
         t2 = np.shape(input)[-3]
-        t3 = np.shape(filter)[-4]
         if padding == "VALID":
+            t3 = np.shape(filter)[-4]
             t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
+            t5 = t4 + 1
+            t6 = np.shape(filter)[-3]
+        elif padding == "SAME":
+            t5 = -((-t2) // strides[1])
         else:
+            t3 = np.shape(filter)[-4]
             t4 = (
                 -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
             ) // strides[1]
-        t5 = t4 + 1
-        t6 = np.shape(filter)[-3]
+            t5 = t4 + 1
+            t6 = np.shape(filter)[-3]
         t7 = np.shape(input)[-2]
         if padding == "VALID":
             t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
+            t9 = t8 + 1
+        elif padding == "SAME":
+            t9 = -((-t7) // strides[2])
         else:
             t8 = (
                 -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
             ) // strides[2]
-        t9 = t8 + 1
+            t9 = t8 + 1
         t10 = np.shape(input)[-1]
         t11 = np.shape(filter)[-1]
         output = np.reshape(t0, (t1, t5, t9, t10 * t11))
-    elif padding == "SAME":
-        t0 = _depthwise_conv(
-            input,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(
-                -((-np.shape(input)[-3]) // strides[1]),
-                -((-np.shape(input)[-2]) // strides[2]),
-            ),
-        )
-        t1 = np.shape(input)[-4]
-        t2 = np.shape(input)[-3]
-        t3 = -((-t2) // strides[1])
-        t4 = np.shape(input)[-2]
-        t5 = -((-t4) // strides[2])
-        t6 = np.shape(input)[-1]
-        t7 = np.shape(filter)[-1]
-        output = np.reshape(t0, (t1, t3, t5, t6 * t7))
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
     return output
@@ -643,45 +647,45 @@ def depthwise_conv2d_native_grad_grad(
 
 def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:80)."""
-    t0 = np.shape(images)[-2]
-    if padding == "VALID":
-        t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(images)[-2]
+        if padding == "VALID":
+            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[2])
         t3 = np.arange(t2)
         t4 = t3[..., None]
         t5 = np.arange(ksizes[2])
-        t6 = rates[2] * t5 + strides[2] * t4
+        if padding == "VALID":
+            t6 = rates[2] * t5 + strides[2] * t4
+        else:
+            t6 = (
+                rates[2] * t5 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+            )
         t7 = _gather(images, t6, -2)
         t8 = np.shape(images)[-3]
-        t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[1])
         t11 = np.arange(t10)
         t12 = t11[..., None]
         t13 = np.arange(ksizes[1])
-        t14 = rates[1] * t13 + strides[1] * t12
+        if padding == "VALID":
+            t14 = rates[1] * t13 + strides[1] * t12
+        else:
+            t14 = (
+                rates[1] * t13
+                + strides[1] * t12
+                - _same_padding(t8, ksizes[1], strides[1], rates[1])
+            )
         t15 = _gather(t7, t14, -4)
         t16 = np.transpose(t15, (0, 1, 3, 2, 4, 5))
         t17 = np.shape(images)[-4]
         t18 = np.shape(images)[-1]
         patches = np.reshape(t16, (t17, t10, t2, ksizes[1] * ksizes[2] * t18))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = np.arange(t1)
-        t3 = t2[..., None]
-        t4 = np.arange(ksizes[2])
-        t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t0, ksizes[2], strides[2], rates[2])
-        t6 = _gather(images, t5, -2)
-        t7 = np.shape(images)[-3]
-        t8 = -((-t7) // strides[1])
-        t9 = np.arange(t8)
-        t10 = t9[..., None]
-        t11 = np.arange(ksizes[1])
-        t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t7, ksizes[1], strides[1], rates[1])
-        t13 = _gather(t6, t12, -4)
-        t14 = np.transpose(t13, (0, 1, 3, 2, 4, 5))
-        t15 = np.shape(images)[-4]
-        t16 = np.shape(images)[-1]
-        patches = np.reshape(t14, (t15, t8, t1, ksizes[1] * ksizes[2] * t16))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -697,36 +701,28 @@ def extract_image_patches_grad(
         grad_images[i, j, k, l] = sum_{a, b} grad[i, exact_div(-a * rates[1] + j, strides[1]),
             exact_div(-b * rates[2] + k, strides[2]), a, b, l], i.e. `np.sum(t14, axis=(-2, -1))`
     """
-    t0 = np.shape(images)[-1]
-    t1 = np.arange(np.shape(images)[-2])
-    t2 = t1[..., None]
-    t3 = np.arange(ksizes[2])
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(images)[-1]
         grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], t0))
-        t4 = -rates[2] * t3 + t2
-        t5 = np.where(t4 % strides[2] == 0, t4 // strides[2], -1)
-        t6 = _gather(grad, t5, -4)
-        t7 = np.arange(np.shape(images)[-3])
-        t8 = t7[..., None]
-        t9 = np.arange(ksizes[1])
-        t10 = -rates[1] * t9 + t8
-        t11 = np.where(t10 % strides[1] == 0, t10 // strides[1], -1)
-        t12 = _gather(t6, t11, -6)
-        t13 = np.einsum("abcdecef->abcdef", t12, optimize=True)
-        t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
-        grad_images = np.sum(t14, axis=(-2, -1))
-    elif padding == "SAME":
-        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], t0))
-        t4 = np.shape(images)[-2]
-        t5 = -rates[2] * t3 + t2 + _same_padding(t4, ksizes[2], strides[2], rates[2])
-        t6 = np.where(t5 % strides[2] == 0, t5 // strides[2], -1)
+        t1 = np.arange(np.shape(images)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(ksizes[2])
+        if padding == "VALID":
+            t4 = -rates[2] * t3 + t2
+        else:
+            t5 = np.shape(images)[-2]
+            t4 = -rates[2] * t3 + t2 + _same_padding(t5, ksizes[2], strides[2], rates[2])
+        t6 = np.where(t4 % strides[2] == 0, t4 // strides[2], -1)
         t7 = _gather(grad, t6, -4)
         t8 = np.arange(np.shape(images)[-3])
         t9 = t8[..., None]
         t10 = np.arange(ksizes[1])
-        t11 = np.shape(images)[-3]
-        t12 = -rates[1] * t10 + t9 + _same_padding(t11, ksizes[1], strides[1], rates[1])
-        t13 = np.where(t12 % strides[1] == 0, t12 // strides[1], -1)
+        if padding == "VALID":
+            t11 = -rates[1] * t10 + t9
+        else:
+            t12 = np.shape(images)[-3]
+            t11 = -rates[1] * t10 + t9 + _same_padding(t12, ksizes[1], strides[1], rates[1])
+        t13 = np.where(t11 % strides[1] == 0, t11 // strides[1], -1)
         t14 = _gather(t7, t13, -6)
         t15 = np.einsum("abcdecef->abcdef", t14, optimize=True)
         t16 = np.transpose(t15, (0, 1, 3, 5, 2, 4))
@@ -882,65 +878,57 @@ def conv3d_grad_grad(
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
     """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:131)."""
-    t0 = np.shape(value)[-3]
-    if padding == "VALID":
-        t1 = (-ksize[1] + t0) // strides[1]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(value)[-3]
+        if padding == "VALID":
+            t1 = (-ksize[1] + t0) // strides[1]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[1])
         t3 = np.arange(t2)
         t4 = t3[..., None, None, None]
         t5 = np.shape(value)[-2]
-        t6 = (-ksize[2] + t5) // strides[2]
-        t7 = t6 + 1
+        if padding == "VALID":
+            t6 = (-ksize[2] + t5) // strides[2]
+            t7 = t6 + 1
+        else:
+            t7 = -((-t5) // strides[2])
         t8 = np.arange(t7)
         t9 = t8[..., None, None]
         t10 = np.arange(ksize[1])
         t11 = t10[..., None]
         t12 = np.arange(ksize[2])
-        t13 = (
-            (strides[1] * t4 + t11 >= 0)
-            & (strides[2] * t9 + t12 >= 0)
-            & (strides[1] * t4 + t11 <= t0 - 1)
-            & (strides[2] * t9 + t12 <= t5 - 1)
-        )
+        if padding == "VALID":
+            t13 = (
+                (strides[1] * t4 + t11 >= 0)
+                & (strides[2] * t9 + t12 >= 0)
+                & (strides[1] * t4 + t11 <= t0 - 1)
+                & (strides[2] * t9 + t12 <= t5 - 1)
+            )
+        else:
+            t13 = (
+                (strides[1] * t4 + t11 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t9 + t12 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t4 + t11 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t9 + t12 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+            )
         t14 = t13[..., None, :, :]
         t15 = np.sum(np.asarray(t14, value.dtype), axis=(-2, -1))
         t16 = t8[..., None]
-        t17 = strides[2] * t16 + t12
+        if padding == "VALID":
+            t17 = strides[2] * t16 + t12
+        else:
+            t17 = strides[2] * t16 + t12 - _same_padding(t5, ksize[2], strides[2], 1)
         t18 = _gather(value, t17, -2)
         t19 = t3[..., None]
-        t20 = strides[1] * t19 + t10
+        if padding == "VALID":
+            t20 = strides[1] * t19 + t10
+        else:
+            t20 = strides[1] * t19 + t10 - _same_padding(t0, ksize[1], strides[1], 1)
         t21 = _gather(t18, t20, -4)
         t22 = np.transpose(t21, (0, 1, 3, 5, 2, 4))
         t23 = np.sum(t22, axis=(-2, -1))
         output = t23 / t15
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[1])
-        t2 = np.arange(t1)
-        t3 = t2[..., None, None, None]
-        t4 = np.shape(value)[-2]
-        t5 = -((-t4) // strides[2])
-        t6 = np.arange(t5)
-        t7 = t6[..., None, None]
-        t8 = np.arange(ksize[1])
-        t9 = t8[..., None]
-        t10 = np.arange(ksize[2])
-        t11 = (
-            (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
-            & (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
-        )
-        t12 = t11[..., None, :, :]
-        t13 = np.sum(np.asarray(t12, value.dtype), axis=(-2, -1))
-        t14 = t6[..., None]
-        t15 = strides[2] * t14 + t10 - _same_padding(t4, ksize[2], strides[2], 1)
-        t16 = _gather(value, t15, -2)
-        t17 = t2[..., None]
-        t18 = strides[1] * t17 + t8 - _same_padding(t0, ksize[1], strides[1], 1)
-        t19 = _gather(t16, t18, -4)
-        t20 = np.transpose(t19, (0, 1, 3, 5, 2, 4))
-        t21 = np.sum(t20, axis=(-2, -1))
-        output = t21 / t13
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return output
@@ -1053,45 +1041,37 @@ def avg_pool_grad_grad(
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:139)."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = np.shape(input)[-2]
-    if padding == "VALID":
-        t1 = (-ksize[2] + t0) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
+        t0 = np.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[2] + t0) // strides[2]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[2])
         t3 = np.arange(t2)
         t4 = t3[..., None]
         t5 = np.arange(ksize[2])
-        t6 = strides[2] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[2] * t4 + t5
+        else:
+            t6 = strides[2] * t4 + t5 - _same_padding(t0, ksize[2], strides[2], 1)
         t7 = _gather(input, t6, -2, fill=-np.inf)
         t8 = np.shape(input)[-3]
-        t9 = (-ksize[1] + t8) // strides[1]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksize[1] + t8) // strides[1]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[1])
         t11 = np.arange(t10)
         t12 = t11[..., None]
         t13 = np.arange(ksize[1])
-        t14 = strides[1] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[1] * t12 + t13
+        else:
+            t14 = strides[1] * t12 + t13 - _same_padding(t8, ksize[1], strides[1], 1)
         t15 = _gather(t7, t14, -4, fill=-np.inf)
         t16 = np.transpose(t15, (0, 1, 3, 5, 2, 4))
         output = np.max(t16, axis=(-2, -1))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = np.arange(t1)
-        t3 = t2[..., None]
-        t4 = np.arange(ksize[2])
-        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
-        t6 = _gather(input, t5, -2, fill=-np.inf)
-        t7 = np.shape(input)[-3]
-        t8 = -((-t7) // strides[1])
-        t9 = np.arange(t8)
-        t10 = t9[..., None]
-        t11 = np.arange(ksize[1])
-        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=-np.inf)
-        t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
-        output = np.max(t14, axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1165,68 +1145,28 @@ def max_pool_grad_grad(
     strides,
 ):
     """Second order of MaxPool: the gradient of max_pool_grad: one array per input (grad, input)."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPoolGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    if padding == "VALID":
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
             t1 = t0[..., None]
             t2 = ksize[2]
             t3 = np.arange(t2)
-            t4 = strides[2] * t1 + t3
-            t5 = _gather(input, t4, -2, fill=-np.inf)
-            t6 = np.arange(np.shape(grad)[-3])
-            t7 = t6[..., None]
-            t8 = ksize[1]
-            t9 = np.arange(t8)
-            t10 = strides[1] * t7 + t9
-            t11 = _gather(t5, t10, -4, fill=-np.inf)
-            t12 = np.transpose(t11, (0, 1, 3, 5, 2, 4))
-            ext1 = np.max(t12, axis=(-2, -1))
-            t13 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
-            t14 = np.transpose(ext1, (0, 3, 1, 2))
-            t15 = t14[..., None, None]
-            t16 = _shift_right(
-                np.cumsum(np.asarray(t13 == t15, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
-            )
-            t17 = np.sum(np.asarray(t13 == t15, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
-            affine1 = t16 + t18
-        t19 = np.arange(np.shape(grad)[-2])
-        t20 = t19[..., None]
-        t21 = np.arange(ksize[2])
-        t22 = strides[2] * t20 + t21
-        t23 = _gather(grad_vjp_input, t22, -2)
-        t24 = np.arange(np.shape(grad)[-3])
-        t25 = t24[..., None]
-        t26 = np.arange(ksize[1])
-        t27 = strides[1] * t25 + t26
-        t28 = _gather(t23, t27, -4)
-        t29 = _gather(input, t22, -2, fill=-np.inf)
-        t30 = _gather(t29, t27, -4, fill=-np.inf)
-        t31 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
-        t32 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
-        t33 = ext1[..., None, None]
-        t34 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t32 == t33) & (t34 == 0), t31, 0), axis=(-2, -1))
-    elif padding == "SAME":
-        if ext1 is None or affine1 is None:
-            t0 = np.arange(np.shape(grad)[-2])
-            t1 = t0[..., None]
-            t2 = ksize[2]
-            t3 = np.arange(t2)
-            t4 = np.shape(input)[-2]
-            t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
-            t6 = _gather(input, t5, -2, fill=-np.inf)
+            if padding == "VALID":
+                t4 = strides[2] * t1 + t3
+            else:
+                t5 = np.shape(input)[-2]
+                t4 = strides[2] * t1 + t3 - _same_padding(t5, ksize[2], strides[2], 1)
+            t6 = _gather(input, t4, -2, fill=-np.inf)
             t7 = np.arange(np.shape(grad)[-3])
             t8 = t7[..., None]
             t9 = ksize[1]
             t10 = np.arange(t9)
-            t11 = np.shape(input)[-3]
-            t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            if padding == "VALID":
+                t11 = strides[1] * t8 + t10
+            else:
+                t12 = np.shape(input)[-3]
+                t11 = strides[1] * t8 + t10 - _same_padding(t12, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t11, -4, fill=-np.inf)
             t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
             ext1 = np.max(t14, axis=(-2, -1))
             t15 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
@@ -1241,17 +1181,23 @@ def max_pool_grad_grad(
         t21 = np.arange(np.shape(grad)[-2])
         t22 = t21[..., None]
         t23 = np.arange(ksize[2])
-        t24 = np.shape(input)[-2]
-        t25 = strides[2] * t22 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
-        t26 = _gather(grad_vjp_input, t25, -2)
+        if padding == "VALID":
+            t24 = strides[2] * t22 + t23
+        else:
+            t25 = np.shape(input)[-2]
+            t24 = strides[2] * t22 + t23 - _same_padding(t25, ksize[2], strides[2], 1)
+        t26 = _gather(grad_vjp_input, t24, -2)
         t27 = np.arange(np.shape(grad)[-3])
         t28 = t27[..., None]
         t29 = np.arange(ksize[1])
-        t30 = np.shape(input)[-3]
-        t31 = strides[1] * t28 + t29 - _same_padding(t30, ksize[1], strides[1], 1)
-        t32 = _gather(t26, t31, -4)
-        t33 = _gather(input, t25, -2, fill=-np.inf)
-        t34 = _gather(t33, t31, -4, fill=-np.inf)
+        if padding == "VALID":
+            t30 = strides[1] * t28 + t29
+        else:
+            t31 = np.shape(input)[-3]
+            t30 = strides[1] * t28 + t29 - _same_padding(t31, ksize[1], strides[1], 1)
+        t32 = _gather(t26, t30, -4)
+        t33 = _gather(input, t24, -2, fill=-np.inf)
+        t34 = _gather(t33, t30, -4, fill=-np.inf)
         t35 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
         t36 = np.transpose(t34, (0, 1, 3, 5, 2, 4))
         t37 = ext1[..., None, None]
@@ -1266,56 +1212,51 @@ def max_pool_grad_grad(
 
 def max_pool3d(input, *, padding="VALID", ksize, strides):
     """MaxPool3D: Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum (declared at ops/conv.py:164)."""
-    t0 = np.shape(input)[-2]
-    if padding == "VALID":
-        t1 = (-ksize[3] + t0) // strides[3]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[3] + t0) // strides[3]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[3])
         t3 = np.arange(t2)
         t4 = t3[..., None]
         t5 = np.arange(ksize[3])
-        t6 = strides[3] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[3] * t4 + t5
+        else:
+            t6 = strides[3] * t4 + t5 - _same_padding(t0, ksize[3], strides[3], 1)
         t7 = _gather(input, t6, -2, fill=-np.inf)
         t8 = np.shape(input)[-3]
-        t9 = (-ksize[2] + t8) // strides[2]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksize[2] + t8) // strides[2]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[2])
         t11 = np.arange(t10)
         t12 = t11[..., None]
         t13 = np.arange(ksize[2])
-        t14 = strides[2] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[2] * t12 + t13
+        else:
+            t14 = strides[2] * t12 + t13 - _same_padding(t8, ksize[2], strides[2], 1)
         t15 = _gather(t7, t14, -4, fill=-np.inf)
         t16 = np.shape(input)[-4]
-        t17 = (-ksize[1] + t16) // strides[1]
-        t18 = t17 + 1
+        if padding == "VALID":
+            t17 = (-ksize[1] + t16) // strides[1]
+            t18 = t17 + 1
+        else:
+            t18 = -((-t16) // strides[1])
         t19 = np.arange(t18)
         t20 = t19[..., None]
         t21 = np.arange(ksize[1])
-        t22 = strides[1] * t20 + t21
+        if padding == "VALID":
+            t22 = strides[1] * t20 + t21
+        else:
+            t22 = strides[1] * t20 + t21 - _same_padding(t16, ksize[1], strides[1], 1)
         t23 = _gather(t15, t22, -6, fill=-np.inf)
         t24 = np.transpose(t23, (0, 1, 3, 5, 7, 2, 4, 6))
         output = np.max(t24, axis=(-3, -2, -1))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[3])
-        t2 = np.arange(t1)
-        t3 = t2[..., None]
-        t4 = np.arange(ksize[3])
-        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksize[3], strides[3], 1)
-        t6 = _gather(input, t5, -2, fill=-np.inf)
-        t7 = np.shape(input)[-3]
-        t8 = -((-t7) // strides[2])
-        t9 = np.arange(t8)
-        t10 = t9[..., None]
-        t11 = np.arange(ksize[2])
-        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksize[2], strides[2], 1)
-        t13 = _gather(t6, t12, -4, fill=-np.inf)
-        t14 = np.shape(input)[-4]
-        t15 = -((-t14) // strides[1])
-        t16 = np.arange(t15)
-        t17 = t16[..., None]
-        t18 = np.arange(ksize[1])
-        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksize[1], strides[1], 1)
-        t20 = _gather(t13, t19, -6, fill=-np.inf)
-        t21 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = np.max(t21, axis=(-3, -2, -1))
     else:
         raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1380,86 +1321,38 @@ def max_pool3d_grad_grad(
     strides,
 ):
     """Second order of MaxPool3D: the gradient of max_pool3d_grad: one array per input (grad, input)."""
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
             t1 = t0[..., None]
             t2 = ksize[3]
             t3 = np.arange(t2)
-            t4 = strides[3] * t1 + t3
-            t5 = _gather(input, t4, -2, fill=-np.inf)
-            t6 = np.arange(np.shape(grad)[-3])
-            t7 = t6[..., None]
-            t8 = ksize[2]
-            t9 = np.arange(t8)
-            t10 = strides[2] * t7 + t9
-            t11 = _gather(t5, t10, -4, fill=-np.inf)
-            t12 = np.arange(np.shape(grad)[-4])
-            t13 = t12[..., None]
-            t14 = ksize[1]
-            t15 = np.arange(t14)
-            t16 = strides[1] * t13 + t15
-            t17 = _gather(t11, t16, -6, fill=-np.inf)
-            t18 = np.transpose(t17, (0, 1, 3, 5, 7, 2, 4, 6))
-            ext1 = np.max(t18, axis=(-3, -2, -1))
-            t19 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 4, 6))
-            t20 = np.transpose(ext1, (0, 4, 1, 2, 3))
-            t21 = t20[..., None, None, None]
-            t22 = _shift_right(
-                np.cumsum(np.asarray(t19 == t21, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
-            )
-            t23 = np.sum(np.asarray(t19 == t21, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t24 = _shift_right(np.cumsum(t23, axis=-2), axis=-2, fill=0)
-            t25 = np.transpose(t17, (0, 7, 1, 3, 5, 2, 6, 4))
-            t26 = np.sum(np.asarray(t21 == t25, grad_vjp_input.dtype), axis=(-2, -1), keepdims=True)
-            t27 = _shift_right(np.cumsum(t26, axis=-3), axis=-3, fill=0)
-            affine1 = t22 + t24 + t27
-        t28 = np.arange(np.shape(grad)[-2])
-        t29 = t28[..., None]
-        t30 = np.arange(ksize[3])
-        t31 = strides[3] * t29 + t30
-        t32 = _gather(grad_vjp_input, t31, -2)
-        t33 = np.arange(np.shape(grad)[-3])
-        t34 = t33[..., None]
-        t35 = np.arange(ksize[2])
-        t36 = strides[2] * t34 + t35
-        t37 = _gather(t32, t36, -4)
-        t38 = np.arange(np.shape(grad)[-4])
-        t39 = t38[..., None]
-        t40 = np.arange(ksize[1])
-        t41 = strides[1] * t39 + t40
-        t42 = _gather(t37, t41, -6)
-        t43 = _gather(input, t31, -2, fill=-np.inf)
-        t44 = _gather(t43, t36, -4, fill=-np.inf)
-        t45 = _gather(t44, t41, -6, fill=-np.inf)
-        t46 = np.transpose(t42, (0, 1, 3, 5, 7, 2, 4, 6))
-        t47 = np.transpose(t45, (0, 1, 3, 5, 7, 2, 4, 6))
-        t48 = ext1[..., None, None, None]
-        t49 = np.transpose(affine1, (0, 2, 3, 4, 1, 5, 6, 7))
-        grad_grad = np.sum(np.where((t47 == t48) & (t49 == 0), t46, 0), axis=(-3, -2, -1))
-    elif padding == "SAME":
-        if ext1 is None or affine1 is None:
-            t0 = np.arange(np.shape(grad)[-2])
-            t1 = t0[..., None]
-            t2 = ksize[3]
-            t3 = np.arange(t2)
-            t4 = np.shape(input)[-2]
-            t5 = strides[3] * t1 + t3 - _same_padding(t4, ksize[3], strides[3], 1)
-            t6 = _gather(input, t5, -2, fill=-np.inf)
+            if padding == "VALID":
+                t4 = strides[3] * t1 + t3
+            else:
+                t5 = np.shape(input)[-2]
+                t4 = strides[3] * t1 + t3 - _same_padding(t5, ksize[3], strides[3], 1)
+            t6 = _gather(input, t4, -2, fill=-np.inf)
             t7 = np.arange(np.shape(grad)[-3])
             t8 = t7[..., None]
             t9 = ksize[2]
             t10 = np.arange(t9)
-            t11 = np.shape(input)[-3]
-            t12 = strides[2] * t8 + t10 - _same_padding(t11, ksize[2], strides[2], 1)
-            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            if padding == "VALID":
+                t11 = strides[2] * t8 + t10
+            else:
+                t12 = np.shape(input)[-3]
+                t11 = strides[2] * t8 + t10 - _same_padding(t12, ksize[2], strides[2], 1)
+            t13 = _gather(t6, t11, -4, fill=-np.inf)
             t14 = np.arange(np.shape(grad)[-4])
             t15 = t14[..., None]
             t16 = ksize[1]
             t17 = np.arange(t16)
-            t18 = np.shape(input)[-4]
-            t19 = strides[1] * t15 + t17 - _same_padding(t18, ksize[1], strides[1], 1)
-            t20 = _gather(t13, t19, -6, fill=-np.inf)
+            if padding == "VALID":
+                t18 = strides[1] * t15 + t17
+            else:
+                t19 = np.shape(input)[-4]
+                t18 = strides[1] * t15 + t17 - _same_padding(t19, ksize[1], strides[1], 1)
+            t20 = _gather(t13, t18, -6, fill=-np.inf)
             t21 = np.transpose(t20, (0, 1, 3, 5, 7, 2, 4, 6))
             ext1 = np.max(t21, axis=(-3, -2, -1))
             t22 = np.transpose(t20, (0, 7, 1, 3, 5, 2, 4, 6))
@@ -1477,24 +1370,33 @@ def max_pool3d_grad_grad(
         t31 = np.arange(np.shape(grad)[-2])
         t32 = t31[..., None]
         t33 = np.arange(ksize[3])
-        t34 = np.shape(input)[-2]
-        t35 = strides[3] * t32 + t33 - _same_padding(t34, ksize[3], strides[3], 1)
-        t36 = _gather(grad_vjp_input, t35, -2)
+        if padding == "VALID":
+            t34 = strides[3] * t32 + t33
+        else:
+            t35 = np.shape(input)[-2]
+            t34 = strides[3] * t32 + t33 - _same_padding(t35, ksize[3], strides[3], 1)
+        t36 = _gather(grad_vjp_input, t34, -2)
         t37 = np.arange(np.shape(grad)[-3])
         t38 = t37[..., None]
         t39 = np.arange(ksize[2])
-        t40 = np.shape(input)[-3]
-        t41 = strides[2] * t38 + t39 - _same_padding(t40, ksize[2], strides[2], 1)
-        t42 = _gather(t36, t41, -4)
+        if padding == "VALID":
+            t40 = strides[2] * t38 + t39
+        else:
+            t41 = np.shape(input)[-3]
+            t40 = strides[2] * t38 + t39 - _same_padding(t41, ksize[2], strides[2], 1)
+        t42 = _gather(t36, t40, -4)
         t43 = np.arange(np.shape(grad)[-4])
         t44 = t43[..., None]
         t45 = np.arange(ksize[1])
-        t46 = np.shape(input)[-4]
-        t47 = strides[1] * t44 + t45 - _same_padding(t46, ksize[1], strides[1], 1)
-        t48 = _gather(t42, t47, -6)
-        t49 = _gather(input, t35, -2, fill=-np.inf)
-        t50 = _gather(t49, t41, -4, fill=-np.inf)
-        t51 = _gather(t50, t47, -6, fill=-np.inf)
+        if padding == "VALID":
+            t46 = strides[1] * t44 + t45
+        else:
+            t47 = np.shape(input)[-4]
+            t46 = strides[1] * t44 + t45 - _same_padding(t47, ksize[1], strides[1], 1)
+        t48 = _gather(t42, t46, -6)
+        t49 = _gather(input, t34, -2, fill=-np.inf)
+        t50 = _gather(t49, t40, -4, fill=-np.inf)
+        t51 = _gather(t50, t46, -6, fill=-np.inf)
         t52 = np.transpose(t48, (0, 1, 3, 5, 7, 2, 4, 6))
         t53 = np.transpose(t51, (0, 1, 3, 5, 7, 2, 4, 6))
         t54 = ext1[..., None, None, None]
@@ -1507,60 +1409,53 @@ def max_pool3d_grad_grad(
 
 def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches: Each 3-D window as one channel axis, ordered (plane, row, column, channel) (declared at ops/conv.py:171)."""
-    t0 = np.shape(input)[-2]
-    if padding == "VALID":
-        t1 = (-ksizes[3] + t0) // strides[3]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksizes[3] + t0) // strides[3]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[3])
         t3 = np.arange(t2)
         t4 = t3[..., None]
         t5 = np.arange(ksizes[3])
-        t6 = strides[3] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[3] * t4 + t5
+        else:
+            t6 = strides[3] * t4 + t5 - _same_padding(t0, ksizes[3], strides[3], 1)
         t7 = _gather(input, t6, -2)
         t8 = np.shape(input)[-3]
-        t9 = (-ksizes[2] + t8) // strides[2]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksizes[2] + t8) // strides[2]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[2])
         t11 = np.arange(t10)
         t12 = t11[..., None]
         t13 = np.arange(ksizes[2])
-        t14 = strides[2] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[2] * t12 + t13
+        else:
+            t14 = strides[2] * t12 + t13 - _same_padding(t8, ksizes[2], strides[2], 1)
         t15 = _gather(t7, t14, -4)
         t16 = np.shape(input)[-4]
-        t17 = (-ksizes[1] + t16) // strides[1]
-        t18 = t17 + 1
+        if padding == "VALID":
+            t17 = (-ksizes[1] + t16) // strides[1]
+            t18 = t17 + 1
+        else:
+            t18 = -((-t16) // strides[1])
         t19 = np.arange(t18)
         t20 = t19[..., None]
         t21 = np.arange(ksizes[1])
-        t22 = strides[1] * t20 + t21
+        if padding == "VALID":
+            t22 = strides[1] * t20 + t21
+        else:
+            t22 = strides[1] * t20 + t21 - _same_padding(t16, ksizes[1], strides[1], 1)
         t23 = _gather(t15, t22, -6)
         t24 = np.transpose(t23, (0, 1, 3, 5, 2, 4, 6, 7))
         t25 = np.shape(input)[-5]
         t26 = np.shape(input)[-1]
         patches = np.reshape(t24, (t25, t18, t10, t2, ksizes[1] * ksizes[2] * ksizes[3] * t26))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[3])
-        t2 = np.arange(t1)
-        t3 = t2[..., None]
-        t4 = np.arange(ksizes[3])
-        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksizes[3], strides[3], 1)
-        t6 = _gather(input, t5, -2)
-        t7 = np.shape(input)[-3]
-        t8 = -((-t7) // strides[2])
-        t9 = np.arange(t8)
-        t10 = t9[..., None]
-        t11 = np.arange(ksizes[2])
-        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksizes[2], strides[2], 1)
-        t13 = _gather(t6, t12, -4)
-        t14 = np.shape(input)[-4]
-        t15 = -((-t14) // strides[1])
-        t16 = np.arange(t15)
-        t17 = t16[..., None]
-        t18 = np.arange(ksizes[1])
-        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksizes[1], strides[1], 1)
-        t20 = _gather(t13, t19, -6)
-        t21 = np.transpose(t20, (0, 1, 3, 5, 2, 4, 6, 7))
-        t22 = np.shape(input)[-5]
-        t23 = np.shape(input)[-1]
-        patches = np.reshape(t21, (t22, t15, t8, t1, ksizes[1] * ksizes[2] * ksizes[3] * t23))
     else:
         raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -1575,49 +1470,38 @@ def extract_volume_patches_grad(grad, input, *, patches=None, padding="VALID", k
             exact_div(-a + k, strides[2]), exact_div(-b + l, strides[3]), e, a, b, m]
             i.e. `np.sum(t20, axis=(-3, -2, -1))`
     """
-    t0 = np.shape(input)[-1]
-    t1 = np.arange(np.shape(input)[-2])
-    t2 = t1[..., None]
-    t3 = np.arange(ksizes[3])
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(input)[-1]
         grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], ksizes[3], t0))
-        t4 = t2 - t3
-        t5 = np.where(t4 % strides[3] == 0, t4 // strides[3], -1)
-        t6 = _gather(grad, t5, -5)
-        t7 = np.arange(np.shape(input)[-3])
-        t8 = t7[..., None]
-        t9 = np.arange(ksizes[2])
-        t10 = t8 - t9
-        t11 = np.where(t10 % strides[2] == 0, t10 // strides[2], -1)
-        t12 = _gather(t6, t11, -7)
-        t13 = np.arange(np.shape(input)[-4])
-        t14 = t13[..., None]
-        t15 = np.arange(ksizes[1])
-        t16 = t14 - t15
-        t17 = np.where(t16 % strides[1] == 0, t16 // strides[1], -1)
-        t18 = _gather(t12, t17, -9)
-        t19 = np.einsum("abcdefgcegh->abcdefgh", t18, optimize=True)
-        t20 = np.transpose(t19, (0, 1, 3, 5, 7, 2, 4, 6))
-        grad_input = np.sum(t20, axis=(-3, -2, -1))
-    elif padding == "SAME":
-        grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], ksizes[3], t0))
-        t4 = np.shape(input)[-2]
-        t5 = t2 - t3 + _same_padding(t4, ksizes[3], strides[3], 1)
-        t6 = np.where(t5 % strides[3] == 0, t5 // strides[3], -1)
+        t1 = np.arange(np.shape(input)[-2])
+        t2 = t1[..., None]
+        t3 = np.arange(ksizes[3])
+        if padding == "VALID":
+            t4 = t2 - t3
+        else:
+            t5 = np.shape(input)[-2]
+            t4 = t2 - t3 + _same_padding(t5, ksizes[3], strides[3], 1)
+        t6 = np.where(t4 % strides[3] == 0, t4 // strides[3], -1)
         t7 = _gather(grad, t6, -5)
         t8 = np.arange(np.shape(input)[-3])
         t9 = t8[..., None]
         t10 = np.arange(ksizes[2])
-        t11 = np.shape(input)[-3]
-        t12 = -t10 + t9 + _same_padding(t11, ksizes[2], strides[2], 1)
-        t13 = np.where(t12 % strides[2] == 0, t12 // strides[2], -1)
+        if padding == "VALID":
+            t11 = t9 - t10
+        else:
+            t12 = np.shape(input)[-3]
+            t11 = -t10 + t9 + _same_padding(t12, ksizes[2], strides[2], 1)
+        t13 = np.where(t11 % strides[2] == 0, t11 // strides[2], -1)
         t14 = _gather(t7, t13, -7)
         t15 = np.arange(np.shape(input)[-4])
         t16 = t15[..., None]
         t17 = np.arange(ksizes[1])
-        t18 = np.shape(input)[-4]
-        t19 = t16 - t17 + _same_padding(t18, ksizes[1], strides[1], 1)
-        t20 = np.where(t19 % strides[1] == 0, t19 // strides[1], -1)
+        if padding == "VALID":
+            t18 = t16 - t17
+        else:
+            t19 = np.shape(input)[-4]
+            t18 = t16 - t17 + _same_padding(t19, ksizes[1], strides[1], 1)
+        t20 = np.where(t18 % strides[1] == 0, t18 // strides[1], -1)
         t21 = _gather(t14, t20, -9)
         t22 = np.einsum("abcdefgcegh->abcdefgh", t21, optimize=True)
         t23 = np.transpose(t22, (0, 1, 3, 5, 7, 2, 4, 6))
@@ -1643,47 +1527,43 @@ def extract_volume_patches_grad_grad(
 
 def dilation2d(input, filter, *, padding="VALID", strides, rates):
     """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC (declared at ops/conv.py:178)."""
-    t0 = np.transpose(filter, (2, 0, 1))
-    if padding == "VALID":
-        t1 = np.shape(filter)[-2]
+    if padding in ("VALID", "SAME"):
+        t0 = np.transpose(filter, (2, 0, 1))
+        if padding == "VALID":
+            t1 = np.shape(filter)[-2]
         t2 = np.shape(input)[-2]
-        t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
-        t4 = t3 + 1
+        if padding == "VALID":
+            t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
+            t4 = t3 + 1
+        else:
+            t4 = -((-t2) // strides[2])
         t5 = np.arange(t4)
         t6 = t5[..., None]
         t7 = np.arange(np.shape(filter)[-2])
-        t8 = rates[2] * t7 + strides[2] * t6
-        t9 = _gather(input, t8, -2, fill=-np.inf)
-        t10 = np.shape(input)[-3]
-        t11 = np.shape(filter)[-3]
-        t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
-        t13 = t12 + 1
-        t14 = np.arange(t13)
-        t15 = t14[..., None]
-        t16 = np.arange(np.shape(filter)[-3])
-        t17 = rates[1] * t16 + strides[1] * t15
-        t18 = _gather(t9, t17, -4, fill=-np.inf)
-        t19 = np.transpose(t18, (0, 1, 3, 5, 2, 4))
-        output = np.max(t0 + t19, axis=(-2, -1))
-    elif padding == "SAME":
-        t1 = np.shape(input)[-2]
-        t2 = -((-t1) // strides[2])
-        t3 = np.arange(t2)
-        t4 = t3[..., None]
-        t5 = np.arange(np.shape(filter)[-2])
-        t6 = np.shape(filter)[-2]
-        t7 = rates[2] * t5 + strides[2] * t4 - _same_padding(t1, t6, strides[2], rates[2])
-        t8 = _gather(input, t7, -2, fill=-np.inf)
-        t9 = np.shape(input)[-3]
-        t10 = -((-t9) // strides[1])
-        t11 = np.arange(t10)
-        t12 = t11[..., None]
-        t13 = np.arange(np.shape(filter)[-3])
-        t14 = np.shape(filter)[-3]
-        t15 = rates[1] * t13 + strides[1] * t12 - _same_padding(t9, t14, strides[1], rates[1])
-        t16 = _gather(t8, t15, -4, fill=-np.inf)
-        t17 = np.transpose(t16, (0, 1, 3, 5, 2, 4))
-        output = np.max(t0 + t17, axis=(-2, -1))
+        if padding == "VALID":
+            t8 = rates[2] * t7 + strides[2] * t6
+        else:
+            t9 = np.shape(filter)[-2]
+            t8 = rates[2] * t7 + strides[2] * t6 - _same_padding(t2, t9, strides[2], rates[2])
+        t10 = _gather(input, t8, -2, fill=-np.inf)
+        t11 = np.shape(input)[-3]
+        if padding == "VALID":
+            t12 = np.shape(filter)[-3]
+            t13 = (-rates[1] * (t12 - 1) + t11 - 1) // strides[1]
+            t14 = t13 + 1
+        else:
+            t14 = -((-t11) // strides[1])
+        t15 = np.arange(t14)
+        t16 = t15[..., None]
+        t17 = np.arange(np.shape(filter)[-3])
+        if padding == "VALID":
+            t18 = rates[1] * t17 + strides[1] * t16
+        else:
+            t19 = np.shape(filter)[-3]
+            t18 = rates[1] * t17 + strides[1] * t16 - _same_padding(t11, t19, strides[1], rates[1])
+        t20 = _gather(t10, t18, -4, fill=-np.inf)
+        t21 = np.transpose(t20, (0, 1, 3, 5, 2, 4))
+        output = np.max(t0 + t21, axis=(-2, -1))
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
     return output
@@ -1714,60 +1594,29 @@ def dilation2d_grad(grad, input, filter, *, output=None, padding="VALID", stride
     """
     if output is None:
         output = dilation2d(input, filter, padding=padding, strides=strides, rates=rates)
-    t0 = grad[..., None, :, None, :]
-    t1 = filter[..., None, :, :]
-    t2 = np.arange(np.shape(grad)[-2])
-    t3 = t2[..., None]
-    t4 = np.arange(np.shape(filter)[-2])
-    if padding == "VALID":
-        t5 = rates[2] * t4 + strides[2] * t3
-        t6 = _gather(input, t5, -2, fill=-np.inf)
-        t7 = np.arange(np.shape(grad)[-3])
-        t8 = t7[..., None]
-        t9 = np.arange(np.shape(filter)[-3])
-        t10 = rates[1] * t9 + strides[1] * t8
-        t11 = _gather(t6, t10, -4, fill=-np.inf)
-        t12 = output[..., None, :, None, :]
-        t13 = _shift_right(
-            np.cumsum(np.asarray(t12 == t1 + t11, grad.dtype), axis=-2), axis=-2, fill=0
-        )
-        t14 = np.sum(np.asarray(t12 == t1 + t11, grad.dtype), axis=-2, keepdims=True)
-        t15 = _shift_right(np.cumsum(t14, axis=-4), axis=-4, fill=0)
-        t16 = np.where((t12 == t1 + t11) & (t13 + t15 == 0), t0, 0)
-        t17 = np.shape(input)[-2]
-        t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
-        t19 = np.shape(input)[-3]
-        grad_input = _scatter_add(t18, t10, 2, t19)  # no gather form: an explicit scatter-add
-        t20 = np.transpose(grad, (3, 0, 1, 2))
-        t21 = filter[..., None, None, None]
-        t22 = t4[..., None]
-        t23 = rates[2] * t22 + strides[2] * t2
-        t24 = _gather(input, t23, -2, fill=-np.inf)
-        t25 = t9[..., None]
-        t26 = rates[1] * t25 + strides[1] * t7
-        t27 = _gather(t24, t26, -4, fill=-np.inf)
-        t28 = np.transpose(t27, (1, 3, 5, 0, 2, 4))
-        t29 = np.transpose(output, (3, 0, 1, 2))
-        t30 = _shift_right(
-            np.cumsum(np.asarray(t29 == t21 + t28, grad.dtype), axis=-5), axis=-5, fill=0
-        )
-        t31 = np.sum(np.asarray(t29 == t21 + t28, grad.dtype), axis=-5, keepdims=True)
-        t32 = _shift_right(np.cumsum(t31, axis=-6), axis=-6, fill=0)
-        grad_filter = np.sum(
-            np.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, -2, -1)
-        )
-    elif padding == "SAME":
-        t5 = np.shape(filter)[-2]
-        t6 = np.shape(input)[-2]
-        t7 = rates[2] * t4 + strides[2] * t3 - _same_padding(t6, t5, strides[2], rates[2])
-        t8 = _gather(input, t7, -2, fill=-np.inf)
+    if padding in ("VALID", "SAME"):
+        t0 = grad[..., None, :, None, :]
+        t1 = filter[..., None, :, :]
+        t2 = np.arange(np.shape(grad)[-2])
+        t3 = t2[..., None]
+        t4 = np.arange(np.shape(filter)[-2])
+        if padding == "VALID":
+            t5 = rates[2] * t4 + strides[2] * t3
+        else:
+            t6 = np.shape(filter)[-2]
+            t7 = np.shape(input)[-2]
+            t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t7, t6, strides[2], rates[2])
+        t8 = _gather(input, t5, -2, fill=-np.inf)
         t9 = np.arange(np.shape(grad)[-3])
         t10 = t9[..., None]
         t11 = np.arange(np.shape(filter)[-3])
-        t12 = np.shape(input)[-3]
-        t13 = np.shape(filter)[-3]
-        t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
-        t15 = _gather(t8, t14, -4, fill=-np.inf)
+        if padding == "VALID":
+            t12 = rates[1] * t11 + strides[1] * t10
+        else:
+            t13 = np.shape(input)[-3]
+            t14 = np.shape(filter)[-3]
+            t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t13, t14, strides[1], rates[1])
+        t15 = _gather(t8, t12, -4, fill=-np.inf)
         t16 = output[..., None, :, None, :]
         t17 = _shift_right(
             np.cumsum(np.asarray(t16 == t1 + t15, grad.dtype), axis=-2), axis=-2, fill=0
@@ -1775,15 +1624,25 @@ def dilation2d_grad(grad, input, filter, *, output=None, padding="VALID", stride
         t18 = np.sum(np.asarray(t16 == t1 + t15, grad.dtype), axis=-2, keepdims=True)
         t19 = _shift_right(np.cumsum(t18, axis=-4), axis=-4, fill=0)
         t20 = np.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
-        t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
-        grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
+        if padding == "VALID":
+            t7 = np.shape(input)[-2]
+        t21 = _scatter_add(t20, t5, 1, t7)  # no gather form: an explicit scatter-add
+        if padding == "VALID":
+            t13 = np.shape(input)[-3]
+        grad_input = _scatter_add(t21, t12, 2, t13)  # no gather form: an explicit scatter-add
         t22 = np.transpose(grad, (3, 0, 1, 2))
         t23 = filter[..., None, None, None]
         t24 = t4[..., None]
-        t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+        if padding == "VALID":
+            t25 = rates[2] * t24 + strides[2] * t2
+        else:
+            t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t7, t6, strides[2], rates[2])
         t26 = _gather(input, t25, -2, fill=-np.inf)
         t27 = t11[..., None]
-        t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+        if padding == "VALID":
+            t28 = rates[1] * t27 + strides[1] * t9
+        else:
+            t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t13, t14, strides[1], rates[1])
         t29 = _gather(t26, t28, -4, fill=-np.inf)
         t30 = np.transpose(t29, (1, 3, 5, 0, 2, 4))
         t31 = np.transpose(output, (3, 0, 1, 2))
@@ -1817,99 +1676,31 @@ def dilation2d_grad_grad(
     rates,
 ):
     """Second order of Dilation2D: the gradient of dilation2d_grad: one array per input (grad, input, filter)."""
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
         if ext1 is None or affine1 is None or affine2 is None:
             t0 = np.transpose(filter, (2, 0, 1))
             t1 = np.arange(np.shape(grad)[-2])
             t2 = t1[..., None]
             t3 = np.arange(np.shape(filter)[-2])
-            t4 = rates[2] * t3 + strides[2] * t2
-            t5 = _gather(input, t4, -2, fill=-np.inf)
-            t6 = np.arange(np.shape(grad)[-3])
-            t7 = t6[..., None]
-            t8 = np.arange(np.shape(filter)[-3])
-            t9 = rates[1] * t8 + strides[1] * t7
-            t10 = _gather(t5, t9, -4, fill=-np.inf)
-            t11 = np.transpose(t10, (0, 1, 3, 5, 2, 4))
-            ext1 = np.max(t0 + t11, axis=(-2, -1))
-            t12 = t0[..., None, None, :, :]
-            t13 = np.transpose(t10, (0, 5, 1, 3, 2, 4))
-            t14 = np.transpose(ext1, (0, 3, 1, 2))
-            t15 = t14[..., None, None]
-            t16 = _shift_right(
-                np.cumsum(np.asarray(t15 == t12 + t13, grad_vjp_input.dtype), axis=-1),
-                axis=-1,
-                fill=0,
-            )
-            t17 = np.sum(np.asarray(t15 == t12 + t13, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
-            affine1 = t16 + t18
-            t19 = filter[..., None, None, None]
-            t20 = t3[..., None]
-            t21 = rates[2] * t20 + strides[2] * t1
-            t22 = _gather(input, t21, -2, fill=-np.inf)
-            t23 = t8[..., None]
-            t24 = rates[1] * t23 + strides[1] * t6
-            t25 = _gather(t22, t24, -4, fill=-np.inf)
-            t26 = np.transpose(t25, (1, 3, 5, 0, 2, 4))
-            t27 = np.transpose(ext1, (3, 0, 1, 2))
-            t28 = _shift_right(
-                np.cumsum(np.asarray(t27 == t19 + t26, grad_vjp_input.dtype), axis=-5),
-                axis=-5,
-                fill=0,
-            )
-            t29 = np.sum(np.asarray(t27 == t19 + t26, grad_vjp_input.dtype), axis=-5, keepdims=True)
-            t30 = _shift_right(np.cumsum(t29, axis=-6), axis=-6, fill=0)
-            affine2 = t28 + t30
-        t31 = filter[..., None, None, None]
-        t32 = np.arange(np.shape(filter)[-2])
-        t33 = t32[..., None]
-        t34 = np.arange(np.shape(grad)[-2])
-        t35 = rates[2] * t33 + strides[2] * t34
-        t36 = _gather(input, t35, -2, fill=-np.inf)
-        t37 = np.arange(np.shape(filter)[-3])
-        t38 = t37[..., None]
-        t39 = np.arange(np.shape(grad)[-3])
-        t40 = rates[1] * t38 + strides[1] * t39
-        t41 = _gather(t36, t40, -4, fill=-np.inf)
-        t42 = np.transpose(t41, (1, 3, 5, 0, 2, 4))
-        t43 = np.transpose(ext1, (3, 0, 1, 2))
-        t44 = np.asarray(t43 == t31 + t42, grad_vjp_input.dtype) * np.asarray(
-            affine2 == 0, grad_vjp_input.dtype
-        )
-        t45 = np.einsum("abc,abcdef->defc", grad_vjp_filter, t44, optimize=True)
-        t46 = t34[..., None]
-        t47 = rates[2] * t32 + strides[2] * t46
-        t48 = _gather(grad_vjp_input, t47, -2)
-        t49 = t39[..., None]
-        t50 = rates[1] * t37 + strides[1] * t49
-        t51 = _gather(t48, t50, -4)
-        t52 = np.transpose(filter, (2, 0, 1))
-        t53 = _gather(input, t47, -2, fill=-np.inf)
-        t54 = _gather(t53, t50, -4, fill=-np.inf)
-        t55 = np.transpose(t51, (0, 1, 3, 5, 2, 4))
-        t56 = np.transpose(t54, (0, 1, 3, 5, 2, 4))
-        t57 = ext1[..., None, None]
-        t58 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        t59 = np.sum(np.where((t58 == 0) & (t57 == t52 + t56), t55, 0), axis=(-2, -1))
-        grad_grad = t45 + t59
-    elif padding == "SAME":
-        if ext1 is None or affine1 is None or affine2 is None:
-            t0 = np.transpose(filter, (2, 0, 1))
-            t1 = np.arange(np.shape(grad)[-2])
-            t2 = t1[..., None]
-            t3 = np.arange(np.shape(filter)[-2])
-            t4 = np.shape(filter)[-2]
-            t5 = np.shape(input)[-2]
-            t6 = rates[2] * t3 + strides[2] * t2 - _same_padding(t5, t4, strides[2], rates[2])
-            t7 = _gather(input, t6, -2, fill=-np.inf)
+            if padding == "VALID":
+                t4 = rates[2] * t3 + strides[2] * t2
+            else:
+                t5 = np.shape(filter)[-2]
+                t6 = np.shape(input)[-2]
+                t4 = rates[2] * t3 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+            t7 = _gather(input, t4, -2, fill=-np.inf)
             t8 = np.arange(np.shape(grad)[-3])
             t9 = t8[..., None]
             t10 = np.arange(np.shape(filter)[-3])
-            t11 = np.shape(input)[-3]
-            t12 = np.shape(filter)[-3]
-            t13 = rates[1] * t10 + strides[1] * t9 - _same_padding(t11, t12, strides[1], rates[1])
-            t14 = _gather(t7, t13, -4, fill=-np.inf)
+            if padding == "VALID":
+                t11 = rates[1] * t10 + strides[1] * t9
+            else:
+                t12 = np.shape(input)[-3]
+                t13 = np.shape(filter)[-3]
+                t11 = (
+                    rates[1] * t10 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+                )
+            t14 = _gather(t7, t11, -4, fill=-np.inf)
             t15 = np.transpose(t14, (0, 1, 3, 5, 2, 4))
             ext1 = np.max(t0 + t15, axis=(-2, -1))
             t16 = t0[..., None, None, :, :]
@@ -1926,10 +1717,18 @@ def dilation2d_grad_grad(
             affine1 = t20 + t22
             t23 = filter[..., None, None, None]
             t24 = t3[..., None]
-            t25 = rates[2] * t24 + strides[2] * t1 - _same_padding(t5, t4, strides[2], rates[2])
+            if padding == "VALID":
+                t25 = rates[2] * t24 + strides[2] * t1
+            else:
+                t25 = rates[2] * t24 + strides[2] * t1 - _same_padding(t6, t5, strides[2], rates[2])
             t26 = _gather(input, t25, -2, fill=-np.inf)
             t27 = t10[..., None]
-            t28 = rates[1] * t27 + strides[1] * t8 - _same_padding(t11, t12, strides[1], rates[1])
+            if padding == "VALID":
+                t28 = rates[1] * t27 + strides[1] * t8
+            else:
+                t28 = (
+                    rates[1] * t27 + strides[1] * t8 - _same_padding(t12, t13, strides[1], rates[1])
+                )
             t29 = _gather(t26, t28, -4, fill=-np.inf)
             t30 = np.transpose(t29, (1, 3, 5, 0, 2, 4))
             t31 = np.transpose(ext1, (3, 0, 1, 2))
@@ -1945,17 +1744,23 @@ def dilation2d_grad_grad(
         t36 = np.arange(np.shape(filter)[-2])
         t37 = t36[..., None]
         t38 = np.arange(np.shape(grad)[-2])
-        t39 = np.shape(filter)[-2]
-        t40 = np.shape(input)[-2]
-        t41 = rates[2] * t37 + strides[2] * t38 - _same_padding(t40, t39, strides[2], rates[2])
-        t42 = _gather(input, t41, -2, fill=-np.inf)
+        if padding == "VALID":
+            t39 = rates[2] * t37 + strides[2] * t38
+        else:
+            t40 = np.shape(filter)[-2]
+            t41 = np.shape(input)[-2]
+            t39 = rates[2] * t37 + strides[2] * t38 - _same_padding(t41, t40, strides[2], rates[2])
+        t42 = _gather(input, t39, -2, fill=-np.inf)
         t43 = np.arange(np.shape(filter)[-3])
         t44 = t43[..., None]
         t45 = np.arange(np.shape(grad)[-3])
-        t46 = np.shape(input)[-3]
-        t47 = np.shape(filter)[-3]
-        t48 = rates[1] * t44 + strides[1] * t45 - _same_padding(t46, t47, strides[1], rates[1])
-        t49 = _gather(t42, t48, -4, fill=-np.inf)
+        if padding == "VALID":
+            t46 = rates[1] * t44 + strides[1] * t45
+        else:
+            t47 = np.shape(input)[-3]
+            t48 = np.shape(filter)[-3]
+            t46 = rates[1] * t44 + strides[1] * t45 - _same_padding(t47, t48, strides[1], rates[1])
+        t49 = _gather(t42, t46, -4, fill=-np.inf)
         t50 = np.transpose(t49, (1, 3, 5, 0, 2, 4))
         t51 = np.transpose(ext1, (3, 0, 1, 2))
         t52 = np.asarray(t51 == t35 + t50, grad_vjp_input.dtype) * np.asarray(
@@ -1963,10 +1768,16 @@ def dilation2d_grad_grad(
         )
         t53 = np.einsum("abc,abcdef->defc", grad_vjp_filter, t52, optimize=True)
         t54 = t38[..., None]
-        t55 = rates[2] * t36 + strides[2] * t54 - _same_padding(t40, t39, strides[2], rates[2])
+        if padding == "VALID":
+            t55 = rates[2] * t36 + strides[2] * t54
+        else:
+            t55 = rates[2] * t36 + strides[2] * t54 - _same_padding(t41, t40, strides[2], rates[2])
         t56 = _gather(grad_vjp_input, t55, -2)
         t57 = t45[..., None]
-        t58 = rates[1] * t43 + strides[1] * t57 - _same_padding(t46, t47, strides[1], rates[1])
+        if padding == "VALID":
+            t58 = rates[1] * t43 + strides[1] * t57
+        else:
+            t58 = rates[1] * t43 + strides[1] * t57 - _same_padding(t47, t48, strides[1], rates[1])
         t59 = _gather(t56, t58, -4)
         t60 = np.transpose(filter, (2, 0, 1))
         t61 = _gather(input, t55, -2, fill=-np.inf)
@@ -1984,20 +1795,29 @@ def dilation2d_grad_grad(
 
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
     """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:196)."""
-    t0 = np.shape(input)[-4]
-    if padding == "VALID":
-        t1 = (-ksize[1] + t0) // strides[1]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(input)[-4]
+        if padding == "VALID":
+            t1 = (-ksize[1] + t0) // strides[1]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[1])
         t3 = np.arange(t2)
         t4 = t3[..., None, None, None, None, None]
         t5 = np.shape(input)[-3]
-        t6 = (-ksize[2] + t5) // strides[2]
-        t7 = t6 + 1
+        if padding == "VALID":
+            t6 = (-ksize[2] + t5) // strides[2]
+            t7 = t6 + 1
+        else:
+            t7 = -((-t5) // strides[2])
         t8 = np.arange(t7)
         t9 = t8[..., None, None, None, None]
         t10 = np.shape(input)[-2]
-        t11 = (-ksize[3] + t10) // strides[3]
-        t12 = t11 + 1
+        if padding == "VALID":
+            t11 = (-ksize[3] + t10) // strides[3]
+            t12 = t11 + 1
+        else:
+            t12 = -((-t10) // strides[3])
         t13 = np.arange(t12)
         t14 = t13[..., None, None, None]
         t15 = np.arange(ksize[1])
@@ -2005,67 +1825,47 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
         t17 = np.arange(ksize[2])
         t18 = t17[..., None]
         t19 = np.arange(ksize[3])
-        t20 = (
-            (strides[1] * t4 + t16 >= 0)
-            & (strides[2] * t9 + t18 >= 0)
-            & (strides[3] * t14 + t19 >= 0)
-            & (strides[1] * t4 + t16 <= t0 - 1)
-            & (strides[2] * t9 + t18 <= t5 - 1)
-            & (strides[3] * t14 + t19 <= t10 - 1)
-        )
+        if padding == "VALID":
+            t20 = (
+                (strides[1] * t4 + t16 >= 0)
+                & (strides[2] * t9 + t18 >= 0)
+                & (strides[3] * t14 + t19 >= 0)
+                & (strides[1] * t4 + t16 <= t0 - 1)
+                & (strides[2] * t9 + t18 <= t5 - 1)
+                & (strides[3] * t14 + t19 <= t10 - 1)
+            )
+        else:
+            t20 = (
+                (strides[1] * t4 + t16 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t9 + t18 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t14 + t19 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t4 + t16 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t9 + t18 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+                & (strides[3] * t14 + t19 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
+            )
         t21 = t20[..., None, :, :, :]
         t22 = np.sum(np.asarray(t21, input.dtype), axis=(-3, -2, -1))
         t23 = t13[..., None]
-        t24 = strides[3] * t23 + t19
+        if padding == "VALID":
+            t24 = strides[3] * t23 + t19
+        else:
+            t24 = strides[3] * t23 + t19 - _same_padding(t10, ksize[3], strides[3], 1)
         t25 = _gather(input, t24, -2)
         t26 = t8[..., None]
-        t27 = strides[2] * t26 + t17
+        if padding == "VALID":
+            t27 = strides[2] * t26 + t17
+        else:
+            t27 = strides[2] * t26 + t17 - _same_padding(t5, ksize[2], strides[2], 1)
         t28 = _gather(t25, t27, -4)
         t29 = t3[..., None]
-        t30 = strides[1] * t29 + t15
+        if padding == "VALID":
+            t30 = strides[1] * t29 + t15
+        else:
+            t30 = strides[1] * t29 + t15 - _same_padding(t0, ksize[1], strides[1], 1)
         t31 = _gather(t28, t30, -6)
         t32 = np.transpose(t31, (0, 1, 3, 5, 7, 2, 4, 6))
         t33 = np.sum(t32, axis=(-3, -2, -1))
         output = t33 / t22
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[1])
-        t2 = np.arange(t1)
-        t3 = t2[..., None, None, None, None, None]
-        t4 = np.shape(input)[-3]
-        t5 = -((-t4) // strides[2])
-        t6 = np.arange(t5)
-        t7 = t6[..., None, None, None, None]
-        t8 = np.shape(input)[-2]
-        t9 = -((-t8) // strides[3])
-        t10 = np.arange(t9)
-        t11 = t10[..., None, None, None]
-        t12 = np.arange(ksize[1])
-        t13 = t12[..., None, None]
-        t14 = np.arange(ksize[2])
-        t15 = t14[..., None]
-        t16 = np.arange(ksize[3])
-        t17 = (
-            (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
-            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) >= 0)
-            & (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
-            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) <= t8 - 1)
-        )
-        t18 = t17[..., None, :, :, :]
-        t19 = np.sum(np.asarray(t18, input.dtype), axis=(-3, -2, -1))
-        t20 = t10[..., None]
-        t21 = strides[3] * t20 + t16 - _same_padding(t8, ksize[3], strides[3], 1)
-        t22 = _gather(input, t21, -2)
-        t23 = t6[..., None]
-        t24 = strides[2] * t23 + t14 - _same_padding(t4, ksize[2], strides[2], 1)
-        t25 = _gather(t22, t24, -4)
-        t26 = t2[..., None]
-        t27 = strides[1] * t26 + t12 - _same_padding(t0, ksize[1], strides[1], 1)
-        t28 = _gather(t25, t27, -6)
-        t29 = np.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
-        t30 = np.sum(t29, axis=(-3, -2, -1))
-        output = t30 / t19
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -2211,41 +2011,37 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:215)."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    t0 = np.shape(input)[-2]
-    if padding == "VALID":
-        t1 = (-ksize[2] + t0) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[2] + t0) // strides[2]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[2])
         t3 = np.arange(t2)
         t4 = t3[..., None]
         t5 = np.arange(ksize[2])
-        t6 = strides[2] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[2] * t4 + t5
+        else:
+            t6 = strides[2] * t4 + t5 - _same_padding(t0, ksize[2], strides[2], 1)
         t7 = _gather(input, t6, -2, fill=-np.inf)
         t8 = np.shape(input)[-3]
-        t9 = (-ksize[1] + t8) // strides[1]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksize[1] + t8) // strides[1]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[1])
         t11 = np.arange(t10)
         t12 = t11[..., None]
         t13 = np.arange(ksize[1])
-        t14 = strides[1] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[1] * t12 + t13
+        else:
+            t14 = strides[1] * t12 + t13 - _same_padding(t8, ksize[1], strides[1], 1)
         t15 = _gather(t7, t14, -4, fill=-np.inf)
         t16 = np.transpose(t15, (0, 1, 3, 5, 2, 4))
         output = np.max(t16, axis=(-2, -1))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = np.arange(t1)
-        t3 = t2[..., None]
-        t4 = np.arange(ksize[2])
-        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
-        t6 = _gather(input, t5, -2, fill=-np.inf)
-        t7 = np.shape(input)[-3]
-        t8 = -((-t7) // strides[1])
-        t9 = np.arange(t8)
-        t10 = t9[..., None]
-        t11 = np.arange(ksize[1])
-        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=-np.inf)
-        t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
-        output = np.max(t14, axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return output
@@ -2312,64 +2108,28 @@ def max_pool_v2_grad_grad(
     """Second order of MaxPoolV2: the gradient of max_pool_v2_grad: one array per input (grad, input)."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
         if ext1 is None or affine1 is None:
             t0 = np.arange(np.shape(grad)[-2])
             t1 = t0[..., None]
             t2 = ksize[2]
             t3 = np.arange(t2)
-            t4 = strides[2] * t1 + t3
-            t5 = _gather(input, t4, -2, fill=-np.inf)
-            t6 = np.arange(np.shape(grad)[-3])
-            t7 = t6[..., None]
-            t8 = ksize[1]
-            t9 = np.arange(t8)
-            t10 = strides[1] * t7 + t9
-            t11 = _gather(t5, t10, -4, fill=-np.inf)
-            t12 = np.transpose(t11, (0, 1, 3, 5, 2, 4))
-            ext1 = np.max(t12, axis=(-2, -1))
-            t13 = np.transpose(t11, (0, 5, 1, 3, 2, 4))
-            t14 = np.transpose(ext1, (0, 3, 1, 2))
-            t15 = t14[..., None, None]
-            t16 = _shift_right(
-                np.cumsum(np.asarray(t13 == t15, grad_vjp_input.dtype), axis=-1), axis=-1, fill=0
-            )
-            t17 = np.sum(np.asarray(t13 == t15, grad_vjp_input.dtype), axis=-1, keepdims=True)
-            t18 = _shift_right(np.cumsum(t17, axis=-2), axis=-2, fill=0)
-            affine1 = t16 + t18
-        t19 = np.arange(np.shape(grad)[-2])
-        t20 = t19[..., None]
-        t21 = np.arange(ksize[2])
-        t22 = strides[2] * t20 + t21
-        t23 = _gather(grad_vjp_input, t22, -2)
-        t24 = np.arange(np.shape(grad)[-3])
-        t25 = t24[..., None]
-        t26 = np.arange(ksize[1])
-        t27 = strides[1] * t25 + t26
-        t28 = _gather(t23, t27, -4)
-        t29 = _gather(input, t22, -2, fill=-np.inf)
-        t30 = _gather(t29, t27, -4, fill=-np.inf)
-        t31 = np.transpose(t28, (0, 1, 3, 5, 2, 4))
-        t32 = np.transpose(t30, (0, 1, 3, 5, 2, 4))
-        t33 = ext1[..., None, None]
-        t34 = np.transpose(affine1, (0, 2, 3, 1, 4, 5))
-        grad_grad = np.sum(np.where((t32 == t33) & (t34 == 0), t31, 0), axis=(-2, -1))
-    elif padding == "SAME":
-        if ext1 is None or affine1 is None:
-            t0 = np.arange(np.shape(grad)[-2])
-            t1 = t0[..., None]
-            t2 = ksize[2]
-            t3 = np.arange(t2)
-            t4 = np.shape(input)[-2]
-            t5 = strides[2] * t1 + t3 - _same_padding(t4, ksize[2], strides[2], 1)
-            t6 = _gather(input, t5, -2, fill=-np.inf)
+            if padding == "VALID":
+                t4 = strides[2] * t1 + t3
+            else:
+                t5 = np.shape(input)[-2]
+                t4 = strides[2] * t1 + t3 - _same_padding(t5, ksize[2], strides[2], 1)
+            t6 = _gather(input, t4, -2, fill=-np.inf)
             t7 = np.arange(np.shape(grad)[-3])
             t8 = t7[..., None]
             t9 = ksize[1]
             t10 = np.arange(t9)
-            t11 = np.shape(input)[-3]
-            t12 = strides[1] * t8 + t10 - _same_padding(t11, ksize[1], strides[1], 1)
-            t13 = _gather(t6, t12, -4, fill=-np.inf)
+            if padding == "VALID":
+                t11 = strides[1] * t8 + t10
+            else:
+                t12 = np.shape(input)[-3]
+                t11 = strides[1] * t8 + t10 - _same_padding(t12, ksize[1], strides[1], 1)
+            t13 = _gather(t6, t11, -4, fill=-np.inf)
             t14 = np.transpose(t13, (0, 1, 3, 5, 2, 4))
             ext1 = np.max(t14, axis=(-2, -1))
             t15 = np.transpose(t13, (0, 5, 1, 3, 2, 4))
@@ -2384,17 +2144,23 @@ def max_pool_v2_grad_grad(
         t21 = np.arange(np.shape(grad)[-2])
         t22 = t21[..., None]
         t23 = np.arange(ksize[2])
-        t24 = np.shape(input)[-2]
-        t25 = strides[2] * t22 + t23 - _same_padding(t24, ksize[2], strides[2], 1)
-        t26 = _gather(grad_vjp_input, t25, -2)
+        if padding == "VALID":
+            t24 = strides[2] * t22 + t23
+        else:
+            t25 = np.shape(input)[-2]
+            t24 = strides[2] * t22 + t23 - _same_padding(t25, ksize[2], strides[2], 1)
+        t26 = _gather(grad_vjp_input, t24, -2)
         t27 = np.arange(np.shape(grad)[-3])
         t28 = t27[..., None]
         t29 = np.arange(ksize[1])
-        t30 = np.shape(input)[-3]
-        t31 = strides[1] * t28 + t29 - _same_padding(t30, ksize[1], strides[1], 1)
-        t32 = _gather(t26, t31, -4)
-        t33 = _gather(input, t25, -2, fill=-np.inf)
-        t34 = _gather(t33, t31, -4, fill=-np.inf)
+        if padding == "VALID":
+            t30 = strides[1] * t28 + t29
+        else:
+            t31 = np.shape(input)[-3]
+            t30 = strides[1] * t28 + t29 - _same_padding(t31, ksize[1], strides[1], 1)
+        t32 = _gather(t26, t30, -4)
+        t33 = _gather(input, t24, -2, fill=-np.inf)
+        t34 = _gather(t33, t30, -4, fill=-np.inf)
         t35 = np.transpose(t32, (0, 1, 3, 5, 2, 4))
         t36 = np.transpose(t34, (0, 1, 3, 5, 2, 4))
         t37 = ext1[..., None, None]

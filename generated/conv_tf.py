@@ -925,7 +925,7 @@ def depthwise_conv2d_native_forward(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """DepthwiseConv2dNative's formula."""
-    if padding in ("VALID", "EXPLICIT"):
+    if padding in ("VALID", "SAME", "EXPLICIT"):
         if padding == "VALID":
             t0 = _depthwise_conv(
                 input,
@@ -940,6 +940,20 @@ def depthwise_conv2d_native_forward(
                         (-dilations[2] * (size(filter, -3) - 1) + size(input, -2) - 1) // strides[2]
                         + 1,
                     ],
+                ),
+            )
+        elif padding == "SAME":
+            t0 = _depthwise_conv(
+                input,
+                filter,
+                strides=[strides[1], strides[2]],
+                dilations=[dilations[1], dilations[2]],
+                geometry=lambda size: (
+                    [
+                        _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
+                        _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
+                    ],
+                    [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
                 ),
             )
         else:
@@ -974,48 +988,34 @@ def depthwise_conv2d_native_forward(
             )
         t1 = tf.shape(input, out_type=tf.int64)[-4]
         t2 = tf.shape(input, out_type=tf.int64)[-3]
-        t3 = tf.shape(filter, out_type=tf.int64)[-4]
         if padding == "VALID":
+            t3 = tf.shape(filter, out_type=tf.int64)[-4]
             t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
+            t5 = t4 + 1
+            t6 = tf.shape(filter, out_type=tf.int64)[-3]
+        elif padding == "SAME":
+            t5 = -((-t2) // strides[1])
         else:
+            t3 = tf.shape(filter, out_type=tf.int64)[-4]
             t4 = (
                 -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
             ) // strides[1]
-        t5 = t4 + 1
-        t6 = tf.shape(filter, out_type=tf.int64)[-3]
+            t5 = t4 + 1
+            t6 = tf.shape(filter, out_type=tf.int64)[-3]
         t7 = tf.shape(input, out_type=tf.int64)[-2]
         if padding == "VALID":
             t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
+            t9 = t8 + 1
+        elif padding == "SAME":
+            t9 = -((-t7) // strides[2])
         else:
             t8 = (
                 -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
             ) // strides[2]
-        t9 = t8 + 1
+            t9 = t8 + 1
         t10 = tf.shape(input, out_type=tf.int64)[-1]
         t11 = tf.shape(filter, out_type=tf.int64)[-1]
         output = tf.reshape(t0, [t1, t5, t9, t10 * t11])
-    elif padding == "SAME":
-        t0 = _depthwise_conv(
-            input,
-            filter,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [
-                    _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
-                    _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
-                ],
-                [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
-            ),
-        )
-        t1 = tf.shape(input, out_type=tf.int64)[-4]
-        t2 = tf.shape(input, out_type=tf.int64)[-3]
-        t3 = -((-t2) // strides[1])
-        t4 = tf.shape(input, out_type=tf.int64)[-2]
-        t5 = -((-t4) // strides[2])
-        t6 = tf.shape(input, out_type=tf.int64)[-1]
-        t7 = tf.shape(filter, out_type=tf.int64)[-1]
-        output = tf.reshape(t0, [t1, t3, t5, t6 * t7])
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
     return output
@@ -1164,45 +1164,45 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
 
 def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches's formula."""
-    t0 = tf.shape(images, out_type=tf.int64)[-2]
-    if padding == "VALID":
-        t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = tf.shape(images, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[2])
         t3 = tf.range(tf.cast(t2, tf.int64))
         t4 = t3[..., None]
         t5 = tf.range(tf.cast(ksizes[2], tf.int64))
-        t6 = rates[2] * t5 + strides[2] * t4
+        if padding == "VALID":
+            t6 = rates[2] * t5 + strides[2] * t4
+        else:
+            t6 = (
+                rates[2] * t5 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+            )
         t7 = _gather(images, t6, -2)
         t8 = tf.shape(images, out_type=tf.int64)[-3]
-        t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[1])
         t11 = tf.range(tf.cast(t10, tf.int64))
         t12 = t11[..., None]
         t13 = tf.range(tf.cast(ksizes[1], tf.int64))
-        t14 = rates[1] * t13 + strides[1] * t12
+        if padding == "VALID":
+            t14 = rates[1] * t13 + strides[1] * t12
+        else:
+            t14 = (
+                rates[1] * t13
+                + strides[1] * t12
+                - _same_padding(t8, ksizes[1], strides[1], rates[1])
+            )
         t15 = _gather(t7, t14, -4)
         t16 = tf.transpose(t15, perm=[0, 1, 3, 2, 4, 5])
         t17 = tf.shape(images, out_type=tf.int64)[-4]
         t18 = tf.shape(images, out_type=tf.int64)[-1]
         patches = tf.reshape(t16, [t17, t10, t2, ksizes[1] * ksizes[2] * t18])
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = tf.range(tf.cast(t1, tf.int64))
-        t3 = t2[..., None]
-        t4 = tf.range(tf.cast(ksizes[2], tf.int64))
-        t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t0, ksizes[2], strides[2], rates[2])
-        t6 = _gather(images, t5, -2)
-        t7 = tf.shape(images, out_type=tf.int64)[-3]
-        t8 = -((-t7) // strides[1])
-        t9 = tf.range(tf.cast(t8, tf.int64))
-        t10 = t9[..., None]
-        t11 = tf.range(tf.cast(ksizes[1], tf.int64))
-        t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t7, ksizes[1], strides[1], rates[1])
-        t13 = _gather(t6, t12, -4)
-        t14 = tf.transpose(t13, perm=[0, 1, 3, 2, 4, 5])
-        t15 = tf.shape(images, out_type=tf.int64)[-4]
-        t16 = tf.shape(images, out_type=tf.int64)[-1]
-        patches = tf.reshape(t14, [t15, t8, t1, ksizes[1] * ksizes[2] * t16])
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -1217,46 +1217,33 @@ def extract_image_patches_vjp(grad, images, patches, *, padding="VALID", ksizes,
             exact_div(-b * rates[2] + k, strides[2]), a, b, l]
             i.e. `tf.reduce_sum(t14, axis=[-2, -1])`
     """
-    t0 = tf.shape(images, out_type=tf.int64)[-1]
-    t1 = tf.range(tf.shape(images, out_type=tf.int64)[-2])
-    t2 = t1[..., None]
-    t3 = tf.range(tf.cast(ksizes[2], tf.int64))
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
+        t0 = tf.shape(images, out_type=tf.int64)[-1]
         grad = tf.reshape(
             grad,
             tf.concat(
                 [tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, ksizes[2], t0], tf.int64)], 0
             ),
         )
-        t4 = -rates[2] * t3 + t2
-        t5 = tf.where(tf.equal(t4 % strides[2], 0), t4 // strides[2], -tf.ones_like(t4))
-        t6 = _gather(grad, t5, -4)
-        t7 = tf.range(tf.shape(images, out_type=tf.int64)[-3])
-        t8 = t7[..., None]
-        t9 = tf.range(tf.cast(ksizes[1], tf.int64))
-        t10 = -rates[1] * t9 + t8
-        t11 = tf.where(tf.equal(t10 % strides[1], 0), t10 // strides[1], -tf.ones_like(t10))
-        t12 = _gather(t6, t11, -6)
-        t13 = _einsum_of_diagonals("abcdecef->abcdef", t12)
-        t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
-        grad_images = tf.reduce_sum(t14, axis=[-2, -1])
-    elif padding == "SAME":
-        grad = tf.reshape(
-            grad,
-            tf.concat(
-                [tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, ksizes[2], t0], tf.int64)], 0
-            ),
-        )
-        t4 = tf.shape(images, out_type=tf.int64)[-2]
-        t5 = -rates[2] * t3 + t2 + _same_padding(t4, ksizes[2], strides[2], rates[2])
-        t6 = tf.where(tf.equal(t5 % strides[2], 0), t5 // strides[2], -tf.ones_like(t5))
+        t1 = tf.range(tf.shape(images, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.cast(ksizes[2], tf.int64))
+        if padding == "VALID":
+            t4 = -rates[2] * t3 + t2
+        else:
+            t5 = tf.shape(images, out_type=tf.int64)[-2]
+            t4 = -rates[2] * t3 + t2 + _same_padding(t5, ksizes[2], strides[2], rates[2])
+        t6 = tf.where(tf.equal(t4 % strides[2], 0), t4 // strides[2], -tf.ones_like(t4))
         t7 = _gather(grad, t6, -4)
         t8 = tf.range(tf.shape(images, out_type=tf.int64)[-3])
         t9 = t8[..., None]
         t10 = tf.range(tf.cast(ksizes[1], tf.int64))
-        t11 = tf.shape(images, out_type=tf.int64)[-3]
-        t12 = -rates[1] * t10 + t9 + _same_padding(t11, ksizes[1], strides[1], rates[1])
-        t13 = tf.where(tf.equal(t12 % strides[1], 0), t12 // strides[1], -tf.ones_like(t12))
+        if padding == "VALID":
+            t11 = -rates[1] * t10 + t9
+        else:
+            t12 = tf.shape(images, out_type=tf.int64)[-3]
+            t11 = -rates[1] * t10 + t9 + _same_padding(t12, ksizes[1], strides[1], rates[1])
+        t13 = tf.where(tf.equal(t11 % strides[1], 0), t11 // strides[1], -tf.ones_like(t11))
         t14 = _gather(t7, t13, -6)
         t15 = _einsum_of_diagonals("abcdecef->abcdef", t14)
         t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
@@ -1442,65 +1429,57 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
 
 def avg_pool_forward(value, *, padding="VALID", ksize, strides):
     """AvgPool's formula."""
-    t0 = tf.shape(value, out_type=tf.int64)[-3]
-    if padding == "VALID":
-        t1 = (-ksize[1] + t0) // strides[1]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = tf.shape(value, out_type=tf.int64)[-3]
+        if padding == "VALID":
+            t1 = (-ksize[1] + t0) // strides[1]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[1])
         t3 = tf.range(tf.cast(t2, tf.int64))
         t4 = t3[..., None, None, None]
         t5 = tf.shape(value, out_type=tf.int64)[-2]
-        t6 = (-ksize[2] + t5) // strides[2]
-        t7 = t6 + 1
+        if padding == "VALID":
+            t6 = (-ksize[2] + t5) // strides[2]
+            t7 = t6 + 1
+        else:
+            t7 = -((-t5) // strides[2])
         t8 = tf.range(tf.cast(t7, tf.int64))
         t9 = t8[..., None, None]
         t10 = tf.range(tf.cast(ksize[1], tf.int64))
         t11 = t10[..., None]
         t12 = tf.range(tf.cast(ksize[2], tf.int64))
-        t13 = (
-            (strides[1] * t4 + t11 >= 0)
-            & (strides[2] * t9 + t12 >= 0)
-            & (strides[1] * t4 + t11 <= t0 - 1)
-            & (strides[2] * t9 + t12 <= t5 - 1)
-        )
+        if padding == "VALID":
+            t13 = (
+                (strides[1] * t4 + t11 >= 0)
+                & (strides[2] * t9 + t12 >= 0)
+                & (strides[1] * t4 + t11 <= t0 - 1)
+                & (strides[2] * t9 + t12 <= t5 - 1)
+            )
+        else:
+            t13 = (
+                (strides[1] * t4 + t11 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t9 + t12 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t4 + t11 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t9 + t12 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+            )
         t14 = t13[..., None, :, :]
         t15 = tf.reduce_sum(tf.cast(t14, value.dtype), axis=[-2, -1])
         t16 = t8[..., None]
-        t17 = strides[2] * t16 + t12
+        if padding == "VALID":
+            t17 = strides[2] * t16 + t12
+        else:
+            t17 = strides[2] * t16 + t12 - _same_padding(t5, ksize[2], strides[2], 1)
         t18 = _gather(value, t17, -2)
         t19 = t3[..., None]
-        t20 = strides[1] * t19 + t10
+        if padding == "VALID":
+            t20 = strides[1] * t19 + t10
+        else:
+            t20 = strides[1] * t19 + t10 - _same_padding(t0, ksize[1], strides[1], 1)
         t21 = _gather(t18, t20, -4)
         t22 = tf.transpose(t21, perm=[0, 1, 3, 5, 2, 4])
         t23 = tf.reduce_sum(t22, axis=[-2, -1])
         output = t23 / t15
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[1])
-        t2 = tf.range(tf.cast(t1, tf.int64))
-        t3 = t2[..., None, None, None]
-        t4 = tf.shape(value, out_type=tf.int64)[-2]
-        t5 = -((-t4) // strides[2])
-        t6 = tf.range(tf.cast(t5, tf.int64))
-        t7 = t6[..., None, None]
-        t8 = tf.range(tf.cast(ksize[1], tf.int64))
-        t9 = t8[..., None]
-        t10 = tf.range(tf.cast(ksize[2], tf.int64))
-        t11 = (
-            (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
-            & (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
-        )
-        t12 = t11[..., None, :, :]
-        t13 = tf.reduce_sum(tf.cast(t12, value.dtype), axis=[-2, -1])
-        t14 = t6[..., None]
-        t15 = strides[2] * t14 + t10 - _same_padding(t4, ksize[2], strides[2], 1)
-        t16 = _gather(value, t15, -2)
-        t17 = t2[..., None]
-        t18 = strides[1] * t17 + t8 - _same_padding(t0, ksize[1], strides[1], 1)
-        t19 = _gather(t16, t18, -4)
-        t20 = tf.transpose(t19, perm=[0, 1, 3, 5, 2, 4])
-        t21 = tf.reduce_sum(t20, axis=[-2, -1])
-        output = t21 / t13
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return output
@@ -1593,45 +1572,37 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool's formula."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = tf.shape(input, out_type=tf.int64)[-2]
-    if padding == "VALID":
-        t1 = (-ksize[2] + t0) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[2] + t0) // strides[2]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[2])
         t3 = tf.range(tf.cast(t2, tf.int64))
         t4 = t3[..., None]
         t5 = tf.range(tf.cast(ksize[2], tf.int64))
-        t6 = strides[2] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[2] * t4 + t5
+        else:
+            t6 = strides[2] * t4 + t5 - _same_padding(t0, ksize[2], strides[2], 1)
         t7 = _gather(input, t6, -2, fill=float("-inf"))
         t8 = tf.shape(input, out_type=tf.int64)[-3]
-        t9 = (-ksize[1] + t8) // strides[1]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksize[1] + t8) // strides[1]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[1])
         t11 = tf.range(tf.cast(t10, tf.int64))
         t12 = t11[..., None]
         t13 = tf.range(tf.cast(ksize[1], tf.int64))
-        t14 = strides[1] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[1] * t12 + t13
+        else:
+            t14 = strides[1] * t12 + t13 - _same_padding(t8, ksize[1], strides[1], 1)
         t15 = _gather(t7, t14, -4, fill=float("-inf"))
         t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
         output = tf.reduce_max(t16, axis=[-2, -1])
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = tf.range(tf.cast(t1, tf.int64))
-        t3 = t2[..., None]
-        t4 = tf.range(tf.cast(ksize[2], tf.int64))
-        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
-        t6 = _gather(input, t5, -2, fill=float("-inf"))
-        t7 = tf.shape(input, out_type=tf.int64)[-3]
-        t8 = -((-t7) // strides[1])
-        t9 = tf.range(tf.cast(t8, tf.int64))
-        t10 = t9[..., None]
-        t11 = tf.range(tf.cast(ksize[1], tf.int64))
-        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=float("-inf"))
-        t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
-        output = tf.reduce_max(t14, axis=[-2, -1])
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1725,56 +1696,51 @@ def max_pool3d(input, *, padding="VALID", ksize, strides):
 
 def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """MaxPool3D's formula."""
-    t0 = tf.shape(input, out_type=tf.int64)[-2]
-    if padding == "VALID":
-        t1 = (-ksize[3] + t0) // strides[3]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[3] + t0) // strides[3]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[3])
         t3 = tf.range(tf.cast(t2, tf.int64))
         t4 = t3[..., None]
         t5 = tf.range(tf.cast(ksize[3], tf.int64))
-        t6 = strides[3] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[3] * t4 + t5
+        else:
+            t6 = strides[3] * t4 + t5 - _same_padding(t0, ksize[3], strides[3], 1)
         t7 = _gather(input, t6, -2, fill=float("-inf"))
         t8 = tf.shape(input, out_type=tf.int64)[-3]
-        t9 = (-ksize[2] + t8) // strides[2]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksize[2] + t8) // strides[2]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[2])
         t11 = tf.range(tf.cast(t10, tf.int64))
         t12 = t11[..., None]
         t13 = tf.range(tf.cast(ksize[2], tf.int64))
-        t14 = strides[2] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[2] * t12 + t13
+        else:
+            t14 = strides[2] * t12 + t13 - _same_padding(t8, ksize[2], strides[2], 1)
         t15 = _gather(t7, t14, -4, fill=float("-inf"))
         t16 = tf.shape(input, out_type=tf.int64)[-4]
-        t17 = (-ksize[1] + t16) // strides[1]
-        t18 = t17 + 1
+        if padding == "VALID":
+            t17 = (-ksize[1] + t16) // strides[1]
+            t18 = t17 + 1
+        else:
+            t18 = -((-t16) // strides[1])
         t19 = tf.range(tf.cast(t18, tf.int64))
         t20 = t19[..., None]
         t21 = tf.range(tf.cast(ksize[1], tf.int64))
-        t22 = strides[1] * t20 + t21
+        if padding == "VALID":
+            t22 = strides[1] * t20 + t21
+        else:
+            t22 = strides[1] * t20 + t21 - _same_padding(t16, ksize[1], strides[1], 1)
         t23 = _gather(t15, t22, -6, fill=float("-inf"))
         t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 7, 2, 4, 6])
         output = tf.reduce_max(t24, axis=[-3, -2, -1])
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[3])
-        t2 = tf.range(tf.cast(t1, tf.int64))
-        t3 = t2[..., None]
-        t4 = tf.range(tf.cast(ksize[3], tf.int64))
-        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksize[3], strides[3], 1)
-        t6 = _gather(input, t5, -2, fill=float("-inf"))
-        t7 = tf.shape(input, out_type=tf.int64)[-3]
-        t8 = -((-t7) // strides[2])
-        t9 = tf.range(tf.cast(t8, tf.int64))
-        t10 = t9[..., None]
-        t11 = tf.range(tf.cast(ksize[2], tf.int64))
-        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksize[2], strides[2], 1)
-        t13 = _gather(t6, t12, -4, fill=float("-inf"))
-        t14 = tf.shape(input, out_type=tf.int64)[-4]
-        t15 = -((-t14) // strides[1])
-        t16 = tf.range(tf.cast(t15, tf.int64))
-        t17 = t16[..., None]
-        t18 = tf.range(tf.cast(ksize[1], tf.int64))
-        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksize[1], strides[1], 1)
-        t20 = _gather(t13, t19, -6, fill=float("-inf"))
-        t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        output = tf.reduce_max(t21, axis=[-3, -2, -1])
     else:
         raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1863,60 +1829,53 @@ def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
 
 def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches's formula."""
-    t0 = tf.shape(input, out_type=tf.int64)[-2]
-    if padding == "VALID":
-        t1 = (-ksizes[3] + t0) // strides[3]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t1 = (-ksizes[3] + t0) // strides[3]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[3])
         t3 = tf.range(tf.cast(t2, tf.int64))
         t4 = t3[..., None]
         t5 = tf.range(tf.cast(ksizes[3], tf.int64))
-        t6 = strides[3] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[3] * t4 + t5
+        else:
+            t6 = strides[3] * t4 + t5 - _same_padding(t0, ksizes[3], strides[3], 1)
         t7 = _gather(input, t6, -2)
         t8 = tf.shape(input, out_type=tf.int64)[-3]
-        t9 = (-ksizes[2] + t8) // strides[2]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksizes[2] + t8) // strides[2]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[2])
         t11 = tf.range(tf.cast(t10, tf.int64))
         t12 = t11[..., None]
         t13 = tf.range(tf.cast(ksizes[2], tf.int64))
-        t14 = strides[2] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[2] * t12 + t13
+        else:
+            t14 = strides[2] * t12 + t13 - _same_padding(t8, ksizes[2], strides[2], 1)
         t15 = _gather(t7, t14, -4)
         t16 = tf.shape(input, out_type=tf.int64)[-4]
-        t17 = (-ksizes[1] + t16) // strides[1]
-        t18 = t17 + 1
+        if padding == "VALID":
+            t17 = (-ksizes[1] + t16) // strides[1]
+            t18 = t17 + 1
+        else:
+            t18 = -((-t16) // strides[1])
         t19 = tf.range(tf.cast(t18, tf.int64))
         t20 = t19[..., None]
         t21 = tf.range(tf.cast(ksizes[1], tf.int64))
-        t22 = strides[1] * t20 + t21
+        if padding == "VALID":
+            t22 = strides[1] * t20 + t21
+        else:
+            t22 = strides[1] * t20 + t21 - _same_padding(t16, ksizes[1], strides[1], 1)
         t23 = _gather(t15, t22, -6)
         t24 = tf.transpose(t23, perm=[0, 1, 3, 5, 2, 4, 6, 7])
         t25 = tf.shape(input, out_type=tf.int64)[-5]
         t26 = tf.shape(input, out_type=tf.int64)[-1]
         patches = tf.reshape(t24, [t25, t18, t10, t2, ksizes[1] * ksizes[2] * ksizes[3] * t26])
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[3])
-        t2 = tf.range(tf.cast(t1, tf.int64))
-        t3 = t2[..., None]
-        t4 = tf.range(tf.cast(ksizes[3], tf.int64))
-        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksizes[3], strides[3], 1)
-        t6 = _gather(input, t5, -2)
-        t7 = tf.shape(input, out_type=tf.int64)[-3]
-        t8 = -((-t7) // strides[2])
-        t9 = tf.range(tf.cast(t8, tf.int64))
-        t10 = t9[..., None]
-        t11 = tf.range(tf.cast(ksizes[2], tf.int64))
-        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksizes[2], strides[2], 1)
-        t13 = _gather(t6, t12, -4)
-        t14 = tf.shape(input, out_type=tf.int64)[-4]
-        t15 = -((-t14) // strides[1])
-        t16 = tf.range(tf.cast(t15, tf.int64))
-        t17 = t16[..., None]
-        t18 = tf.range(tf.cast(ksizes[1], tf.int64))
-        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksizes[1], strides[1], 1)
-        t20 = _gather(t13, t19, -6)
-        t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 2, 4, 6, 7])
-        t22 = tf.shape(input, out_type=tf.int64)[-5]
-        t23 = tf.shape(input, out_type=tf.int64)[-1]
-        patches = tf.reshape(t21, [t22, t15, t8, t1, ksizes[1] * ksizes[2] * ksizes[3] * t23])
     else:
         raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -1931,11 +1890,8 @@ def extract_volume_patches_vjp(grad, input, patches, *, padding="VALID", ksizes,
             exact_div(-a + k, strides[2]), exact_div(-b + l, strides[3]), e, a, b, m]
             i.e. `tf.reduce_sum(t20, axis=[-3, -2, -1])`
     """
-    t0 = tf.shape(input, out_type=tf.int64)[-1]
-    t1 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-    t2 = t1[..., None]
-    t3 = tf.range(tf.cast(ksizes[3], tf.int64))
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
+        t0 = tf.shape(input, out_type=tf.int64)[-1]
         grad = tf.reshape(
             grad,
             tf.concat(
@@ -1946,52 +1902,35 @@ def extract_volume_patches_vjp(grad, input, patches, *, padding="VALID", ksizes,
                 0,
             ),
         )
-        t4 = t2 - t3
-        t5 = tf.where(tf.equal(t4 % strides[3], 0), t4 // strides[3], -tf.ones_like(t4))
-        t6 = _gather(grad, t5, -5)
-        t7 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
-        t8 = t7[..., None]
-        t9 = tf.range(tf.cast(ksizes[2], tf.int64))
-        t10 = t8 - t9
-        t11 = tf.where(tf.equal(t10 % strides[2], 0), t10 // strides[2], -tf.ones_like(t10))
-        t12 = _gather(t6, t11, -7)
-        t13 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
-        t14 = t13[..., None]
-        t15 = tf.range(tf.cast(ksizes[1], tf.int64))
-        t16 = t14 - t15
-        t17 = tf.where(tf.equal(t16 % strides[1], 0), t16 // strides[1], -tf.ones_like(t16))
-        t18 = _gather(t12, t17, -9)
-        t19 = _einsum_of_diagonals("abcdefgcegh->abcdefgh", t18)
-        t20 = tf.transpose(t19, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        grad_input = tf.reduce_sum(t20, axis=[-3, -2, -1])
-    elif padding == "SAME":
-        grad = tf.reshape(
-            grad,
-            tf.concat(
-                [
-                    tf.shape(grad, out_type=tf.int64)[:-1],
-                    tf.cast([-1, ksizes[2], ksizes[3], t0], tf.int64),
-                ],
-                0,
-            ),
-        )
-        t4 = tf.shape(input, out_type=tf.int64)[-2]
-        t5 = t2 - t3 + _same_padding(t4, ksizes[3], strides[3], 1)
-        t6 = tf.where(tf.equal(t5 % strides[3], 0), t5 // strides[3], -tf.ones_like(t5))
+        t1 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+        t2 = t1[..., None]
+        t3 = tf.range(tf.cast(ksizes[3], tf.int64))
+        if padding == "VALID":
+            t4 = t2 - t3
+        else:
+            t5 = tf.shape(input, out_type=tf.int64)[-2]
+            t4 = t2 - t3 + _same_padding(t5, ksizes[3], strides[3], 1)
+        t6 = tf.where(tf.equal(t4 % strides[3], 0), t4 // strides[3], -tf.ones_like(t4))
         t7 = _gather(grad, t6, -5)
         t8 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
         t9 = t8[..., None]
         t10 = tf.range(tf.cast(ksizes[2], tf.int64))
-        t11 = tf.shape(input, out_type=tf.int64)[-3]
-        t12 = -t10 + t9 + _same_padding(t11, ksizes[2], strides[2], 1)
-        t13 = tf.where(tf.equal(t12 % strides[2], 0), t12 // strides[2], -tf.ones_like(t12))
+        if padding == "VALID":
+            t11 = t9 - t10
+        else:
+            t12 = tf.shape(input, out_type=tf.int64)[-3]
+            t11 = -t10 + t9 + _same_padding(t12, ksizes[2], strides[2], 1)
+        t13 = tf.where(tf.equal(t11 % strides[2], 0), t11 // strides[2], -tf.ones_like(t11))
         t14 = _gather(t7, t13, -7)
         t15 = tf.range(tf.shape(input, out_type=tf.int64)[-4])
         t16 = t15[..., None]
         t17 = tf.range(tf.cast(ksizes[1], tf.int64))
-        t18 = tf.shape(input, out_type=tf.int64)[-4]
-        t19 = t16 - t17 + _same_padding(t18, ksizes[1], strides[1], 1)
-        t20 = tf.where(tf.equal(t19 % strides[1], 0), t19 // strides[1], -tf.ones_like(t19))
+        if padding == "VALID":
+            t18 = t16 - t17
+        else:
+            t19 = tf.shape(input, out_type=tf.int64)[-4]
+            t18 = t16 - t17 + _same_padding(t19, ksizes[1], strides[1], 1)
+        t20 = tf.where(tf.equal(t18 % strides[1], 0), t18 // strides[1], -tf.ones_like(t18))
         t21 = _gather(t14, t20, -9)
         t22 = _einsum_of_diagonals("abcdefgcegh->abcdefgh", t21)
         t23 = tf.transpose(t22, perm=[0, 1, 3, 5, 7, 2, 4, 6])
@@ -2036,47 +1975,43 @@ def dilation2d(input, filter, *, padding="VALID", strides, rates):
 
 def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
     """Dilation2D's formula."""
-    t0 = tf.transpose(filter, perm=[2, 0, 1])
-    if padding == "VALID":
-        t1 = tf.shape(filter, out_type=tf.int64)[-2]
+    if padding in ("VALID", "SAME"):
+        t0 = tf.transpose(filter, perm=[2, 0, 1])
+        if padding == "VALID":
+            t1 = tf.shape(filter, out_type=tf.int64)[-2]
         t2 = tf.shape(input, out_type=tf.int64)[-2]
-        t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
-        t4 = t3 + 1
+        if padding == "VALID":
+            t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
+            t4 = t3 + 1
+        else:
+            t4 = -((-t2) // strides[2])
         t5 = tf.range(tf.cast(t4, tf.int64))
         t6 = t5[..., None]
         t7 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
-        t8 = rates[2] * t7 + strides[2] * t6
-        t9 = _gather(input, t8, -2, fill=float("-inf"))
-        t10 = tf.shape(input, out_type=tf.int64)[-3]
-        t11 = tf.shape(filter, out_type=tf.int64)[-3]
-        t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
-        t13 = t12 + 1
-        t14 = tf.range(tf.cast(t13, tf.int64))
-        t15 = t14[..., None]
-        t16 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t17 = rates[1] * t16 + strides[1] * t15
-        t18 = _gather(t9, t17, -4, fill=float("-inf"))
-        t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
-        output = tf.reduce_max(t0 + t19, axis=[-2, -1])
-    elif padding == "SAME":
-        t1 = tf.shape(input, out_type=tf.int64)[-2]
-        t2 = -((-t1) // strides[2])
-        t3 = tf.range(tf.cast(t2, tf.int64))
-        t4 = t3[..., None]
-        t5 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
-        t6 = tf.shape(filter, out_type=tf.int64)[-2]
-        t7 = rates[2] * t5 + strides[2] * t4 - _same_padding(t1, t6, strides[2], rates[2])
-        t8 = _gather(input, t7, -2, fill=float("-inf"))
-        t9 = tf.shape(input, out_type=tf.int64)[-3]
-        t10 = -((-t9) // strides[1])
-        t11 = tf.range(tf.cast(t10, tf.int64))
-        t12 = t11[..., None]
-        t13 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t14 = tf.shape(filter, out_type=tf.int64)[-3]
-        t15 = rates[1] * t13 + strides[1] * t12 - _same_padding(t9, t14, strides[1], rates[1])
-        t16 = _gather(t8, t15, -4, fill=float("-inf"))
-        t17 = tf.transpose(t16, perm=[0, 1, 3, 5, 2, 4])
-        output = tf.reduce_max(t0 + t17, axis=[-2, -1])
+        if padding == "VALID":
+            t8 = rates[2] * t7 + strides[2] * t6
+        else:
+            t9 = tf.shape(filter, out_type=tf.int64)[-2]
+            t8 = rates[2] * t7 + strides[2] * t6 - _same_padding(t2, t9, strides[2], rates[2])
+        t10 = _gather(input, t8, -2, fill=float("-inf"))
+        t11 = tf.shape(input, out_type=tf.int64)[-3]
+        if padding == "VALID":
+            t12 = tf.shape(filter, out_type=tf.int64)[-3]
+            t13 = (-rates[1] * (t12 - 1) + t11 - 1) // strides[1]
+            t14 = t13 + 1
+        else:
+            t14 = -((-t11) // strides[1])
+        t15 = tf.range(tf.cast(t14, tf.int64))
+        t16 = t15[..., None]
+        t17 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
+        if padding == "VALID":
+            t18 = rates[1] * t17 + strides[1] * t16
+        else:
+            t19 = tf.shape(filter, out_type=tf.int64)[-3]
+            t18 = rates[1] * t17 + strides[1] * t16 - _same_padding(t11, t19, strides[1], rates[1])
+        t20 = _gather(t10, t18, -4, fill=float("-inf"))
+        t21 = tf.transpose(t20, perm=[0, 1, 3, 5, 2, 4])
+        output = tf.reduce_max(t0 + t21, axis=[-2, -1])
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
     return output
@@ -2105,63 +2040,29 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
             rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
             i.e. `tf.reduce_sum(t20 * tf.cast(tf.equal(t29, t21 + t28), grad.dtype) * ...`
     """
-    t0 = grad[..., None, :, None, :]
-    t1 = filter[..., None, :, :]
-    t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-    t3 = t2[..., None]
-    t4 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
-    if padding == "VALID":
-        t5 = rates[2] * t4 + strides[2] * t3
-        t6 = _gather(input, t5, -2, fill=float("-inf"))
-        t7 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
-        t8 = t7[..., None]
-        t9 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t10 = rates[1] * t9 + strides[1] * t8
-        t11 = _gather(t6, t10, -4, fill=float("-inf"))
-        t12 = output[..., None, :, None, :]
-        t13 = tf.math.cumsum(tf.cast(tf.equal(t12, t1 + t11), grad.dtype), axis=-2, exclusive=True)
-        t14 = tf.reduce_sum(tf.cast(tf.equal(t12, t1 + t11), grad.dtype), axis=-2, keepdims=True)
-        t15 = tf.math.cumsum(t14, axis=-4, exclusive=True)
-        t16 = (
-            t0
-            * tf.cast(tf.equal(t12, t1 + t11), grad.dtype)
-            * tf.cast(tf.equal(t13 + t15, 0), grad.dtype)
-        )
-        t17 = tf.shape(input, out_type=tf.int64)[-2]
-        t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
-        t19 = tf.shape(input, out_type=tf.int64)[-3]
-        grad_input = _scatter_add(t18, t10, 2, t19)  # no gather form: an explicit scatter-add
-        t20 = tf.transpose(grad, perm=[3, 0, 1, 2])
-        t21 = filter[..., None, None, None]
-        t22 = t4[..., None]
-        t23 = rates[2] * t22 + strides[2] * t2
-        t24 = _gather(input, t23, -2, fill=float("-inf"))
-        t25 = t9[..., None]
-        t26 = rates[1] * t25 + strides[1] * t7
-        t27 = _gather(t24, t26, -4, fill=float("-inf"))
-        t28 = tf.transpose(t27, perm=[1, 3, 5, 0, 2, 4])
-        t29 = tf.transpose(output, perm=[3, 0, 1, 2])
-        t30 = tf.math.cumsum(tf.cast(tf.equal(t29, t21 + t28), grad.dtype), axis=-5, exclusive=True)
-        t31 = tf.reduce_sum(tf.cast(tf.equal(t29, t21 + t28), grad.dtype), axis=-5, keepdims=True)
-        t32 = tf.math.cumsum(t31, axis=-6, exclusive=True)
-        grad_filter = tf.reduce_sum(
-            t20
-            * tf.cast(tf.equal(t29, t21 + t28), grad.dtype)
-            * tf.cast(tf.equal(t30 + t32, 0), grad.dtype),
-            axis=[-3, -2, -1],
-        )
-    elif padding == "SAME":
-        t5 = tf.shape(filter, out_type=tf.int64)[-2]
-        t6 = tf.shape(input, out_type=tf.int64)[-2]
-        t7 = rates[2] * t4 + strides[2] * t3 - _same_padding(t6, t5, strides[2], rates[2])
-        t8 = _gather(input, t7, -2, fill=float("-inf"))
+    if padding in ("VALID", "SAME"):
+        t0 = grad[..., None, :, None, :]
+        t1 = filter[..., None, :, :]
+        t2 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+        t3 = t2[..., None]
+        t4 = tf.range(tf.shape(filter, out_type=tf.int64)[-2])
+        if padding == "VALID":
+            t5 = rates[2] * t4 + strides[2] * t3
+        else:
+            t6 = tf.shape(filter, out_type=tf.int64)[-2]
+            t7 = tf.shape(input, out_type=tf.int64)[-2]
+            t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t7, t6, strides[2], rates[2])
+        t8 = _gather(input, t5, -2, fill=float("-inf"))
         t9 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
         t10 = t9[..., None]
         t11 = tf.range(tf.shape(filter, out_type=tf.int64)[-3])
-        t12 = tf.shape(input, out_type=tf.int64)[-3]
-        t13 = tf.shape(filter, out_type=tf.int64)[-3]
-        t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
-        t15 = _gather(t8, t14, -4, fill=float("-inf"))
+        if padding == "VALID":
+            t12 = rates[1] * t11 + strides[1] * t10
+        else:
+            t13 = tf.shape(input, out_type=tf.int64)[-3]
+            t14 = tf.shape(filter, out_type=tf.int64)[-3]
+            t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t13, t14, strides[1], rates[1])
+        t15 = _gather(t8, t12, -4, fill=float("-inf"))
         t16 = output[..., None, :, None, :]
         t17 = tf.math.cumsum(tf.cast(tf.equal(t16, t1 + t15), grad.dtype), axis=-2, exclusive=True)
         t18 = tf.reduce_sum(tf.cast(tf.equal(t16, t1 + t15), grad.dtype), axis=-2, keepdims=True)
@@ -2171,15 +2072,25 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
             * tf.cast(tf.equal(t16, t1 + t15), grad.dtype)
             * tf.cast(tf.equal(t17 + t19, 0), grad.dtype)
         )
-        t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
-        grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
+        if padding == "VALID":
+            t7 = tf.shape(input, out_type=tf.int64)[-2]
+        t21 = _scatter_add(t20, t5, 1, t7)  # no gather form: an explicit scatter-add
+        if padding == "VALID":
+            t13 = tf.shape(input, out_type=tf.int64)[-3]
+        grad_input = _scatter_add(t21, t12, 2, t13)  # no gather form: an explicit scatter-add
         t22 = tf.transpose(grad, perm=[3, 0, 1, 2])
         t23 = filter[..., None, None, None]
         t24 = t4[..., None]
-        t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+        if padding == "VALID":
+            t25 = rates[2] * t24 + strides[2] * t2
+        else:
+            t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t7, t6, strides[2], rates[2])
         t26 = _gather(input, t25, -2, fill=float("-inf"))
         t27 = t11[..., None]
-        t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+        if padding == "VALID":
+            t28 = rates[1] * t27 + strides[1] * t9
+        else:
+            t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t13, t14, strides[1], rates[1])
         t29 = _gather(t26, t28, -4, fill=float("-inf"))
         t30 = tf.transpose(t29, perm=[1, 3, 5, 0, 2, 4])
         t31 = tf.transpose(output, perm=[3, 0, 1, 2])
@@ -2233,20 +2144,29 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
 
 def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """AvgPool3D's formula."""
-    t0 = tf.shape(input, out_type=tf.int64)[-4]
-    if padding == "VALID":
-        t1 = (-ksize[1] + t0) // strides[1]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = tf.shape(input, out_type=tf.int64)[-4]
+        if padding == "VALID":
+            t1 = (-ksize[1] + t0) // strides[1]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[1])
         t3 = tf.range(tf.cast(t2, tf.int64))
         t4 = t3[..., None, None, None, None, None]
         t5 = tf.shape(input, out_type=tf.int64)[-3]
-        t6 = (-ksize[2] + t5) // strides[2]
-        t7 = t6 + 1
+        if padding == "VALID":
+            t6 = (-ksize[2] + t5) // strides[2]
+            t7 = t6 + 1
+        else:
+            t7 = -((-t5) // strides[2])
         t8 = tf.range(tf.cast(t7, tf.int64))
         t9 = t8[..., None, None, None, None]
         t10 = tf.shape(input, out_type=tf.int64)[-2]
-        t11 = (-ksize[3] + t10) // strides[3]
-        t12 = t11 + 1
+        if padding == "VALID":
+            t11 = (-ksize[3] + t10) // strides[3]
+            t12 = t11 + 1
+        else:
+            t12 = -((-t10) // strides[3])
         t13 = tf.range(tf.cast(t12, tf.int64))
         t14 = t13[..., None, None, None]
         t15 = tf.range(tf.cast(ksize[1], tf.int64))
@@ -2254,67 +2174,47 @@ def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
         t17 = tf.range(tf.cast(ksize[2], tf.int64))
         t18 = t17[..., None]
         t19 = tf.range(tf.cast(ksize[3], tf.int64))
-        t20 = (
-            (strides[1] * t4 + t16 >= 0)
-            & (strides[2] * t9 + t18 >= 0)
-            & (strides[3] * t14 + t19 >= 0)
-            & (strides[1] * t4 + t16 <= t0 - 1)
-            & (strides[2] * t9 + t18 <= t5 - 1)
-            & (strides[3] * t14 + t19 <= t10 - 1)
-        )
+        if padding == "VALID":
+            t20 = (
+                (strides[1] * t4 + t16 >= 0)
+                & (strides[2] * t9 + t18 >= 0)
+                & (strides[3] * t14 + t19 >= 0)
+                & (strides[1] * t4 + t16 <= t0 - 1)
+                & (strides[2] * t9 + t18 <= t5 - 1)
+                & (strides[3] * t14 + t19 <= t10 - 1)
+            )
+        else:
+            t20 = (
+                (strides[1] * t4 + t16 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t9 + t18 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t14 + t19 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t4 + t16 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t9 + t18 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+                & (strides[3] * t14 + t19 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
+            )
         t21 = t20[..., None, :, :, :]
         t22 = tf.reduce_sum(tf.cast(t21, input.dtype), axis=[-3, -2, -1])
         t23 = t13[..., None]
-        t24 = strides[3] * t23 + t19
+        if padding == "VALID":
+            t24 = strides[3] * t23 + t19
+        else:
+            t24 = strides[3] * t23 + t19 - _same_padding(t10, ksize[3], strides[3], 1)
         t25 = _gather(input, t24, -2)
         t26 = t8[..., None]
-        t27 = strides[2] * t26 + t17
+        if padding == "VALID":
+            t27 = strides[2] * t26 + t17
+        else:
+            t27 = strides[2] * t26 + t17 - _same_padding(t5, ksize[2], strides[2], 1)
         t28 = _gather(t25, t27, -4)
         t29 = t3[..., None]
-        t30 = strides[1] * t29 + t15
+        if padding == "VALID":
+            t30 = strides[1] * t29 + t15
+        else:
+            t30 = strides[1] * t29 + t15 - _same_padding(t0, ksize[1], strides[1], 1)
         t31 = _gather(t28, t30, -6)
         t32 = tf.transpose(t31, perm=[0, 1, 3, 5, 7, 2, 4, 6])
         t33 = tf.reduce_sum(t32, axis=[-3, -2, -1])
         output = t33 / t22
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[1])
-        t2 = tf.range(tf.cast(t1, tf.int64))
-        t3 = t2[..., None, None, None, None, None]
-        t4 = tf.shape(input, out_type=tf.int64)[-3]
-        t5 = -((-t4) // strides[2])
-        t6 = tf.range(tf.cast(t5, tf.int64))
-        t7 = t6[..., None, None, None, None]
-        t8 = tf.shape(input, out_type=tf.int64)[-2]
-        t9 = -((-t8) // strides[3])
-        t10 = tf.range(tf.cast(t9, tf.int64))
-        t11 = t10[..., None, None, None]
-        t12 = tf.range(tf.cast(ksize[1], tf.int64))
-        t13 = t12[..., None, None]
-        t14 = tf.range(tf.cast(ksize[2], tf.int64))
-        t15 = t14[..., None]
-        t16 = tf.range(tf.cast(ksize[3], tf.int64))
-        t17 = (
-            (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
-            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) >= 0)
-            & (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
-            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) <= t8 - 1)
-        )
-        t18 = t17[..., None, :, :, :]
-        t19 = tf.reduce_sum(tf.cast(t18, input.dtype), axis=[-3, -2, -1])
-        t20 = t10[..., None]
-        t21 = strides[3] * t20 + t16 - _same_padding(t8, ksize[3], strides[3], 1)
-        t22 = _gather(input, t21, -2)
-        t23 = t6[..., None]
-        t24 = strides[2] * t23 + t14 - _same_padding(t4, ksize[2], strides[2], 1)
-        t25 = _gather(t22, t24, -4)
-        t26 = t2[..., None]
-        t27 = strides[1] * t26 + t12 - _same_padding(t0, ksize[1], strides[1], 1)
-        t28 = _gather(t25, t27, -6)
-        t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 7, 2, 4, 6])
-        t30 = tf.reduce_sum(t29, axis=[-3, -2, -1])
-        output = t30 / t19
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -2428,41 +2328,37 @@ def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2's formula."""
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
-    t0 = tf.shape(input, out_type=tf.int64)[-2]
-    if padding == "VALID":
-        t1 = (-ksize[2] + t0) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = tf.shape(input, out_type=tf.int64)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[2] + t0) // strides[2]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[2])
         t3 = tf.range(tf.cast(t2, tf.int64))
         t4 = t3[..., None]
         t5 = tf.range(tf.cast(ksize[2], tf.int64))
-        t6 = strides[2] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[2] * t4 + t5
+        else:
+            t6 = strides[2] * t4 + t5 - _same_padding(t0, ksize[2], strides[2], 1)
         t7 = _gather(input, t6, -2, fill=float("-inf"))
         t8 = tf.shape(input, out_type=tf.int64)[-3]
-        t9 = (-ksize[1] + t8) // strides[1]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksize[1] + t8) // strides[1]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[1])
         t11 = tf.range(tf.cast(t10, tf.int64))
         t12 = t11[..., None]
         t13 = tf.range(tf.cast(ksize[1], tf.int64))
-        t14 = strides[1] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[1] * t12 + t13
+        else:
+            t14 = strides[1] * t12 + t13 - _same_padding(t8, ksize[1], strides[1], 1)
         t15 = _gather(t7, t14, -4, fill=float("-inf"))
         t16 = tf.transpose(t15, perm=[0, 1, 3, 5, 2, 4])
         output = tf.reduce_max(t16, axis=[-2, -1])
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = tf.range(tf.cast(t1, tf.int64))
-        t3 = t2[..., None]
-        t4 = tf.range(tf.cast(ksize[2], tf.int64))
-        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
-        t6 = _gather(input, t5, -2, fill=float("-inf"))
-        t7 = tf.shape(input, out_type=tf.int64)[-3]
-        t8 = -((-t7) // strides[1])
-        t9 = tf.range(tf.cast(t8, tf.int64))
-        t10 = t9[..., None]
-        t11 = tf.range(tf.cast(ksize[1], tf.int64))
-        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=float("-inf"))
-        t14 = tf.transpose(t13, perm=[0, 1, 3, 5, 2, 4])
-        output = tf.reduce_max(t14, axis=[-2, -1])
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return output

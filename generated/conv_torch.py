@@ -497,7 +497,7 @@ def depthwise_conv2d_native_forward(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """DepthwiseConv2dNative's formula."""
-    if padding in ("VALID", "EXPLICIT"):
+    if padding in ("VALID", "SAME", "EXPLICIT"):
         if padding == "VALID":
             t0 = _depthwise_conv(
                 input,
@@ -512,6 +512,25 @@ def depthwise_conv2d_native_forward(
                     (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1)
                     // strides[2]
                     + 1,
+                ),
+            )
+        elif padding == "SAME":
+            t0 = _depthwise_conv(
+                input,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(
+                        np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]
+                    ),
+                    _same_padding(
+                        np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]
+                    ),
+                ),
+                sizes=(
+                    -((-np.shape(input)[-3]) // strides[1]),
+                    -((-np.shape(input)[-2]) // strides[2]),
                 ),
             )
         else:
@@ -544,49 +563,34 @@ def depthwise_conv2d_native_forward(
             )
         t1 = np.shape(input)[-4]
         t2 = np.shape(input)[-3]
-        t3 = np.shape(filter)[-4]
         if padding == "VALID":
+            t3 = np.shape(filter)[-4]
             t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
+            t5 = t4 + 1
+            t6 = np.shape(filter)[-3]
+        elif padding == "SAME":
+            t5 = -((-t2) // strides[1])
         else:
+            t3 = np.shape(filter)[-4]
             t4 = (
                 -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
             ) // strides[1]
-        t5 = t4 + 1
-        t6 = np.shape(filter)[-3]
+            t5 = t4 + 1
+            t6 = np.shape(filter)[-3]
         t7 = np.shape(input)[-2]
         if padding == "VALID":
             t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
+            t9 = t8 + 1
+        elif padding == "SAME":
+            t9 = -((-t7) // strides[2])
         else:
             t8 = (
                 -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
             ) // strides[2]
-        t9 = t8 + 1
+            t9 = t8 + 1
         t10 = np.shape(input)[-1]
         t11 = np.shape(filter)[-1]
         output = torch.reshape(t0, (t1, t5, t9, t10 * t11))
-    elif padding == "SAME":
-        t0 = _depthwise_conv(
-            input,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(
-                -((-np.shape(input)[-3]) // strides[1]),
-                -((-np.shape(input)[-2]) // strides[2]),
-            ),
-        )
-        t1 = np.shape(input)[-4]
-        t2 = np.shape(input)[-3]
-        t3 = -((-t2) // strides[1])
-        t4 = np.shape(input)[-2]
-        t5 = -((-t4) // strides[2])
-        t6 = np.shape(input)[-1]
-        t7 = np.shape(filter)[-1]
-        output = torch.reshape(t0, (t1, t3, t5, t6 * t7))
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
     return output
@@ -694,45 +698,45 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
 
 def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches's formula."""
-    t0 = np.shape(images)[-2]
-    if padding == "VALID":
-        t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(images)[-2]
+        if padding == "VALID":
+            t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[2])
         t3 = torch.arange(int(t2))
         t4 = t3[..., None]
         t5 = torch.arange(int(ksizes[2]))
-        t6 = rates[2] * t5 + strides[2] * t4
+        if padding == "VALID":
+            t6 = rates[2] * t5 + strides[2] * t4
+        else:
+            t6 = (
+                rates[2] * t5 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
+            )
         t7 = _gather(images, t6, -2)
         t8 = np.shape(images)[-3]
-        t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[1])
         t11 = torch.arange(int(t10))
         t12 = t11[..., None]
         t13 = torch.arange(int(ksizes[1]))
-        t14 = rates[1] * t13 + strides[1] * t12
+        if padding == "VALID":
+            t14 = rates[1] * t13 + strides[1] * t12
+        else:
+            t14 = (
+                rates[1] * t13
+                + strides[1] * t12
+                - _same_padding(t8, ksizes[1], strides[1], rates[1])
+            )
         t15 = _gather(t7, t14, -4)
         t16 = torch.permute(t15, (0, 1, 3, 2, 4, 5))
         t17 = np.shape(images)[-4]
         t18 = np.shape(images)[-1]
         patches = torch.reshape(t16, (t17, t10, t2, ksizes[1] * ksizes[2] * t18))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = torch.arange(int(t1))
-        t3 = t2[..., None]
-        t4 = torch.arange(int(ksizes[2]))
-        t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t0, ksizes[2], strides[2], rates[2])
-        t6 = _gather(images, t5, -2)
-        t7 = np.shape(images)[-3]
-        t8 = -((-t7) // strides[1])
-        t9 = torch.arange(int(t8))
-        t10 = t9[..., None]
-        t11 = torch.arange(int(ksizes[1]))
-        t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t7, ksizes[1], strides[1], rates[1])
-        t13 = _gather(t6, t12, -4)
-        t14 = torch.permute(t13, (0, 1, 3, 2, 4, 5))
-        t15 = np.shape(images)[-4]
-        t16 = np.shape(images)[-1]
-        patches = torch.reshape(t14, (t15, t8, t1, ksizes[1] * ksizes[2] * t16))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -748,36 +752,28 @@ def extract_image_patches_vjp(
         grad_images[i, j, k, l] = sum_{a, b} grad[i, exact_div(-a * rates[1] + j, strides[1]),
             exact_div(-b * rates[2] + k, strides[2]), a, b, l], i.e. `torch.sum(t14, axis=(-2, -1))`
     """
-    t0 = np.shape(images)[-1]
-    t1 = torch.arange(np.shape(images)[-2])
-    t2 = t1[..., None]
-    t3 = torch.arange(int(ksizes[2]))
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(images)[-1]
         grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], t0))
-        t4 = -rates[2] * t3 + t2
-        t5 = torch.where(t4 % strides[2] == 0, t4 // strides[2], -1)
-        t6 = _gather(grad, t5, -4)
-        t7 = torch.arange(np.shape(images)[-3])
-        t8 = t7[..., None]
-        t9 = torch.arange(int(ksizes[1]))
-        t10 = -rates[1] * t9 + t8
-        t11 = torch.where(t10 % strides[1] == 0, t10 // strides[1], -1)
-        t12 = _gather(t6, t11, -6)
-        t13 = torch.einsum("abcdecef->abcdef", t12)
-        t14 = torch.permute(t13, (0, 1, 3, 5, 2, 4))
-        grad_images = torch.sum(t14, axis=(-2, -1))
-    elif padding == "SAME":
-        grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], t0))
-        t4 = np.shape(images)[-2]
-        t5 = -rates[2] * t3 + t2 + _same_padding(t4, ksizes[2], strides[2], rates[2])
-        t6 = torch.where(t5 % strides[2] == 0, t5 // strides[2], -1)
+        t1 = torch.arange(np.shape(images)[-2])
+        t2 = t1[..., None]
+        t3 = torch.arange(int(ksizes[2]))
+        if padding == "VALID":
+            t4 = -rates[2] * t3 + t2
+        else:
+            t5 = np.shape(images)[-2]
+            t4 = -rates[2] * t3 + t2 + _same_padding(t5, ksizes[2], strides[2], rates[2])
+        t6 = torch.where(t4 % strides[2] == 0, t4 // strides[2], -1)
         t7 = _gather(grad, t6, -4)
         t8 = torch.arange(np.shape(images)[-3])
         t9 = t8[..., None]
         t10 = torch.arange(int(ksizes[1]))
-        t11 = np.shape(images)[-3]
-        t12 = -rates[1] * t10 + t9 + _same_padding(t11, ksizes[1], strides[1], rates[1])
-        t13 = torch.where(t12 % strides[1] == 0, t12 // strides[1], -1)
+        if padding == "VALID":
+            t11 = -rates[1] * t10 + t9
+        else:
+            t12 = np.shape(images)[-3]
+            t11 = -rates[1] * t10 + t9 + _same_padding(t12, ksizes[1], strides[1], rates[1])
+        t13 = torch.where(t11 % strides[1] == 0, t11 // strides[1], -1)
         t14 = _gather(t7, t13, -6)
         t15 = torch.einsum("abcdecef->abcdef", t14)
         t16 = torch.permute(t15, (0, 1, 3, 5, 2, 4))
@@ -910,65 +906,57 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
 
 def avg_pool_forward(value, *, padding="VALID", ksize, strides):
     """AvgPool's formula."""
-    t0 = np.shape(value)[-3]
-    if padding == "VALID":
-        t1 = (-ksize[1] + t0) // strides[1]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(value)[-3]
+        if padding == "VALID":
+            t1 = (-ksize[1] + t0) // strides[1]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[1])
         t3 = torch.arange(int(t2))
         t4 = t3[..., None, None, None]
         t5 = np.shape(value)[-2]
-        t6 = (-ksize[2] + t5) // strides[2]
-        t7 = t6 + 1
+        if padding == "VALID":
+            t6 = (-ksize[2] + t5) // strides[2]
+            t7 = t6 + 1
+        else:
+            t7 = -((-t5) // strides[2])
         t8 = torch.arange(int(t7))
         t9 = t8[..., None, None]
         t10 = torch.arange(int(ksize[1]))
         t11 = t10[..., None]
         t12 = torch.arange(int(ksize[2]))
-        t13 = (
-            (strides[1] * t4 + t11 >= 0)
-            & (strides[2] * t9 + t12 >= 0)
-            & (strides[1] * t4 + t11 <= t0 - 1)
-            & (strides[2] * t9 + t12 <= t5 - 1)
-        )
+        if padding == "VALID":
+            t13 = (
+                (strides[1] * t4 + t11 >= 0)
+                & (strides[2] * t9 + t12 >= 0)
+                & (strides[1] * t4 + t11 <= t0 - 1)
+                & (strides[2] * t9 + t12 <= t5 - 1)
+            )
+        else:
+            t13 = (
+                (strides[1] * t4 + t11 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t9 + t12 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                & (strides[1] * t4 + t11 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t9 + t12 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+            )
         t14 = t13[..., None, :, :]
         t15 = torch.sum(torch.asarray(t14, dtype=value.dtype), axis=(-2, -1))
         t16 = t8[..., None]
-        t17 = strides[2] * t16 + t12
+        if padding == "VALID":
+            t17 = strides[2] * t16 + t12
+        else:
+            t17 = strides[2] * t16 + t12 - _same_padding(t5, ksize[2], strides[2], 1)
         t18 = _gather(value, t17, -2)
         t19 = t3[..., None]
-        t20 = strides[1] * t19 + t10
+        if padding == "VALID":
+            t20 = strides[1] * t19 + t10
+        else:
+            t20 = strides[1] * t19 + t10 - _same_padding(t0, ksize[1], strides[1], 1)
         t21 = _gather(t18, t20, -4)
         t22 = torch.permute(t21, (0, 1, 3, 5, 2, 4))
         t23 = torch.sum(t22, axis=(-2, -1))
         output = t23 / t15
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[1])
-        t2 = torch.arange(int(t1))
-        t3 = t2[..., None, None, None]
-        t4 = np.shape(value)[-2]
-        t5 = -((-t4) // strides[2])
-        t6 = torch.arange(int(t5))
-        t7 = t6[..., None, None]
-        t8 = torch.arange(int(ksize[1]))
-        t9 = t8[..., None]
-        t10 = torch.arange(int(ksize[2]))
-        t11 = (
-            (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
-            & (strides[1] * t3 + t9 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-            & (strides[2] * t7 + t10 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
-        )
-        t12 = t11[..., None, :, :]
-        t13 = torch.sum(torch.asarray(t12, dtype=value.dtype), axis=(-2, -1))
-        t14 = t6[..., None]
-        t15 = strides[2] * t14 + t10 - _same_padding(t4, ksize[2], strides[2], 1)
-        t16 = _gather(value, t15, -2)
-        t17 = t2[..., None]
-        t18 = strides[1] * t17 + t8 - _same_padding(t0, ksize[1], strides[1], 1)
-        t19 = _gather(t16, t18, -4)
-        t20 = torch.permute(t19, (0, 1, 3, 5, 2, 4))
-        t21 = torch.sum(t20, axis=(-2, -1))
-        output = t21 / t13
     else:
         raise ValueError(f"AvgPool: unsupported attributes padding={padding!r}")
     return output
@@ -1041,45 +1029,37 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool's formula."""
-    if data_format != "NHWC":
-        raise ValueError(
-            f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
-        )
-    t0 = np.shape(input)[-2]
-    if padding == "VALID":
-        t1 = (-ksize[2] + t0) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME") and data_format == "NHWC":
+        t0 = np.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[2] + t0) // strides[2]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[2])
         t3 = torch.arange(int(t2))
         t4 = t3[..., None]
         t5 = torch.arange(int(ksize[2]))
-        t6 = strides[2] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[2] * t4 + t5
+        else:
+            t6 = strides[2] * t4 + t5 - _same_padding(t0, ksize[2], strides[2], 1)
         t7 = _gather(input, t6, -2, fill=-torch.inf)
         t8 = np.shape(input)[-3]
-        t9 = (-ksize[1] + t8) // strides[1]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksize[1] + t8) // strides[1]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[1])
         t11 = torch.arange(int(t10))
         t12 = t11[..., None]
         t13 = torch.arange(int(ksize[1]))
-        t14 = strides[1] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[1] * t12 + t13
+        else:
+            t14 = strides[1] * t12 + t13 - _same_padding(t8, ksize[1], strides[1], 1)
         t15 = _gather(t7, t14, -4, fill=-torch.inf)
         t16 = torch.permute(t15, (0, 1, 3, 5, 2, 4))
         output = torch.amax(t16, axis=(-2, -1))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = torch.arange(int(t1))
-        t3 = t2[..., None]
-        t4 = torch.arange(int(ksize[2]))
-        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
-        t6 = _gather(input, t5, -2, fill=-torch.inf)
-        t7 = np.shape(input)[-3]
-        t8 = -((-t7) // strides[1])
-        t9 = torch.arange(int(t8))
-        t10 = t9[..., None]
-        t11 = torch.arange(int(ksize[1]))
-        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=-torch.inf)
-        t14 = torch.permute(t13, (0, 1, 3, 5, 2, 4))
-        output = torch.amax(t14, axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPool: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1151,56 +1131,51 @@ def max_pool3d(input, *, padding="VALID", ksize, strides):
 
 def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """MaxPool3D's formula."""
-    t0 = np.shape(input)[-2]
-    if padding == "VALID":
-        t1 = (-ksize[3] + t0) // strides[3]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[3] + t0) // strides[3]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[3])
         t3 = torch.arange(int(t2))
         t4 = t3[..., None]
         t5 = torch.arange(int(ksize[3]))
-        t6 = strides[3] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[3] * t4 + t5
+        else:
+            t6 = strides[3] * t4 + t5 - _same_padding(t0, ksize[3], strides[3], 1)
         t7 = _gather(input, t6, -2, fill=-torch.inf)
         t8 = np.shape(input)[-3]
-        t9 = (-ksize[2] + t8) // strides[2]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksize[2] + t8) // strides[2]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[2])
         t11 = torch.arange(int(t10))
         t12 = t11[..., None]
         t13 = torch.arange(int(ksize[2]))
-        t14 = strides[2] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[2] * t12 + t13
+        else:
+            t14 = strides[2] * t12 + t13 - _same_padding(t8, ksize[2], strides[2], 1)
         t15 = _gather(t7, t14, -4, fill=-torch.inf)
         t16 = np.shape(input)[-4]
-        t17 = (-ksize[1] + t16) // strides[1]
-        t18 = t17 + 1
+        if padding == "VALID":
+            t17 = (-ksize[1] + t16) // strides[1]
+            t18 = t17 + 1
+        else:
+            t18 = -((-t16) // strides[1])
         t19 = torch.arange(int(t18))
         t20 = t19[..., None]
         t21 = torch.arange(int(ksize[1]))
-        t22 = strides[1] * t20 + t21
+        if padding == "VALID":
+            t22 = strides[1] * t20 + t21
+        else:
+            t22 = strides[1] * t20 + t21 - _same_padding(t16, ksize[1], strides[1], 1)
         t23 = _gather(t15, t22, -6, fill=-torch.inf)
         t24 = torch.permute(t23, (0, 1, 3, 5, 7, 2, 4, 6))
         output = torch.amax(t24, axis=(-3, -2, -1))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[3])
-        t2 = torch.arange(int(t1))
-        t3 = t2[..., None]
-        t4 = torch.arange(int(ksize[3]))
-        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksize[3], strides[3], 1)
-        t6 = _gather(input, t5, -2, fill=-torch.inf)
-        t7 = np.shape(input)[-3]
-        t8 = -((-t7) // strides[2])
-        t9 = torch.arange(int(t8))
-        t10 = t9[..., None]
-        t11 = torch.arange(int(ksize[2]))
-        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksize[2], strides[2], 1)
-        t13 = _gather(t6, t12, -4, fill=-torch.inf)
-        t14 = np.shape(input)[-4]
-        t15 = -((-t14) // strides[1])
-        t16 = torch.arange(int(t15))
-        t17 = t16[..., None]
-        t18 = torch.arange(int(ksize[1]))
-        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksize[1], strides[1], 1)
-        t20 = _gather(t13, t19, -6, fill=-torch.inf)
-        t21 = torch.permute(t20, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = torch.amax(t21, axis=(-3, -2, -1))
     else:
         raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1264,60 +1239,53 @@ def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
 
 def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches's formula."""
-    t0 = np.shape(input)[-2]
-    if padding == "VALID":
-        t1 = (-ksizes[3] + t0) // strides[3]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksizes[3] + t0) // strides[3]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[3])
         t3 = torch.arange(int(t2))
         t4 = t3[..., None]
         t5 = torch.arange(int(ksizes[3]))
-        t6 = strides[3] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[3] * t4 + t5
+        else:
+            t6 = strides[3] * t4 + t5 - _same_padding(t0, ksizes[3], strides[3], 1)
         t7 = _gather(input, t6, -2)
         t8 = np.shape(input)[-3]
-        t9 = (-ksizes[2] + t8) // strides[2]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksizes[2] + t8) // strides[2]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[2])
         t11 = torch.arange(int(t10))
         t12 = t11[..., None]
         t13 = torch.arange(int(ksizes[2]))
-        t14 = strides[2] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[2] * t12 + t13
+        else:
+            t14 = strides[2] * t12 + t13 - _same_padding(t8, ksizes[2], strides[2], 1)
         t15 = _gather(t7, t14, -4)
         t16 = np.shape(input)[-4]
-        t17 = (-ksizes[1] + t16) // strides[1]
-        t18 = t17 + 1
+        if padding == "VALID":
+            t17 = (-ksizes[1] + t16) // strides[1]
+            t18 = t17 + 1
+        else:
+            t18 = -((-t16) // strides[1])
         t19 = torch.arange(int(t18))
         t20 = t19[..., None]
         t21 = torch.arange(int(ksizes[1]))
-        t22 = strides[1] * t20 + t21
+        if padding == "VALID":
+            t22 = strides[1] * t20 + t21
+        else:
+            t22 = strides[1] * t20 + t21 - _same_padding(t16, ksizes[1], strides[1], 1)
         t23 = _gather(t15, t22, -6)
         t24 = torch.permute(t23, (0, 1, 3, 5, 2, 4, 6, 7))
         t25 = np.shape(input)[-5]
         t26 = np.shape(input)[-1]
         patches = torch.reshape(t24, (t25, t18, t10, t2, ksizes[1] * ksizes[2] * ksizes[3] * t26))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[3])
-        t2 = torch.arange(int(t1))
-        t3 = t2[..., None]
-        t4 = torch.arange(int(ksizes[3]))
-        t5 = strides[3] * t3 + t4 - _same_padding(t0, ksizes[3], strides[3], 1)
-        t6 = _gather(input, t5, -2)
-        t7 = np.shape(input)[-3]
-        t8 = -((-t7) // strides[2])
-        t9 = torch.arange(int(t8))
-        t10 = t9[..., None]
-        t11 = torch.arange(int(ksizes[2]))
-        t12 = strides[2] * t10 + t11 - _same_padding(t7, ksizes[2], strides[2], 1)
-        t13 = _gather(t6, t12, -4)
-        t14 = np.shape(input)[-4]
-        t15 = -((-t14) // strides[1])
-        t16 = torch.arange(int(t15))
-        t17 = t16[..., None]
-        t18 = torch.arange(int(ksizes[1]))
-        t19 = strides[1] * t17 + t18 - _same_padding(t14, ksizes[1], strides[1], 1)
-        t20 = _gather(t13, t19, -6)
-        t21 = torch.permute(t20, (0, 1, 3, 5, 2, 4, 6, 7))
-        t22 = np.shape(input)[-5]
-        t23 = np.shape(input)[-1]
-        patches = torch.reshape(t21, (t22, t15, t8, t1, ksizes[1] * ksizes[2] * ksizes[3] * t23))
     else:
         raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
     return patches
@@ -1332,49 +1300,38 @@ def extract_volume_patches_vjp(grad, input, *, patches=None, padding="VALID", ks
             exact_div(-a + k, strides[2]), exact_div(-b + l, strides[3]), e, a, b, m]
             i.e. `torch.sum(t20, axis=(-3, -2, -1))`
     """
-    t0 = np.shape(input)[-1]
-    t1 = torch.arange(np.shape(input)[-2])
-    t2 = t1[..., None]
-    t3 = torch.arange(int(ksizes[3]))
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(input)[-1]
         grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], ksizes[3], t0))
-        t4 = t2 - t3
-        t5 = torch.where(t4 % strides[3] == 0, t4 // strides[3], -1)
-        t6 = _gather(grad, t5, -5)
-        t7 = torch.arange(np.shape(input)[-3])
-        t8 = t7[..., None]
-        t9 = torch.arange(int(ksizes[2]))
-        t10 = t8 - t9
-        t11 = torch.where(t10 % strides[2] == 0, t10 // strides[2], -1)
-        t12 = _gather(t6, t11, -7)
-        t13 = torch.arange(np.shape(input)[-4])
-        t14 = t13[..., None]
-        t15 = torch.arange(int(ksizes[1]))
-        t16 = t14 - t15
-        t17 = torch.where(t16 % strides[1] == 0, t16 // strides[1], -1)
-        t18 = _gather(t12, t17, -9)
-        t19 = torch.einsum("abcdefgcegh->abcdefgh", t18)
-        t20 = torch.permute(t19, (0, 1, 3, 5, 7, 2, 4, 6))
-        grad_input = torch.sum(t20, axis=(-3, -2, -1))
-    elif padding == "SAME":
-        grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], ksizes[3], t0))
-        t4 = np.shape(input)[-2]
-        t5 = t2 - t3 + _same_padding(t4, ksizes[3], strides[3], 1)
-        t6 = torch.where(t5 % strides[3] == 0, t5 // strides[3], -1)
+        t1 = torch.arange(np.shape(input)[-2])
+        t2 = t1[..., None]
+        t3 = torch.arange(int(ksizes[3]))
+        if padding == "VALID":
+            t4 = t2 - t3
+        else:
+            t5 = np.shape(input)[-2]
+            t4 = t2 - t3 + _same_padding(t5, ksizes[3], strides[3], 1)
+        t6 = torch.where(t4 % strides[3] == 0, t4 // strides[3], -1)
         t7 = _gather(grad, t6, -5)
         t8 = torch.arange(np.shape(input)[-3])
         t9 = t8[..., None]
         t10 = torch.arange(int(ksizes[2]))
-        t11 = np.shape(input)[-3]
-        t12 = -t10 + t9 + _same_padding(t11, ksizes[2], strides[2], 1)
-        t13 = torch.where(t12 % strides[2] == 0, t12 // strides[2], -1)
+        if padding == "VALID":
+            t11 = t9 - t10
+        else:
+            t12 = np.shape(input)[-3]
+            t11 = -t10 + t9 + _same_padding(t12, ksizes[2], strides[2], 1)
+        t13 = torch.where(t11 % strides[2] == 0, t11 // strides[2], -1)
         t14 = _gather(t7, t13, -7)
         t15 = torch.arange(np.shape(input)[-4])
         t16 = t15[..., None]
         t17 = torch.arange(int(ksizes[1]))
-        t18 = np.shape(input)[-4]
-        t19 = t16 - t17 + _same_padding(t18, ksizes[1], strides[1], 1)
-        t20 = torch.where(t19 % strides[1] == 0, t19 // strides[1], -1)
+        if padding == "VALID":
+            t18 = t16 - t17
+        else:
+            t19 = np.shape(input)[-4]
+            t18 = t16 - t17 + _same_padding(t19, ksizes[1], strides[1], 1)
+        t20 = torch.where(t18 % strides[1] == 0, t18 // strides[1], -1)
         t21 = _gather(t14, t20, -9)
         t22 = torch.einsum("abcdefgcegh->abcdefgh", t21)
         t23 = torch.permute(t22, (0, 1, 3, 5, 7, 2, 4, 6))
@@ -1396,47 +1353,43 @@ def dilation2d(input, filter, *, padding="VALID", strides, rates):
 
 def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
     """Dilation2D's formula."""
-    t0 = torch.permute(filter, (2, 0, 1))
-    if padding == "VALID":
-        t1 = np.shape(filter)[-2]
+    if padding in ("VALID", "SAME"):
+        t0 = torch.permute(filter, (2, 0, 1))
+        if padding == "VALID":
+            t1 = np.shape(filter)[-2]
         t2 = np.shape(input)[-2]
-        t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
-        t4 = t3 + 1
+        if padding == "VALID":
+            t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
+            t4 = t3 + 1
+        else:
+            t4 = -((-t2) // strides[2])
         t5 = torch.arange(int(t4))
         t6 = t5[..., None]
         t7 = torch.arange(np.shape(filter)[-2])
-        t8 = rates[2] * t7 + strides[2] * t6
-        t9 = _gather(input, t8, -2, fill=-torch.inf)
-        t10 = np.shape(input)[-3]
-        t11 = np.shape(filter)[-3]
-        t12 = (-rates[1] * (t11 - 1) + t10 - 1) // strides[1]
-        t13 = t12 + 1
-        t14 = torch.arange(int(t13))
-        t15 = t14[..., None]
-        t16 = torch.arange(np.shape(filter)[-3])
-        t17 = rates[1] * t16 + strides[1] * t15
-        t18 = _gather(t9, t17, -4, fill=-torch.inf)
-        t19 = torch.permute(t18, (0, 1, 3, 5, 2, 4))
-        output = torch.amax(t0 + t19, axis=(-2, -1))
-    elif padding == "SAME":
-        t1 = np.shape(input)[-2]
-        t2 = -((-t1) // strides[2])
-        t3 = torch.arange(int(t2))
-        t4 = t3[..., None]
-        t5 = torch.arange(np.shape(filter)[-2])
-        t6 = np.shape(filter)[-2]
-        t7 = rates[2] * t5 + strides[2] * t4 - _same_padding(t1, t6, strides[2], rates[2])
-        t8 = _gather(input, t7, -2, fill=-torch.inf)
-        t9 = np.shape(input)[-3]
-        t10 = -((-t9) // strides[1])
-        t11 = torch.arange(int(t10))
-        t12 = t11[..., None]
-        t13 = torch.arange(np.shape(filter)[-3])
-        t14 = np.shape(filter)[-3]
-        t15 = rates[1] * t13 + strides[1] * t12 - _same_padding(t9, t14, strides[1], rates[1])
-        t16 = _gather(t8, t15, -4, fill=-torch.inf)
-        t17 = torch.permute(t16, (0, 1, 3, 5, 2, 4))
-        output = torch.amax(t0 + t17, axis=(-2, -1))
+        if padding == "VALID":
+            t8 = rates[2] * t7 + strides[2] * t6
+        else:
+            t9 = np.shape(filter)[-2]
+            t8 = rates[2] * t7 + strides[2] * t6 - _same_padding(t2, t9, strides[2], rates[2])
+        t10 = _gather(input, t8, -2, fill=-torch.inf)
+        t11 = np.shape(input)[-3]
+        if padding == "VALID":
+            t12 = np.shape(filter)[-3]
+            t13 = (-rates[1] * (t12 - 1) + t11 - 1) // strides[1]
+            t14 = t13 + 1
+        else:
+            t14 = -((-t11) // strides[1])
+        t15 = torch.arange(int(t14))
+        t16 = t15[..., None]
+        t17 = torch.arange(np.shape(filter)[-3])
+        if padding == "VALID":
+            t18 = rates[1] * t17 + strides[1] * t16
+        else:
+            t19 = np.shape(filter)[-3]
+            t18 = rates[1] * t17 + strides[1] * t16 - _same_padding(t11, t19, strides[1], rates[1])
+        t20 = _gather(t10, t18, -4, fill=-torch.inf)
+        t21 = torch.permute(t20, (0, 1, 3, 5, 2, 4))
+        output = torch.amax(t0 + t21, axis=(-2, -1))
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
     return output
@@ -1467,60 +1420,29 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
     """
     if output is None:
         output = dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
-    t0 = grad[..., None, :, None, :]
-    t1 = filter[..., None, :, :]
-    t2 = torch.arange(np.shape(grad)[-2])
-    t3 = t2[..., None]
-    t4 = torch.arange(np.shape(filter)[-2])
-    if padding == "VALID":
-        t5 = rates[2] * t4 + strides[2] * t3
-        t6 = _gather(input, t5, -2, fill=-torch.inf)
-        t7 = torch.arange(np.shape(grad)[-3])
-        t8 = t7[..., None]
-        t9 = torch.arange(np.shape(filter)[-3])
-        t10 = rates[1] * t9 + strides[1] * t8
-        t11 = _gather(t6, t10, -4, fill=-torch.inf)
-        t12 = output[..., None, :, None, :]
-        t13 = _shift_right(
-            torch.cumsum(torch.asarray(t12 == t1 + t11, dtype=grad.dtype), dim=-2), axis=-2, fill=0
-        )
-        t14 = torch.sum(torch.asarray(t12 == t1 + t11, dtype=grad.dtype), axis=-2, keepdims=True)
-        t15 = _shift_right(torch.cumsum(t14, dim=-4), axis=-4, fill=0)
-        t16 = torch.where((t12 == t1 + t11) & (t13 + t15 == 0), t0, 0)
-        t17 = np.shape(input)[-2]
-        t18 = _scatter_add(t16, t5, 1, t17)  # no gather form: an explicit scatter-add
-        t19 = np.shape(input)[-3]
-        grad_input = _scatter_add(t18, t10, 2, t19)  # no gather form: an explicit scatter-add
-        t20 = torch.permute(grad, (3, 0, 1, 2))
-        t21 = filter[..., None, None, None]
-        t22 = t4[..., None]
-        t23 = rates[2] * t22 + strides[2] * t2
-        t24 = _gather(input, t23, -2, fill=-torch.inf)
-        t25 = t9[..., None]
-        t26 = rates[1] * t25 + strides[1] * t7
-        t27 = _gather(t24, t26, -4, fill=-torch.inf)
-        t28 = torch.permute(t27, (1, 3, 5, 0, 2, 4))
-        t29 = torch.permute(output, (3, 0, 1, 2))
-        t30 = _shift_right(
-            torch.cumsum(torch.asarray(t29 == t21 + t28, dtype=grad.dtype), dim=-5), axis=-5, fill=0
-        )
-        t31 = torch.sum(torch.asarray(t29 == t21 + t28, dtype=grad.dtype), axis=-5, keepdims=True)
-        t32 = _shift_right(torch.cumsum(t31, dim=-6), axis=-6, fill=0)
-        grad_filter = torch.sum(
-            torch.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, -2, -1)
-        )
-    elif padding == "SAME":
-        t5 = np.shape(filter)[-2]
-        t6 = np.shape(input)[-2]
-        t7 = rates[2] * t4 + strides[2] * t3 - _same_padding(t6, t5, strides[2], rates[2])
-        t8 = _gather(input, t7, -2, fill=-torch.inf)
+    if padding in ("VALID", "SAME"):
+        t0 = grad[..., None, :, None, :]
+        t1 = filter[..., None, :, :]
+        t2 = torch.arange(np.shape(grad)[-2])
+        t3 = t2[..., None]
+        t4 = torch.arange(np.shape(filter)[-2])
+        if padding == "VALID":
+            t5 = rates[2] * t4 + strides[2] * t3
+        else:
+            t6 = np.shape(filter)[-2]
+            t7 = np.shape(input)[-2]
+            t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t7, t6, strides[2], rates[2])
+        t8 = _gather(input, t5, -2, fill=-torch.inf)
         t9 = torch.arange(np.shape(grad)[-3])
         t10 = t9[..., None]
         t11 = torch.arange(np.shape(filter)[-3])
-        t12 = np.shape(input)[-3]
-        t13 = np.shape(filter)[-3]
-        t14 = rates[1] * t11 + strides[1] * t10 - _same_padding(t12, t13, strides[1], rates[1])
-        t15 = _gather(t8, t14, -4, fill=-torch.inf)
+        if padding == "VALID":
+            t12 = rates[1] * t11 + strides[1] * t10
+        else:
+            t13 = np.shape(input)[-3]
+            t14 = np.shape(filter)[-3]
+            t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t13, t14, strides[1], rates[1])
+        t15 = _gather(t8, t12, -4, fill=-torch.inf)
         t16 = output[..., None, :, None, :]
         t17 = _shift_right(
             torch.cumsum(torch.asarray(t16 == t1 + t15, dtype=grad.dtype), dim=-2), axis=-2, fill=0
@@ -1528,15 +1450,25 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
         t18 = torch.sum(torch.asarray(t16 == t1 + t15, dtype=grad.dtype), axis=-2, keepdims=True)
         t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
         t20 = torch.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
-        t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
-        grad_input = _scatter_add(t21, t14, 2, t12)  # no gather form: an explicit scatter-add
+        if padding == "VALID":
+            t7 = np.shape(input)[-2]
+        t21 = _scatter_add(t20, t5, 1, t7)  # no gather form: an explicit scatter-add
+        if padding == "VALID":
+            t13 = np.shape(input)[-3]
+        grad_input = _scatter_add(t21, t12, 2, t13)  # no gather form: an explicit scatter-add
         t22 = torch.permute(grad, (3, 0, 1, 2))
         t23 = filter[..., None, None, None]
         t24 = t4[..., None]
-        t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+        if padding == "VALID":
+            t25 = rates[2] * t24 + strides[2] * t2
+        else:
+            t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t7, t6, strides[2], rates[2])
         t26 = _gather(input, t25, -2, fill=-torch.inf)
         t27 = t11[..., None]
-        t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+        if padding == "VALID":
+            t28 = rates[1] * t27 + strides[1] * t9
+        else:
+            t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t13, t14, strides[1], rates[1])
         t29 = _gather(t26, t28, -4, fill=-torch.inf)
         t30 = torch.permute(t29, (1, 3, 5, 0, 2, 4))
         t31 = torch.permute(output, (3, 0, 1, 2))
@@ -1565,20 +1497,29 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
 
 def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """AvgPool3D's formula."""
-    t0 = np.shape(input)[-4]
-    if padding == "VALID":
-        t1 = (-ksize[1] + t0) // strides[1]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(input)[-4]
+        if padding == "VALID":
+            t1 = (-ksize[1] + t0) // strides[1]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[1])
         t3 = torch.arange(int(t2))
         t4 = t3[..., None, None, None, None, None]
         t5 = np.shape(input)[-3]
-        t6 = (-ksize[2] + t5) // strides[2]
-        t7 = t6 + 1
+        if padding == "VALID":
+            t6 = (-ksize[2] + t5) // strides[2]
+            t7 = t6 + 1
+        else:
+            t7 = -((-t5) // strides[2])
         t8 = torch.arange(int(t7))
         t9 = t8[..., None, None, None, None]
         t10 = np.shape(input)[-2]
-        t11 = (-ksize[3] + t10) // strides[3]
-        t12 = t11 + 1
+        if padding == "VALID":
+            t11 = (-ksize[3] + t10) // strides[3]
+            t12 = t11 + 1
+        else:
+            t12 = -((-t10) // strides[3])
         t13 = torch.arange(int(t12))
         t14 = t13[..., None, None, None]
         t15 = torch.arange(int(ksize[1]))
@@ -1586,67 +1527,47 @@ def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
         t17 = torch.arange(int(ksize[2]))
         t18 = t17[..., None]
         t19 = torch.arange(int(ksize[3]))
-        t20 = (
-            (strides[1] * t4 + t16 >= 0)
-            & (strides[2] * t9 + t18 >= 0)
-            & (strides[3] * t14 + t19 >= 0)
-            & (strides[1] * t4 + t16 <= t0 - 1)
-            & (strides[2] * t9 + t18 <= t5 - 1)
-            & (strides[3] * t14 + t19 <= t10 - 1)
-        )
+        if padding == "VALID":
+            t20 = (
+                (strides[1] * t4 + t16 >= 0)
+                & (strides[2] * t9 + t18 >= 0)
+                & (strides[3] * t14 + t19 >= 0)
+                & (strides[1] * t4 + t16 <= t0 - 1)
+                & (strides[2] * t9 + t18 <= t5 - 1)
+                & (strides[3] * t14 + t19 <= t10 - 1)
+            )
+        else:
+            t20 = (
+                (strides[1] * t4 + t16 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
+                & (strides[2] * t9 + t18 - _same_padding(t5, ksize[2], strides[2], 1) >= 0)
+                & (strides[3] * t14 + t19 - _same_padding(t10, ksize[3], strides[3], 1) >= 0)
+                & (strides[1] * t4 + t16 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
+                & (strides[2] * t9 + t18 - _same_padding(t5, ksize[2], strides[2], 1) <= t5 - 1)
+                & (strides[3] * t14 + t19 - _same_padding(t10, ksize[3], strides[3], 1) <= t10 - 1)
+            )
         t21 = t20[..., None, :, :, :]
         t22 = torch.sum(torch.asarray(t21, dtype=input.dtype), axis=(-3, -2, -1))
         t23 = t13[..., None]
-        t24 = strides[3] * t23 + t19
+        if padding == "VALID":
+            t24 = strides[3] * t23 + t19
+        else:
+            t24 = strides[3] * t23 + t19 - _same_padding(t10, ksize[3], strides[3], 1)
         t25 = _gather(input, t24, -2)
         t26 = t8[..., None]
-        t27 = strides[2] * t26 + t17
+        if padding == "VALID":
+            t27 = strides[2] * t26 + t17
+        else:
+            t27 = strides[2] * t26 + t17 - _same_padding(t5, ksize[2], strides[2], 1)
         t28 = _gather(t25, t27, -4)
         t29 = t3[..., None]
-        t30 = strides[1] * t29 + t15
+        if padding == "VALID":
+            t30 = strides[1] * t29 + t15
+        else:
+            t30 = strides[1] * t29 + t15 - _same_padding(t0, ksize[1], strides[1], 1)
         t31 = _gather(t28, t30, -6)
         t32 = torch.permute(t31, (0, 1, 3, 5, 7, 2, 4, 6))
         t33 = torch.sum(t32, axis=(-3, -2, -1))
         output = t33 / t22
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[1])
-        t2 = torch.arange(int(t1))
-        t3 = t2[..., None, None, None, None, None]
-        t4 = np.shape(input)[-3]
-        t5 = -((-t4) // strides[2])
-        t6 = torch.arange(int(t5))
-        t7 = t6[..., None, None, None, None]
-        t8 = np.shape(input)[-2]
-        t9 = -((-t8) // strides[3])
-        t10 = torch.arange(int(t9))
-        t11 = t10[..., None, None, None]
-        t12 = torch.arange(int(ksize[1]))
-        t13 = t12[..., None, None]
-        t14 = torch.arange(int(ksize[2]))
-        t15 = t14[..., None]
-        t16 = torch.arange(int(ksize[3]))
-        t17 = (
-            (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) >= 0)
-            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) >= 0)
-            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) >= 0)
-            & (strides[1] * t3 + t13 - _same_padding(t0, ksize[1], strides[1], 1) <= t0 - 1)
-            & (strides[2] * t7 + t15 - _same_padding(t4, ksize[2], strides[2], 1) <= t4 - 1)
-            & (strides[3] * t11 + t16 - _same_padding(t8, ksize[3], strides[3], 1) <= t8 - 1)
-        )
-        t18 = t17[..., None, :, :, :]
-        t19 = torch.sum(torch.asarray(t18, dtype=input.dtype), axis=(-3, -2, -1))
-        t20 = t10[..., None]
-        t21 = strides[3] * t20 + t16 - _same_padding(t8, ksize[3], strides[3], 1)
-        t22 = _gather(input, t21, -2)
-        t23 = t6[..., None]
-        t24 = strides[2] * t23 + t14 - _same_padding(t4, ksize[2], strides[2], 1)
-        t25 = _gather(t22, t24, -4)
-        t26 = t2[..., None]
-        t27 = strides[1] * t26 + t12 - _same_padding(t0, ksize[1], strides[1], 1)
-        t28 = _gather(t25, t27, -6)
-        t29 = torch.permute(t28, (0, 1, 3, 5, 7, 2, 4, 6))
-        t30 = torch.sum(t29, axis=(-3, -2, -1))
-        output = t30 / t19
     else:
         raise ValueError(f"AvgPool3D: unsupported attributes padding={padding!r}")
     return output
@@ -1735,41 +1656,37 @@ def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2's formula."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    t0 = np.shape(input)[-2]
-    if padding == "VALID":
-        t1 = (-ksize[2] + t0) // strides[2]
-        t2 = t1 + 1
+    if padding in ("VALID", "SAME"):
+        t0 = np.shape(input)[-2]
+        if padding == "VALID":
+            t1 = (-ksize[2] + t0) // strides[2]
+            t2 = t1 + 1
+        else:
+            t2 = -((-t0) // strides[2])
         t3 = torch.arange(int(t2))
         t4 = t3[..., None]
         t5 = torch.arange(int(ksize[2]))
-        t6 = strides[2] * t4 + t5
+        if padding == "VALID":
+            t6 = strides[2] * t4 + t5
+        else:
+            t6 = strides[2] * t4 + t5 - _same_padding(t0, ksize[2], strides[2], 1)
         t7 = _gather(input, t6, -2, fill=-torch.inf)
         t8 = np.shape(input)[-3]
-        t9 = (-ksize[1] + t8) // strides[1]
-        t10 = t9 + 1
+        if padding == "VALID":
+            t9 = (-ksize[1] + t8) // strides[1]
+            t10 = t9 + 1
+        else:
+            t10 = -((-t8) // strides[1])
         t11 = torch.arange(int(t10))
         t12 = t11[..., None]
         t13 = torch.arange(int(ksize[1]))
-        t14 = strides[1] * t12 + t13
+        if padding == "VALID":
+            t14 = strides[1] * t12 + t13
+        else:
+            t14 = strides[1] * t12 + t13 - _same_padding(t8, ksize[1], strides[1], 1)
         t15 = _gather(t7, t14, -4, fill=-torch.inf)
         t16 = torch.permute(t15, (0, 1, 3, 5, 2, 4))
         output = torch.amax(t16, axis=(-2, -1))
-    elif padding == "SAME":
-        t1 = -((-t0) // strides[2])
-        t2 = torch.arange(int(t1))
-        t3 = t2[..., None]
-        t4 = torch.arange(int(ksize[2]))
-        t5 = strides[2] * t3 + t4 - _same_padding(t0, ksize[2], strides[2], 1)
-        t6 = _gather(input, t5, -2, fill=-torch.inf)
-        t7 = np.shape(input)[-3]
-        t8 = -((-t7) // strides[1])
-        t9 = torch.arange(int(t8))
-        t10 = t9[..., None]
-        t11 = torch.arange(int(ksize[1]))
-        t12 = strides[1] * t10 + t11 - _same_padding(t7, ksize[1], strides[1], 1)
-        t13 = _gather(t6, t12, -4, fill=-torch.inf)
-        t14 = torch.permute(t13, (0, 1, 3, 5, 2, 4))
-        output = torch.amax(t14, axis=(-2, -1))
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")
     return output

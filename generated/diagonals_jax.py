@@ -442,53 +442,52 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t7 = jnp.asarray(t4, dtype=jnp.int64)
         t8 = jnp.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = jnp.shape(input)[-2]
         t1 = jnp.shape(input)[-1]
         t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
-        t3 = 3
+        if k == (-1, 1):
+            t3 = 3
+        else:
+            t3 = 2
         t4 = jnp.arange(t3)
         t5 = t4[..., None]
-        t6 = jnp.arange(jnp.shape(input)[-2])
-        if align == "RIGHT_LEFT":
-            t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.where(t5 <= 1, jnp.abs(t5 - 1), 0)
-            t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.where(t5 <= 1, jnp.abs(t5 - 1), 0)
-        elif align == "LEFT_RIGHT":
-            t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.where(t5 > 1, jnp.abs(t5 - 1), 0)
-            t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.where(t5 > 1, jnp.abs(t5 - 1), 0)
-        elif align == "LEFT_LEFT":
-            t7 = t6 + jnp.maximum(t5 - 1, 0)
-            t8 = t6 + jnp.maximum(1 - t5, 0)
+        if k == (-1, 1):
+            t6 = jnp.arange(jnp.shape(input)[-2])
+            if align == "RIGHT_LEFT":
+                t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.where(t5 <= 1, jnp.abs(t5 - 1), 0)
+                t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.where(t5 <= 1, jnp.abs(t5 - 1), 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.where(t5 > 1, jnp.abs(t5 - 1), 0)
+                t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.where(t5 > 1, jnp.abs(t5 - 1), 0)
+            elif align == "LEFT_LEFT":
+                t7 = t6 + jnp.maximum(t5 - 1, 0)
+                t8 = t6 + jnp.maximum(1 - t5, 0)
+            else:
+                t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.abs(t5 - 1)
+                t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.abs(t5 - 1)
         else:
-            t7 = t6 + jnp.maximum(t5 - 1, 0) - jnp.abs(t5 - 1)
-            t8 = t6 + jnp.maximum(1 - t5, 0) - jnp.abs(t5 - 1)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.asarray(t8, dtype=jnp.int64)
-        t11 = jnp.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
-        diagonal = _gather(t2, t11, -1)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.shape(input)[-1]
-        t2 = jnp.reshape(input, jnp.shape(input)[:-2] + (t0 * t1,))
-        t3 = 2
-        t4 = jnp.arange(t3)
-        t5 = t4[..., None]
-        t6 = t0 - 1
-        t7 = jnp.arange(t6)
-        if align == "RIGHT_LEFT":
-            t8 = t7 + jnp.maximum(t5 - 2, 0) - jnp.where(t5 <= 2, jnp.abs(t5 - 2) - 1, 0)
-            t9 = t7 + jnp.maximum(2 - t5, 0) - jnp.where(t5 <= 2, jnp.abs(t5 - 2) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t8 = t7 + jnp.maximum(t5 - 2, 0) - jnp.where(t5 > 2, jnp.abs(t5 - 2) - 1, 0)
-            t9 = t7 + jnp.maximum(2 - t5, 0) - jnp.where(t5 > 2, jnp.abs(t5 - 2) - 1, 0)
-        elif align == "LEFT_LEFT":
-            t8 = t7 + jnp.maximum(t5 - 2, 0)
-            t9 = t7 + jnp.maximum(2 - t5, 0)
-        else:
-            t8 = t7 + jnp.maximum(t5 - 2, 0) - jnp.abs(t5 - 2) + 1
-            t9 = t7 + jnp.maximum(2 - t5, 0) - jnp.abs(t5 - 2) + 1
-        t10 = jnp.asarray(t8, dtype=jnp.int64)
-        t11 = jnp.asarray(t9, dtype=jnp.int64)
+            t6 = t0 - 1
+            t9 = jnp.arange(t6)
+            if align == "RIGHT_LEFT":
+                t7 = t9 + jnp.maximum(t5 - 2, 0) - jnp.where(t5 <= 2, jnp.abs(t5 - 2) - 1, 0)
+                t8 = t9 + jnp.maximum(2 - t5, 0) - jnp.where(t5 <= 2, jnp.abs(t5 - 2) - 1, 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t9 + jnp.maximum(t5 - 2, 0) - jnp.where(t5 > 2, jnp.abs(t5 - 2) - 1, 0)
+                t8 = t9 + jnp.maximum(2 - t5, 0) - jnp.where(t5 > 2, jnp.abs(t5 - 2) - 1, 0)
+            elif align == "LEFT_LEFT":
+                t7 = t9 + jnp.maximum(t5 - 2, 0)
+                t8 = t9 + jnp.maximum(2 - t5, 0)
+            else:
+                t7 = t9 + jnp.maximum(t5 - 2, 0) - jnp.abs(t5 - 2) + 1
+                t8 = t9 + jnp.maximum(2 - t5, 0) - jnp.abs(t5 - 2) + 1
+        t10 = jnp.asarray(t7, dtype=jnp.int64)
+        t11 = jnp.asarray(t8, dtype=jnp.int64)
         t12 = jnp.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         diagonal = _gather(t2, t12, -1)
     else:
@@ -537,46 +536,43 @@ def matrix_diag_part_v3_vjp(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = jnp.shape(input)[-2]
         t1 = jnp.arange(jnp.shape(grad)[-2])
         t2 = t1[..., None]
-        t3 = jnp.arange(jnp.shape(input)[-2])
-        if align == "RIGHT_LEFT":
-            t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.where(t2 <= 1, jnp.abs(t2 - 1), 0)
-            t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.where(t2 <= 1, jnp.abs(t2 - 1), 0)
-        elif align == "LEFT_RIGHT":
-            t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.where(t2 > 1, jnp.abs(t2 - 1), 0)
-            t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.where(t2 > 1, jnp.abs(t2 - 1), 0)
-        elif align == "LEFT_LEFT":
-            t4 = t3 + jnp.maximum(t2 - 1, 0)
-            t5 = t3 + jnp.maximum(1 - t2, 0)
+        if k == (-1, 1):
+            t3 = jnp.arange(jnp.shape(input)[-2])
+            if align == "RIGHT_LEFT":
+                t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.where(t2 <= 1, jnp.abs(t2 - 1), 0)
+                t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.where(t2 <= 1, jnp.abs(t2 - 1), 0)
+            elif align == "LEFT_RIGHT":
+                t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.where(t2 > 1, jnp.abs(t2 - 1), 0)
+                t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.where(t2 > 1, jnp.abs(t2 - 1), 0)
+            elif align == "LEFT_LEFT":
+                t4 = t3 + jnp.maximum(t2 - 1, 0)
+                t5 = t3 + jnp.maximum(1 - t2, 0)
+            else:
+                t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.abs(t2 - 1)
+                t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.abs(t2 - 1)
         else:
-            t4 = t3 + jnp.maximum(t2 - 1, 0) - jnp.abs(t2 - 1)
-            t5 = t3 + jnp.maximum(1 - t2, 0) - jnp.abs(t2 - 1)
-        t6 = jnp.asarray(t4, dtype=jnp.int64)
-        t7 = jnp.asarray(t5, dtype=jnp.int64)
-        t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
-        t9 = t0**2
-        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = jnp.reshape(t10, jnp.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = jnp.shape(input)[-2]
-        t1 = jnp.arange(jnp.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = jnp.arange(jnp.shape(grad)[-1])
-        if align == "RIGHT_LEFT":
-            t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.where(t2 <= 2, jnp.abs(t2 - 2) - 1, 0)
-            t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.where(t2 <= 2, jnp.abs(t2 - 2) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.where(t2 > 2, jnp.abs(t2 - 2) - 1, 0)
-            t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.where(t2 > 2, jnp.abs(t2 - 2) - 1, 0)
-        elif align == "LEFT_LEFT":
-            t4 = t3 + jnp.maximum(t2 - 2, 0)
-            t5 = t3 + jnp.maximum(2 - t2, 0)
-        else:
-            t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.abs(t2 - 2) + 1
-            t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.abs(t2 - 2) + 1
+            t3 = jnp.arange(jnp.shape(grad)[-1])
+            if align == "RIGHT_LEFT":
+                t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.where(t2 <= 2, jnp.abs(t2 - 2) - 1, 0)
+                t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.where(t2 <= 2, jnp.abs(t2 - 2) - 1, 0)
+            elif align == "LEFT_RIGHT":
+                t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.where(t2 > 2, jnp.abs(t2 - 2) - 1, 0)
+                t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.where(t2 > 2, jnp.abs(t2 - 2) - 1, 0)
+            elif align == "LEFT_LEFT":
+                t4 = t3 + jnp.maximum(t2 - 2, 0)
+                t5 = t3 + jnp.maximum(2 - t2, 0)
+            else:
+                t4 = t3 + jnp.maximum(t2 - 2, 0) - jnp.abs(t2 - 2) + 1
+                t5 = t3 + jnp.maximum(2 - t2, 0) - jnp.abs(t2 - 2) + 1
         t6 = jnp.asarray(t4, dtype=jnp.int64)
         t7 = jnp.asarray(t5, dtype=jnp.int64)
         t8 = jnp.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
@@ -736,48 +732,51 @@ def matrix_diag_v3_forward(
         t8 = t1**2
         t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = jnp.reshape(t9, jnp.shape(t9)[:-1] + (-1, t1))
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = jnp.shape(diagonal)[-2]
         t1 = jnp.shape(diagonal)[-1]
         t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
-        t3 = jnp.arange(jnp.shape(diagonal)[-1])
-        t4 = t3[..., None]
-        t5 = -t3 + t4 + 1
-        if align == "RIGHT_LEFT":
-            t6 = t4 - jnp.maximum(-t3 + t4, 0) + jnp.where(t3 - t4 >= 0, jnp.abs(t3 - t4), 0)
-        elif align == "LEFT_RIGHT":
-            t6 = t4 - jnp.maximum(-t3 + t4, 0) + jnp.where(t3 - t4 < 0, jnp.abs(t3 - t4), 0)
-        elif align == "LEFT_LEFT":
-            t6 = t4 - jnp.maximum(-t3 + t4, 0)
+        if k == (-1, 1):
+            t3 = jnp.arange(jnp.shape(diagonal)[-1])
         else:
-            t6 = t4 - jnp.maximum(-t3 + t4, 0) + jnp.abs(t3 - t4)
-        t7 = jnp.asarray(t5, dtype=jnp.int64)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
-        output = jnp.where(t11, t10, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = jnp.shape(diagonal)[-2]
-        t1 = jnp.shape(diagonal)[-1]
-        t2 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t0 * t1,))
-        t3 = t1 + 1
-        t4 = jnp.arange(t3)
-        t5 = t4[..., None]
-        t6 = -t4 + t5 + 2
-        if align == "RIGHT_LEFT":
-            t7 = t5 - jnp.maximum(-t4 + t5, 0) + jnp.where(t4 - t5 >= 0, jnp.abs(t4 - t5) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t7 = t5 - jnp.maximum(-t4 + t5, 0) + jnp.where(t4 - t5 < 0, jnp.abs(t4 - t5) - 1, 0)
-        elif align == "LEFT_LEFT":
-            t7 = t5 - jnp.maximum(-t4 + t5, 0)
+            t4 = t1 + 1
+            t3 = jnp.arange(t4)
+        t5 = t3[..., None]
+        if k == (-1, 1):
+            t6 = -t3 + t5 + 1
+            if align == "RIGHT_LEFT":
+                t7 = t5 - jnp.maximum(-t3 + t5, 0) + jnp.where(t3 - t5 >= 0, jnp.abs(t3 - t5), 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t5 - jnp.maximum(-t3 + t5, 0) + jnp.where(t3 - t5 < 0, jnp.abs(t3 - t5), 0)
+            elif align == "LEFT_LEFT":
+                t7 = t5 - jnp.maximum(-t3 + t5, 0)
+            else:
+                t7 = t5 - jnp.maximum(-t3 + t5, 0) + jnp.abs(t3 - t5)
         else:
-            t7 = t5 - jnp.maximum(-t4 + t5, 0) + jnp.abs(t4 - t5) - 1
+            t6 = -t3 + t5 + 2
+            if align == "RIGHT_LEFT":
+                t7 = (
+                    t5 - jnp.maximum(-t3 + t5, 0) + jnp.where(t3 - t5 >= 0, jnp.abs(t3 - t5) - 1, 0)
+                )
+            elif align == "LEFT_RIGHT":
+                t7 = t5 - jnp.maximum(-t3 + t5, 0) + jnp.where(t3 - t5 < 0, jnp.abs(t3 - t5) - 1, 0)
+            elif align == "LEFT_LEFT":
+                t7 = t5 - jnp.maximum(-t3 + t5, 0)
+            else:
+                t7 = t5 - jnp.maximum(-t3 + t5, 0) + jnp.abs(t3 - t5) - 1
         t8 = jnp.asarray(t6, dtype=jnp.int64)
         t9 = jnp.asarray(t7, dtype=jnp.int64)
         t10 = jnp.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         t11 = _gather(t2, t10, -1)
-        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        if k == (-1, 1):
+            t12 = (-t3 + t5 >= -1) & (-t3 + t5 <= 1)
+        else:
+            t12 = (-t3 + t5 >= -2) & (-t3 + t5 <= -1)
         output = jnp.where(t12, t11, 0)
     else:
         raise ValueError(
@@ -825,51 +824,55 @@ def matrix_diag_v3_vjp(
             t6 = jnp.asarray(t3, dtype=jnp.int64)
         t7 = jnp.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = jnp.arange(jnp.shape(diagonal)[-2])
-        t1 = (t0 >= 0) & (t0 <= 2)
+        if k == (-1, 1):
+            t1 = (t0 >= 0) & (t0 <= 2)
+        else:
+            t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
         t3 = t0[..., None]
-        t4 = jnp.arange(jnp.shape(diagonal)[-1])
-        t5 = t3 + t4 - 1
+        if k == (-1, 1):
+            t4 = jnp.arange(jnp.shape(diagonal)[-1])
+            t5 = t3 + t4 - 1
+        else:
+            t4 = jnp.arange(jnp.shape(grad)[-2])
+            t5 = t3 + t4 - 2
         t6 = _gather(grad, t5, -2)
         t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
         t8 = jnp.shape(diagonal)[-2]
         t9 = jnp.shape(diagonal)[-1]
-        if align == "RIGHT_LEFT":
-            t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.where(t3 <= 1, jnp.abs(t3 - 1), 0) - 1
-        elif align == "LEFT_RIGHT":
-            t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.where(t3 > 1, jnp.abs(t3 - 1), 0) - 1
-        elif align == "LEFT_LEFT":
-            t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) - 1
+        if k == (-1, 1):
+            if align == "RIGHT_LEFT":
+                t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.where(t3 <= 1, jnp.abs(t3 - 1), 0) - 1
+            elif align == "LEFT_RIGHT":
+                t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.where(t3 > 1, jnp.abs(t3 - 1), 0) - 1
+            elif align == "LEFT_LEFT":
+                t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) - 1
+            else:
+                t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.abs(t3 - 1) - 1
         else:
-            t10 = t3 + t4 - jnp.maximum(t3 - 1, 0) + jnp.abs(t3 - 1) - 1
-        t11 = jnp.asarray(t3, dtype=jnp.int64)
-        t12 = jnp.asarray(t10, dtype=jnp.int64)
-        t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
-        t14 = t8 * t9
-        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
-        t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t9))
-        grad_diagonal = jnp.where(t2, t16, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = jnp.arange(jnp.shape(diagonal)[-2])
-        t1 = (t0 >= 0) & (t0 <= 1)
-        t2 = t1[..., None]
-        t3 = t0[..., None]
-        t4 = jnp.arange(jnp.shape(grad)[-2])
-        t5 = t3 + t4 - 2
-        t6 = _gather(grad, t5, -2)
-        t7 = jnp.diagonal(t6, axis1=-2, axis2=-1)
-        t8 = jnp.shape(diagonal)[-2]
-        t9 = jnp.shape(diagonal)[-1]
-        if align == "RIGHT_LEFT":
-            t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.where(t3 <= 2, jnp.abs(t3 - 2) - 1, 0) - 2
-        elif align == "LEFT_RIGHT":
-            t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.where(t3 > 2, jnp.abs(t3 - 2) - 1, 0) - 2
-        elif align == "LEFT_LEFT":
-            t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) - 2
-        else:
-            t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.abs(t3 - 2) - 3
+            if align == "RIGHT_LEFT":
+                t10 = (
+                    t3
+                    + t4
+                    - jnp.maximum(t3 - 2, 0)
+                    + jnp.where(t3 <= 2, jnp.abs(t3 - 2) - 1, 0)
+                    - 2
+                )
+            elif align == "LEFT_RIGHT":
+                t10 = (
+                    t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.where(t3 > 2, jnp.abs(t3 - 2) - 1, 0) - 2
+                )
+            elif align == "LEFT_LEFT":
+                t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) - 2
+            else:
+                t10 = t3 + t4 - jnp.maximum(t3 - 2, 0) + jnp.abs(t3 - 2) - 3
         t11 = jnp.asarray(t3, dtype=jnp.int64)
         t12 = jnp.asarray(t10, dtype=jnp.int64)
         t13 = jnp.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
@@ -1039,20 +1042,34 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
         t12 = jnp.reshape(t11, jnp.shape(t11)[:-1] + (-1, t3))
         output = -input * t12 + input + t9
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        if k == (-1, 1):
+            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        else:
+            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
         t3 = jnp.shape(diagonal)[-2]
         t4 = jnp.shape(diagonal)[-1]
         t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 1
-        if align == "RIGHT_LEFT":
-            t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 >= 0, jnp.abs(t0 - t1), 0)
-        elif align == "LEFT_RIGHT":
-            t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 < 0, jnp.abs(t0 - t1), 0)
+        if k == (-1, 1):
+            t6 = -t0 + t1 + 1
+            if align == "RIGHT_LEFT":
+                t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 >= 0, jnp.abs(t0 - t1), 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 < 0, jnp.abs(t0 - t1), 0)
+            else:
+                t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.abs(t0 - t1)
         else:
-            t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.abs(t0 - t1)
+            t6 = -t0 + t1 + 2
+            if align == "RIGHT_LEFT":
+                t7 = (
+                    t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 >= 0, jnp.abs(t0 - t1) - 1, 0)
+                )
+            elif align == "LEFT_RIGHT":
+                t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 < 0, jnp.abs(t0 - t1) - 1, 0)
+            else:
+                t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.abs(t0 - t1) - 1
         t8 = jnp.asarray(t6, dtype=jnp.int64)
         t9 = jnp.asarray(t7, dtype=jnp.int64)
         t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
@@ -1067,25 +1084,6 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
         t6 = -t0 + t1 + k[1]
         t7 = t1 - jnp.maximum(-t0 + t1, 0)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.asarray(t7, dtype=jnp.int64)
-        t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
-        t11 = _gather(t5, t10, -1)
-        output = jnp.where(t2, 0, input) + jnp.where(t2, t11, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        t3 = jnp.shape(diagonal)[-2]
-        t4 = jnp.shape(diagonal)[-1]
-        t5 = jnp.reshape(diagonal, jnp.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 2
-        if align == "RIGHT_LEFT":
-            t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 >= 0, jnp.abs(t0 - t1) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.where(t0 - t1 < 0, jnp.abs(t0 - t1) - 1, 0)
-        else:
-            t7 = t1 - jnp.maximum(-t0 + t1, 0) + jnp.abs(t0 - t1) - 1
         t8 = jnp.asarray(t6, dtype=jnp.int64)
         t9 = jnp.asarray(t7, dtype=jnp.int64)
         t10 = jnp.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
@@ -1142,59 +1140,62 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
             t16 = jnp.asarray(t13, dtype=jnp.int64)
         t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
         grad_diagonal = _gather(t12, t17, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = jnp.arange(jnp.shape(input)[-2])
         t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        if k == (-1, 1):
+            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        else:
+            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
         grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         t3 = jnp.arange(jnp.shape(diagonal)[-2])
-        t4 = (t3 >= 0) & (t3 <= 2)
+        if k == (-1, 1):
+            t4 = (t3 >= 0) & (t3 <= 2)
+        else:
+            t4 = (t3 >= 0) & (t3 <= 1)
         t5 = t4[..., None]
         t6 = t3[..., None]
-        t7 = t0 + t6 - 1
+        if k == (-1, 1):
+            t7 = t0 + t6 - 1
+        else:
+            t7 = t0 + t6 - 2
         t8 = _gather(grad, t7, -2)
         t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
         t10 = jnp.shape(diagonal)[-2]
-        t11 = jnp.shape(input)[-2]
-        if align == "RIGHT_LEFT":
-            t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 <= 1, jnp.abs(t6 - 1), 0) - 1
-        elif align == "LEFT_RIGHT":
-            t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 > 1, jnp.abs(t6 - 1), 0) - 1
-        elif align == "LEFT_LEFT":
-            t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) - 1
+        if k == (-1, 1):
+            t11 = jnp.shape(input)[-2]
+            if align == "RIGHT_LEFT":
+                t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 <= 1, jnp.abs(t6 - 1), 0) - 1
+            elif align == "LEFT_RIGHT":
+                t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 > 1, jnp.abs(t6 - 1), 0) - 1
+            elif align == "LEFT_LEFT":
+                t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) - 1
+            else:
+                t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.abs(t6 - 1) - 1
         else:
-            t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.abs(t6 - 1) - 1
-        t13 = jnp.asarray(t6, dtype=jnp.int64)
-        t14 = jnp.asarray(t12, dtype=jnp.int64)
-        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
-        t16 = t10 * t11
-        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
-        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
-        grad_diagonal = jnp.where(t5, t18, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t3 = jnp.arange(jnp.shape(diagonal)[-2])
-        t4 = (t3 >= 0) & (t3 <= 1)
-        t5 = t4[..., None]
-        t6 = t3[..., None]
-        t7 = t0 + t6 - 2
-        t8 = _gather(grad, t7, -2)
-        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
-        t10 = jnp.shape(diagonal)[-2]
-        t11 = jnp.shape(diagonal)[-1]
-        if align == "RIGHT_LEFT":
-            t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.where(t6 <= 2, jnp.abs(t6 - 2) - 1, 0) - 2
-        elif align == "LEFT_RIGHT":
-            t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.where(t6 > 2, jnp.abs(t6 - 2) - 1, 0) - 2
-        elif align == "LEFT_LEFT":
-            t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) - 2
-        else:
-            t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.abs(t6 - 2) - 3
+            t11 = jnp.shape(diagonal)[-1]
+            if align == "RIGHT_LEFT":
+                t12 = (
+                    t0
+                    + t6
+                    - jnp.maximum(t6 - 2, 0)
+                    + jnp.where(t6 <= 2, jnp.abs(t6 - 2) - 1, 0)
+                    - 2
+                )
+            elif align == "LEFT_RIGHT":
+                t12 = (
+                    t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.where(t6 > 2, jnp.abs(t6 - 2) - 1, 0) - 2
+                )
+            elif align == "LEFT_LEFT":
+                t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) - 2
+            else:
+                t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.abs(t6 - 2) - 3
         t13 = jnp.asarray(t6, dtype=jnp.int64)
         t14 = jnp.asarray(t12, dtype=jnp.int64)
         t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)

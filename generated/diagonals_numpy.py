@@ -424,53 +424,52 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
         t7 = np.asarray(t4, dtype=np.int64)
         t8 = np.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
-        t3 = 3
+        if k == (-1, 1):
+            t3 = 3
+        else:
+            t3 = 2
         t4 = np.arange(t3)
         t5 = t4[..., None]
-        t6 = np.arange(np.shape(input)[-2])
-        if align == "RIGHT_LEFT":
-            t7 = t6 + np.maximum(t5 - 1, 0) - np.where(t5 <= 1, np.abs(t5 - 1), 0)
-            t8 = t6 + np.maximum(1 - t5, 0) - np.where(t5 <= 1, np.abs(t5 - 1), 0)
-        elif align == "LEFT_RIGHT":
-            t7 = t6 + np.maximum(t5 - 1, 0) - np.where(t5 > 1, np.abs(t5 - 1), 0)
-            t8 = t6 + np.maximum(1 - t5, 0) - np.where(t5 > 1, np.abs(t5 - 1), 0)
-        elif align == "LEFT_LEFT":
-            t7 = t6 + np.maximum(t5 - 1, 0)
-            t8 = t6 + np.maximum(1 - t5, 0)
+        if k == (-1, 1):
+            t6 = np.arange(np.shape(input)[-2])
+            if align == "RIGHT_LEFT":
+                t7 = t6 + np.maximum(t5 - 1, 0) - np.where(t5 <= 1, np.abs(t5 - 1), 0)
+                t8 = t6 + np.maximum(1 - t5, 0) - np.where(t5 <= 1, np.abs(t5 - 1), 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t6 + np.maximum(t5 - 1, 0) - np.where(t5 > 1, np.abs(t5 - 1), 0)
+                t8 = t6 + np.maximum(1 - t5, 0) - np.where(t5 > 1, np.abs(t5 - 1), 0)
+            elif align == "LEFT_LEFT":
+                t7 = t6 + np.maximum(t5 - 1, 0)
+                t8 = t6 + np.maximum(1 - t5, 0)
+            else:
+                t7 = t6 + np.maximum(t5 - 1, 0) - np.abs(t5 - 1)
+                t8 = t6 + np.maximum(1 - t5, 0) - np.abs(t5 - 1)
         else:
-            t7 = t6 + np.maximum(t5 - 1, 0) - np.abs(t5 - 1)
-            t8 = t6 + np.maximum(1 - t5, 0) - np.abs(t5 - 1)
-        t9 = np.asarray(t7, dtype=np.int64)
-        t10 = np.asarray(t8, dtype=np.int64)
-        t11 = np.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
-        diagonal = _gather(t2, t11, -1)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = np.shape(input)[-2]
-        t1 = np.shape(input)[-1]
-        t2 = np.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
-        t3 = 2
-        t4 = np.arange(t3)
-        t5 = t4[..., None]
-        t6 = t0 - 1
-        t7 = np.arange(t6)
-        if align == "RIGHT_LEFT":
-            t8 = t7 + np.maximum(t5 - 2, 0) - np.where(t5 <= 2, np.abs(t5 - 2) - 1, 0)
-            t9 = t7 + np.maximum(2 - t5, 0) - np.where(t5 <= 2, np.abs(t5 - 2) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t8 = t7 + np.maximum(t5 - 2, 0) - np.where(t5 > 2, np.abs(t5 - 2) - 1, 0)
-            t9 = t7 + np.maximum(2 - t5, 0) - np.where(t5 > 2, np.abs(t5 - 2) - 1, 0)
-        elif align == "LEFT_LEFT":
-            t8 = t7 + np.maximum(t5 - 2, 0)
-            t9 = t7 + np.maximum(2 - t5, 0)
-        else:
-            t8 = t7 + np.maximum(t5 - 2, 0) - np.abs(t5 - 2) + 1
-            t9 = t7 + np.maximum(2 - t5, 0) - np.abs(t5 - 2) + 1
-        t10 = np.asarray(t8, dtype=np.int64)
-        t11 = np.asarray(t9, dtype=np.int64)
+            t6 = t0 - 1
+            t9 = np.arange(t6)
+            if align == "RIGHT_LEFT":
+                t7 = t9 + np.maximum(t5 - 2, 0) - np.where(t5 <= 2, np.abs(t5 - 2) - 1, 0)
+                t8 = t9 + np.maximum(2 - t5, 0) - np.where(t5 <= 2, np.abs(t5 - 2) - 1, 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t9 + np.maximum(t5 - 2, 0) - np.where(t5 > 2, np.abs(t5 - 2) - 1, 0)
+                t8 = t9 + np.maximum(2 - t5, 0) - np.where(t5 > 2, np.abs(t5 - 2) - 1, 0)
+            elif align == "LEFT_LEFT":
+                t7 = t9 + np.maximum(t5 - 2, 0)
+                t8 = t9 + np.maximum(2 - t5, 0)
+            else:
+                t7 = t9 + np.maximum(t5 - 2, 0) - np.abs(t5 - 2) + 1
+                t8 = t9 + np.maximum(2 - t5, 0) - np.abs(t5 - 2) + 1
+        t10 = np.asarray(t7, dtype=np.int64)
+        t11 = np.asarray(t8, dtype=np.int64)
         t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         diagonal = _gather(t2, t12, -1)
     else:
@@ -519,46 +518,43 @@ def matrix_diag_part_v3_grad(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = np.shape(input)[-2]
         t1 = np.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
-        t3 = np.arange(np.shape(input)[-2])
-        if align == "RIGHT_LEFT":
-            t4 = t3 + np.maximum(t2 - 1, 0) - np.where(t2 <= 1, np.abs(t2 - 1), 0)
-            t5 = t3 + np.maximum(1 - t2, 0) - np.where(t2 <= 1, np.abs(t2 - 1), 0)
-        elif align == "LEFT_RIGHT":
-            t4 = t3 + np.maximum(t2 - 1, 0) - np.where(t2 > 1, np.abs(t2 - 1), 0)
-            t5 = t3 + np.maximum(1 - t2, 0) - np.where(t2 > 1, np.abs(t2 - 1), 0)
-        elif align == "LEFT_LEFT":
-            t4 = t3 + np.maximum(t2 - 1, 0)
-            t5 = t3 + np.maximum(1 - t2, 0)
+        if k == (-1, 1):
+            t3 = np.arange(np.shape(input)[-2])
+            if align == "RIGHT_LEFT":
+                t4 = t3 + np.maximum(t2 - 1, 0) - np.where(t2 <= 1, np.abs(t2 - 1), 0)
+                t5 = t3 + np.maximum(1 - t2, 0) - np.where(t2 <= 1, np.abs(t2 - 1), 0)
+            elif align == "LEFT_RIGHT":
+                t4 = t3 + np.maximum(t2 - 1, 0) - np.where(t2 > 1, np.abs(t2 - 1), 0)
+                t5 = t3 + np.maximum(1 - t2, 0) - np.where(t2 > 1, np.abs(t2 - 1), 0)
+            elif align == "LEFT_LEFT":
+                t4 = t3 + np.maximum(t2 - 1, 0)
+                t5 = t3 + np.maximum(1 - t2, 0)
+            else:
+                t4 = t3 + np.maximum(t2 - 1, 0) - np.abs(t2 - 1)
+                t5 = t3 + np.maximum(1 - t2, 0) - np.abs(t2 - 1)
         else:
-            t4 = t3 + np.maximum(t2 - 1, 0) - np.abs(t2 - 1)
-            t5 = t3 + np.maximum(1 - t2, 0) - np.abs(t2 - 1)
-        t6 = np.asarray(t4, dtype=np.int64)
-        t7 = np.asarray(t5, dtype=np.int64)
-        t8 = np.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
-        t9 = t0**2
-        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = np.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = np.shape(input)[-2]
-        t1 = np.arange(np.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = np.arange(np.shape(grad)[-1])
-        if align == "RIGHT_LEFT":
-            t4 = t3 + np.maximum(t2 - 2, 0) - np.where(t2 <= 2, np.abs(t2 - 2) - 1, 0)
-            t5 = t3 + np.maximum(2 - t2, 0) - np.where(t2 <= 2, np.abs(t2 - 2) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t4 = t3 + np.maximum(t2 - 2, 0) - np.where(t2 > 2, np.abs(t2 - 2) - 1, 0)
-            t5 = t3 + np.maximum(2 - t2, 0) - np.where(t2 > 2, np.abs(t2 - 2) - 1, 0)
-        elif align == "LEFT_LEFT":
-            t4 = t3 + np.maximum(t2 - 2, 0)
-            t5 = t3 + np.maximum(2 - t2, 0)
-        else:
-            t4 = t3 + np.maximum(t2 - 2, 0) - np.abs(t2 - 2) + 1
-            t5 = t3 + np.maximum(2 - t2, 0) - np.abs(t2 - 2) + 1
+            t3 = np.arange(np.shape(grad)[-1])
+            if align == "RIGHT_LEFT":
+                t4 = t3 + np.maximum(t2 - 2, 0) - np.where(t2 <= 2, np.abs(t2 - 2) - 1, 0)
+                t5 = t3 + np.maximum(2 - t2, 0) - np.where(t2 <= 2, np.abs(t2 - 2) - 1, 0)
+            elif align == "LEFT_RIGHT":
+                t4 = t3 + np.maximum(t2 - 2, 0) - np.where(t2 > 2, np.abs(t2 - 2) - 1, 0)
+                t5 = t3 + np.maximum(2 - t2, 0) - np.where(t2 > 2, np.abs(t2 - 2) - 1, 0)
+            elif align == "LEFT_LEFT":
+                t4 = t3 + np.maximum(t2 - 2, 0)
+                t5 = t3 + np.maximum(2 - t2, 0)
+            else:
+                t4 = t3 + np.maximum(t2 - 2, 0) - np.abs(t2 - 2) + 1
+                t5 = t3 + np.maximum(2 - t2, 0) - np.abs(t2 - 2) + 1
         t6 = np.asarray(t4, dtype=np.int64)
         t7 = np.asarray(t5, dtype=np.int64)
         t8 = np.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
@@ -597,22 +593,33 @@ def matrix_diag_part_v3_grad_grad(
             t6 = np.asarray(t3, dtype=np.int64)
         t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_grad = _gather(t2, t7, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = np.shape(grad_vjp_input)[-2]
         t1 = np.shape(grad_vjp_input)[-1]
         t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
         t3 = np.arange(np.shape(grad)[-2])
         t4 = t3[..., None]
         t5 = np.arange(np.shape(grad)[-1])
-        if align == "RIGHT_LEFT":
-            t6 = t5 + np.maximum(t4 - 1, 0) - np.where(t4 <= 1, np.abs(t4 - 1), 0)
-            t7 = t5 + np.maximum(1 - t4, 0) - np.where(t4 <= 1, np.abs(t4 - 1), 0)
-        elif align == "LEFT_RIGHT":
-            t6 = t5 + np.maximum(t4 - 1, 0) - np.where(t4 > 1, np.abs(t4 - 1), 0)
-            t7 = t5 + np.maximum(1 - t4, 0) - np.where(t4 > 1, np.abs(t4 - 1), 0)
+        if k == (-1, 1):
+            if align == "RIGHT_LEFT":
+                t6 = t5 + np.maximum(t4 - 1, 0) - np.where(t4 <= 1, np.abs(t4 - 1), 0)
+                t7 = t5 + np.maximum(1 - t4, 0) - np.where(t4 <= 1, np.abs(t4 - 1), 0)
+            elif align == "LEFT_RIGHT":
+                t6 = t5 + np.maximum(t4 - 1, 0) - np.where(t4 > 1, np.abs(t4 - 1), 0)
+                t7 = t5 + np.maximum(1 - t4, 0) - np.where(t4 > 1, np.abs(t4 - 1), 0)
+            else:
+                t6 = t5 + np.maximum(t4 - 1, 0) - np.abs(t4 - 1)
+                t7 = t5 + np.maximum(1 - t4, 0) - np.abs(t4 - 1)
         else:
-            t6 = t5 + np.maximum(t4 - 1, 0) - np.abs(t4 - 1)
-            t7 = t5 + np.maximum(1 - t4, 0) - np.abs(t4 - 1)
+            if align == "RIGHT_LEFT":
+                t6 = t5 + np.maximum(t4 - 2, 0) - np.where(t4 <= 2, np.abs(t4 - 2) - 1, 0)
+                t7 = t5 + np.maximum(2 - t4, 0) - np.where(t4 <= 2, np.abs(t4 - 2) - 1, 0)
+            elif align == "LEFT_RIGHT":
+                t6 = t5 + np.maximum(t4 - 2, 0) - np.where(t4 > 2, np.abs(t4 - 2) - 1, 0)
+                t7 = t5 + np.maximum(2 - t4, 0) - np.where(t4 > 2, np.abs(t4 - 2) - 1, 0)
+            else:
+                t6 = t5 + np.maximum(t4 - 2, 0) - np.abs(t4 - 2) + 1
+                t7 = t5 + np.maximum(2 - t4, 0) - np.abs(t4 - 2) + 1
         t8 = np.asarray(t6, dtype=np.int64)
         t9 = np.asarray(t7, dtype=np.int64)
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
@@ -626,26 +633,6 @@ def matrix_diag_part_v3_grad_grad(
         t5 = np.arange(np.shape(grad)[-1])
         t6 = t5 + np.maximum(t4 - k[1], 0)
         t7 = t5 + np.maximum(k[1] - t4, 0)
-        t8 = np.asarray(t6, dtype=np.int64)
-        t9 = np.asarray(t7, dtype=np.int64)
-        t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
-        grad_grad = _gather(t2, t10, -1)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
-        t0 = np.shape(grad_vjp_input)[-2]
-        t1 = np.shape(grad_vjp_input)[-1]
-        t2 = np.reshape(grad_vjp_input, np.shape(grad_vjp_input)[:-2] + (t0 * t1,))
-        t3 = np.arange(np.shape(grad)[-2])
-        t4 = t3[..., None]
-        t5 = np.arange(np.shape(grad)[-1])
-        if align == "RIGHT_LEFT":
-            t6 = t5 + np.maximum(t4 - 2, 0) - np.where(t4 <= 2, np.abs(t4 - 2) - 1, 0)
-            t7 = t5 + np.maximum(2 - t4, 0) - np.where(t4 <= 2, np.abs(t4 - 2) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t6 = t5 + np.maximum(t4 - 2, 0) - np.where(t4 > 2, np.abs(t4 - 2) - 1, 0)
-            t7 = t5 + np.maximum(2 - t4, 0) - np.where(t4 > 2, np.abs(t4 - 2) - 1, 0)
-        else:
-            t6 = t5 + np.maximum(t4 - 2, 0) - np.abs(t4 - 2) + 1
-            t7 = t5 + np.maximum(2 - t4, 0) - np.abs(t4 - 2) + 1
         t8 = np.asarray(t6, dtype=np.int64)
         t9 = np.asarray(t7, dtype=np.int64)
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
@@ -825,48 +812,49 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t8 = t1**2
         t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = np.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
-        t3 = np.arange(np.shape(diagonal)[-1])
-        t4 = t3[..., None]
-        t5 = -t3 + t4 + 1
-        if align == "RIGHT_LEFT":
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4), 0)
-        elif align == "LEFT_RIGHT":
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4), 0)
-        elif align == "LEFT_LEFT":
-            t6 = t4 - np.maximum(-t3 + t4, 0)
+        if k == (-1, 1):
+            t3 = np.arange(np.shape(diagonal)[-1])
         else:
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4)
-        t7 = np.asarray(t5, dtype=np.int64)
-        t8 = np.asarray(t6, dtype=np.int64)
-        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
-        output = np.where(t11, t10, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = np.shape(diagonal)[-2]
-        t1 = np.shape(diagonal)[-1]
-        t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
-        t3 = t1 + 1
-        t4 = np.arange(t3)
-        t5 = t4[..., None]
-        t6 = -t4 + t5 + 2
-        if align == "RIGHT_LEFT":
-            t7 = t5 - np.maximum(-t4 + t5, 0) + np.where(t4 - t5 >= 0, np.abs(t4 - t5) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t7 = t5 - np.maximum(-t4 + t5, 0) + np.where(t4 - t5 < 0, np.abs(t4 - t5) - 1, 0)
-        elif align == "LEFT_LEFT":
-            t7 = t5 - np.maximum(-t4 + t5, 0)
+            t4 = t1 + 1
+            t3 = np.arange(t4)
+        t5 = t3[..., None]
+        if k == (-1, 1):
+            t6 = -t3 + t5 + 1
+            if align == "RIGHT_LEFT":
+                t7 = t5 - np.maximum(-t3 + t5, 0) + np.where(t3 - t5 >= 0, np.abs(t3 - t5), 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t5 - np.maximum(-t3 + t5, 0) + np.where(t3 - t5 < 0, np.abs(t3 - t5), 0)
+            elif align == "LEFT_LEFT":
+                t7 = t5 - np.maximum(-t3 + t5, 0)
+            else:
+                t7 = t5 - np.maximum(-t3 + t5, 0) + np.abs(t3 - t5)
         else:
-            t7 = t5 - np.maximum(-t4 + t5, 0) + np.abs(t4 - t5) - 1
+            t6 = -t3 + t5 + 2
+            if align == "RIGHT_LEFT":
+                t7 = t5 - np.maximum(-t3 + t5, 0) + np.where(t3 - t5 >= 0, np.abs(t3 - t5) - 1, 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t5 - np.maximum(-t3 + t5, 0) + np.where(t3 - t5 < 0, np.abs(t3 - t5) - 1, 0)
+            elif align == "LEFT_LEFT":
+                t7 = t5 - np.maximum(-t3 + t5, 0)
+            else:
+                t7 = t5 - np.maximum(-t3 + t5, 0) + np.abs(t3 - t5) - 1
         t8 = np.asarray(t6, dtype=np.int64)
         t9 = np.asarray(t7, dtype=np.int64)
         t10 = np.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         t11 = _gather(t2, t10, -1)
-        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        if k == (-1, 1):
+            t12 = (-t3 + t5 >= -1) & (-t3 + t5 <= 1)
+        else:
+            t12 = (-t3 + t5 >= -2) & (-t3 + t5 <= -1)
         output = np.where(t12, t11, 0)
     else:
         raise ValueError(
@@ -914,51 +902,47 @@ def matrix_diag_v3_grad(
             t6 = np.asarray(t3, dtype=np.int64)
         t7 = np.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = np.arange(np.shape(diagonal)[-2])
-        t1 = (t0 >= 0) & (t0 <= 2)
+        if k == (-1, 1):
+            t1 = (t0 >= 0) & (t0 <= 2)
+        else:
+            t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
         t3 = t0[..., None]
-        t4 = np.arange(np.shape(diagonal)[-1])
-        t5 = t3 + t4 - 1
+        if k == (-1, 1):
+            t4 = np.arange(np.shape(diagonal)[-1])
+            t5 = t3 + t4 - 1
+        else:
+            t4 = np.arange(np.shape(grad)[-2])
+            t5 = t3 + t4 - 2
         t6 = _gather(grad, t5, -2)
         t7 = np.diagonal(t6, axis1=-2, axis2=-1)
         t8 = np.shape(diagonal)[-2]
         t9 = np.shape(diagonal)[-1]
-        if align == "RIGHT_LEFT":
-            t10 = t3 + t4 - np.maximum(t3 - 1, 0) + np.where(t3 <= 1, np.abs(t3 - 1), 0) - 1
-        elif align == "LEFT_RIGHT":
-            t10 = t3 + t4 - np.maximum(t3 - 1, 0) + np.where(t3 > 1, np.abs(t3 - 1), 0) - 1
-        elif align == "LEFT_LEFT":
-            t10 = t3 + t4 - np.maximum(t3 - 1, 0) - 1
+        if k == (-1, 1):
+            if align == "RIGHT_LEFT":
+                t10 = t3 + t4 - np.maximum(t3 - 1, 0) + np.where(t3 <= 1, np.abs(t3 - 1), 0) - 1
+            elif align == "LEFT_RIGHT":
+                t10 = t3 + t4 - np.maximum(t3 - 1, 0) + np.where(t3 > 1, np.abs(t3 - 1), 0) - 1
+            elif align == "LEFT_LEFT":
+                t10 = t3 + t4 - np.maximum(t3 - 1, 0) - 1
+            else:
+                t10 = t3 + t4 - np.maximum(t3 - 1, 0) + np.abs(t3 - 1) - 1
         else:
-            t10 = t3 + t4 - np.maximum(t3 - 1, 0) + np.abs(t3 - 1) - 1
-        t11 = np.asarray(t3, dtype=np.int64)
-        t12 = np.asarray(t10, dtype=np.int64)
-        t13 = np.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
-        t14 = t8 * t9
-        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
-        t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
-        grad_diagonal = np.where(t2, t16, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = np.arange(np.shape(diagonal)[-2])
-        t1 = (t0 >= 0) & (t0 <= 1)
-        t2 = t1[..., None]
-        t3 = t0[..., None]
-        t4 = np.arange(np.shape(grad)[-2])
-        t5 = t3 + t4 - 2
-        t6 = _gather(grad, t5, -2)
-        t7 = np.diagonal(t6, axis1=-2, axis2=-1)
-        t8 = np.shape(diagonal)[-2]
-        t9 = np.shape(diagonal)[-1]
-        if align == "RIGHT_LEFT":
-            t10 = t3 + t4 - np.maximum(t3 - 2, 0) + np.where(t3 <= 2, np.abs(t3 - 2) - 1, 0) - 2
-        elif align == "LEFT_RIGHT":
-            t10 = t3 + t4 - np.maximum(t3 - 2, 0) + np.where(t3 > 2, np.abs(t3 - 2) - 1, 0) - 2
-        elif align == "LEFT_LEFT":
-            t10 = t3 + t4 - np.maximum(t3 - 2, 0) - 2
-        else:
-            t10 = t3 + t4 - np.maximum(t3 - 2, 0) + np.abs(t3 - 2) - 3
+            if align == "RIGHT_LEFT":
+                t10 = t3 + t4 - np.maximum(t3 - 2, 0) + np.where(t3 <= 2, np.abs(t3 - 2) - 1, 0) - 2
+            elif align == "LEFT_RIGHT":
+                t10 = t3 + t4 - np.maximum(t3 - 2, 0) + np.where(t3 > 2, np.abs(t3 - 2) - 1, 0) - 2
+            elif align == "LEFT_LEFT":
+                t10 = t3 + t4 - np.maximum(t3 - 2, 0) - 2
+            else:
+                t10 = t3 + t4 - np.maximum(t3 - 2, 0) + np.abs(t3 - 2) - 3
         t11 = np.asarray(t3, dtype=np.int64)
         t12 = np.asarray(t10, dtype=np.int64)
         t13 = np.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
@@ -1016,24 +1000,36 @@ def matrix_diag_v3_grad_grad(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_grad = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
         t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
         t3 = np.arange(np.shape(grad)[-2])
         t4 = t3[..., None]
-        t5 = -t3 + t4 + 1
-        if align == "RIGHT_LEFT":
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4), 0)
-        elif align == "LEFT_RIGHT":
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4), 0)
+        if k == (-1, 1):
+            t5 = -t3 + t4 + 1
+            if align == "RIGHT_LEFT":
+                t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4), 0)
+            elif align == "LEFT_RIGHT":
+                t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4), 0)
+            else:
+                t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4)
         else:
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4)
+            t5 = -t3 + t4 + 2
+            if align == "RIGHT_LEFT":
+                t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4) - 1, 0)
+            elif align == "LEFT_RIGHT":
+                t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4) - 1, 0)
+            else:
+                t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4) - 1
         t7 = np.asarray(t5, dtype=np.int64)
         t8 = np.asarray(t6, dtype=np.int64)
         t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        if k == (-1, 1):
+            t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        else:
+            t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
         grad_grad = np.where(t11, t10, 0)
     elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
         t0 = np.shape(grad_vjp_diagonal)[-2]
@@ -1048,25 +1044,6 @@ def matrix_diag_v3_grad_grad(
         t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -k[1]) & (-t3 + t4 <= -k[0])
-        grad_grad = np.where(t11, t10, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
-        t0 = np.shape(grad_vjp_diagonal)[-2]
-        t1 = np.shape(grad_vjp_diagonal)[-1]
-        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
-        t3 = np.arange(np.shape(grad)[-2])
-        t4 = t3[..., None]
-        t5 = -t3 + t4 + 2
-        if align == "RIGHT_LEFT":
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4) - 1, 0)
-        else:
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4) - 1
-        t7 = np.asarray(t5, dtype=np.int64)
-        t8 = np.asarray(t6, dtype=np.int64)
-        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
         grad_grad = np.where(t11, t10, 0)
     else:
         raise ValueError(
@@ -1270,20 +1247,32 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
         t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t3))
         output = -input * t12 + input + t9
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = np.arange(np.shape(input)[-2])
         t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        if k == (-1, 1):
+            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        else:
+            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
         t3 = np.shape(diagonal)[-2]
         t4 = np.shape(diagonal)[-1]
         t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 1
-        if align == "RIGHT_LEFT":
-            t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 >= 0, np.abs(t0 - t1), 0)
-        elif align == "LEFT_RIGHT":
-            t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 < 0, np.abs(t0 - t1), 0)
+        if k == (-1, 1):
+            t6 = -t0 + t1 + 1
+            if align == "RIGHT_LEFT":
+                t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 >= 0, np.abs(t0 - t1), 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 < 0, np.abs(t0 - t1), 0)
+            else:
+                t7 = t1 - np.maximum(-t0 + t1, 0) + np.abs(t0 - t1)
         else:
-            t7 = t1 - np.maximum(-t0 + t1, 0) + np.abs(t0 - t1)
+            t6 = -t0 + t1 + 2
+            if align == "RIGHT_LEFT":
+                t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 >= 0, np.abs(t0 - t1) - 1, 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 < 0, np.abs(t0 - t1) - 1, 0)
+            else:
+                t7 = t1 - np.maximum(-t0 + t1, 0) + np.abs(t0 - t1) - 1
         t8 = np.asarray(t6, dtype=np.int64)
         t9 = np.asarray(t7, dtype=np.int64)
         t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
@@ -1298,25 +1287,6 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
         t6 = -t0 + t1 + k[1]
         t7 = t1 - np.maximum(-t0 + t1, 0)
-        t8 = np.asarray(t6, dtype=np.int64)
-        t9 = np.asarray(t7, dtype=np.int64)
-        t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
-        t11 = _gather(t5, t10, -1)
-        output = np.where(t2, 0, input) + np.where(t2, t11, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
-        t0 = np.arange(np.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        t3 = np.shape(diagonal)[-2]
-        t4 = np.shape(diagonal)[-1]
-        t5 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 2
-        if align == "RIGHT_LEFT":
-            t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 >= 0, np.abs(t0 - t1) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t7 = t1 - np.maximum(-t0 + t1, 0) + np.where(t0 - t1 < 0, np.abs(t0 - t1) - 1, 0)
-        else:
-            t7 = t1 - np.maximum(-t0 + t1, 0) + np.abs(t0 - t1) - 1
         t8 = np.asarray(t6, dtype=np.int64)
         t9 = np.asarray(t7, dtype=np.int64)
         t10 = np.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
@@ -1373,59 +1343,54 @@ def matrix_set_diag_v3_grad(grad, input, diagonal, *, output=None, k=0, align="R
             t16 = np.asarray(t13, dtype=np.int64)
         t17 = np.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
         grad_diagonal = _gather(t12, t17, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = np.arange(np.shape(input)[-2])
         t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        if k == (-1, 1):
+            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        else:
+            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
         grad_input = grad * np.asarray(np.where(t2, 0, 1), grad.dtype)
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         t3 = np.arange(np.shape(diagonal)[-2])
-        t4 = (t3 >= 0) & (t3 <= 2)
+        if k == (-1, 1):
+            t4 = (t3 >= 0) & (t3 <= 2)
+        else:
+            t4 = (t3 >= 0) & (t3 <= 1)
         t5 = t4[..., None]
         t6 = t3[..., None]
-        t7 = t0 + t6 - 1
+        if k == (-1, 1):
+            t7 = t0 + t6 - 1
+        else:
+            t7 = t0 + t6 - 2
         t8 = _gather(grad, t7, -2)
         t9 = np.diagonal(t8, axis1=-2, axis2=-1)
         t10 = np.shape(diagonal)[-2]
-        t11 = np.shape(input)[-2]
-        if align == "RIGHT_LEFT":
-            t12 = t0 + t6 - np.maximum(t6 - 1, 0) + np.where(t6 <= 1, np.abs(t6 - 1), 0) - 1
-        elif align == "LEFT_RIGHT":
-            t12 = t0 + t6 - np.maximum(t6 - 1, 0) + np.where(t6 > 1, np.abs(t6 - 1), 0) - 1
-        elif align == "LEFT_LEFT":
-            t12 = t0 + t6 - np.maximum(t6 - 1, 0) - 1
+        if k == (-1, 1):
+            t11 = np.shape(input)[-2]
+            if align == "RIGHT_LEFT":
+                t12 = t0 + t6 - np.maximum(t6 - 1, 0) + np.where(t6 <= 1, np.abs(t6 - 1), 0) - 1
+            elif align == "LEFT_RIGHT":
+                t12 = t0 + t6 - np.maximum(t6 - 1, 0) + np.where(t6 > 1, np.abs(t6 - 1), 0) - 1
+            elif align == "LEFT_LEFT":
+                t12 = t0 + t6 - np.maximum(t6 - 1, 0) - 1
+            else:
+                t12 = t0 + t6 - np.maximum(t6 - 1, 0) + np.abs(t6 - 1) - 1
         else:
-            t12 = t0 + t6 - np.maximum(t6 - 1, 0) + np.abs(t6 - 1) - 1
-        t13 = np.asarray(t6, dtype=np.int64)
-        t14 = np.asarray(t12, dtype=np.int64)
-        t15 = np.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
-        t16 = t10 * t11
-        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
-        t18 = np.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
-        grad_diagonal = np.where(t5, t18, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = np.arange(np.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        grad_input = grad * np.asarray(np.where(t2, 0, 1), grad.dtype)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t3 = np.arange(np.shape(diagonal)[-2])
-        t4 = (t3 >= 0) & (t3 <= 1)
-        t5 = t4[..., None]
-        t6 = t3[..., None]
-        t7 = t0 + t6 - 2
-        t8 = _gather(grad, t7, -2)
-        t9 = np.diagonal(t8, axis1=-2, axis2=-1)
-        t10 = np.shape(diagonal)[-2]
-        t11 = np.shape(diagonal)[-1]
-        if align == "RIGHT_LEFT":
-            t12 = t0 + t6 - np.maximum(t6 - 2, 0) + np.where(t6 <= 2, np.abs(t6 - 2) - 1, 0) - 2
-        elif align == "LEFT_RIGHT":
-            t12 = t0 + t6 - np.maximum(t6 - 2, 0) + np.where(t6 > 2, np.abs(t6 - 2) - 1, 0) - 2
-        elif align == "LEFT_LEFT":
-            t12 = t0 + t6 - np.maximum(t6 - 2, 0) - 2
-        else:
-            t12 = t0 + t6 - np.maximum(t6 - 2, 0) + np.abs(t6 - 2) - 3
+            t11 = np.shape(diagonal)[-1]
+            if align == "RIGHT_LEFT":
+                t12 = t0 + t6 - np.maximum(t6 - 2, 0) + np.where(t6 <= 2, np.abs(t6 - 2) - 1, 0) - 2
+            elif align == "LEFT_RIGHT":
+                t12 = t0 + t6 - np.maximum(t6 - 2, 0) + np.where(t6 > 2, np.abs(t6 - 2) - 1, 0) - 2
+            elif align == "LEFT_LEFT":
+                t12 = t0 + t6 - np.maximum(t6 - 2, 0) - 2
+            else:
+                t12 = t0 + t6 - np.maximum(t6 - 2, 0) + np.abs(t6 - 2) - 3
         t13 = np.asarray(t6, dtype=np.int64)
         t14 = np.asarray(t12, dtype=np.int64)
         t15 = np.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
@@ -1491,24 +1456,36 @@ def matrix_set_diag_v3_grad_grad(
         t14 = _scatter_add(t10, t13, 0, t7)  # no gather form: an explicit scatter-add
         t15 = np.reshape(t14, np.shape(t14)[:-1] + (-1, t2))
         grad_grad = -grad_vjp_input * t15 + grad_vjp_input + t9
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = np.shape(grad_vjp_diagonal)[-2]
         t1 = np.shape(grad_vjp_diagonal)[-1]
         t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
         t3 = np.arange(np.shape(grad)[-2])
         t4 = t3[..., None]
-        t5 = -t3 + t4 + 1
-        if align == "RIGHT_LEFT":
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4), 0)
-        elif align == "LEFT_RIGHT":
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4), 0)
+        if k == (-1, 1):
+            t5 = -t3 + t4 + 1
+            if align == "RIGHT_LEFT":
+                t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4), 0)
+            elif align == "LEFT_RIGHT":
+                t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4), 0)
+            else:
+                t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4)
         else:
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4)
+            t5 = -t3 + t4 + 2
+            if align == "RIGHT_LEFT":
+                t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4) - 1, 0)
+            elif align == "LEFT_RIGHT":
+                t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4) - 1, 0)
+            else:
+                t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4) - 1
         t7 = np.asarray(t5, dtype=np.int64)
         t8 = np.asarray(t6, dtype=np.int64)
         t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        if k == (-1, 1):
+            t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
+        else:
+            t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
         grad_grad = grad_vjp_input * np.asarray(
             np.where(t11, 0, 1), grad_vjp_input.dtype
         ) + np.where(t11, t10, 0)
@@ -1525,27 +1502,6 @@ def matrix_set_diag_v3_grad_grad(
         t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         t10 = _gather(t2, t9, -1)
         t11 = (-t3 + t4 >= -k[1]) & (-t3 + t4 <= -k[0])
-        grad_grad = grad_vjp_input * np.asarray(
-            np.where(t11, 0, 1), grad_vjp_input.dtype
-        ) + np.where(t11, t10, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
-        t0 = np.shape(grad_vjp_diagonal)[-2]
-        t1 = np.shape(grad_vjp_diagonal)[-1]
-        t2 = np.reshape(grad_vjp_diagonal, np.shape(grad_vjp_diagonal)[:-2] + (t0 * t1,))
-        t3 = np.arange(np.shape(grad)[-2])
-        t4 = t3[..., None]
-        t5 = -t3 + t4 + 2
-        if align == "RIGHT_LEFT":
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 >= 0, np.abs(t3 - t4) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.where(t3 - t4 < 0, np.abs(t3 - t4) - 1, 0)
-        else:
-            t6 = t4 - np.maximum(-t3 + t4, 0) + np.abs(t3 - t4) - 1
-        t7 = np.asarray(t5, dtype=np.int64)
-        t8 = np.asarray(t6, dtype=np.int64)
-        t9 = np.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -2) & (-t3 + t4 <= -1)
         grad_grad = grad_vjp_input * np.asarray(
             np.where(t11, 0, 1), grad_vjp_input.dtype
         ) + np.where(t11, t10, 0)

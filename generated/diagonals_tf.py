@@ -669,91 +669,87 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t7 = tf.cast(t4, tf.int64)
         t8 = tf.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, tf.constant(-1, tf.int64))
         diagonal = _gather(t2, t8, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = tf.reshape(
             input,
             tf.concat([tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0),
         )
-        t3 = 3
+        if k == (-1, 1):
+            t3 = 3
+        else:
+            t3 = 2
         t4 = tf.range(tf.cast(t3, tf.int64))
         t5 = t4[..., None]
-        t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        if align == "RIGHT_LEFT":
-            t7 = (
-                t6
-                + tf.math.maximum(t5 - 1, 0)
-                - tf.where(t5 <= 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
-            )
-            t8 = (
-                t6
-                + tf.math.maximum(1 - t5, 0)
-                - tf.where(t5 <= 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_RIGHT":
-            t7 = (
-                t6
-                + tf.math.maximum(t5 - 1, 0)
-                - tf.where(t5 > 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
-            )
-            t8 = (
-                t6
-                + tf.math.maximum(1 - t5, 0)
-                - tf.where(t5 > 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_LEFT":
-            t7 = t6 + tf.math.maximum(t5 - 1, 0)
-            t8 = t6 + tf.math.maximum(1 - t5, 0)
+        if k == (-1, 1):
+            t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            if align == "RIGHT_LEFT":
+                t7 = (
+                    t6
+                    + tf.math.maximum(t5 - 1, 0)
+                    - tf.where(t5 <= 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
+                )
+                t8 = (
+                    t6
+                    + tf.math.maximum(1 - t5, 0)
+                    - tf.where(t5 <= 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_RIGHT":
+                t7 = (
+                    t6
+                    + tf.math.maximum(t5 - 1, 0)
+                    - tf.where(t5 > 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
+                )
+                t8 = (
+                    t6
+                    + tf.math.maximum(1 - t5, 0)
+                    - tf.where(t5 > 1, tf.math.abs(t5 - 1), tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_LEFT":
+                t7 = t6 + tf.math.maximum(t5 - 1, 0)
+                t8 = t6 + tf.math.maximum(1 - t5, 0)
+            else:
+                t7 = t6 + tf.math.maximum(t5 - 1, 0) - tf.math.abs(t5 - 1)
+                t8 = t6 + tf.math.maximum(1 - t5, 0) - tf.math.abs(t5 - 1)
         else:
-            t7 = t6 + tf.math.maximum(t5 - 1, 0) - tf.math.abs(t5 - 1)
-            t8 = t6 + tf.math.maximum(1 - t5, 0) - tf.math.abs(t5 - 1)
-        t9 = tf.cast(t7, tf.int64)
-        t10 = tf.cast(t8, tf.int64)
-        t11 = tf.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, tf.constant(-1, tf.int64))
-        diagonal = _gather(t2, t11, -1)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = tf.shape(input, out_type=tf.int64)[-2]
-        t1 = tf.shape(input, out_type=tf.int64)[-1]
-        t2 = tf.reshape(
-            input,
-            tf.concat([tf.shape(input, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0),
-        )
-        t3 = 2
-        t4 = tf.range(tf.cast(t3, tf.int64))
-        t5 = t4[..., None]
-        t6 = t0 - 1
-        t7 = tf.range(tf.cast(t6, tf.int64))
-        if align == "RIGHT_LEFT":
-            t8 = (
-                t7
-                + tf.math.maximum(t5 - 2, 0)
-                - tf.where(t5 <= 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
-            )
-            t9 = (
-                t7
-                + tf.math.maximum(2 - t5, 0)
-                - tf.where(t5 <= 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_RIGHT":
-            t8 = (
-                t7
-                + tf.math.maximum(t5 - 2, 0)
-                - tf.where(t5 > 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
-            )
-            t9 = (
-                t7
-                + tf.math.maximum(2 - t5, 0)
-                - tf.where(t5 > 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_LEFT":
-            t8 = t7 + tf.math.maximum(t5 - 2, 0)
-            t9 = t7 + tf.math.maximum(2 - t5, 0)
-        else:
-            t8 = t7 + tf.math.maximum(t5 - 2, 0) - tf.math.abs(t5 - 2) + 1
-            t9 = t7 + tf.math.maximum(2 - t5, 0) - tf.math.abs(t5 - 2) + 1
-        t10 = tf.cast(t8, tf.int64)
-        t11 = tf.cast(t9, tf.int64)
+            t6 = t0 - 1
+            t9 = tf.range(tf.cast(t6, tf.int64))
+            if align == "RIGHT_LEFT":
+                t7 = (
+                    t9
+                    + tf.math.maximum(t5 - 2, 0)
+                    - tf.where(t5 <= 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
+                )
+                t8 = (
+                    t9
+                    + tf.math.maximum(2 - t5, 0)
+                    - tf.where(t5 <= 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_RIGHT":
+                t7 = (
+                    t9
+                    + tf.math.maximum(t5 - 2, 0)
+                    - tf.where(t5 > 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
+                )
+                t8 = (
+                    t9
+                    + tf.math.maximum(2 - t5, 0)
+                    - tf.where(t5 > 2, tf.math.abs(t5 - 2) - 1, tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_LEFT":
+                t7 = t9 + tf.math.maximum(t5 - 2, 0)
+                t8 = t9 + tf.math.maximum(2 - t5, 0)
+            else:
+                t7 = t9 + tf.math.maximum(t5 - 2, 0) - tf.math.abs(t5 - 2) + 1
+                t8 = t9 + tf.math.maximum(2 - t5, 0) - tf.math.abs(t5 - 2) + 1
+        t10 = tf.cast(t7, tf.int64)
+        t11 = tf.cast(t8, tf.int64)
         t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
         diagonal = _gather(t2, t12, -1)
     else:
@@ -804,80 +800,75 @@ def matrix_diag_part_v3_vjp(grad, input, diagonal, *, k=0, padding_value=0, alig
         grad_input = tf.reshape(
             t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
         )
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
         t2 = t1[..., None]
-        t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        if align == "RIGHT_LEFT":
-            t4 = (
-                t3
-                + tf.math.maximum(t2 - 1, 0)
-                - tf.where(t2 <= 1, tf.math.abs(t2 - 1), tf.constant(0, tf.int64))
-            )
-            t5 = (
-                t3
-                + tf.math.maximum(1 - t2, 0)
-                - tf.where(t2 <= 1, tf.math.abs(t2 - 1), tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_RIGHT":
-            t4 = (
-                t3
-                + tf.math.maximum(t2 - 1, 0)
-                - tf.where(t2 > 1, tf.math.abs(t2 - 1), tf.constant(0, tf.int64))
-            )
-            t5 = (
-                t3
-                + tf.math.maximum(1 - t2, 0)
-                - tf.where(t2 > 1, tf.math.abs(t2 - 1), tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_LEFT":
-            t4 = t3 + tf.math.maximum(t2 - 1, 0)
-            t5 = t3 + tf.math.maximum(1 - t2, 0)
+        if k == (-1, 1):
+            t3 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
+            if align == "RIGHT_LEFT":
+                t4 = (
+                    t3
+                    + tf.math.maximum(t2 - 1, 0)
+                    - tf.where(t2 <= 1, tf.math.abs(t2 - 1), tf.constant(0, tf.int64))
+                )
+                t5 = (
+                    t3
+                    + tf.math.maximum(1 - t2, 0)
+                    - tf.where(t2 <= 1, tf.math.abs(t2 - 1), tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_RIGHT":
+                t4 = (
+                    t3
+                    + tf.math.maximum(t2 - 1, 0)
+                    - tf.where(t2 > 1, tf.math.abs(t2 - 1), tf.constant(0, tf.int64))
+                )
+                t5 = (
+                    t3
+                    + tf.math.maximum(1 - t2, 0)
+                    - tf.where(t2 > 1, tf.math.abs(t2 - 1), tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_LEFT":
+                t4 = t3 + tf.math.maximum(t2 - 1, 0)
+                t5 = t3 + tf.math.maximum(1 - t2, 0)
+            else:
+                t4 = t3 + tf.math.maximum(t2 - 1, 0) - tf.math.abs(t2 - 1)
+                t5 = t3 + tf.math.maximum(1 - t2, 0) - tf.math.abs(t2 - 1)
         else:
-            t4 = t3 + tf.math.maximum(t2 - 1, 0) - tf.math.abs(t2 - 1)
-            t5 = t3 + tf.math.maximum(1 - t2, 0) - tf.math.abs(t2 - 1)
-        t6 = tf.cast(t4, tf.int64)
-        t7 = tf.cast(t5, tf.int64)
-        t8 = tf.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, tf.constant(-1, tf.int64))
-        t9 = t0**2
-        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = tf.reshape(
-            t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0)
-        )
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = tf.shape(input, out_type=tf.int64)[-2]
-        t1 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t2 = t1[..., None]
-        t3 = tf.range(tf.shape(grad, out_type=tf.int64)[-1])
-        if align == "RIGHT_LEFT":
-            t4 = (
-                t3
-                + tf.math.maximum(t2 - 2, 0)
-                - tf.where(t2 <= 2, tf.math.abs(t2 - 2) - 1, tf.constant(0, tf.int64))
-            )
-            t5 = (
-                t3
-                + tf.math.maximum(2 - t2, 0)
-                - tf.where(t2 <= 2, tf.math.abs(t2 - 2) - 1, tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_RIGHT":
-            t4 = (
-                t3
-                + tf.math.maximum(t2 - 2, 0)
-                - tf.where(t2 > 2, tf.math.abs(t2 - 2) - 1, tf.constant(0, tf.int64))
-            )
-            t5 = (
-                t3
-                + tf.math.maximum(2 - t2, 0)
-                - tf.where(t2 > 2, tf.math.abs(t2 - 2) - 1, tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_LEFT":
-            t4 = t3 + tf.math.maximum(t2 - 2, 0)
-            t5 = t3 + tf.math.maximum(2 - t2, 0)
-        else:
-            t4 = t3 + tf.math.maximum(t2 - 2, 0) - tf.math.abs(t2 - 2) + 1
-            t5 = t3 + tf.math.maximum(2 - t2, 0) - tf.math.abs(t2 - 2) + 1
+            t3 = tf.range(tf.shape(grad, out_type=tf.int64)[-1])
+            if align == "RIGHT_LEFT":
+                t4 = (
+                    t3
+                    + tf.math.maximum(t2 - 2, 0)
+                    - tf.where(t2 <= 2, tf.math.abs(t2 - 2) - 1, tf.constant(0, tf.int64))
+                )
+                t5 = (
+                    t3
+                    + tf.math.maximum(2 - t2, 0)
+                    - tf.where(t2 <= 2, tf.math.abs(t2 - 2) - 1, tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_RIGHT":
+                t4 = (
+                    t3
+                    + tf.math.maximum(t2 - 2, 0)
+                    - tf.where(t2 > 2, tf.math.abs(t2 - 2) - 1, tf.constant(0, tf.int64))
+                )
+                t5 = (
+                    t3
+                    + tf.math.maximum(2 - t2, 0)
+                    - tf.where(t2 > 2, tf.math.abs(t2 - 2) - 1, tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_LEFT":
+                t4 = t3 + tf.math.maximum(t2 - 2, 0)
+                t5 = t3 + tf.math.maximum(2 - t2, 0)
+            else:
+                t4 = t3 + tf.math.maximum(t2 - 2, 0) - tf.math.abs(t2 - 2) + 1
+                t5 = t3 + tf.math.maximum(2 - t2, 0) - tf.math.abs(t2 - 2) + 1
         t6 = tf.cast(t4, tf.int64)
         t7 = tf.cast(t5, tf.int64)
         t8 = tf.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, tf.constant(-1, tf.int64))
@@ -1102,7 +1093,12 @@ def matrix_diag_v3_forward(
         output = tf.reshape(
             t9, tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
         )
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
         t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
         t2 = tf.reshape(
@@ -1111,65 +1107,56 @@ def matrix_diag_v3_forward(
                 [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
             ),
         )
-        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
-        t4 = t3[..., None]
-        t5 = -t3 + t4 + 1
-        if align == "RIGHT_LEFT":
-            t6 = (
-                t4
-                - tf.math.maximum(-t3 + t4, 0)
-                + tf.where(t3 - t4 >= 0, tf.math.abs(t3 - t4), tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_RIGHT":
-            t6 = (
-                t4
-                - tf.math.maximum(-t3 + t4, 0)
-                + tf.where(t3 - t4 < 0, tf.math.abs(t3 - t4), tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_LEFT":
-            t6 = t4 - tf.math.maximum(-t3 + t4, 0)
+        if k == (-1, 1):
+            t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
         else:
-            t6 = t4 - tf.math.maximum(-t3 + t4, 0) + tf.math.abs(t3 - t4)
-        t7 = tf.cast(t5, tf.int64)
-        t8 = tf.cast(t6, tf.int64)
-        t9 = tf.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, tf.constant(-1, tf.int64))
-        t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
-        output = tf.where(t11, t10, tf.constant(0, diagonal.dtype))
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
-        t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
-        t2 = tf.reshape(
-            diagonal,
-            tf.concat(
-                [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t0 * t1], tf.int64)], 0
-            ),
-        )
-        t3 = t1 + 1
-        t4 = tf.range(tf.cast(t3, tf.int64))
-        t5 = t4[..., None]
-        t6 = -t4 + t5 + 2
-        if align == "RIGHT_LEFT":
-            t7 = (
-                t5
-                - tf.math.maximum(-t4 + t5, 0)
-                + tf.where(t4 - t5 >= 0, tf.math.abs(t4 - t5) - 1, tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_RIGHT":
-            t7 = (
-                t5
-                - tf.math.maximum(-t4 + t5, 0)
-                + tf.where(t4 - t5 < 0, tf.math.abs(t4 - t5) - 1, tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_LEFT":
-            t7 = t5 - tf.math.maximum(-t4 + t5, 0)
+            t4 = t1 + 1
+            t3 = tf.range(tf.cast(t4, tf.int64))
+        t5 = t3[..., None]
+        if k == (-1, 1):
+            t6 = -t3 + t5 + 1
+            if align == "RIGHT_LEFT":
+                t7 = (
+                    t5
+                    - tf.math.maximum(-t3 + t5, 0)
+                    + tf.where(t3 - t5 >= 0, tf.math.abs(t3 - t5), tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_RIGHT":
+                t7 = (
+                    t5
+                    - tf.math.maximum(-t3 + t5, 0)
+                    + tf.where(t3 - t5 < 0, tf.math.abs(t3 - t5), tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_LEFT":
+                t7 = t5 - tf.math.maximum(-t3 + t5, 0)
+            else:
+                t7 = t5 - tf.math.maximum(-t3 + t5, 0) + tf.math.abs(t3 - t5)
         else:
-            t7 = t5 - tf.math.maximum(-t4 + t5, 0) + tf.math.abs(t4 - t5) - 1
+            t6 = -t3 + t5 + 2
+            if align == "RIGHT_LEFT":
+                t7 = (
+                    t5
+                    - tf.math.maximum(-t3 + t5, 0)
+                    + tf.where(t3 - t5 >= 0, tf.math.abs(t3 - t5) - 1, tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_RIGHT":
+                t7 = (
+                    t5
+                    - tf.math.maximum(-t3 + t5, 0)
+                    + tf.where(t3 - t5 < 0, tf.math.abs(t3 - t5) - 1, tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_LEFT":
+                t7 = t5 - tf.math.maximum(-t3 + t5, 0)
+            else:
+                t7 = t5 - tf.math.maximum(-t3 + t5, 0) + tf.math.abs(t3 - t5) - 1
         t8 = tf.cast(t6, tf.int64)
         t9 = tf.cast(t7, tf.int64)
         t10 = tf.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, tf.constant(-1, tf.int64))
         t11 = _gather(t2, t10, -1)
-        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        if k == (-1, 1):
+            t12 = (-t3 + t5 >= -1) & (-t3 + t5 <= 1)
+        else:
+            t12 = (-t3 + t5 >= -2) & (-t3 + t5 <= -1)
         output = tf.where(t12, t11, tf.constant(0, diagonal.dtype))
     else:
         raise ValueError(
@@ -1212,77 +1199,71 @@ def matrix_diag_v3_vjp(
             t6 = tf.cast(t3, tf.int64)
         t7 = tf.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, tf.constant(-1, tf.int64))
         grad_diagonal = _gather(t2, t7, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
-        t1 = (t0 >= 0) & (t0 <= 2)
+        if k == (-1, 1):
+            t1 = (t0 >= 0) & (t0 <= 2)
+        else:
+            t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
         t3 = t0[..., None]
-        t4 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
-        t5 = t3 + t4 - 1
+        if k == (-1, 1):
+            t4 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-1])
+            t5 = t3 + t4 - 1
+        else:
+            t4 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
+            t5 = t3 + t4 - 2
         t6 = _gather(grad, t5, -2)
         t7 = tf.linalg.diag_part(t6)
         t8 = tf.shape(diagonal, out_type=tf.int64)[-2]
         t9 = tf.shape(diagonal, out_type=tf.int64)[-1]
-        if align == "RIGHT_LEFT":
-            t10 = (
-                t3
-                + t4
-                - tf.math.maximum(t3 - 1, 0)
-                + tf.where(t3 <= 1, tf.math.abs(t3 - 1), tf.constant(0, tf.int64))
-                - 1
-            )
-        elif align == "LEFT_RIGHT":
-            t10 = (
-                t3
-                + t4
-                - tf.math.maximum(t3 - 1, 0)
-                + tf.where(t3 > 1, tf.math.abs(t3 - 1), tf.constant(0, tf.int64))
-                - 1
-            )
-        elif align == "LEFT_LEFT":
-            t10 = t3 + t4 - tf.math.maximum(t3 - 1, 0) - 1
+        if k == (-1, 1):
+            if align == "RIGHT_LEFT":
+                t10 = (
+                    t3
+                    + t4
+                    - tf.math.maximum(t3 - 1, 0)
+                    + tf.where(t3 <= 1, tf.math.abs(t3 - 1), tf.constant(0, tf.int64))
+                    - 1
+                )
+            elif align == "LEFT_RIGHT":
+                t10 = (
+                    t3
+                    + t4
+                    - tf.math.maximum(t3 - 1, 0)
+                    + tf.where(t3 > 1, tf.math.abs(t3 - 1), tf.constant(0, tf.int64))
+                    - 1
+                )
+            elif align == "LEFT_LEFT":
+                t10 = t3 + t4 - tf.math.maximum(t3 - 1, 0) - 1
+            else:
+                t10 = t3 + t4 - tf.math.maximum(t3 - 1, 0) + tf.math.abs(t3 - 1) - 1
         else:
-            t10 = t3 + t4 - tf.math.maximum(t3 - 1, 0) + tf.math.abs(t3 - 1) - 1
-        t11 = tf.cast(t3, tf.int64)
-        t12 = tf.cast(t10, tf.int64)
-        t13 = tf.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, tf.constant(-1, tf.int64))
-        t14 = t8 * t9
-        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
-        t16 = tf.reshape(
-            t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t9], tf.int64)], 0)
-        )
-        grad_diagonal = t16 * tf.cast(t2, grad.dtype)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
-        t1 = (t0 >= 0) & (t0 <= 1)
-        t2 = t1[..., None]
-        t3 = t0[..., None]
-        t4 = tf.range(tf.shape(grad, out_type=tf.int64)[-2])
-        t5 = t3 + t4 - 2
-        t6 = _gather(grad, t5, -2)
-        t7 = tf.linalg.diag_part(t6)
-        t8 = tf.shape(diagonal, out_type=tf.int64)[-2]
-        t9 = tf.shape(diagonal, out_type=tf.int64)[-1]
-        if align == "RIGHT_LEFT":
-            t10 = (
-                t3
-                + t4
-                - tf.math.maximum(t3 - 2, 0)
-                + tf.where(t3 <= 2, tf.math.abs(t3 - 2) - 1, tf.constant(0, tf.int64))
-                - 2
-            )
-        elif align == "LEFT_RIGHT":
-            t10 = (
-                t3
-                + t4
-                - tf.math.maximum(t3 - 2, 0)
-                + tf.where(t3 > 2, tf.math.abs(t3 - 2) - 1, tf.constant(0, tf.int64))
-                - 2
-            )
-        elif align == "LEFT_LEFT":
-            t10 = t3 + t4 - tf.math.maximum(t3 - 2, 0) - 2
-        else:
-            t10 = t3 + t4 - tf.math.maximum(t3 - 2, 0) + tf.math.abs(t3 - 2) - 3
+            if align == "RIGHT_LEFT":
+                t10 = (
+                    t3
+                    + t4
+                    - tf.math.maximum(t3 - 2, 0)
+                    + tf.where(t3 <= 2, tf.math.abs(t3 - 2) - 1, tf.constant(0, tf.int64))
+                    - 2
+                )
+            elif align == "LEFT_RIGHT":
+                t10 = (
+                    t3
+                    + t4
+                    - tf.math.maximum(t3 - 2, 0)
+                    + tf.where(t3 > 2, tf.math.abs(t3 - 2) - 1, tf.constant(0, tf.int64))
+                    - 2
+                )
+            elif align == "LEFT_LEFT":
+                t10 = t3 + t4 - tf.math.maximum(t3 - 2, 0) - 2
+            else:
+                t10 = t3 + t4 - tf.math.maximum(t3 - 2, 0) + tf.math.abs(t3 - 2) - 3
         t11 = tf.cast(t3, tf.int64)
         t12 = tf.cast(t10, tf.int64)
         t13 = tf.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, tf.constant(-1, tf.int64))
@@ -1530,10 +1511,13 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
             t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0)
         )
         output = -input * t12 + input + t9
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        if k == (-1, 1):
+            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        else:
+            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
         t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
         t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
         t5 = tf.reshape(
@@ -1542,21 +1526,38 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
                 [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
             ),
         )
-        t6 = -t0 + t1 + 1
-        if align == "RIGHT_LEFT":
-            t7 = (
-                t1
-                - tf.math.maximum(-t0 + t1, 0)
-                + tf.where(t0 - t1 >= 0, tf.math.abs(t0 - t1), tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_RIGHT":
-            t7 = (
-                t1
-                - tf.math.maximum(-t0 + t1, 0)
-                + tf.where(t0 - t1 < 0, tf.math.abs(t0 - t1), tf.constant(0, tf.int64))
-            )
+        if k == (-1, 1):
+            t6 = -t0 + t1 + 1
+            if align == "RIGHT_LEFT":
+                t7 = (
+                    t1
+                    - tf.math.maximum(-t0 + t1, 0)
+                    + tf.where(t0 - t1 >= 0, tf.math.abs(t0 - t1), tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_RIGHT":
+                t7 = (
+                    t1
+                    - tf.math.maximum(-t0 + t1, 0)
+                    + tf.where(t0 - t1 < 0, tf.math.abs(t0 - t1), tf.constant(0, tf.int64))
+                )
+            else:
+                t7 = t1 - tf.math.maximum(-t0 + t1, 0) + tf.math.abs(t0 - t1)
         else:
-            t7 = t1 - tf.math.maximum(-t0 + t1, 0) + tf.math.abs(t0 - t1)
+            t6 = -t0 + t1 + 2
+            if align == "RIGHT_LEFT":
+                t7 = (
+                    t1
+                    - tf.math.maximum(-t0 + t1, 0)
+                    + tf.where(t0 - t1 >= 0, tf.math.abs(t0 - t1) - 1, tf.constant(0, tf.int64))
+                )
+            elif align == "LEFT_RIGHT":
+                t7 = (
+                    t1
+                    - tf.math.maximum(-t0 + t1, 0)
+                    + tf.where(t0 - t1 < 0, tf.math.abs(t0 - t1) - 1, tf.constant(0, tf.int64))
+                )
+            else:
+                t7 = t1 - tf.math.maximum(-t0 + t1, 0) + tf.math.abs(t0 - t1) - 1
         t8 = tf.cast(t6, tf.int64)
         t9 = tf.cast(t7, tf.int64)
         t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
@@ -1578,40 +1579,6 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         )
         t6 = -t0 + t1 + k[1]
         t7 = t1 - tf.math.maximum(-t0 + t1, 0)
-        t8 = tf.cast(t6, tf.int64)
-        t9 = tf.cast(t7, tf.int64)
-        t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
-        t11 = _gather(t5, t10, -1)
-        output = tf.where(t2, tf.constant(0, input.dtype), input) + tf.where(
-            t2, t11, tf.constant(0, input.dtype)
-        )
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        t3 = tf.shape(diagonal, out_type=tf.int64)[-2]
-        t4 = tf.shape(diagonal, out_type=tf.int64)[-1]
-        t5 = tf.reshape(
-            diagonal,
-            tf.concat(
-                [tf.shape(diagonal, out_type=tf.int64)[:-2], tf.cast([t3 * t4], tf.int64)], 0
-            ),
-        )
-        t6 = -t0 + t1 + 2
-        if align == "RIGHT_LEFT":
-            t7 = (
-                t1
-                - tf.math.maximum(-t0 + t1, 0)
-                + tf.where(t0 - t1 >= 0, tf.math.abs(t0 - t1) - 1, tf.constant(0, tf.int64))
-            )
-        elif align == "LEFT_RIGHT":
-            t7 = (
-                t1
-                - tf.math.maximum(-t0 + t1, 0)
-                + tf.where(t0 - t1 < 0, tf.math.abs(t0 - t1) - 1, tf.constant(0, tf.int64))
-            )
-        else:
-            t7 = t1 - tf.math.maximum(-t0 + t1, 0) + tf.math.abs(t0 - t1) - 1
         t8 = tf.cast(t6, tf.int64)
         t9 = tf.cast(t7, tf.int64)
         t10 = tf.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, tf.constant(-1, tf.int64))
@@ -1675,85 +1642,78 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, output, *, k=0, align="RIGHT_L
             t16 = tf.cast(t13, tf.int64)
         t17 = tf.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, tf.constant(-1, tf.int64))
         grad_diagonal = _gather(t12, t17, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        if k == (-1, 1):
+            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        else:
+            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
         grad_input = grad * tf.where(t2, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
         grad_input = _sum_to_shape(grad_input, input)
         t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
-        t4 = (t3 >= 0) & (t3 <= 2)
+        if k == (-1, 1):
+            t4 = (t3 >= 0) & (t3 <= 2)
+        else:
+            t4 = (t3 >= 0) & (t3 <= 1)
         t5 = t4[..., None]
         t6 = t3[..., None]
-        t7 = t0 + t6 - 1
+        if k == (-1, 1):
+            t7 = t0 + t6 - 1
+        else:
+            t7 = t0 + t6 - 2
         t8 = _gather(grad, t7, -2)
         t9 = tf.linalg.diag_part(t8)
         t10 = tf.shape(diagonal, out_type=tf.int64)[-2]
-        t11 = tf.shape(input, out_type=tf.int64)[-2]
-        if align == "RIGHT_LEFT":
-            t12 = (
-                t0
-                + t6
-                - tf.math.maximum(t6 - 1, 0)
-                + tf.where(t6 <= 1, tf.math.abs(t6 - 1), tf.constant(0, tf.int64))
-                - 1
-            )
-        elif align == "LEFT_RIGHT":
-            t12 = (
-                t0
-                + t6
-                - tf.math.maximum(t6 - 1, 0)
-                + tf.where(t6 > 1, tf.math.abs(t6 - 1), tf.constant(0, tf.int64))
-                - 1
-            )
-        elif align == "LEFT_LEFT":
-            t12 = t0 + t6 - tf.math.maximum(t6 - 1, 0) - 1
+        if k == (-1, 1):
+            t11 = tf.shape(input, out_type=tf.int64)[-2]
+            if align == "RIGHT_LEFT":
+                t12 = (
+                    t0
+                    + t6
+                    - tf.math.maximum(t6 - 1, 0)
+                    + tf.where(t6 <= 1, tf.math.abs(t6 - 1), tf.constant(0, tf.int64))
+                    - 1
+                )
+            elif align == "LEFT_RIGHT":
+                t12 = (
+                    t0
+                    + t6
+                    - tf.math.maximum(t6 - 1, 0)
+                    + tf.where(t6 > 1, tf.math.abs(t6 - 1), tf.constant(0, tf.int64))
+                    - 1
+                )
+            elif align == "LEFT_LEFT":
+                t12 = t0 + t6 - tf.math.maximum(t6 - 1, 0) - 1
+            else:
+                t12 = t0 + t6 - tf.math.maximum(t6 - 1, 0) + tf.math.abs(t6 - 1) - 1
         else:
-            t12 = t0 + t6 - tf.math.maximum(t6 - 1, 0) + tf.math.abs(t6 - 1) - 1
-        t13 = tf.cast(t6, tf.int64)
-        t14 = tf.cast(t12, tf.int64)
-        t15 = tf.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, tf.constant(-1, tf.int64))
-        t16 = t10 * t11
-        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
-        t18 = tf.reshape(
-            t17, tf.concat([tf.shape(t17, out_type=tf.int64)[:-1], tf.cast([-1, t11], tf.int64)], 0)
-        )
-        grad_diagonal = t18 * tf.cast(t5, grad.dtype)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        grad_input = grad * tf.where(t2, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype))
-        grad_input = _sum_to_shape(grad_input, input)
-        t3 = tf.range(tf.shape(diagonal, out_type=tf.int64)[-2])
-        t4 = (t3 >= 0) & (t3 <= 1)
-        t5 = t4[..., None]
-        t6 = t3[..., None]
-        t7 = t0 + t6 - 2
-        t8 = _gather(grad, t7, -2)
-        t9 = tf.linalg.diag_part(t8)
-        t10 = tf.shape(diagonal, out_type=tf.int64)[-2]
-        t11 = tf.shape(diagonal, out_type=tf.int64)[-1]
-        if align == "RIGHT_LEFT":
-            t12 = (
-                t0
-                + t6
-                - tf.math.maximum(t6 - 2, 0)
-                + tf.where(t6 <= 2, tf.math.abs(t6 - 2) - 1, tf.constant(0, tf.int64))
-                - 2
-            )
-        elif align == "LEFT_RIGHT":
-            t12 = (
-                t0
-                + t6
-                - tf.math.maximum(t6 - 2, 0)
-                + tf.where(t6 > 2, tf.math.abs(t6 - 2) - 1, tf.constant(0, tf.int64))
-                - 2
-            )
-        elif align == "LEFT_LEFT":
-            t12 = t0 + t6 - tf.math.maximum(t6 - 2, 0) - 2
-        else:
-            t12 = t0 + t6 - tf.math.maximum(t6 - 2, 0) + tf.math.abs(t6 - 2) - 3
+            t11 = tf.shape(diagonal, out_type=tf.int64)[-1]
+            if align == "RIGHT_LEFT":
+                t12 = (
+                    t0
+                    + t6
+                    - tf.math.maximum(t6 - 2, 0)
+                    + tf.where(t6 <= 2, tf.math.abs(t6 - 2) - 1, tf.constant(0, tf.int64))
+                    - 2
+                )
+            elif align == "LEFT_RIGHT":
+                t12 = (
+                    t0
+                    + t6
+                    - tf.math.maximum(t6 - 2, 0)
+                    + tf.where(t6 > 2, tf.math.abs(t6 - 2) - 1, tf.constant(0, tf.int64))
+                    - 2
+                )
+            elif align == "LEFT_LEFT":
+                t12 = t0 + t6 - tf.math.maximum(t6 - 2, 0) - 2
+            else:
+                t12 = t0 + t6 - tf.math.maximum(t6 - 2, 0) + tf.math.abs(t6 - 2) - 3
         t13 = tf.cast(t6, tf.int64)
         t14 = tf.cast(t12, tf.int64)
         t15 = tf.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, tf.constant(-1, tf.int64))

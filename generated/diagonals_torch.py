@@ -507,53 +507,52 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t7 = torch.as_tensor(t4, dtype=torch.int64)
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = np.shape(input)[-2]
         t1 = np.shape(input)[-1]
         t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
-        t3 = 3
+        if k == (-1, 1):
+            t3 = 3
+        else:
+            t3 = 2
         t4 = torch.arange(int(t3))
         t5 = t4[..., None]
-        t6 = torch.arange(np.shape(input)[-2])
-        if align == "RIGHT_LEFT":
-            t7 = t6 + _maximum(t5 - 1, 0) - torch.where(t5 <= 1, torch.abs(t5 - 1), 0)
-            t8 = t6 + _maximum(1 - t5, 0) - torch.where(t5 <= 1, torch.abs(t5 - 1), 0)
-        elif align == "LEFT_RIGHT":
-            t7 = t6 + _maximum(t5 - 1, 0) - torch.where(t5 > 1, torch.abs(t5 - 1), 0)
-            t8 = t6 + _maximum(1 - t5, 0) - torch.where(t5 > 1, torch.abs(t5 - 1), 0)
-        elif align == "LEFT_LEFT":
-            t7 = t6 + _maximum(t5 - 1, 0)
-            t8 = t6 + _maximum(1 - t5, 0)
+        if k == (-1, 1):
+            t6 = torch.arange(np.shape(input)[-2])
+            if align == "RIGHT_LEFT":
+                t7 = t6 + _maximum(t5 - 1, 0) - torch.where(t5 <= 1, torch.abs(t5 - 1), 0)
+                t8 = t6 + _maximum(1 - t5, 0) - torch.where(t5 <= 1, torch.abs(t5 - 1), 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t6 + _maximum(t5 - 1, 0) - torch.where(t5 > 1, torch.abs(t5 - 1), 0)
+                t8 = t6 + _maximum(1 - t5, 0) - torch.where(t5 > 1, torch.abs(t5 - 1), 0)
+            elif align == "LEFT_LEFT":
+                t7 = t6 + _maximum(t5 - 1, 0)
+                t8 = t6 + _maximum(1 - t5, 0)
+            else:
+                t7 = t6 + _maximum(t5 - 1, 0) - torch.abs(t5 - 1)
+                t8 = t6 + _maximum(1 - t5, 0) - torch.abs(t5 - 1)
         else:
-            t7 = t6 + _maximum(t5 - 1, 0) - torch.abs(t5 - 1)
-            t8 = t6 + _maximum(1 - t5, 0) - torch.abs(t5 - 1)
-        t9 = torch.as_tensor(t7, dtype=torch.int64)
-        t10 = torch.as_tensor(t8, dtype=torch.int64)
-        t11 = torch.where((t10 >= 0) & (t1 > t10), t1 * t9 + t10, -1)
-        diagonal = _gather(t2, t11, -1)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = np.shape(input)[-2]
-        t1 = np.shape(input)[-1]
-        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
-        t3 = 2
-        t4 = torch.arange(int(t3))
-        t5 = t4[..., None]
-        t6 = t0 - 1
-        t7 = torch.arange(int(t6))
-        if align == "RIGHT_LEFT":
-            t8 = t7 + _maximum(t5 - 2, 0) - torch.where(t5 <= 2, torch.abs(t5 - 2) - 1, 0)
-            t9 = t7 + _maximum(2 - t5, 0) - torch.where(t5 <= 2, torch.abs(t5 - 2) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t8 = t7 + _maximum(t5 - 2, 0) - torch.where(t5 > 2, torch.abs(t5 - 2) - 1, 0)
-            t9 = t7 + _maximum(2 - t5, 0) - torch.where(t5 > 2, torch.abs(t5 - 2) - 1, 0)
-        elif align == "LEFT_LEFT":
-            t8 = t7 + _maximum(t5 - 2, 0)
-            t9 = t7 + _maximum(2 - t5, 0)
-        else:
-            t8 = t7 + _maximum(t5 - 2, 0) - torch.abs(t5 - 2) + 1
-            t9 = t7 + _maximum(2 - t5, 0) - torch.abs(t5 - 2) + 1
-        t10 = torch.as_tensor(t8, dtype=torch.int64)
-        t11 = torch.as_tensor(t9, dtype=torch.int64)
+            t6 = t0 - 1
+            t9 = torch.arange(int(t6))
+            if align == "RIGHT_LEFT":
+                t7 = t9 + _maximum(t5 - 2, 0) - torch.where(t5 <= 2, torch.abs(t5 - 2) - 1, 0)
+                t8 = t9 + _maximum(2 - t5, 0) - torch.where(t5 <= 2, torch.abs(t5 - 2) - 1, 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t9 + _maximum(t5 - 2, 0) - torch.where(t5 > 2, torch.abs(t5 - 2) - 1, 0)
+                t8 = t9 + _maximum(2 - t5, 0) - torch.where(t5 > 2, torch.abs(t5 - 2) - 1, 0)
+            elif align == "LEFT_LEFT":
+                t7 = t9 + _maximum(t5 - 2, 0)
+                t8 = t9 + _maximum(2 - t5, 0)
+            else:
+                t7 = t9 + _maximum(t5 - 2, 0) - torch.abs(t5 - 2) + 1
+                t8 = t9 + _maximum(2 - t5, 0) - torch.abs(t5 - 2) + 1
+        t10 = torch.as_tensor(t7, dtype=torch.int64)
+        t11 = torch.as_tensor(t8, dtype=torch.int64)
         t12 = torch.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         diagonal = _gather(t2, t12, -1)
     else:
@@ -602,46 +601,43 @@ def matrix_diag_part_v3_vjp(
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
         grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = np.shape(input)[-2]
         t1 = torch.arange(np.shape(grad)[-2])
         t2 = t1[..., None]
-        t3 = torch.arange(np.shape(input)[-2])
-        if align == "RIGHT_LEFT":
-            t4 = t3 + _maximum(t2 - 1, 0) - torch.where(t2 <= 1, torch.abs(t2 - 1), 0)
-            t5 = t3 + _maximum(1 - t2, 0) - torch.where(t2 <= 1, torch.abs(t2 - 1), 0)
-        elif align == "LEFT_RIGHT":
-            t4 = t3 + _maximum(t2 - 1, 0) - torch.where(t2 > 1, torch.abs(t2 - 1), 0)
-            t5 = t3 + _maximum(1 - t2, 0) - torch.where(t2 > 1, torch.abs(t2 - 1), 0)
-        elif align == "LEFT_LEFT":
-            t4 = t3 + _maximum(t2 - 1, 0)
-            t5 = t3 + _maximum(1 - t2, 0)
+        if k == (-1, 1):
+            t3 = torch.arange(np.shape(input)[-2])
+            if align == "RIGHT_LEFT":
+                t4 = t3 + _maximum(t2 - 1, 0) - torch.where(t2 <= 1, torch.abs(t2 - 1), 0)
+                t5 = t3 + _maximum(1 - t2, 0) - torch.where(t2 <= 1, torch.abs(t2 - 1), 0)
+            elif align == "LEFT_RIGHT":
+                t4 = t3 + _maximum(t2 - 1, 0) - torch.where(t2 > 1, torch.abs(t2 - 1), 0)
+                t5 = t3 + _maximum(1 - t2, 0) - torch.where(t2 > 1, torch.abs(t2 - 1), 0)
+            elif align == "LEFT_LEFT":
+                t4 = t3 + _maximum(t2 - 1, 0)
+                t5 = t3 + _maximum(1 - t2, 0)
+            else:
+                t4 = t3 + _maximum(t2 - 1, 0) - torch.abs(t2 - 1)
+                t5 = t3 + _maximum(1 - t2, 0) - torch.abs(t2 - 1)
         else:
-            t4 = t3 + _maximum(t2 - 1, 0) - torch.abs(t2 - 1)
-            t5 = t3 + _maximum(1 - t2, 0) - torch.abs(t2 - 1)
-        t6 = torch.as_tensor(t4, dtype=torch.int64)
-        t7 = torch.as_tensor(t5, dtype=torch.int64)
-        t8 = torch.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
-        t9 = t0**2
-        t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = np.shape(input)[-2]
-        t1 = torch.arange(np.shape(grad)[-2])
-        t2 = t1[..., None]
-        t3 = torch.arange(np.shape(grad)[-1])
-        if align == "RIGHT_LEFT":
-            t4 = t3 + _maximum(t2 - 2, 0) - torch.where(t2 <= 2, torch.abs(t2 - 2) - 1, 0)
-            t5 = t3 + _maximum(2 - t2, 0) - torch.where(t2 <= 2, torch.abs(t2 - 2) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t4 = t3 + _maximum(t2 - 2, 0) - torch.where(t2 > 2, torch.abs(t2 - 2) - 1, 0)
-            t5 = t3 + _maximum(2 - t2, 0) - torch.where(t2 > 2, torch.abs(t2 - 2) - 1, 0)
-        elif align == "LEFT_LEFT":
-            t4 = t3 + _maximum(t2 - 2, 0)
-            t5 = t3 + _maximum(2 - t2, 0)
-        else:
-            t4 = t3 + _maximum(t2 - 2, 0) - torch.abs(t2 - 2) + 1
-            t5 = t3 + _maximum(2 - t2, 0) - torch.abs(t2 - 2) + 1
+            t3 = torch.arange(np.shape(grad)[-1])
+            if align == "RIGHT_LEFT":
+                t4 = t3 + _maximum(t2 - 2, 0) - torch.where(t2 <= 2, torch.abs(t2 - 2) - 1, 0)
+                t5 = t3 + _maximum(2 - t2, 0) - torch.where(t2 <= 2, torch.abs(t2 - 2) - 1, 0)
+            elif align == "LEFT_RIGHT":
+                t4 = t3 + _maximum(t2 - 2, 0) - torch.where(t2 > 2, torch.abs(t2 - 2) - 1, 0)
+                t5 = t3 + _maximum(2 - t2, 0) - torch.where(t2 > 2, torch.abs(t2 - 2) - 1, 0)
+            elif align == "LEFT_LEFT":
+                t4 = t3 + _maximum(t2 - 2, 0)
+                t5 = t3 + _maximum(2 - t2, 0)
+            else:
+                t4 = t3 + _maximum(t2 - 2, 0) - torch.abs(t2 - 2) + 1
+                t5 = t3 + _maximum(2 - t2, 0) - torch.abs(t2 - 2) + 1
         t6 = torch.as_tensor(t4, dtype=torch.int64)
         t7 = torch.as_tensor(t5, dtype=torch.int64)
         t8 = torch.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
@@ -803,48 +799,55 @@ def matrix_diag_v3_forward(
         t8 = t1**2
         t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
-        t3 = torch.arange(np.shape(diagonal)[-1])
-        t4 = t3[..., None]
-        t5 = -t3 + t4 + 1
-        if align == "RIGHT_LEFT":
-            t6 = t4 - _maximum(-t3 + t4, 0) + torch.where(t3 - t4 >= 0, torch.abs(t3 - t4), 0)
-        elif align == "LEFT_RIGHT":
-            t6 = t4 - _maximum(-t3 + t4, 0) + torch.where(t3 - t4 < 0, torch.abs(t3 - t4), 0)
-        elif align == "LEFT_LEFT":
-            t6 = t4 - _maximum(-t3 + t4, 0)
+        if k == (-1, 1):
+            t3 = torch.arange(np.shape(diagonal)[-1])
         else:
-            t6 = t4 - _maximum(-t3 + t4, 0) + torch.abs(t3 - t4)
-        t7 = torch.as_tensor(t5, dtype=torch.int64)
-        t8 = torch.as_tensor(t6, dtype=torch.int64)
-        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        t10 = _gather(t2, t9, -1)
-        t11 = (-t3 + t4 >= -1) & (-t3 + t4 <= 1)
-        output = torch.where(t11, t10, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = np.shape(diagonal)[-2]
-        t1 = np.shape(diagonal)[-1]
-        t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
-        t3 = t1 + 1
-        t4 = torch.arange(int(t3))
-        t5 = t4[..., None]
-        t6 = -t4 + t5 + 2
-        if align == "RIGHT_LEFT":
-            t7 = t5 - _maximum(-t4 + t5, 0) + torch.where(t4 - t5 >= 0, torch.abs(t4 - t5) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t7 = t5 - _maximum(-t4 + t5, 0) + torch.where(t4 - t5 < 0, torch.abs(t4 - t5) - 1, 0)
-        elif align == "LEFT_LEFT":
-            t7 = t5 - _maximum(-t4 + t5, 0)
+            t4 = t1 + 1
+            t3 = torch.arange(int(t4))
+        t5 = t3[..., None]
+        if k == (-1, 1):
+            t6 = -t3 + t5 + 1
+            if align == "RIGHT_LEFT":
+                t7 = t5 - _maximum(-t3 + t5, 0) + torch.where(t3 - t5 >= 0, torch.abs(t3 - t5), 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t5 - _maximum(-t3 + t5, 0) + torch.where(t3 - t5 < 0, torch.abs(t3 - t5), 0)
+            elif align == "LEFT_LEFT":
+                t7 = t5 - _maximum(-t3 + t5, 0)
+            else:
+                t7 = t5 - _maximum(-t3 + t5, 0) + torch.abs(t3 - t5)
         else:
-            t7 = t5 - _maximum(-t4 + t5, 0) + torch.abs(t4 - t5) - 1
+            t6 = -t3 + t5 + 2
+            if align == "RIGHT_LEFT":
+                t7 = (
+                    t5
+                    - _maximum(-t3 + t5, 0)
+                    + torch.where(t3 - t5 >= 0, torch.abs(t3 - t5) - 1, 0)
+                )
+            elif align == "LEFT_RIGHT":
+                t7 = (
+                    t5 - _maximum(-t3 + t5, 0) + torch.where(t3 - t5 < 0, torch.abs(t3 - t5) - 1, 0)
+                )
+            elif align == "LEFT_LEFT":
+                t7 = t5 - _maximum(-t3 + t5, 0)
+            else:
+                t7 = t5 - _maximum(-t3 + t5, 0) + torch.abs(t3 - t5) - 1
         t8 = torch.as_tensor(t6, dtype=torch.int64)
         t9 = torch.as_tensor(t7, dtype=torch.int64)
         t10 = torch.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         t11 = _gather(t2, t10, -1)
-        t12 = (-t4 + t5 >= -2) & (-t4 + t5 <= -1)
+        if k == (-1, 1):
+            t12 = (-t3 + t5 >= -1) & (-t3 + t5 <= 1)
+        else:
+            t12 = (-t3 + t5 >= -2) & (-t3 + t5 <= -1)
         output = torch.where(t12, t11, 0)
     else:
         raise ValueError(
@@ -892,51 +895,59 @@ def matrix_diag_v3_vjp(
             t6 = torch.as_tensor(t3, dtype=torch.int64)
         t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         grad_diagonal = _gather(t2, t7, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = torch.arange(np.shape(diagonal)[-2])
-        t1 = (t0 >= 0) & (t0 <= 2)
+        if k == (-1, 1):
+            t1 = (t0 >= 0) & (t0 <= 2)
+        else:
+            t1 = (t0 >= 0) & (t0 <= 1)
         t2 = t1[..., None]
         t3 = t0[..., None]
-        t4 = torch.arange(np.shape(diagonal)[-1])
-        t5 = t3 + t4 - 1
+        if k == (-1, 1):
+            t4 = torch.arange(np.shape(diagonal)[-1])
+            t5 = t3 + t4 - 1
+        else:
+            t4 = torch.arange(np.shape(grad)[-2])
+            t5 = t3 + t4 - 2
         t6 = _gather(grad, t5, -2)
         t7 = torch.diagonal(t6, dim1=-2, dim2=-1)
         t8 = np.shape(diagonal)[-2]
         t9 = np.shape(diagonal)[-1]
-        if align == "RIGHT_LEFT":
-            t10 = t3 + t4 - _maximum(t3 - 1, 0) + torch.where(t3 <= 1, torch.abs(t3 - 1), 0) - 1
-        elif align == "LEFT_RIGHT":
-            t10 = t3 + t4 - _maximum(t3 - 1, 0) + torch.where(t3 > 1, torch.abs(t3 - 1), 0) - 1
-        elif align == "LEFT_LEFT":
-            t10 = t3 + t4 - _maximum(t3 - 1, 0) - 1
+        if k == (-1, 1):
+            if align == "RIGHT_LEFT":
+                t10 = t3 + t4 - _maximum(t3 - 1, 0) + torch.where(t3 <= 1, torch.abs(t3 - 1), 0) - 1
+            elif align == "LEFT_RIGHT":
+                t10 = t3 + t4 - _maximum(t3 - 1, 0) + torch.where(t3 > 1, torch.abs(t3 - 1), 0) - 1
+            elif align == "LEFT_LEFT":
+                t10 = t3 + t4 - _maximum(t3 - 1, 0) - 1
+            else:
+                t10 = t3 + t4 - _maximum(t3 - 1, 0) + torch.abs(t3 - 1) - 1
         else:
-            t10 = t3 + t4 - _maximum(t3 - 1, 0) + torch.abs(t3 - 1) - 1
-        t11 = torch.as_tensor(t3, dtype=torch.int64)
-        t12 = torch.as_tensor(t10, dtype=torch.int64)
-        t13 = torch.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
-        t14 = t8 * t9
-        t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
-        t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
-        grad_diagonal = torch.where(t2, t16, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = torch.arange(np.shape(diagonal)[-2])
-        t1 = (t0 >= 0) & (t0 <= 1)
-        t2 = t1[..., None]
-        t3 = t0[..., None]
-        t4 = torch.arange(np.shape(grad)[-2])
-        t5 = t3 + t4 - 2
-        t6 = _gather(grad, t5, -2)
-        t7 = torch.diagonal(t6, dim1=-2, dim2=-1)
-        t8 = np.shape(diagonal)[-2]
-        t9 = np.shape(diagonal)[-1]
-        if align == "RIGHT_LEFT":
-            t10 = t3 + t4 - _maximum(t3 - 2, 0) + torch.where(t3 <= 2, torch.abs(t3 - 2) - 1, 0) - 2
-        elif align == "LEFT_RIGHT":
-            t10 = t3 + t4 - _maximum(t3 - 2, 0) + torch.where(t3 > 2, torch.abs(t3 - 2) - 1, 0) - 2
-        elif align == "LEFT_LEFT":
-            t10 = t3 + t4 - _maximum(t3 - 2, 0) - 2
-        else:
-            t10 = t3 + t4 - _maximum(t3 - 2, 0) + torch.abs(t3 - 2) - 3
+            if align == "RIGHT_LEFT":
+                t10 = (
+                    t3
+                    + t4
+                    - _maximum(t3 - 2, 0)
+                    + torch.where(t3 <= 2, torch.abs(t3 - 2) - 1, 0)
+                    - 2
+                )
+            elif align == "LEFT_RIGHT":
+                t10 = (
+                    t3
+                    + t4
+                    - _maximum(t3 - 2, 0)
+                    + torch.where(t3 > 2, torch.abs(t3 - 2) - 1, 0)
+                    - 2
+                )
+            elif align == "LEFT_LEFT":
+                t10 = t3 + t4 - _maximum(t3 - 2, 0) - 2
+            else:
+                t10 = t3 + t4 - _maximum(t3 - 2, 0) + torch.abs(t3 - 2) - 3
         t11 = torch.as_tensor(t3, dtype=torch.int64)
         t12 = torch.as_tensor(t10, dtype=torch.int64)
         t13 = torch.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
@@ -1108,20 +1119,38 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
         t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t3))
         output = -input * t12 + input + t9
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
         t0 = torch.arange(np.shape(input)[-2])
         t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        if k == (-1, 1):
+            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        else:
+            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
         t3 = np.shape(diagonal)[-2]
         t4 = np.shape(diagonal)[-1]
         t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 1
-        if align == "RIGHT_LEFT":
-            t7 = t1 - _maximum(-t0 + t1, 0) + torch.where(t0 - t1 >= 0, torch.abs(t0 - t1), 0)
-        elif align == "LEFT_RIGHT":
-            t7 = t1 - _maximum(-t0 + t1, 0) + torch.where(t0 - t1 < 0, torch.abs(t0 - t1), 0)
+        if k == (-1, 1):
+            t6 = -t0 + t1 + 1
+            if align == "RIGHT_LEFT":
+                t7 = t1 - _maximum(-t0 + t1, 0) + torch.where(t0 - t1 >= 0, torch.abs(t0 - t1), 0)
+            elif align == "LEFT_RIGHT":
+                t7 = t1 - _maximum(-t0 + t1, 0) + torch.where(t0 - t1 < 0, torch.abs(t0 - t1), 0)
+            else:
+                t7 = t1 - _maximum(-t0 + t1, 0) + torch.abs(t0 - t1)
         else:
-            t7 = t1 - _maximum(-t0 + t1, 0) + torch.abs(t0 - t1)
+            t6 = -t0 + t1 + 2
+            if align == "RIGHT_LEFT":
+                t7 = (
+                    t1
+                    - _maximum(-t0 + t1, 0)
+                    + torch.where(t0 - t1 >= 0, torch.abs(t0 - t1) - 1, 0)
+                )
+            elif align == "LEFT_RIGHT":
+                t7 = (
+                    t1 - _maximum(-t0 + t1, 0) + torch.where(t0 - t1 < 0, torch.abs(t0 - t1) - 1, 0)
+                )
+            else:
+                t7 = t1 - _maximum(-t0 + t1, 0) + torch.abs(t0 - t1) - 1
         t8 = torch.as_tensor(t6, dtype=torch.int64)
         t9 = torch.as_tensor(t7, dtype=torch.int64)
         t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
@@ -1136,25 +1165,6 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
         t6 = -t0 + t1 + k[1]
         t7 = t1 - _maximum(-t0 + t1, 0)
-        t8 = torch.as_tensor(t6, dtype=torch.int64)
-        t9 = torch.as_tensor(t7, dtype=torch.int64)
-        t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
-        t11 = _gather(t5, t10, -1)
-        output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
-        t0 = torch.arange(np.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        t3 = np.shape(diagonal)[-2]
-        t4 = np.shape(diagonal)[-1]
-        t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
-        t6 = -t0 + t1 + 2
-        if align == "RIGHT_LEFT":
-            t7 = t1 - _maximum(-t0 + t1, 0) + torch.where(t0 - t1 >= 0, torch.abs(t0 - t1) - 1, 0)
-        elif align == "LEFT_RIGHT":
-            t7 = t1 - _maximum(-t0 + t1, 0) + torch.where(t0 - t1 < 0, torch.abs(t0 - t1) - 1, 0)
-        else:
-            t7 = t1 - _maximum(-t0 + t1, 0) + torch.abs(t0 - t1) - 1
         t8 = torch.as_tensor(t6, dtype=torch.int64)
         t9 = torch.as_tensor(t7, dtype=torch.int64)
         t10 = torch.where((t9 >= 0) & (t4 > t9), t4 * t8 + t9, -1)
@@ -1211,59 +1221,66 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
             t16 = torch.as_tensor(t13, dtype=torch.int64)
         t17 = torch.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
         grad_diagonal = _gather(t12, t17, -1)
-    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+    elif k in ((-1, 1), (1, 2)) and align in (
+        "RIGHT_LEFT",
+        "LEFT_RIGHT",
+        "LEFT_LEFT",
+        "RIGHT_RIGHT",
+    ):
         t0 = torch.arange(np.shape(input)[-2])
         t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        if k == (-1, 1):
+            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        else:
+            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
         grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
         grad_input = _sum_to_shape(grad_input, np.shape(input))
         t3 = torch.arange(np.shape(diagonal)[-2])
-        t4 = (t3 >= 0) & (t3 <= 2)
+        if k == (-1, 1):
+            t4 = (t3 >= 0) & (t3 <= 2)
+        else:
+            t4 = (t3 >= 0) & (t3 <= 1)
         t5 = t4[..., None]
         t6 = t3[..., None]
-        t7 = t0 + t6 - 1
+        if k == (-1, 1):
+            t7 = t0 + t6 - 1
+        else:
+            t7 = t0 + t6 - 2
         t8 = _gather(grad, t7, -2)
         t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
         t10 = np.shape(diagonal)[-2]
-        t11 = np.shape(input)[-2]
-        if align == "RIGHT_LEFT":
-            t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.where(t6 <= 1, torch.abs(t6 - 1), 0) - 1
-        elif align == "LEFT_RIGHT":
-            t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.where(t6 > 1, torch.abs(t6 - 1), 0) - 1
-        elif align == "LEFT_LEFT":
-            t12 = t0 + t6 - _maximum(t6 - 1, 0) - 1
+        if k == (-1, 1):
+            t11 = np.shape(input)[-2]
+            if align == "RIGHT_LEFT":
+                t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.where(t6 <= 1, torch.abs(t6 - 1), 0) - 1
+            elif align == "LEFT_RIGHT":
+                t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.where(t6 > 1, torch.abs(t6 - 1), 0) - 1
+            elif align == "LEFT_LEFT":
+                t12 = t0 + t6 - _maximum(t6 - 1, 0) - 1
+            else:
+                t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.abs(t6 - 1) - 1
         else:
-            t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.abs(t6 - 1) - 1
-        t13 = torch.as_tensor(t6, dtype=torch.int64)
-        t14 = torch.as_tensor(t12, dtype=torch.int64)
-        t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
-        t16 = t10 * t11
-        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
-        t18 = torch.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
-        grad_diagonal = torch.where(t5, t18, 0)
-    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
-        t0 = torch.arange(np.shape(input)[-2])
-        t1 = t0[..., None]
-        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t3 = torch.arange(np.shape(diagonal)[-2])
-        t4 = (t3 >= 0) & (t3 <= 1)
-        t5 = t4[..., None]
-        t6 = t3[..., None]
-        t7 = t0 + t6 - 2
-        t8 = _gather(grad, t7, -2)
-        t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
-        t10 = np.shape(diagonal)[-2]
-        t11 = np.shape(diagonal)[-1]
-        if align == "RIGHT_LEFT":
-            t12 = t0 + t6 - _maximum(t6 - 2, 0) + torch.where(t6 <= 2, torch.abs(t6 - 2) - 1, 0) - 2
-        elif align == "LEFT_RIGHT":
-            t12 = t0 + t6 - _maximum(t6 - 2, 0) + torch.where(t6 > 2, torch.abs(t6 - 2) - 1, 0) - 2
-        elif align == "LEFT_LEFT":
-            t12 = t0 + t6 - _maximum(t6 - 2, 0) - 2
-        else:
-            t12 = t0 + t6 - _maximum(t6 - 2, 0) + torch.abs(t6 - 2) - 3
+            t11 = np.shape(diagonal)[-1]
+            if align == "RIGHT_LEFT":
+                t12 = (
+                    t0
+                    + t6
+                    - _maximum(t6 - 2, 0)
+                    + torch.where(t6 <= 2, torch.abs(t6 - 2) - 1, 0)
+                    - 2
+                )
+            elif align == "LEFT_RIGHT":
+                t12 = (
+                    t0
+                    + t6
+                    - _maximum(t6 - 2, 0)
+                    + torch.where(t6 > 2, torch.abs(t6 - 2) - 1, 0)
+                    - 2
+                )
+            elif align == "LEFT_LEFT":
+                t12 = t0 + t6 - _maximum(t6 - 2, 0) - 2
+            else:
+                t12 = t0 + t6 - _maximum(t6 - 2, 0) + torch.abs(t6 - 2) - 3
         t13 = torch.as_tensor(t6, dtype=torch.int64)
         t14 = torch.as_tensor(t12, dtype=torch.int64)
         t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)

@@ -115,16 +115,14 @@ def einsum_grad(grad, *inputs, output=None, equation="ij,jk->ik"):
         t0 = np.eye(np.shape(inputs_0)[-2], dtype=np.result_type(inputs_0))
         grad_inputs_0 = grad * t0
         grads = (grad_inputs_0,)
-    elif equation == "ii->i":
+    elif equation in ("ii->i", "ij->i"):
         (inputs_0,) = inputs
         t0 = grad[..., None]
-        t1 = np.eye(np.shape(inputs_0)[-2], dtype=np.result_type(inputs_0))
-        grad_inputs_0 = t0 * t1
-        grads = (grad_inputs_0,)
-    elif equation == "ij->i":
-        (inputs_0,) = inputs
-        t0 = grad[..., None]
-        grad_inputs_0 = np.broadcast_to(t0, np.shape(inputs_0))
+        if equation == "ii->i":
+            t1 = np.eye(np.shape(inputs_0)[-2], dtype=np.result_type(inputs_0))
+            grad_inputs_0 = t0 * t1
+        else:
+            grad_inputs_0 = np.broadcast_to(t0, np.shape(inputs_0))
         grads = (grad_inputs_0,)
     elif equation in ("i,i->", "ij,ij->ij"):
         inputs_0, inputs_1 = inputs
@@ -153,76 +151,86 @@ def einsum_grad(grad, *inputs, output=None, equation="ij,jk->ik"):
 
 def einsum_grad_grad(grad_vjp_inputs, grad, *inputs, vjp_inputs=None, equation="ij,jk->ik"):
     """Second order of Einsum: the gradient of einsum_grad: one array per input (grad, *inputs)."""
-    if equation == "ij,jk->ik":
+    if equation in (
+        "ij,jk->ik",
+        "ij,kj->ik",
+        "bij,bjk->bik",
+        "i,j->ij",
+        "i,i->",
+        "ij,ij->ij",
+        "ij,jk->i",
+        "bi,bj->bij",
+    ):
         inputs_0, inputs_1 = inputs
         grad_vjp_inputs_0, grad_vjp_inputs_1 = grad_vjp_inputs
-        t0 = grad_vjp_inputs_0 @ inputs_1
-        t1 = inputs_0 @ grad_vjp_inputs_1
-        grad_grad = t0 + t1
-        grad_inputs_0 = grad @ grad_vjp_inputs_1.T
-        grad_inputs_1 = grad_vjp_inputs_0.T @ grad
+        if equation == "ij,jk->ik":
+            t0 = grad_vjp_inputs_0 @ inputs_1
+            t1 = inputs_0 @ grad_vjp_inputs_1
+            grad_grad = t0 + t1
+            grad_inputs_0 = grad @ grad_vjp_inputs_1.T
+            grad_inputs_1 = grad_vjp_inputs_0.T @ grad
+        elif equation == "ij,kj->ik":
+            t0 = grad_vjp_inputs_0 @ inputs_1.T
+            t1 = inputs_0 @ grad_vjp_inputs_1.T
+            grad_grad = t0 + t1
+            grad_inputs_0 = grad @ grad_vjp_inputs_1
+            grad_inputs_1 = grad.T @ grad_vjp_inputs_0
+        elif equation == "bij,bjk->bik":
+            t0 = np.einsum("abc,acd->abd", grad_vjp_inputs_0, inputs_1, optimize=True)
+            t1 = np.einsum("abc,adb->adc", grad_vjp_inputs_1, inputs_0, optimize=True)
+            grad_grad = t0 + t1
+            grad_inputs_0 = np.einsum("abc,adc->abd", grad, grad_vjp_inputs_1, optimize=True)
+            grad_inputs_1 = np.einsum("abc,abd->adc", grad, grad_vjp_inputs_0, optimize=True)
+        elif equation == "i,j->ij":
+            t0 = grad_vjp_inputs_0[..., None]
+            t1 = inputs_0[..., None]
+            grad_grad = grad_vjp_inputs_1 * t1 + inputs_1 * t0
+            grad_inputs_0 = np.einsum("a,ba->b", grad_vjp_inputs_1, grad, optimize=True)
+            grad_inputs_1 = np.einsum("a,ab->b", grad_vjp_inputs_0, grad, optimize=True)
+        elif equation == "i,i->":
+            t0 = np.sum(grad_vjp_inputs_0 * inputs_1, axis=-1)
+            t1 = np.sum(grad_vjp_inputs_1 * inputs_0, axis=-1)
+            grad_grad = t0 + t1
+            grad_inputs_0 = grad * grad_vjp_inputs_1
+            grad_inputs_1 = grad * grad_vjp_inputs_0
+        elif equation == "ij,ij->ij":
+            grad_grad = grad_vjp_inputs_0 * inputs_1 + grad_vjp_inputs_1 * inputs_0
+            grad_inputs_0 = grad * grad_vjp_inputs_1
+            grad_inputs_1 = grad * grad_vjp_inputs_0
+        elif equation == "ij,jk->i":
+            t0 = np.einsum("ab,bc->a", grad_vjp_inputs_0, inputs_1, optimize=True)
+            t1 = np.einsum("ab,ca->c", grad_vjp_inputs_1, inputs_0, optimize=True)
+            grad_grad = t0 + t1
+            t2 = grad[..., None]
+            t3 = np.sum(grad_vjp_inputs_1, axis=-1)
+            grad_inputs_0 = t2 * t3
+            t4 = np.einsum("a,ab->b", grad, grad_vjp_inputs_0, optimize=True)
+            t5 = t4[..., None]
+            grad_inputs_1 = np.broadcast_to(t5, np.shape(inputs_1))
+        else:
+            t0 = grad_vjp_inputs_0[..., None]
+            t1 = inputs_1[..., None, :]
+            t2 = grad_vjp_inputs_1[..., None, :]
+            t3 = inputs_0[..., None]
+            grad_grad = t0 * t1 + t2 * t3
+            grad_inputs_0 = np.einsum("ab,acb->ac", grad_vjp_inputs_1, grad, optimize=True)
+            grad_inputs_1 = np.einsum("ab,abc->ac", grad_vjp_inputs_0, grad, optimize=True)
         grads = (grad_grad, grad_inputs_0, grad_inputs_1)
-    elif equation == "ij,kj->ik":
-        inputs_0, inputs_1 = inputs
-        grad_vjp_inputs_0, grad_vjp_inputs_1 = grad_vjp_inputs
-        t0 = grad_vjp_inputs_0 @ inputs_1.T
-        t1 = inputs_0 @ grad_vjp_inputs_1.T
-        grad_grad = t0 + t1
-        grad_inputs_0 = grad @ grad_vjp_inputs_1
-        grad_inputs_1 = grad.T @ grad_vjp_inputs_0
-        grads = (grad_grad, grad_inputs_0, grad_inputs_1)
-    elif equation == "bij,bjk->bik":
-        inputs_0, inputs_1 = inputs
-        grad_vjp_inputs_0, grad_vjp_inputs_1 = grad_vjp_inputs
-        t0 = np.einsum("abc,acd->abd", grad_vjp_inputs_0, inputs_1, optimize=True)
-        t1 = np.einsum("abc,adb->adc", grad_vjp_inputs_1, inputs_0, optimize=True)
-        grad_grad = t0 + t1
-        grad_inputs_0 = np.einsum("abc,adc->abd", grad, grad_vjp_inputs_1, optimize=True)
-        grad_inputs_1 = np.einsum("abc,abd->adc", grad, grad_vjp_inputs_0, optimize=True)
-        grads = (grad_grad, grad_inputs_0, grad_inputs_1)
-    elif equation == "i,j->ij":
-        inputs_0, inputs_1 = inputs
-        grad_vjp_inputs_0, grad_vjp_inputs_1 = grad_vjp_inputs
-        t0 = grad_vjp_inputs_0[..., None]
-        t1 = inputs_0[..., None]
-        grad_grad = grad_vjp_inputs_1 * t1 + inputs_1 * t0
-        grad_inputs_0 = np.einsum("a,ba->b", grad_vjp_inputs_1, grad, optimize=True)
-        grad_inputs_1 = np.einsum("a,ab->b", grad_vjp_inputs_0, grad, optimize=True)
-        grads = (grad_grad, grad_inputs_0, grad_inputs_1)
-    elif equation in ("ij->ji", "ijk->kij", "ii->i", "ij->i"):
+    elif equation in ("ij->ji", "ijk->kij", "ii->", "ii->i", "ij->i"):
         (inputs_0,) = inputs
         (grad_vjp_inputs_0,) = grad_vjp_inputs
         if equation == "ij->ji":
             grad_grad = grad_vjp_inputs_0.T
         elif equation == "ijk->kij":
             grad_grad = np.transpose(grad_vjp_inputs_0, (2, 0, 1))
+        elif equation == "ii->":
+            t0 = np.diagonal(grad_vjp_inputs_0, axis1=-2, axis2=-1)
+            grad_grad = np.sum(t0, axis=-1)
         elif equation == "ii->i":
             grad_grad = np.diagonal(grad_vjp_inputs_0, axis1=-2, axis2=-1)
         else:
             grad_grad = np.sum(grad_vjp_inputs_0, axis=-1)
         grads = (grad_grad, None)
-    elif equation == "ii->":
-        (inputs_0,) = inputs
-        (grad_vjp_inputs_0,) = grad_vjp_inputs
-        t0 = np.diagonal(grad_vjp_inputs_0, axis1=-2, axis2=-1)
-        grad_grad = np.sum(t0, axis=-1)
-        grads = (grad_grad, None)
-    elif equation == "i,i->":
-        inputs_0, inputs_1 = inputs
-        grad_vjp_inputs_0, grad_vjp_inputs_1 = grad_vjp_inputs
-        t0 = np.sum(grad_vjp_inputs_0 * inputs_1, axis=-1)
-        t1 = np.sum(grad_vjp_inputs_1 * inputs_0, axis=-1)
-        grad_grad = t0 + t1
-        grad_inputs_0 = grad * grad_vjp_inputs_1
-        grad_inputs_1 = grad * grad_vjp_inputs_0
-        grads = (grad_grad, grad_inputs_0, grad_inputs_1)
-    elif equation == "ij,ij->ij":
-        inputs_0, inputs_1 = inputs
-        grad_vjp_inputs_0, grad_vjp_inputs_1 = grad_vjp_inputs
-        grad_grad = grad_vjp_inputs_0 * inputs_1 + grad_vjp_inputs_1 * inputs_0
-        grad_inputs_0 = grad * grad_vjp_inputs_1
-        grad_inputs_1 = grad * grad_vjp_inputs_0
-        grads = (grad_grad, grad_inputs_0, grad_inputs_1)
     elif equation == "ij,jk,kl->il":
         inputs_0, inputs_1, inputs_2 = inputs
         grad_vjp_inputs_0, grad_vjp_inputs_1, grad_vjp_inputs_2 = grad_vjp_inputs
@@ -240,30 +248,6 @@ def einsum_grad_grad(grad_vjp_inputs, grad, *inputs, vjp_inputs=None, equation="
         t8 = np.einsum("ab,cd,ac->db", grad, grad_vjp_inputs_1, inputs_0, optimize=True)
         grad_inputs_2 = t7 + t8
         grads = (grad_grad, grad_inputs_0, grad_inputs_1, grad_inputs_2)
-    elif equation == "ij,jk->i":
-        inputs_0, inputs_1 = inputs
-        grad_vjp_inputs_0, grad_vjp_inputs_1 = grad_vjp_inputs
-        t0 = np.einsum("ab,bc->a", grad_vjp_inputs_0, inputs_1, optimize=True)
-        t1 = np.einsum("ab,ca->c", grad_vjp_inputs_1, inputs_0, optimize=True)
-        grad_grad = t0 + t1
-        t2 = grad[..., None]
-        t3 = np.sum(grad_vjp_inputs_1, axis=-1)
-        grad_inputs_0 = t2 * t3
-        t4 = np.einsum("a,ab->b", grad, grad_vjp_inputs_0, optimize=True)
-        t5 = t4[..., None]
-        grad_inputs_1 = np.broadcast_to(t5, np.shape(inputs_1))
-        grads = (grad_grad, grad_inputs_0, grad_inputs_1)
-    elif equation == "bi,bj->bij":
-        inputs_0, inputs_1 = inputs
-        grad_vjp_inputs_0, grad_vjp_inputs_1 = grad_vjp_inputs
-        t0 = grad_vjp_inputs_0[..., None]
-        t1 = inputs_1[..., None, :]
-        t2 = grad_vjp_inputs_1[..., None, :]
-        t3 = inputs_0[..., None]
-        grad_grad = t0 * t1 + t2 * t3
-        grad_inputs_0 = np.einsum("ab,acb->ac", grad_vjp_inputs_1, grad, optimize=True)
-        grad_inputs_1 = np.einsum("ab,abc->ac", grad_vjp_inputs_0, grad, optimize=True)
-        grads = (grad_grad, grad_inputs_0, grad_inputs_1)
     else:
         raise ValueError(f"EinsumGrad: unsupported attributes equation={equation!r}")
     return grads

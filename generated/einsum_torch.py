@@ -198,16 +198,14 @@ def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
         t0 = torch.eye(np.shape(inputs_0)[-2], dtype=inputs_0.dtype)
         grad_inputs_0 = grad * t0
         grads = (grad_inputs_0,)
-    elif equation == "ii->i":
+    elif equation in ("ii->i", "ij->i"):
         (inputs_0,) = inputs
         t0 = grad[..., None]
-        t1 = torch.eye(np.shape(inputs_0)[-2], dtype=inputs_0.dtype)
-        grad_inputs_0 = t0 * t1
-        grads = (grad_inputs_0,)
-    elif equation == "ij->i":
-        (inputs_0,) = inputs
-        t0 = grad[..., None]
-        grad_inputs_0 = torch.broadcast_to(t0, np.shape(inputs_0))
+        if equation == "ii->i":
+            t1 = torch.eye(np.shape(inputs_0)[-2], dtype=inputs_0.dtype)
+            grad_inputs_0 = t0 * t1
+        else:
+            grad_inputs_0 = torch.broadcast_to(t0, np.shape(inputs_0))
         grads = (grad_inputs_0,)
     elif equation in ("i,i->", "ij,ij->ij"):
         inputs_0, inputs_1 = inputs

@@ -46,29 +46,28 @@ def concat_v2(*values, axis=-1):
     """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:28)."""
     N = len(values)
     axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis in (-1, -2):
-        values_0, values_1 = values
+    if N in (2, 3) and axis in (-1, -2):
+        if N == 2:
+            values_0, values_1 = values
+        else:
+            values_0, values_1, values_2 = values
         t0 = np.shape(values_0)[axis]
         t1 = np.shape(values_1)[axis]
-        t2 = t0 + t1
-        t3 = np.arange(t2)
-        t4 = _gather(values_0, t3, axis)
-        t5 = -t0 + t3
-        t6 = _gather(values_1, t5, axis)
-        output = t4 + t6
-    elif N == 3 and axis in (-1, -2):
-        values_0, values_1, values_2 = values
-        t0 = np.shape(values_0)[axis]
-        t1 = np.shape(values_1)[axis]
-        t2 = np.shape(values_2)[axis]
-        t3 = t0 + t1 + t2
-        t4 = np.arange(t3)
+        if N == 2:
+            t2 = t0 + t1
+        else:
+            t3 = np.shape(values_2)[axis]
+            t2 = t0 + t1 + t3
+        t4 = np.arange(t2)
         t5 = _gather(values_0, t4, axis)
         t6 = -t0 + t4
         t7 = _gather(values_1, t6, axis)
-        t8 = -t0 - t1 + t4
-        t9 = _gather(values_2, t8, axis)
-        output = t5 + t7 + t9
+        if N == 2:
+            output = t5 + t7
+        else:
+            t8 = -t0 - t1 + t4
+            t9 = _gather(values_2, t8, axis)
+            output = t5 + t7 + t9
     else:
         raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
     return output
@@ -95,8 +94,11 @@ def concat_v2_grad(grad, *values, output=None, axis=-1):
     """
     N = len(values)
     axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis in (-1, -2):
-        values_0, values_1 = values
+    if N in (2, 3) and axis in (-1, -2):
+        if N == 2:
+            values_0, values_1 = values
+        else:
+            values_0, values_1, values_2 = values
         t0 = np.arange(np.shape(values_0)[axis])
         grad_values_0 = _gather(grad, t0, axis)
         grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
@@ -105,23 +107,15 @@ def concat_v2_grad(grad, *values, output=None, axis=-1):
         t3 = t1 + t2
         grad_values_1 = _gather(grad, t3, axis)
         grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        grads = (grad_values_0, grad_values_1)
-    elif N == 3 and axis in (-1, -2):
-        values_0, values_1, values_2 = values
-        t0 = np.arange(np.shape(values_0)[axis])
-        grad_values_0 = _gather(grad, t0, axis)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = np.arange(np.shape(values_1)[axis])
-        t2 = np.shape(values_0)[axis]
-        t3 = t1 + t2
-        grad_values_1 = _gather(grad, t3, axis)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        t4 = np.arange(np.shape(values_2)[axis])
-        t5 = np.shape(values_1)[axis]
-        t6 = t2 + t4 + t5
-        grad_values_2 = _gather(grad, t6, axis)
-        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
-        grads = (grad_values_0, grad_values_1, grad_values_2)
+        if N == 2:
+            grads = (grad_values_0, grad_values_1)
+        else:
+            t4 = np.arange(np.shape(values_2)[axis])
+            t5 = np.shape(values_1)[axis]
+            t6 = t2 + t4 + t5
+            grad_values_2 = _gather(grad, t6, axis)
+            grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+            grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
         raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
     return grads
@@ -131,31 +125,30 @@ def concat_v2_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, axis=-1
     """Second order of ConcatV2: the gradient of concat_v2_grad: one array per input (grad, *values)."""
     N = len(values)
     axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis in (-1, -2):
-        values_0, values_1 = values
-        grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
+    if N in (2, 3) and axis in (-1, -2):
+        if N == 2:
+            values_0, values_1 = values
+            grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
+        else:
+            values_0, values_1, values_2 = values
+            grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
         t0 = np.arange(np.shape(grad)[axis])
         t1 = _gather(grad_vjp_values_0, t0, axis)
         t2 = np.shape(values_0)[axis]
         t3 = t0 - t2
         t4 = _gather(grad_vjp_values_1, t3, axis)
-        grad_grad = t1 + t4
+        if N == 2:
+            grad_grad = t1 + t4
+        else:
+            t5 = np.shape(values_1)[axis]
+            t6 = t0 - t2 - t5
+            t7 = _gather(grad_vjp_values_2, t6, axis)
+            grad_grad = t1 + t4 + t7
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grads = (grad_grad, None, None)
-    elif N == 3 and axis in (-1, -2):
-        values_0, values_1, values_2 = values
-        grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
-        t0 = np.arange(np.shape(grad)[axis])
-        t1 = _gather(grad_vjp_values_0, t0, axis)
-        t2 = np.shape(values_0)[axis]
-        t3 = t0 - t2
-        t4 = _gather(grad_vjp_values_1, t3, axis)
-        t5 = np.shape(values_1)[axis]
-        t6 = t0 - t2 - t5
-        t7 = _gather(grad_vjp_values_2, t6, axis)
-        grad_grad = t1 + t4 + t7
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grads = (grad_grad, None, None, None)
+        if N == 2:
+            grads = (grad_grad, None, None)
+        else:
+            grads = (grad_grad, None, None, None)
     else:
         raise ValueError(f"ConcatV2Grad: unsupported attributes N={N!r}, axis={axis!r}")
     return grads
@@ -169,29 +162,28 @@ def concat(*values, concat_dim=-1):
         else concat_dim
     )
     N = len(values)
-    if concat_dim in (-1, -2) and N == 2:
-        values_0, values_1 = values
+    if concat_dim in (-1, -2) and N in (2, 3):
+        if N == 2:
+            values_0, values_1 = values
+        else:
+            values_0, values_1, values_2 = values
         t0 = np.shape(values_0)[concat_dim]
         t1 = np.shape(values_1)[concat_dim]
-        t2 = t0 + t1
-        t3 = np.arange(t2)
-        t4 = _gather(values_0, t3, concat_dim)
-        t5 = -t0 + t3
-        t6 = _gather(values_1, t5, concat_dim)
-        output = t4 + t6
-    elif concat_dim in (-1, -2) and N == 3:
-        values_0, values_1, values_2 = values
-        t0 = np.shape(values_0)[concat_dim]
-        t1 = np.shape(values_1)[concat_dim]
-        t2 = np.shape(values_2)[concat_dim]
-        t3 = t0 + t1 + t2
-        t4 = np.arange(t3)
+        if N == 2:
+            t2 = t0 + t1
+        else:
+            t3 = np.shape(values_2)[concat_dim]
+            t2 = t0 + t1 + t3
+        t4 = np.arange(t2)
         t5 = _gather(values_0, t4, concat_dim)
         t6 = -t0 + t4
         t7 = _gather(values_1, t6, concat_dim)
-        t8 = -t0 - t1 + t4
-        t9 = _gather(values_2, t8, concat_dim)
-        output = t5 + t7 + t9
+        if N == 2:
+            output = t5 + t7
+        else:
+            t8 = -t0 - t1 + t4
+            t9 = _gather(values_2, t8, concat_dim)
+            output = t5 + t7 + t9
     else:
         raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
     return output
@@ -222,8 +214,11 @@ def concat_grad(grad, *values, output=None, concat_dim=-1):
         else concat_dim
     )
     N = len(values)
-    if concat_dim in (-1, -2) and N == 2:
-        values_0, values_1 = values
+    if concat_dim in (-1, -2) and N in (2, 3):
+        if N == 2:
+            values_0, values_1 = values
+        else:
+            values_0, values_1, values_2 = values
         t0 = np.arange(np.shape(values_0)[concat_dim])
         grad_values_0 = _gather(grad, t0, concat_dim)
         grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
@@ -232,23 +227,15 @@ def concat_grad(grad, *values, output=None, concat_dim=-1):
         t3 = t1 + t2
         grad_values_1 = _gather(grad, t3, concat_dim)
         grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        grads = (grad_values_0, grad_values_1)
-    elif concat_dim in (-1, -2) and N == 3:
-        values_0, values_1, values_2 = values
-        t0 = np.arange(np.shape(values_0)[concat_dim])
-        grad_values_0 = _gather(grad, t0, concat_dim)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = np.arange(np.shape(values_1)[concat_dim])
-        t2 = np.shape(values_0)[concat_dim]
-        t3 = t1 + t2
-        grad_values_1 = _gather(grad, t3, concat_dim)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        t4 = np.arange(np.shape(values_2)[concat_dim])
-        t5 = np.shape(values_1)[concat_dim]
-        t6 = t2 + t4 + t5
-        grad_values_2 = _gather(grad, t6, concat_dim)
-        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
-        grads = (grad_values_0, grad_values_1, grad_values_2)
+        if N == 2:
+            grads = (grad_values_0, grad_values_1)
+        else:
+            t4 = np.arange(np.shape(values_2)[concat_dim])
+            t5 = np.shape(values_1)[concat_dim]
+            t6 = t2 + t4 + t5
+            grad_values_2 = _gather(grad, t6, concat_dim)
+            grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+            grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
         raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
     return grads
@@ -262,31 +249,30 @@ def concat_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, concat_dim
         else concat_dim
     )
     N = len(values)
-    if concat_dim in (-1, -2) and N == 2:
-        values_0, values_1 = values
-        grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
+    if concat_dim in (-1, -2) and N in (2, 3):
+        if N == 2:
+            values_0, values_1 = values
+            grad_vjp_values_0, grad_vjp_values_1 = grad_vjp_values
+        else:
+            values_0, values_1, values_2 = values
+            grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
         t0 = np.arange(np.shape(grad)[concat_dim])
         t1 = _gather(grad_vjp_values_0, t0, concat_dim)
         t2 = np.shape(values_0)[concat_dim]
         t3 = t0 - t2
         t4 = _gather(grad_vjp_values_1, t3, concat_dim)
-        grad_grad = t1 + t4
+        if N == 2:
+            grad_grad = t1 + t4
+        else:
+            t5 = np.shape(values_1)[concat_dim]
+            t6 = t0 - t2 - t5
+            t7 = _gather(grad_vjp_values_2, t6, concat_dim)
+            grad_grad = t1 + t4 + t7
         grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grads = (grad_grad, None, None)
-    elif concat_dim in (-1, -2) and N == 3:
-        values_0, values_1, values_2 = values
-        grad_vjp_values_0, grad_vjp_values_1, grad_vjp_values_2 = grad_vjp_values
-        t0 = np.arange(np.shape(grad)[concat_dim])
-        t1 = _gather(grad_vjp_values_0, t0, concat_dim)
-        t2 = np.shape(values_0)[concat_dim]
-        t3 = t0 - t2
-        t4 = _gather(grad_vjp_values_1, t3, concat_dim)
-        t5 = np.shape(values_1)[concat_dim]
-        t6 = t0 - t2 - t5
-        t7 = _gather(grad_vjp_values_2, t6, concat_dim)
-        grad_grad = t1 + t4 + t7
-        grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-        grads = (grad_grad, None, None, None)
+        if N == 2:
+            grads = (grad_grad, None, None)
+        else:
+            grads = (grad_grad, None, None, None)
     else:
         raise ValueError(f"ConcatGrad: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
     return grads
@@ -295,24 +281,22 @@ def concat_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, concat_dim
 def split(value, *, num_split=2, axis=-1):
     """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:65)."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num_split == 2 and axis in (-1, -2):
+    if num_split in (2, 3) and axis in (-1, -2):
         t0 = np.shape(value)[axis]
-        t1 = t0 // 2
+        if num_split == 2:
+            t1 = t0 // 2
+        else:
+            t1 = t0 // 3
         t2 = np.arange(t1)
         output_0 = _gather(value, t2, axis)
         t3 = t1 + t2
         output_1 = _gather(value, t3, axis)
-        output = (output_0, output_1)
-    elif num_split == 3 and axis in (-1, -2):
-        t0 = np.shape(value)[axis]
-        t1 = t0 // 3
-        t2 = np.arange(t1)
-        output_0 = _gather(value, t2, axis)
-        t3 = t1 + t2
-        output_1 = _gather(value, t3, axis)
-        t4 = 2 * t1 + t2
-        output_2 = _gather(value, t4, axis)
-        output = (output_0, output_1, output_2)
+        if num_split == 2:
+            output = (output_0, output_1)
+        else:
+            t4 = 2 * t1 + t2
+            output_2 = _gather(value, t4, axis)
+            output = (output_0, output_1, output_2)
     else:
         raise ValueError(f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}")
     return output
@@ -355,31 +339,29 @@ def split_grad(grad_output, value, *, output=None, num_split=2, axis=-1):
 def split_grad_grad(grad_vjp_value, grad_output, value, *, vjp_value=None, num_split=2, axis=-1):
     """Second order of Split: the gradient of split_grad: one array per input (grad_output, value)."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num_split == 2 and axis in (-1, -2):
-        grad_output_0, grad_output_1 = grad_output
+    if num_split in (2, 3) and axis in (-1, -2):
+        if num_split == 2:
+            grad_output_0, grad_output_1 = grad_output
+        else:
+            grad_output_0, grad_output_1, grad_output_2 = grad_output
         t0 = np.arange(np.shape(grad_output_0)[axis])
         grad_grad_output_0 = _gather(grad_vjp_value, t0, axis)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
         t1 = np.shape(value)[axis]
-        t2 = t1 // 2
+        if num_split == 2:
+            t2 = t1 // 2
+        else:
+            t2 = t1 // 3
         t3 = t0 + t2
         grad_grad_output_1 = _gather(grad_vjp_value, t3, axis)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        grads = (grad_grad_output_0, grad_grad_output_1, None)
-    elif num_split == 3 and axis in (-1, -2):
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = np.arange(np.shape(grad_output_0)[axis])
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, axis)
-        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.shape(value)[axis]
-        t2 = t1 // 3
-        t3 = t0 + t2
-        grad_grad_output_1 = _gather(grad_vjp_value, t3, axis)
-        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        t4 = t0 + 2 * t2
-        grad_grad_output_2 = _gather(grad_vjp_value, t4, axis)
-        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
-        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
+        if num_split == 2:
+            grads = (grad_grad_output_0, grad_grad_output_1, None)
+        else:
+            t4 = t0 + 2 * t2
+            grad_grad_output_2 = _gather(grad_vjp_value, t4, axis)
+            grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
+            grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
     else:
         raise ValueError(
             f"SplitGrad: unsupported attributes num_split={num_split!r}, axis={axis!r}"
@@ -472,38 +454,40 @@ def split_v_grad_grad(
     """Second order of SplitV: the gradient of split_v_grad: one array per input (grad_output, value)."""
     size_splits = np.asarray(size_splits, dtype=np.int64)
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num_split == 2 and axis in (-1, -2):
-        grad_output_0, grad_output_1 = grad_output
+    if num_split in (2, 3) and axis in (-1, -2):
+        if num_split == 2:
+            grad_output_0, grad_output_1 = grad_output
+        else:
+            grad_output_0, grad_output_1, grad_output_2 = grad_output
         t0 = np.arange(np.shape(grad_output_0)[axis])
         grad_grad_output_0 = _gather(grad_vjp_value, t0, axis)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
         t1 = np.arange(np.shape(grad_output_1)[axis])
         t2 = np.shape(value)[axis]
-        t3 = t1 + np.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
+        if num_split == 2:
+            t3 = t1 + np.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
+        else:
+            t3 = t1 + np.where(
+                size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0]
+            )
         grad_grad_output_1 = _gather(grad_vjp_value, t3, axis)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        grads = (grad_grad_output_0, grad_grad_output_1, None)
-    elif num_split == 3 and axis in (-1, -2):
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = np.arange(np.shape(grad_output_0)[axis])
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, axis)
-        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = np.arange(np.shape(grad_output_1)[axis])
-        t2 = np.shape(value)[axis]
-        t3 = t1 + np.where(
-            size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0]
-        )
-        grad_grad_output_1 = _gather(grad_vjp_value, t3, axis)
-        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        t4 = np.arange(np.shape(grad_output_2)[axis])
-        t5 = (
-            t4
-            + np.where(size_splits[1] == -1, -size_splits[0] - size_splits[2] + t2, size_splits[1])
-            + np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0])
-        )
-        grad_grad_output_2 = _gather(grad_vjp_value, t5, axis)
-        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
-        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
+        if num_split == 2:
+            grads = (grad_grad_output_0, grad_grad_output_1, None)
+        else:
+            t4 = np.arange(np.shape(grad_output_2)[axis])
+            t5 = (
+                t4
+                + np.where(
+                    size_splits[1] == -1, -size_splits[0] - size_splits[2] + t2, size_splits[1]
+                )
+                + np.where(
+                    size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0]
+                )
+            )
+            grad_grad_output_2 = _gather(grad_vjp_value, t5, axis)
+            grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
+            grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
     else:
         raise ValueError(
             f"SplitVGrad: unsupported attributes num_split={num_split!r}, axis={axis!r}"
@@ -536,27 +520,24 @@ def pack_grad(grad, *values, output=None, axis=-1):
     """
     N = len(values)
     axis = axis - (np.ndim(values[0]) + 1) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis in (-1, -2, -3):
-        values_0, values_1 = values
+    if N in (2, 3) and axis in (-1, -2, -3):
+        if N == 2:
+            values_0, values_1 = values
+        else:
+            values_0, values_1, values_2 = values
         t0 = 0
         grad_values_0 = _gather(grad, t0, axis)
         grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = 1
         grad_values_1 = _gather(grad, t1, axis)
         grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        grads = (grad_values_0, grad_values_1)
-    elif N == 3 and axis in (-1, -2, -3):
-        values_0, values_1, values_2 = values
-        t0 = 0
-        grad_values_0 = _gather(grad, t0, axis)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = 1
-        grad_values_1 = _gather(grad, t1, axis)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        t2 = 2
-        grad_values_2 = _gather(grad, t2, axis)
-        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
-        grads = (grad_values_0, grad_values_1, grad_values_2)
+        if N == 2:
+            grads = (grad_values_0, grad_values_1)
+        else:
+            t2 = 2
+            grad_values_2 = _gather(grad, t2, axis)
+            grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+            grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
         raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
     return grads
@@ -586,18 +567,17 @@ def pack_grad_grad(grad_vjp_values, grad, *values, vjp_values=None, axis=-1):
 def unpack(value, *, num=2, axis=-1):
     """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:126)."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    t0 = 0
-    t1 = 1
-    if num == 2 and axis in (-1, -2, -3):
+    if num in (2, 3) and axis in (-1, -2, -3):
+        t0 = 0
         output_0 = _gather(value, t0, axis)
+        t1 = 1
         output_1 = _gather(value, t1, axis)
-        output = (output_0, output_1)
-    elif num == 3 and axis in (-1, -2, -3):
-        output_0 = _gather(value, t0, axis)
-        output_1 = _gather(value, t1, axis)
-        t2 = 2
-        output_2 = _gather(value, t2, axis)
-        output = (output_0, output_1, output_2)
+        if num == 2:
+            output = (output_0, output_1)
+        else:
+            t2 = 2
+            output_2 = _gather(value, t2, axis)
+            output = (output_0, output_1, output_2)
     else:
         raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
     return output
@@ -627,27 +607,24 @@ def unpack_grad(grad_output, value, *, output=None, num=2, axis=-1):
 def unpack_grad_grad(grad_vjp_value, grad_output, value, *, vjp_value=None, num=2, axis=-1):
     """Second order of Unpack: the gradient of unpack_grad: one array per input (grad_output, value)."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num == 2 and axis in (-1, -2, -3):
-        grad_output_0, grad_output_1 = grad_output
+    if num in (2, 3) and axis in (-1, -2, -3):
+        if num == 2:
+            grad_output_0, grad_output_1 = grad_output
+        else:
+            grad_output_0, grad_output_1, grad_output_2 = grad_output
         t0 = 0
         grad_grad_output_0 = _gather(grad_vjp_value, t0, axis)
         grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
         t1 = 1
         grad_grad_output_1 = _gather(grad_vjp_value, t1, axis)
         grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        grads = (grad_grad_output_0, grad_grad_output_1, None)
-    elif num == 3 and axis in (-1, -2, -3):
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = 0
-        grad_grad_output_0 = _gather(grad_vjp_value, t0, axis)
-        grad_grad_output_0 = _sum_to_shape(grad_grad_output_0, np.shape(grad_output_0))
-        t1 = 1
-        grad_grad_output_1 = _gather(grad_vjp_value, t1, axis)
-        grad_grad_output_1 = _sum_to_shape(grad_grad_output_1, np.shape(grad_output_1))
-        t2 = 2
-        grad_grad_output_2 = _gather(grad_vjp_value, t2, axis)
-        grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
-        grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
+        if num == 2:
+            grads = (grad_grad_output_0, grad_grad_output_1, None)
+        else:
+            t2 = 2
+            grad_grad_output_2 = _gather(grad_vjp_value, t2, axis)
+            grad_grad_output_2 = _sum_to_shape(grad_grad_output_2, np.shape(grad_output_2))
+            grads = (grad_grad_output_0, grad_grad_output_1, grad_grad_output_2, None)
     else:
         raise ValueError(f"UnpackGrad: unsupported attributes num={num!r}, axis={axis!r}")
     return grads
@@ -680,22 +657,21 @@ def add_n_grad(grad, *inputs, sum=None):
             grad_inputs_2[batch, p] = grad[batch, p], i.e. `grad`
     """
     N = len(inputs)
-    if N == 2:
-        inputs_0, inputs_1 = inputs
+    if N in (2, 3):
+        if N == 2:
+            inputs_0, inputs_1 = inputs
+        else:
+            inputs_0, inputs_1, inputs_2 = inputs
         grad_inputs_0 = grad
         grad_inputs_0 = _sum_to_shape(grad_inputs_0, np.shape(inputs_0))
         grad_inputs_1 = grad
         grad_inputs_1 = _sum_to_shape(grad_inputs_1, np.shape(inputs_1))
-        grads = (grad_inputs_0, grad_inputs_1)
-    elif N == 3:
-        inputs_0, inputs_1, inputs_2 = inputs
-        grad_inputs_0 = grad
-        grad_inputs_0 = _sum_to_shape(grad_inputs_0, np.shape(inputs_0))
-        grad_inputs_1 = grad
-        grad_inputs_1 = _sum_to_shape(grad_inputs_1, np.shape(inputs_1))
-        grad_inputs_2 = grad
-        grad_inputs_2 = _sum_to_shape(grad_inputs_2, np.shape(inputs_2))
-        grads = (grad_inputs_0, grad_inputs_1, grad_inputs_2)
+        if N == 2:
+            grads = (grad_inputs_0, grad_inputs_1)
+        else:
+            grad_inputs_2 = grad
+            grad_inputs_2 = _sum_to_shape(grad_inputs_2, np.shape(inputs_2))
+            grads = (grad_inputs_0, grad_inputs_1, grad_inputs_2)
     else:
         raise ValueError(f"AddN: unsupported attributes N={N!r}")
     return grads
@@ -765,24 +741,23 @@ def identity_n_grad(grad_output, *input, output=None):
         (grad_output_0,) = grad_output
         grad_input_0 = grad_output_0
         grads = (grad_input_0,)
-    elif N == 2:
-        input_0, input_1 = input
-        grad_output_0, grad_output_1 = grad_output
+    elif N in (2, 3):
+        if N == 2:
+            input_0, input_1 = input
+            grad_output_0, grad_output_1 = grad_output
+        else:
+            input_0, input_1, input_2 = input
+            grad_output_0, grad_output_1, grad_output_2 = grad_output
         grad_input_0 = grad_output_0
         grad_input_0 = _sum_to_shape(grad_input_0, np.shape(input_0))
         grad_input_1 = grad_output_1
         grad_input_1 = _sum_to_shape(grad_input_1, np.shape(input_1))
-        grads = (grad_input_0, grad_input_1)
-    elif N == 3:
-        input_0, input_1, input_2 = input
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        grad_input_0 = grad_output_0
-        grad_input_0 = _sum_to_shape(grad_input_0, np.shape(input_0))
-        grad_input_1 = grad_output_1
-        grad_input_1 = _sum_to_shape(grad_input_1, np.shape(input_1))
-        grad_input_2 = grad_output_2
-        grad_input_2 = _sum_to_shape(grad_input_2, np.shape(input_2))
-        grads = (grad_input_0, grad_input_1, grad_input_2)
+        if N == 2:
+            grads = (grad_input_0, grad_input_1)
+        else:
+            grad_input_2 = grad_output_2
+            grad_input_2 = _sum_to_shape(grad_input_2, np.shape(input_2))
+            grads = (grad_input_0, grad_input_1, grad_input_2)
     else:
         raise ValueError(f"IdentityN: unsupported attributes N={N!r}")
     return grads

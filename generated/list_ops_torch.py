@@ -133,29 +133,28 @@ def concat_v2_forward(*values, axis=-1):
     """ConcatV2's formula."""
     N = len(values)
     axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis in (-1, -2):
-        values_0, values_1 = values
+    if N in (2, 3) and axis in (-1, -2):
+        if N == 2:
+            values_0, values_1 = values
+        else:
+            values_0, values_1, values_2 = values
         t0 = np.shape(values_0)[axis]
         t1 = np.shape(values_1)[axis]
-        t2 = t0 + t1
-        t3 = torch.arange(int(t2))
-        t4 = _gather(values_0, t3, axis)
-        t5 = -t0 + t3
-        t6 = _gather(values_1, t5, axis)
-        output = t4 + t6
-    elif N == 3 and axis in (-1, -2):
-        values_0, values_1, values_2 = values
-        t0 = np.shape(values_0)[axis]
-        t1 = np.shape(values_1)[axis]
-        t2 = np.shape(values_2)[axis]
-        t3 = t0 + t1 + t2
-        t4 = torch.arange(int(t3))
+        if N == 2:
+            t2 = t0 + t1
+        else:
+            t3 = np.shape(values_2)[axis]
+            t2 = t0 + t1 + t3
+        t4 = torch.arange(int(t2))
         t5 = _gather(values_0, t4, axis)
         t6 = -t0 + t4
         t7 = _gather(values_1, t6, axis)
-        t8 = -t0 - t1 + t4
-        t9 = _gather(values_2, t8, axis)
-        output = t5 + t7 + t9
+        if N == 2:
+            output = t5 + t7
+        else:
+            t8 = -t0 - t1 + t4
+            t9 = _gather(values_2, t8, axis)
+            output = t5 + t7 + t9
     else:
         raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
     return output
@@ -182,8 +181,11 @@ def concat_v2_vjp(grad, *values, output=None, axis=-1):
     """
     N = len(values)
     axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis in (-1, -2):
-        values_0, values_1 = values
+    if N in (2, 3) and axis in (-1, -2):
+        if N == 2:
+            values_0, values_1 = values
+        else:
+            values_0, values_1, values_2 = values
         t0 = torch.arange(np.shape(values_0)[axis])
         grad_values_0 = _gather(grad, t0, axis)
         grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
@@ -192,23 +194,15 @@ def concat_v2_vjp(grad, *values, output=None, axis=-1):
         t3 = t1 + t2
         grad_values_1 = _gather(grad, t3, axis)
         grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        grads = (grad_values_0, grad_values_1)
-    elif N == 3 and axis in (-1, -2):
-        values_0, values_1, values_2 = values
-        t0 = torch.arange(np.shape(values_0)[axis])
-        grad_values_0 = _gather(grad, t0, axis)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = torch.arange(np.shape(values_1)[axis])
-        t2 = np.shape(values_0)[axis]
-        t3 = t1 + t2
-        grad_values_1 = _gather(grad, t3, axis)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        t4 = torch.arange(np.shape(values_2)[axis])
-        t5 = np.shape(values_1)[axis]
-        t6 = t2 + t4 + t5
-        grad_values_2 = _gather(grad, t6, axis)
-        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
-        grads = (grad_values_0, grad_values_1, grad_values_2)
+        if N == 2:
+            grads = (grad_values_0, grad_values_1)
+        else:
+            t4 = torch.arange(np.shape(values_2)[axis])
+            t5 = np.shape(values_1)[axis]
+            t6 = t2 + t4 + t5
+            grad_values_2 = _gather(grad, t6, axis)
+            grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+            grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
         raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
     return grads
@@ -230,29 +224,28 @@ def concat_forward(*values, concat_dim=-1):
         else concat_dim
     )
     N = len(values)
-    if concat_dim in (-1, -2) and N == 2:
-        values_0, values_1 = values
+    if concat_dim in (-1, -2) and N in (2, 3):
+        if N == 2:
+            values_0, values_1 = values
+        else:
+            values_0, values_1, values_2 = values
         t0 = np.shape(values_0)[concat_dim]
         t1 = np.shape(values_1)[concat_dim]
-        t2 = t0 + t1
-        t3 = torch.arange(int(t2))
-        t4 = _gather(values_0, t3, concat_dim)
-        t5 = -t0 + t3
-        t6 = _gather(values_1, t5, concat_dim)
-        output = t4 + t6
-    elif concat_dim in (-1, -2) and N == 3:
-        values_0, values_1, values_2 = values
-        t0 = np.shape(values_0)[concat_dim]
-        t1 = np.shape(values_1)[concat_dim]
-        t2 = np.shape(values_2)[concat_dim]
-        t3 = t0 + t1 + t2
-        t4 = torch.arange(int(t3))
+        if N == 2:
+            t2 = t0 + t1
+        else:
+            t3 = np.shape(values_2)[concat_dim]
+            t2 = t0 + t1 + t3
+        t4 = torch.arange(int(t2))
         t5 = _gather(values_0, t4, concat_dim)
         t6 = -t0 + t4
         t7 = _gather(values_1, t6, concat_dim)
-        t8 = -t0 - t1 + t4
-        t9 = _gather(values_2, t8, concat_dim)
-        output = t5 + t7 + t9
+        if N == 2:
+            output = t5 + t7
+        else:
+            t8 = -t0 - t1 + t4
+            t9 = _gather(values_2, t8, concat_dim)
+            output = t5 + t7 + t9
     else:
         raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
     return output
@@ -283,8 +276,11 @@ def concat_vjp(grad, *values, output=None, concat_dim=-1):
         else concat_dim
     )
     N = len(values)
-    if concat_dim in (-1, -2) and N == 2:
-        values_0, values_1 = values
+    if concat_dim in (-1, -2) and N in (2, 3):
+        if N == 2:
+            values_0, values_1 = values
+        else:
+            values_0, values_1, values_2 = values
         t0 = torch.arange(np.shape(values_0)[concat_dim])
         grad_values_0 = _gather(grad, t0, concat_dim)
         grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
@@ -293,23 +289,15 @@ def concat_vjp(grad, *values, output=None, concat_dim=-1):
         t3 = t1 + t2
         grad_values_1 = _gather(grad, t3, concat_dim)
         grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        grads = (grad_values_0, grad_values_1)
-    elif concat_dim in (-1, -2) and N == 3:
-        values_0, values_1, values_2 = values
-        t0 = torch.arange(np.shape(values_0)[concat_dim])
-        grad_values_0 = _gather(grad, t0, concat_dim)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = torch.arange(np.shape(values_1)[concat_dim])
-        t2 = np.shape(values_0)[concat_dim]
-        t3 = t1 + t2
-        grad_values_1 = _gather(grad, t3, concat_dim)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        t4 = torch.arange(np.shape(values_2)[concat_dim])
-        t5 = np.shape(values_1)[concat_dim]
-        t6 = t2 + t4 + t5
-        grad_values_2 = _gather(grad, t6, concat_dim)
-        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
-        grads = (grad_values_0, grad_values_1, grad_values_2)
+        if N == 2:
+            grads = (grad_values_0, grad_values_1)
+        else:
+            t4 = torch.arange(np.shape(values_2)[concat_dim])
+            t5 = np.shape(values_1)[concat_dim]
+            t6 = t2 + t4 + t5
+            grad_values_2 = _gather(grad, t6, concat_dim)
+            grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+            grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
         raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
     return grads
@@ -326,24 +314,22 @@ def split(value, *, num_split=2, axis=-1):
 def split_forward(value, *, num_split=2, axis=-1):
     """Split's formula."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if num_split == 2 and axis in (-1, -2):
+    if num_split in (2, 3) and axis in (-1, -2):
         t0 = np.shape(value)[axis]
-        t1 = t0 // 2
+        if num_split == 2:
+            t1 = t0 // 2
+        else:
+            t1 = t0 // 3
         t2 = torch.arange(int(t1))
         output_0 = _gather(value, t2, axis)
         t3 = t1 + t2
         output_1 = _gather(value, t3, axis)
-        output = (output_0, output_1)
-    elif num_split == 3 and axis in (-1, -2):
-        t0 = np.shape(value)[axis]
-        t1 = t0 // 3
-        t2 = torch.arange(int(t1))
-        output_0 = _gather(value, t2, axis)
-        t3 = t1 + t2
-        output_1 = _gather(value, t3, axis)
-        t4 = 2 * t1 + t2
-        output_2 = _gather(value, t4, axis)
-        output = (output_0, output_1, output_2)
+        if num_split == 2:
+            output = (output_0, output_1)
+        else:
+            t4 = 2 * t1 + t2
+            output_2 = _gather(value, t4, axis)
+            output = (output_0, output_1, output_2)
     else:
         raise ValueError(f"Split: unsupported attributes num_split={num_split!r}, axis={axis!r}")
     return output
@@ -503,27 +489,24 @@ def pack_vjp(grad, *values, output=None, axis=-1):
     """
     N = len(values)
     axis = axis - (np.ndim(values[0]) + 1) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if N == 2 and axis in (-1, -2, -3):
-        values_0, values_1 = values
+    if N in (2, 3) and axis in (-1, -2, -3):
+        if N == 2:
+            values_0, values_1 = values
+        else:
+            values_0, values_1, values_2 = values
         t0 = 0
         grad_values_0 = _gather(grad, t0, axis)
         grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
         t1 = 1
         grad_values_1 = _gather(grad, t1, axis)
         grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        grads = (grad_values_0, grad_values_1)
-    elif N == 3 and axis in (-1, -2, -3):
-        values_0, values_1, values_2 = values
-        t0 = 0
-        grad_values_0 = _gather(grad, t0, axis)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = 1
-        grad_values_1 = _gather(grad, t1, axis)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
-        t2 = 2
-        grad_values_2 = _gather(grad, t2, axis)
-        grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
-        grads = (grad_values_0, grad_values_1, grad_values_2)
+        if N == 2:
+            grads = (grad_values_0, grad_values_1)
+        else:
+            t2 = 2
+            grad_values_2 = _gather(grad, t2, axis)
+            grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+            grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
         raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
     return grads
@@ -540,18 +523,17 @@ def unpack(value, *, num=2, axis=-1):
 def unpack_forward(value, *, num=2, axis=-1):
     """Unpack's formula."""
     axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
-    t0 = 0
-    t1 = 1
-    if num == 2 and axis in (-1, -2, -3):
+    if num in (2, 3) and axis in (-1, -2, -3):
+        t0 = 0
         output_0 = _gather(value, t0, axis)
+        t1 = 1
         output_1 = _gather(value, t1, axis)
-        output = (output_0, output_1)
-    elif num == 3 and axis in (-1, -2, -3):
-        output_0 = _gather(value, t0, axis)
-        output_1 = _gather(value, t1, axis)
-        t2 = 2
-        output_2 = _gather(value, t2, axis)
-        output = (output_0, output_1, output_2)
+        if num == 2:
+            output = (output_0, output_1)
+        else:
+            t2 = 2
+            output_2 = _gather(value, t2, axis)
+            output = (output_0, output_1, output_2)
     else:
         raise ValueError(f"Unpack: unsupported attributes num={num!r}, axis={axis!r}")
     return output
@@ -613,22 +595,21 @@ def add_n_vjp(grad, *inputs, sum=None):
             grad_inputs_2[batch, p] = grad[batch, p], i.e. `grad`
     """
     N = len(inputs)
-    if N == 2:
-        inputs_0, inputs_1 = inputs
+    if N in (2, 3):
+        if N == 2:
+            inputs_0, inputs_1 = inputs
+        else:
+            inputs_0, inputs_1, inputs_2 = inputs
         grad_inputs_0 = grad
         grad_inputs_0 = _sum_to_shape(grad_inputs_0, np.shape(inputs_0))
         grad_inputs_1 = grad
         grad_inputs_1 = _sum_to_shape(grad_inputs_1, np.shape(inputs_1))
-        grads = (grad_inputs_0, grad_inputs_1)
-    elif N == 3:
-        inputs_0, inputs_1, inputs_2 = inputs
-        grad_inputs_0 = grad
-        grad_inputs_0 = _sum_to_shape(grad_inputs_0, np.shape(inputs_0))
-        grad_inputs_1 = grad
-        grad_inputs_1 = _sum_to_shape(grad_inputs_1, np.shape(inputs_1))
-        grad_inputs_2 = grad
-        grad_inputs_2 = _sum_to_shape(grad_inputs_2, np.shape(inputs_2))
-        grads = (grad_inputs_0, grad_inputs_1, grad_inputs_2)
+        if N == 2:
+            grads = (grad_inputs_0, grad_inputs_1)
+        else:
+            grad_inputs_2 = grad
+            grad_inputs_2 = _sum_to_shape(grad_inputs_2, np.shape(inputs_2))
+            grads = (grad_inputs_0, grad_inputs_1, grad_inputs_2)
     else:
         raise ValueError(f"AddN: unsupported attributes N={N!r}")
     return grads
@@ -685,24 +666,23 @@ def identity_n_vjp(grad_output, *input, output=None):
         (grad_output_0,) = grad_output
         grad_input_0 = grad_output_0
         grads = (grad_input_0,)
-    elif N == 2:
-        input_0, input_1 = input
-        grad_output_0, grad_output_1 = grad_output
+    elif N in (2, 3):
+        if N == 2:
+            input_0, input_1 = input
+            grad_output_0, grad_output_1 = grad_output
+        else:
+            input_0, input_1, input_2 = input
+            grad_output_0, grad_output_1, grad_output_2 = grad_output
         grad_input_0 = grad_output_0
         grad_input_0 = _sum_to_shape(grad_input_0, np.shape(input_0))
         grad_input_1 = grad_output_1
         grad_input_1 = _sum_to_shape(grad_input_1, np.shape(input_1))
-        grads = (grad_input_0, grad_input_1)
-    elif N == 3:
-        input_0, input_1, input_2 = input
-        grad_output_0, grad_output_1, grad_output_2 = grad_output
-        grad_input_0 = grad_output_0
-        grad_input_0 = _sum_to_shape(grad_input_0, np.shape(input_0))
-        grad_input_1 = grad_output_1
-        grad_input_1 = _sum_to_shape(grad_input_1, np.shape(input_1))
-        grad_input_2 = grad_output_2
-        grad_input_2 = _sum_to_shape(grad_input_2, np.shape(input_2))
-        grads = (grad_input_0, grad_input_1, grad_input_2)
+        if N == 2:
+            grads = (grad_input_0, grad_input_1)
+        else:
+            grad_input_2 = grad_output_2
+            grad_input_2 = _sum_to_shape(grad_input_2, np.shape(input_2))
+            grads = (grad_input_0, grad_input_1, grad_input_2)
     else:
         raise ValueError(f"IdentityN: unsupported attributes N={N!r}")
     return grads

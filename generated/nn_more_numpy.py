@@ -1065,35 +1065,29 @@ def fused_batch_norm_v3(
 ):
     """FusedBatchNormV3: FusedBatchNormV2 with a third reserve space, empty on the CPU (declared at ops/nn_more.py:95)."""
     batch_mean_ = None
-    if data_format != "NHWC":
-        raise ValueError(
-            f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
-    if not is_training:
-        y = offset + scale * (-mean + x) / np.sqrt(epsilon + variance)
-        batch_mean = mean
-        batch_variance = variance
-        reserve_space_1 = mean
-        reserve_space_2 = variance
-        t0 = np.asarray(0, dtype=np.result_type(x))
-        t1 = 0
-        reserve_space_3 = np.broadcast_to(t0, tuple((t1,)))
-    elif is_training:
-        t0 = np.shape(x)[-4]
-        t1 = np.shape(x)[-3]
-        t2 = np.shape(x)[-2]
-        t3 = np.sum(x, axis=(-4, -3, -2))
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        t5 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-            1 - exponential_avg_factor
-        )
-        reserve_space_1 = batch_mean_
-        reserve_space_2 = batch_variance_
+    if data_format == "NHWC" and is_training in (False, True):
+        if not is_training:
+            y = offset + scale * (-mean + x) / np.sqrt(epsilon + variance)
+            batch_mean = mean
+            batch_variance = variance
+            reserve_space_1 = mean
+            reserve_space_2 = variance
+        else:
+            t0 = np.shape(x)[-4]
+            t1 = np.shape(x)[-3]
+            t2 = np.shape(x)[-2]
+            t3 = np.sum(x, axis=(-4, -3, -2))
+            batch_mean_ = t3 / (t0 * t1 * t2)
+            t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
+            batch_variance_ = t4 / (t0 * t1 * t2)
+            y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+            t5 = t0 * t1 * t2
+            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+                1 - exponential_avg_factor
+            )
+            reserve_space_1 = batch_mean_
+            reserve_space_2 = batch_variance_
         t6 = np.asarray(0, dtype=np.result_type(x))
         t7 = 0
         reserve_space_3 = np.broadcast_to(t6, tuple((t7,)))

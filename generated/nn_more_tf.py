@@ -876,35 +876,29 @@ def fused_batch_norm_v3_forward(
 ):
     """FusedBatchNormV3's formula."""
     batch_mean_ = None
-    if data_format != "NHWC":
-        raise ValueError(
-            f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
-    if not is_training:
-        y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
-        batch_mean = mean
-        batch_variance = variance
-        reserve_space_1 = mean
-        reserve_space_2 = variance
-        t0 = tf.constant(0, dtype=x.dtype)
-        t1 = 0
-        reserve_space_3 = tf.broadcast_to(t0, (t1,))
-    elif is_training:
-        t0 = tf.cast(tf.shape(x)[-4], x.dtype)
-        t1 = tf.cast(tf.shape(x)[-3], x.dtype)
-        t2 = tf.cast(tf.shape(x)[-2], x.dtype)
-        t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        t5 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-            1 - exponential_avg_factor
-        )
-        reserve_space_1 = batch_mean_
-        reserve_space_2 = batch_variance_
+    if data_format == "NHWC" and is_training in (False, True):
+        if not is_training:
+            y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
+            batch_mean = mean
+            batch_variance = variance
+            reserve_space_1 = mean
+            reserve_space_2 = variance
+        else:
+            t0 = tf.cast(tf.shape(x)[-4], x.dtype)
+            t1 = tf.cast(tf.shape(x)[-3], x.dtype)
+            t2 = tf.cast(tf.shape(x)[-2], x.dtype)
+            t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
+            batch_mean_ = t3 / (t0 * t1 * t2)
+            t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
+            batch_variance_ = t4 / (t0 * t1 * t2)
+            y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+            t5 = t0 * t1 * t2
+            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+                1 - exponential_avg_factor
+            )
+            reserve_space_1 = batch_mean_
+            reserve_space_2 = batch_variance_
         t6 = tf.constant(0, dtype=x.dtype)
         t7 = 0
         reserve_space_3 = tf.broadcast_to(t6, (t7,))

@@ -760,35 +760,29 @@ def fused_batch_norm_v3_forward(
 ):
     """FusedBatchNormV3's formula."""
     batch_mean_ = None
-    if data_format != "NHWC":
-        raise ValueError(
-            f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
-    if not is_training:
-        y = offset + scale * (-mean + x) / torch.sqrt(epsilon + variance)
-        batch_mean = mean
-        batch_variance = variance
-        reserve_space_1 = mean
-        reserve_space_2 = variance
-        t0 = torch.asarray(0, dtype=x.dtype)
-        t1 = 0
-        reserve_space_3 = torch.broadcast_to(t0, tuple((t1,)))
-    elif is_training:
-        t0 = np.shape(x)[-4]
-        t1 = np.shape(x)[-3]
-        t2 = np.shape(x)[-2]
-        t3 = torch.sum(x, axis=(-4, -3, -2))
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / torch.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        t5 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-            1 - exponential_avg_factor
-        )
-        reserve_space_1 = batch_mean_
-        reserve_space_2 = batch_variance_
+    if data_format == "NHWC" and is_training in (False, True):
+        if not is_training:
+            y = offset + scale * (-mean + x) / torch.sqrt(epsilon + variance)
+            batch_mean = mean
+            batch_variance = variance
+            reserve_space_1 = mean
+            reserve_space_2 = variance
+        else:
+            t0 = np.shape(x)[-4]
+            t1 = np.shape(x)[-3]
+            t2 = np.shape(x)[-2]
+            t3 = torch.sum(x, axis=(-4, -3, -2))
+            batch_mean_ = t3 / (t0 * t1 * t2)
+            t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
+            batch_variance_ = t4 / (t0 * t1 * t2)
+            y = offset + scale * (-batch_mean_ + x) / torch.sqrt(batch_variance_ + epsilon)
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
+            t5 = t0 * t1 * t2
+            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
+                1 - exponential_avg_factor
+            )
+            reserve_space_1 = batch_mean_
+            reserve_space_2 = batch_variance_
         t6 = torch.asarray(0, dtype=x.dtype)
         t7 = 0
         reserve_space_3 = torch.broadcast_to(t6, tuple((t7,)))

@@ -954,59 +954,49 @@ def cumprod_grad_grad(
 ):
     """Second order of Cumprod: the gradient of cumprod_grad: one array per input (grad, x)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
-    if axis in (-1, -2, -3) and not exclusive and not reverse:
+    if axis in (-1, -2, -3) and exclusive in (False, True) and not reverse:
         if prod1 is None:
             prod1 = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
-        t0 = np.arange(np.shape(grad)[axis])
-        t1 = t0 + 1
-        t2 = _gather(x, t1, axis)
-        t3 = _linear_scan(grad, t2, axis=axis, reverse=True)
+        if not exclusive:
+            t0 = np.arange(np.shape(grad)[axis])
+            t1 = t0 + 1
+            t2 = _gather(x, t1, axis)
+            t3 = _linear_scan(grad, t2, axis=axis, reverse=True)
+        else:
+            t3 = _linear_scan(grad, x, axis=axis, exclusive=True, reverse=True)
         grad_prod1 = grad_vjp_x * t3
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis)
+        if not exclusive:
+            grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis)
+        else:
+            grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True)
         t4 = _linear_scan(grad_prod1, x, axis=axis, exclusive=True, reverse=True)
         t5 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True)
-        grad_x = prod1 * t4 + t3 * t5
-    elif axis in (-1, -2, -3) and not exclusive and reverse:
+    elif axis in (-1, -2, -3) and exclusive in (False, True) and reverse:
         if prod1 is None:
             prod1 = np.flip(
                 _shift_right(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis, fill=1),
                 axis=axis,
             )
-        t0 = np.arange(np.shape(grad)[axis])
-        t1 = t0 - 1
-        t2 = _gather(x, t1, axis)
-        t3 = _linear_scan(grad, t2, axis=axis)
+        if not exclusive:
+            t0 = np.arange(np.shape(grad)[axis])
+            t1 = t0 - 1
+            t2 = _gather(x, t1, axis)
+            t3 = _linear_scan(grad, t2, axis=axis)
+        else:
+            t3 = _linear_scan(grad, x, axis=axis, exclusive=True)
         grad_prod1 = grad_vjp_x * t3
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis, reverse=True)
+        if not exclusive:
+            grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis, reverse=True)
+        else:
+            grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True, reverse=True)
         t4 = _linear_scan(grad_prod1, x, axis=axis, exclusive=True)
         t5 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True, reverse=True)
-        grad_x = prod1 * t4 + t3 * t5
-    elif axis in (-1, -2, -3) and exclusive and not reverse:
-        if prod1 is None:
-            prod1 = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
-        t0 = _linear_scan(grad, x, axis=axis, exclusive=True, reverse=True)
-        grad_prod1 = grad_vjp_x * t0
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True)
-        t1 = _linear_scan(grad_prod1, x, axis=axis, exclusive=True, reverse=True)
-        t2 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True)
-        grad_x = prod1 * t1 + t0 * t2
-    elif axis in (-1, -2, -3) and exclusive and reverse:
-        if prod1 is None:
-            prod1 = np.flip(
-                _shift_right(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis, fill=1),
-                axis=axis,
-            )
-        t0 = _linear_scan(grad, x, axis=axis, exclusive=True)
-        grad_prod1 = grad_vjp_x * t0
-        grad_grad = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True, reverse=True)
-        t1 = _linear_scan(grad_prod1, x, axis=axis, exclusive=True)
-        t2 = _linear_scan(grad_vjp_x * prod1, x, axis=axis, exclusive=True, reverse=True)
-        grad_x = prod1 * t1 + t0 * t2
     else:
         raise ValueError(
             f"CumprodGrad: unsupported attributes axis={axis!r}, exclusive={exclusive!r}, reverse={reverse!r}"
         )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
+    grad_x = prod1 * t4 + t3 * t5
     grad_x = _sum_to_shape(grad_x, np.shape(x))
     return grad_grad, grad_x
 

@@ -705,33 +705,34 @@ def tensor_scatter_update_grad(grad, tensor, indices, updates, *, output=None):
         grad_updates[i, p] = grad_sum1[indices[i, 0], p], i.e. `_gather(grad_sum1, t2, -2)`
     """
     depth = np.shape(indices)[-1]
-    t0 = np.asarray(1, dtype=np.result_type(tensor))
-    t1 = np.shape(tensor)[-2]
-    if depth == 1:
-        t2 = np.squeeze(indices, axis=-1)
-        t3 = _scatter_add(t0, t2, 1, t1)  # no gather form: an explicit scatter-add
+    if depth in (1, 2):
+        t0 = np.asarray(1, dtype=np.result_type(tensor))
+        t1 = np.shape(tensor)[-2]
+        if depth == 1:
+            t2 = np.squeeze(indices, axis=-1)
+            t3 = _scatter_add(t0, t2, 1, t1)  # no gather form: an explicit scatter-add
+        else:
+            t2 = np.shape(tensor)[-1]
+            t4 = 0
+            t5 = _gather(indices, t4, -1)
+            t6 = 1
+            t7 = _gather(indices, t6, -1)
+            t8 = np.asarray(t5, dtype=np.int64)
+            t9 = np.asarray(t7, dtype=np.int64)
+            t10 = np.where((t9 >= 0) & (t2 > t9), t2 * t8 + t9, -1)
+            t11 = t1 * t2
+            t12 = _scatter_add(t0, t10, 0, t11)  # no gather form: an explicit scatter-add
+            t3 = np.reshape(t12, np.shape(t12)[:-1] + (-1, t2))
         grad_sum1 = np.where(t3 > 0, grad, 0)
         grad_tensor = grad * np.asarray(np.where(t3 > 0, 0, 1), grad.dtype)
-        grad_updates = _gather(grad_sum1, t2, -2)
-    elif depth == 2:
-        t2 = np.shape(tensor)[-1]
-        t3 = 0
-        t4 = _gather(indices, t3, -1)
-        t5 = 1
-        t6 = _gather(indices, t5, -1)
-        t7 = np.asarray(t4, dtype=np.int64)
-        t8 = np.asarray(t6, dtype=np.int64)
-        t9 = np.where((t8 >= 0) & (t2 > t8), t2 * t7 + t8, -1)
-        t10 = t1 * t2
-        t11 = _scatter_add(t0, t9, 0, t10)  # no gather form: an explicit scatter-add
-        t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
-        grad_sum1 = np.where(t12 > 0, grad, 0)
-        grad_tensor = grad * np.asarray(np.where(t12 > 0, 0, 1), grad.dtype)
-        t13 = np.shape(grad_sum1)[-2]
-        t14 = np.shape(grad_sum1)[-1]
-        t15 = np.reshape(grad_sum1, (t13 * t14,))
-        t16 = np.where((t8 >= 0) & (t14 > t8), t14 * t7 + t8, -1)
-        grad_updates = _gather(t15, t16, -1)
+        if depth == 1:
+            grad_updates = _gather(grad_sum1, t2, -2)
+        else:
+            t13 = np.shape(grad_sum1)[-2]
+            t14 = np.shape(grad_sum1)[-1]
+            t15 = np.reshape(grad_sum1, (t13 * t14,))
+            t16 = np.where((t9 >= 0) & (t14 > t9), t14 * t8 + t9, -1)
+            grad_updates = _gather(t15, t16, -1)
     else:
         raise ValueError(f"TensorScatterUpdate: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -751,32 +752,34 @@ def tensor_scatter_update_grad_grad(
 ):
     """Second order of TensorScatterUpdate: the gradient of tensor_scatter_update_grad: one array per input (grad, tensor, indices, updates)."""
     depth = np.shape(indices)[-1]
-    t0 = np.asarray(1, dtype=np.result_type(grad))
-    t1 = np.shape(grad)[-2]
-    if depth == 1:
-        t2 = np.squeeze(indices, axis=-1)
-        t3 = _scatter_add(t0, t2, 1, t1)  # no gather form: an explicit scatter-add
-        t4 = _scatter_add(grad_vjp_updates, t2, 1, t1)  # no gather form: an explicit scatter-add
+    if depth in (1, 2):
+        t0 = np.asarray(1, dtype=np.result_type(grad))
+        t1 = np.shape(grad)[-2]
+        if depth == 1:
+            t2 = np.squeeze(indices, axis=-1)
+            t3 = _scatter_add(t0, t2, 1, t1)  # no gather form: an explicit scatter-add
+            t4 = _scatter_add(
+                grad_vjp_updates, t2, 1, t1
+            )  # no gather form: an explicit scatter-add
+        else:
+            t2 = np.shape(grad)[-1]
+            t5 = 0
+            t6 = _gather(indices, t5, -1)
+            t7 = 1
+            t8 = _gather(indices, t7, -1)
+            t9 = np.asarray(t6, dtype=np.int64)
+            t10 = np.asarray(t8, dtype=np.int64)
+            t11 = np.where((t10 >= 0) & (t2 > t10), t2 * t9 + t10, -1)
+            t12 = t1 * t2
+            t13 = _scatter_add(t0, t11, 0, t12)  # no gather form: an explicit scatter-add
+            t3 = np.reshape(t13, np.shape(t13)[:-1] + (-1, t2))
+            t14 = _scatter_add(
+                grad_vjp_updates, t11, 0, t12
+            )  # no gather form: an explicit scatter-add
+            t4 = np.reshape(t14, np.shape(t14)[:-1] + (-1, t2))
         grad_grad = grad_vjp_tensor * np.asarray(
             np.where(t3 > 0, 0, 1), grad_vjp_tensor.dtype
         ) + np.where(t3 > 0, t4, 0)
-    elif depth == 2:
-        t2 = np.shape(grad)[-1]
-        t3 = 0
-        t4 = _gather(indices, t3, -1)
-        t5 = 1
-        t6 = _gather(indices, t5, -1)
-        t7 = np.asarray(t4, dtype=np.int64)
-        t8 = np.asarray(t6, dtype=np.int64)
-        t9 = np.where((t8 >= 0) & (t2 > t8), t2 * t7 + t8, -1)
-        t10 = t1 * t2
-        t11 = _scatter_add(t0, t9, 0, t10)  # no gather form: an explicit scatter-add
-        t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
-        t13 = _scatter_add(grad_vjp_updates, t9, 0, t10)  # no gather form: an explicit scatter-add
-        t14 = np.reshape(t13, np.shape(t13)[:-1] + (-1, t2))
-        grad_grad = grad_vjp_tensor * np.asarray(
-            np.where(t12 > 0, 0, 1), grad_vjp_tensor.dtype
-        ) + np.where(t12 > 0, t14, 0)
     else:
         raise ValueError(f"TensorScatterUpdateGrad: unsupported attributes depth={depth!r}")
     return grad_grad, None, None, None

@@ -881,39 +881,39 @@ def tensor_scatter_update_vjp(grad, tensor, indices, updates, output):
         grad_updates[i, p] = grad_sum1[indices[i, 0], p], i.e. `_gather(grad_sum1, t2, -2)`
     """
     depth = indices.shape[-1]
-    t0 = tf.constant(1, dtype=tensor.dtype)
-    t1 = tf.shape(tensor, out_type=tf.int64)[-2]
-    if depth == 1:
-        t2 = tf.squeeze(indices, axis=[-1])
-        t3 = _scatter_add(t0, t2, 1, t1)  # no gather form: an explicit scatter-add
+    if depth in (1, 2):
+        t0 = tf.constant(1, dtype=tensor.dtype)
+        t1 = tf.shape(tensor, out_type=tf.int64)[-2]
+        if depth == 1:
+            t2 = tf.squeeze(indices, axis=[-1])
+            t3 = _scatter_add(t0, t2, 1, t1)  # no gather form: an explicit scatter-add
+        else:
+            t2 = tf.shape(tensor, out_type=tf.int64)[-1]
+            t4 = 0
+            t5 = _gather(indices, t4, -1)
+            t6 = 1
+            t7 = _gather(indices, t6, -1)
+            t8 = tf.cast(t5, tf.int64)
+            t9 = tf.cast(t7, tf.int64)
+            t10 = tf.where((t9 >= 0) & (t2 > t9), t2 * t8 + t9, tf.constant(-1, tf.int64))
+            t11 = t1 * t2
+            t12 = _scatter_add(t0, t10, 0, t11)  # no gather form: an explicit scatter-add
+            t3 = tf.reshape(
+                t12,
+                tf.concat([tf.shape(t12, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0),
+            )
         grad_sum1 = grad * tf.cast(t3 > 0, grad.dtype)
         grad_tensor = grad * tf.where(
             t3 > 0, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype)
         )
-        grad_updates = _gather(grad_sum1, t2, -2)
-    elif depth == 2:
-        t2 = tf.shape(tensor, out_type=tf.int64)[-1]
-        t3 = 0
-        t4 = _gather(indices, t3, -1)
-        t5 = 1
-        t6 = _gather(indices, t5, -1)
-        t7 = tf.cast(t4, tf.int64)
-        t8 = tf.cast(t6, tf.int64)
-        t9 = tf.where((t8 >= 0) & (t2 > t8), t2 * t7 + t8, tf.constant(-1, tf.int64))
-        t10 = t1 * t2
-        t11 = _scatter_add(t0, t9, 0, t10)  # no gather form: an explicit scatter-add
-        t12 = tf.reshape(
-            t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
-        )
-        grad_sum1 = grad * tf.cast(t12 > 0, grad.dtype)
-        grad_tensor = grad * tf.where(
-            t12 > 0, tf.constant(0, grad.dtype), tf.constant(1, grad.dtype)
-        )
-        t13 = tf.shape(grad_sum1, out_type=tf.int64)[-2]
-        t14 = tf.shape(grad_sum1, out_type=tf.int64)[-1]
-        t15 = tf.reshape(grad_sum1, [t13 * t14])
-        t16 = tf.where((t8 >= 0) & (t14 > t8), t14 * t7 + t8, tf.constant(-1, tf.int64))
-        grad_updates = _gather(t15, t16, -1)
+        if depth == 1:
+            grad_updates = _gather(grad_sum1, t2, -2)
+        else:
+            t13 = tf.shape(grad_sum1, out_type=tf.int64)[-2]
+            t14 = tf.shape(grad_sum1, out_type=tf.int64)[-1]
+            t15 = tf.reshape(grad_sum1, [t13 * t14])
+            t16 = tf.where((t9 >= 0) & (t14 > t9), t14 * t8 + t9, tf.constant(-1, tf.int64))
+            grad_updates = _gather(t15, t16, -1)
     else:
         raise ValueError(f"TensorScatterUpdate: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates

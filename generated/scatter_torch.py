@@ -682,33 +682,34 @@ def tensor_scatter_update_vjp(grad, tensor, indices, updates, *, output=None):
         grad_updates[i, p] = grad_sum1[indices[i, 0], p], i.e. `_gather(grad_sum1, t2, -2)`
     """
     depth = np.shape(indices)[-1]
-    t0 = torch.asarray(1, dtype=tensor.dtype)
-    t1 = np.shape(tensor)[-2]
-    if depth == 1:
-        t2 = torch.squeeze(indices, axis=-1)
-        t3 = _scatter_add(t0, t2, 1, t1)  # no gather form: an explicit scatter-add
+    if depth in (1, 2):
+        t0 = torch.asarray(1, dtype=tensor.dtype)
+        t1 = np.shape(tensor)[-2]
+        if depth == 1:
+            t2 = torch.squeeze(indices, axis=-1)
+            t3 = _scatter_add(t0, t2, 1, t1)  # no gather form: an explicit scatter-add
+        else:
+            t2 = np.shape(tensor)[-1]
+            t4 = 0
+            t5 = _gather(indices, t4, -1)
+            t6 = 1
+            t7 = _gather(indices, t6, -1)
+            t8 = torch.as_tensor(t5, dtype=torch.int64)
+            t9 = torch.as_tensor(t7, dtype=torch.int64)
+            t10 = torch.where((t9 >= 0) & (t2 > t9), t2 * t8 + t9, -1)
+            t11 = t1 * t2
+            t12 = _scatter_add(t0, t10, 0, t11)  # no gather form: an explicit scatter-add
+            t3 = torch.reshape(t12, np.shape(t12)[:-1] + (-1, t2))
         grad_sum1 = torch.where(t3 > 0, grad, 0)
         grad_tensor = grad * torch.asarray(torch.where(t3 > 0, 0, 1), dtype=grad.dtype)
-        grad_updates = _gather(grad_sum1, t2, -2)
-    elif depth == 2:
-        t2 = np.shape(tensor)[-1]
-        t3 = 0
-        t4 = _gather(indices, t3, -1)
-        t5 = 1
-        t6 = _gather(indices, t5, -1)
-        t7 = torch.as_tensor(t4, dtype=torch.int64)
-        t8 = torch.as_tensor(t6, dtype=torch.int64)
-        t9 = torch.where((t8 >= 0) & (t2 > t8), t2 * t7 + t8, -1)
-        t10 = t1 * t2
-        t11 = _scatter_add(t0, t9, 0, t10)  # no gather form: an explicit scatter-add
-        t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
-        grad_sum1 = torch.where(t12 > 0, grad, 0)
-        grad_tensor = grad * torch.asarray(torch.where(t12 > 0, 0, 1), dtype=grad.dtype)
-        t13 = np.shape(grad_sum1)[-2]
-        t14 = np.shape(grad_sum1)[-1]
-        t15 = torch.reshape(grad_sum1, (t13 * t14,))
-        t16 = torch.where((t8 >= 0) & (t14 > t8), t14 * t7 + t8, -1)
-        grad_updates = _gather(t15, t16, -1)
+        if depth == 1:
+            grad_updates = _gather(grad_sum1, t2, -2)
+        else:
+            t13 = np.shape(grad_sum1)[-2]
+            t14 = np.shape(grad_sum1)[-1]
+            t15 = torch.reshape(grad_sum1, (t13 * t14,))
+            t16 = torch.where((t9 >= 0) & (t14 > t9), t14 * t8 + t9, -1)
+            grad_updates = _gather(t15, t16, -1)
     else:
         raise ValueError(f"TensorScatterUpdate: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates

@@ -31,6 +31,9 @@ import tokenize
 from dataclasses import dataclass
 from typing import Any
 
+from symgrad import hoisting as hoist
+from symgrad.runs_apart import merged_apart
+
 _UNARY_AFTER = {"(", "[", "{", ",", "=", ":", "**", "*", "/", "//", "%", "+", "-", "<", ">", "<=", ">=", "==", "!="}
 
 
@@ -59,8 +62,8 @@ def chain(branches: list[tuple[tuple[tuple[str, Any], ...], list[str]]], error: 
     for position in range(len(branches[0][0])):
         groups = _merged_over(groups, position, _unified)
     groups = _shared_greedily(groups, len(branches[0][0]))
-    hoisted, groups = _hoisted(groups, {name for name, _ in branches[0][0]})
-    groups, tail = _common_tail(groups)
+    hoisted, groups = hoist.before_chain(groups, {name for name, _ in branches[0][0]})
+    groups, tail = hoist.after_chain(groups)
     fixed = _one_value(branches) if len(groups) > 1 else {}
     lines = [f"if {' or '.join(_differs(n, v) for n, v in fixed.items())}:", f"    {error}"] if fixed else []
     lines += list(hoisted)
@@ -166,15 +169,27 @@ def _parametrised(texts, groups, name, attribute) -> str | None:
 
 
 def _shared(groups: list[Variants], position: int) -> Variants | None:
-    """`groups` as one body: the statements they all have, or have but for literals the
-    attribute at `position` explains (read from it), in place, and each run of statements that
-    differ otherwise (each assigning, in every group, the same name) as an inner if/elif on that
-    attribute; None when they differ in another attribute, in what a differing statement
-    assigns, or in more than a third of their statements."""
+    """`groups` as one body, differing in the attribute at `position` only: the statements
+    they all have, or have but for literals the attribute explains (read from it), in place,
+    and each run of statements that differ otherwise as an inner if/elif on that attribute
+    (`_in_place`, else `runs_apart.merged_apart`: bodies of different lengths); None when
+    more than a third of their statements differ."""
     if len(groups) == 1:
         return groups[0]
-    if not _alike(groups, position):
+    if len({frozenset(_others(v, position) for v in g.values) for g in groups}) != 1:
         return None
+    values = tuple(v for g in groups for v in g.values)
+    tests = [_test(values[0][position][0], tuple(dict.fromkeys(v[position][1] for v in g.values))) for g in groups]
+    statements = _in_place(groups, position, tests) if _alike(groups, position) else None
+    if statements is None:
+        statements = merged_apart([g.statements for g in groups], tests)
+    return None if statements is None else Variants(values, statements)
+
+
+def _in_place(groups: list[Variants], position: int, tests: list[str]) -> tuple[str, ...] | None:
+    """The one body of `groups` (as many statements each), statement by statement: each run
+    of rows that differ (each assigning, in every group, the same name) under an inner if;
+    None when more than a third differ."""
     values = tuple(v for g in groups for v in g.values)
     name, attribute = values[0][position][0], [v[position][1] for v in values]
     rows = []  # per statement: the one text for all groups, or a tuple of one per group
@@ -184,7 +199,6 @@ def _shared(groups: list[Variants], position: int) -> Variants | None:
     apart = [row for row in rows if isinstance(row, tuple)]
     if len(rows) - len(apart) < max(2 * len(apart), 3) or not all(_one_target(row) for row in apart):
         return None  # mostly apart: separate branches read better
-    tests = [_test(name, tuple(dict.fromkeys(v[position][1] for v in g.values))) for g in groups]
     statements, run = [], []
     for row in rows + [None]:
         if isinstance(row, tuple):
@@ -195,7 +209,7 @@ def _shared(groups: list[Variants], position: int) -> Variants | None:
             run = []
         if row is not None:
             statements.append(row)
-    return Variants(values, tuple(statements))
+    return tuple(statements)
 
 
 def _shared_greedily(groups: list[Variants], positions: int) -> list[Variants]:
@@ -219,7 +233,7 @@ def _size(groups: list[Variants]) -> int:
 
 def _one_target(row: tuple[str, ...]) -> bool:
     """Every statement of `row` assigns one and the same name."""
-    targets = {_assignment(s)[0] for s in row}
+    targets = {hoist.assignment(s)[0] for s in row}
     return len(targets) == 1 and None not in targets
 
 
@@ -330,87 +344,3 @@ def _affine(name: str, sign: int, offset: int) -> str:
     if sign == 1:
         return f"{name} {'+' if offset > 0 else '-'} {abs(offset)}" if offset else name
     return f"{offset} - {name}" if offset else f"-{name}"
-
-
-# --- hoisting -------------------------------------------------------------------------------
-
-
-def _hoisted(groups: list[Variants], attributes: set[str]) -> tuple[list[str], list[Variants]]:
-    """The statements every group computes alike, in order, each reading only parameters or
-    statements hoisted before it, and no attribute the chain tests (an unsupported value is
-    the chain's error, not a failing statement's); and the groups without them."""
-    if len(groups) < 2:
-        return [], groups
-    hoisted: list[str] = []
-    for statement in groups[0].statements:
-        if all(_hoistable(statement, g.statements, hoisted) for g in groups) and not _assignment(statement)[1] & attributes:
-            hoisted.append(statement)
-    taken = set(hoisted)
-    rest = [Variants(g.values, tuple(s for s in g.statements if s not in taken)) for g in groups]
-    if any(not g.statements for g in rest):
-        return [], groups  # a branch left empty: keep the chain as it was
-    return hoisted, rest
-
-
-def _common_tail(groups: list[Variants]) -> tuple[list[Variants], list[str]]:
-    """The groups without the statements every one computes alike with nothing after them
-    reading or changing what they assign or read (reducing each gradient to its input's
-    shape), and those statements, in order, to run after the chain; no group is left empty."""
-    if len(groups) < 2:
-        return groups, []
-    sunk: list[str] = []
-    for statement in reversed(groups[0].statements):
-        if all(_sinkable(statement, g.statements, sunk) for g in groups):
-            sunk.insert(0, statement)
-    rest = [Variants(g.values, tuple(s for s in g.statements if s not in sunk)) for g in groups]
-    in_order = all([s for s in g.statements if s in sunk] == sunk for g in groups)
-    if not sunk or not in_order or any(not g.statements for g in rest):
-        return groups, []
-    return rest, sunk
-
-
-def _sinkable(statement: str, statements: tuple[str, ...], sunk: list[str]) -> bool:
-    """`statement` is one of `statements` (once), a one-name assignment, and no statement
-    after it but those already sunk reads or assigns its name or assigns what it reads."""
-    target, reads = _assignment(statement)
-    if statements.count(statement) != 1 or target is None:
-        return False
-    for other in statements[statements.index(statement) + 1 :]:
-        if other in sunk:
-            continue
-        other_target, other_reads = _assignment(other)
-        if other_target is None or other_target in reads | {target} or target in other_reads:
-            return False
-    return True
-
-
-def _hoistable(statement: str, statements: tuple[str, ...], hoisted: list[str]) -> bool:
-    """`statement` is one of `statements` (once), assigns a name no other of them reads or
-    assigns before it, and reads nothing they assign except statements already hoisted."""
-    if statements.count(statement) != 1 or "\n" in statement:
-        return False
-    target, reads = _assignment(statement)
-    if target is None or target in reads:
-        return False
-    before = statements[: statements.index(statement)]
-    for other in before:
-        if other in hoisted:
-            continue
-        other_target, other_reads = _assignment(other)
-        if other_target is None or other_target in reads or target in other_reads | {other_target}:
-            return False
-    later = {_assignment(s)[0] for s in statements[statements.index(statement) + 1 :]}
-    return target not in later
-
-
-def _assignment(statement: str) -> tuple[str | None, set[str]]:
-    """(the name a one-name assignment assigns, the names it reads); (None, ...) otherwise."""
-    try:
-        tree = ast.parse(statement.split("  #")[0] if "#" in statement else statement)
-    except SyntaxError:
-        return None, set()
-    node = tree.body[0] if len(tree.body) == 1 else None
-    if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
-        return None, set()
-    reads = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
-    return node.targets[0].id, reads

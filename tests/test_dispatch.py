@@ -226,8 +226,11 @@ def test_bodies_differing_in_a_few_statements_share_the_rest():
         _run(lines, k=2, align="L")
 
 
-def test_bodies_differing_in_most_statements_or_in_what_they_assign_stay_apart():
+def test_bodies_differing_in_most_statements_stay_apart_and_temporaries_named_apart_merge():
     mostly = [((("mode", m),), [f"t0 = x[0] {op} 1", f"out = t0 {op} 2"]) for m, op in (("A", "+"), ("B", "-"))]
     assert "elif mode == 'B':" in chain(mostly, ERROR)
-    named = [((("mode", m),), ["t0 = len(x)", "t1 = t0 + 1", s, "out = t0"]) for m, s in (("A", "t2 = 1"), ("B", "t3 = 2"))]
-    assert "elif mode == 'B':" in chain(named, ERROR)
+    named = [((("mode", m),), ["t0 = len(x)", "t1 = t0 + 1", s, "out = t0 + t1"]) for m, s in (("A", "t2 = 1"), ("B", "t3 = 2"))]
+    lines = chain(named, ERROR)
+    assert "elif mode == 'B':" not in lines and "    else:" in lines  # t3 renamed: one body, the runs apart
+    for mode in ("A", "B"):
+        assert _run(lines, mode=mode) == _run(_per_variant(named), mode=mode)
