@@ -703,86 +703,58 @@ def depthwise_conv2d_native_backprop_input_vjp(
             out_backprop, jnp.shape(out_backprop)[:-1] + (input_sizes[3], -1)
         )
         if padding == "VALID":
-            grad_filter = _depthwise_conv_backprop_filter(
-                grad,
-                out_backprop_split,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(0, 0),
-                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-            )
-            t0 = _depthwise_conv(
-                grad,
-                filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(0, 0),
-                sizes=(
-                    (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1]
-                    + 1,
-                    (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2]
-                    + 1,
-                ),
-            )
+            pads = (0, 0)
         elif padding == "SAME":
-            grad_filter = _depthwise_conv_backprop_filter(
-                grad,
-                out_backprop_split,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(
-                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-                ),
-                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-            )
-            t0 = _depthwise_conv(
-                grad,
-                filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(
-                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-                ),
-                sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
+            pads = (
+                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
             )
         else:
-            grad_filter = _depthwise_conv_backprop_filter(
-                grad,
-                out_backprop_split,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(explicit_paddings[2], explicit_paddings[4]),
-                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            pads = (explicit_paddings[2], explicit_paddings[4])
+        grad_filter = _depthwise_conv_backprop_filter(
+            grad,
+            out_backprop_split,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
+        if padding == "VALID":
+            sizes = (
+                (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1] + 1,
+                (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2] + 1,
             )
-            t0 = _depthwise_conv(
-                grad,
-                filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(explicit_paddings[2], explicit_paddings[4]),
-                sizes=(
-                    (
-                        -dilations[1] * (np.shape(filter)[-4] - 1)
-                        + explicit_paddings[2]
-                        + explicit_paddings[3]
-                        + input_sizes[1]
-                        - 1
-                    )
-                    // strides[1]
-                    + 1,
-                    (
-                        -dilations[2] * (np.shape(filter)[-3] - 1)
-                        + explicit_paddings[4]
-                        + explicit_paddings[5]
-                        + input_sizes[2]
-                        - 1
-                    )
-                    // strides[2]
-                    + 1,
-                ),
+        elif padding == "SAME":
+            sizes = (-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2]))
+        else:
+            sizes = (
+                (
+                    -dilations[1] * (np.shape(filter)[-4] - 1)
+                    + explicit_paddings[2]
+                    + explicit_paddings[3]
+                    + input_sizes[1]
+                    - 1
+                )
+                // strides[1]
+                + 1,
+                (
+                    -dilations[2] * (np.shape(filter)[-3] - 1)
+                    + explicit_paddings[4]
+                    + explicit_paddings[5]
+                    + input_sizes[2]
+                    - 1
+                )
+                // strides[2]
+                + 1,
             )
+        t0 = _depthwise_conv(
+            grad,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=sizes,
+        )
         t1 = jnp.shape(out_backprop_split)[-5]
         t2 = jnp.shape(out_backprop_split)[-4]
         t3 = jnp.shape(out_backprop_split)[-3]
@@ -904,89 +876,61 @@ def depthwise_conv2d_native_backprop_filter_vjp(
             out_backprop, jnp.shape(out_backprop)[:-1] + (-1, filter_sizes[3])
         )
         if padding == "VALID":
-            grad_input = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                grad,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(0, 0),
-                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-            )
-            t0 = _depthwise_conv(
-                input,
-                grad,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(0, 0),
-                sizes=(
-                    (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-3] - 1) // strides[1]
-                    + 1,
-                    (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-2] - 1) // strides[2]
-                    + 1,
-                ),
-            )
+            pads = (0, 0)
         elif padding == "SAME":
-            grad_input = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                grad,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(
-                    _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                    _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
-                ),
-                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-            )
-            t0 = _depthwise_conv(
-                input,
-                grad,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(
-                    _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                    _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
-                ),
-                sizes=(
-                    -((-np.shape(input)[-3]) // strides[1]),
-                    -((-np.shape(input)[-2]) // strides[2]),
-                ),
+            pads = (
+                _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
             )
         else:
-            grad_input = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                grad,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(explicit_paddings[2], explicit_paddings[4]),
-                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            pads = (explicit_paddings[2], explicit_paddings[4])
+        grad_input = _depthwise_conv_backprop_input(
+            out_backprop_split,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
+        if padding == "VALID":
+            sizes = (
+                (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-3] - 1) // strides[1] + 1,
+                (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-2] - 1) // strides[2] + 1,
             )
-            t0 = _depthwise_conv(
-                input,
-                grad,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(explicit_paddings[2], explicit_paddings[4]),
-                sizes=(
-                    (
-                        -dilations[1] * (filter_sizes[0] - 1)
-                        + explicit_paddings[2]
-                        + explicit_paddings[3]
-                        + np.shape(input)[-3]
-                        - 1
-                    )
-                    // strides[1]
-                    + 1,
-                    (
-                        -dilations[2] * (filter_sizes[1] - 1)
-                        + explicit_paddings[4]
-                        + explicit_paddings[5]
-                        + np.shape(input)[-2]
-                        - 1
-                    )
-                    // strides[2]
-                    + 1,
-                ),
+        elif padding == "SAME":
+            sizes = (
+                -((-np.shape(input)[-3]) // strides[1]),
+                -((-np.shape(input)[-2]) // strides[2]),
             )
+        else:
+            sizes = (
+                (
+                    -dilations[1] * (filter_sizes[0] - 1)
+                    + explicit_paddings[2]
+                    + explicit_paddings[3]
+                    + np.shape(input)[-3]
+                    - 1
+                )
+                // strides[1]
+                + 1,
+                (
+                    -dilations[2] * (filter_sizes[1] - 1)
+                    + explicit_paddings[4]
+                    + explicit_paddings[5]
+                    + np.shape(input)[-2]
+                    - 1
+                )
+                // strides[2]
+                + 1,
+            )
+        t0 = _depthwise_conv(
+            input,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=sizes,
+        )
         t1 = jnp.shape(input)[-4]
         t2 = jnp.shape(out_backprop_split)[-4]
         t3 = jnp.shape(out_backprop_split)[-3]

@@ -372,13 +372,22 @@ def conv2d_backprop_input_grad_grad(
     dilations=(1, 1, 1, 1),
 ):
     """Second order of Conv2DBackpropInput: the gradient of conv2d_backprop_input_grad: one array per input (grad, filter, out_backprop)."""
-    if padding == "VALID":
+    if padding in ("VALID", "SAME", "EXPLICIT"):
+        if padding == "VALID":
+            pads = (0, 0)
+        elif padding == "SAME":
+            pads = (
+                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+            )
+        else:
+            pads = (explicit_paddings[2], explicit_paddings[4])
         t0 = _conv_backprop_input(
             out_backprop,
             grad_vjp_filter,
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
+            pads=pads,
             sizes=(input_sizes[1], input_sizes[2]),
         )
         t1 = _conv_backprop_input(
@@ -386,105 +395,27 @@ def conv2d_backprop_input_grad_grad(
             filter,
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
+            pads=pads,
             sizes=(input_sizes[1], input_sizes[2]),
         )
+        grad_grad = t0 + t1
         grad_filter = _conv_backprop_filter(
             grad,
             grad_vjp_out_backprop,
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
+            pads=pads,
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
-        grad_out_backprop = _conv(
-            grad,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(
+        if padding == "VALID":
+            sizes = (
                 (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1] + 1,
                 (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2] + 1,
-            ),
-        )
-    elif padding == "SAME":
-        t0 = _conv_backprop_input(
-            out_backprop,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(input_sizes[1], input_sizes[2]),
-        )
-        t1 = _conv_backprop_input(
-            grad_vjp_out_backprop,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(input_sizes[1], input_sizes[2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            grad,
-            grad_vjp_out_backprop,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        grad_out_backprop = _conv(
-            grad,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
-        )
-    elif padding == "EXPLICIT":
-        t0 = _conv_backprop_input(
-            out_backprop,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(input_sizes[1], input_sizes[2]),
-        )
-        t1 = _conv_backprop_input(
-            grad_vjp_out_backprop,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(input_sizes[1], input_sizes[2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            grad,
-            grad_vjp_out_backprop,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        grad_out_backprop = _conv(
-            grad,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(
+            )
+        elif padding == "SAME":
+            sizes = (-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2]))
+        else:
+            sizes = (
                 (
                     -dilations[1] * (np.shape(filter)[-4] - 1)
                     + explicit_paddings[2]
@@ -503,11 +434,17 @@ def conv2d_backprop_input_grad_grad(
                 )
                 // strides[2]
                 + 1,
-            ),
+            )
+        grad_out_backprop = _conv(
+            grad,
+            grad_vjp_filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=sizes,
         )
     else:
         raise ValueError(f"Conv2DBackpropInputGrad: unsupported attributes padding={padding!r}")
-    grad_grad = t0 + t1
     return grad_grad, grad_filter, grad_out_backprop
 
 
@@ -803,86 +740,58 @@ def depthwise_conv2d_native_backprop_input_grad(
             out_backprop, np.shape(out_backprop)[:-1] + (input_sizes[3], -1)
         )
         if padding == "VALID":
-            grad_filter = _depthwise_conv_backprop_filter(
-                grad,
-                out_backprop_split,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(0, 0),
-                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-            )
-            t0 = _depthwise_conv(
-                grad,
-                filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(0, 0),
-                sizes=(
-                    (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1]
-                    + 1,
-                    (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2]
-                    + 1,
-                ),
-            )
+            pads = (0, 0)
         elif padding == "SAME":
-            grad_filter = _depthwise_conv_backprop_filter(
-                grad,
-                out_backprop_split,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(
-                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-                ),
-                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-            )
-            t0 = _depthwise_conv(
-                grad,
-                filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(
-                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-                ),
-                sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
+            pads = (
+                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
             )
         else:
-            grad_filter = _depthwise_conv_backprop_filter(
-                grad,
-                out_backprop_split,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(explicit_paddings[2], explicit_paddings[4]),
-                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            pads = (explicit_paddings[2], explicit_paddings[4])
+        grad_filter = _depthwise_conv_backprop_filter(
+            grad,
+            out_backprop_split,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
+        if padding == "VALID":
+            sizes = (
+                (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1] + 1,
+                (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2] + 1,
             )
-            t0 = _depthwise_conv(
-                grad,
-                filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(explicit_paddings[2], explicit_paddings[4]),
-                sizes=(
-                    (
-                        -dilations[1] * (np.shape(filter)[-4] - 1)
-                        + explicit_paddings[2]
-                        + explicit_paddings[3]
-                        + input_sizes[1]
-                        - 1
-                    )
-                    // strides[1]
-                    + 1,
-                    (
-                        -dilations[2] * (np.shape(filter)[-3] - 1)
-                        + explicit_paddings[4]
-                        + explicit_paddings[5]
-                        + input_sizes[2]
-                        - 1
-                    )
-                    // strides[2]
-                    + 1,
-                ),
+        elif padding == "SAME":
+            sizes = (-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2]))
+        else:
+            sizes = (
+                (
+                    -dilations[1] * (np.shape(filter)[-4] - 1)
+                    + explicit_paddings[2]
+                    + explicit_paddings[3]
+                    + input_sizes[1]
+                    - 1
+                )
+                // strides[1]
+                + 1,
+                (
+                    -dilations[2] * (np.shape(filter)[-3] - 1)
+                    + explicit_paddings[4]
+                    + explicit_paddings[5]
+                    + input_sizes[2]
+                    - 1
+                )
+                // strides[2]
+                + 1,
             )
+        t0 = _depthwise_conv(
+            grad,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=sizes,
+        )
         t1 = np.shape(out_backprop_split)[-5]
         t2 = np.shape(out_backprop_split)[-4]
         t3 = np.shape(out_backprop_split)[-3]
@@ -921,144 +830,75 @@ def depthwise_conv2d_native_backprop_input_grad_grad(
             grad_vjp_out_backprop, np.shape(grad_vjp_out_backprop)[:-1] + (-1, t0)
         )
         if padding == "VALID":
-            t1 = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                grad_vjp_filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(0, 0),
-                sizes=(input_sizes[1], input_sizes[2]),
-            )
-            t2 = _depthwise_conv_backprop_input(
-                grad_vjp_out_backprop,
-                filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(0, 0),
-                sizes=(input_sizes[1], input_sizes[2]),
-            )
+            pads = (0, 0)
         elif padding == "SAME":
-            t1 = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                grad_vjp_filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(
-                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-                ),
-                sizes=(input_sizes[1], input_sizes[2]),
-            )
-            t2 = _depthwise_conv_backprop_input(
-                grad_vjp_out_backprop,
-                filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(
-                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-                ),
-                sizes=(input_sizes[1], input_sizes[2]),
+            pads = (
+                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
             )
         else:
-            t1 = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                grad_vjp_filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(explicit_paddings[2], explicit_paddings[4]),
-                sizes=(input_sizes[1], input_sizes[2]),
-            )
-            t2 = _depthwise_conv_backprop_input(
-                grad_vjp_out_backprop,
-                filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(explicit_paddings[2], explicit_paddings[4]),
-                sizes=(input_sizes[1], input_sizes[2]),
-            )
+            pads = (explicit_paddings[2], explicit_paddings[4])
+        t1 = _depthwise_conv_backprop_input(
+            out_backprop_split,
+            grad_vjp_filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=(input_sizes[1], input_sizes[2]),
+        )
+        t2 = _depthwise_conv_backprop_input(
+            grad_vjp_out_backprop,
+            filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=(input_sizes[1], input_sizes[2]),
+        )
         grad_grad = t1 + t2
+        grad_filter = _depthwise_conv_backprop_filter(
+            grad,
+            grad_vjp_out_backprop,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        )
         if padding == "VALID":
-            grad_filter = _depthwise_conv_backprop_filter(
-                grad,
-                grad_vjp_out_backprop,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(0, 0),
-                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-            )
-            t3 = _depthwise_conv(
-                grad,
-                grad_vjp_filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(0, 0),
-                sizes=(
-                    (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1]
-                    + 1,
-                    (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2]
-                    + 1,
-                ),
+            sizes = (
+                (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1] + 1,
+                (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2] + 1,
             )
         elif padding == "SAME":
-            grad_filter = _depthwise_conv_backprop_filter(
-                grad,
-                grad_vjp_out_backprop,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(
-                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-                ),
-                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-            )
-            t3 = _depthwise_conv(
-                grad,
-                grad_vjp_filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(
-                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-                ),
-                sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
-            )
+            sizes = (-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2]))
         else:
-            grad_filter = _depthwise_conv_backprop_filter(
-                grad,
-                grad_vjp_out_backprop,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(explicit_paddings[2], explicit_paddings[4]),
-                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            sizes = (
+                (
+                    -dilations[1] * (np.shape(filter)[-4] - 1)
+                    + explicit_paddings[2]
+                    + explicit_paddings[3]
+                    + input_sizes[1]
+                    - 1
+                )
+                // strides[1]
+                + 1,
+                (
+                    -dilations[2] * (np.shape(filter)[-3] - 1)
+                    + explicit_paddings[4]
+                    + explicit_paddings[5]
+                    + input_sizes[2]
+                    - 1
+                )
+                // strides[2]
+                + 1,
             )
-            t3 = _depthwise_conv(
-                grad,
-                grad_vjp_filter,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(explicit_paddings[2], explicit_paddings[4]),
-                sizes=(
-                    (
-                        -dilations[1] * (np.shape(filter)[-4] - 1)
-                        + explicit_paddings[2]
-                        + explicit_paddings[3]
-                        + input_sizes[1]
-                        - 1
-                    )
-                    // strides[1]
-                    + 1,
-                    (
-                        -dilations[2] * (np.shape(filter)[-3] - 1)
-                        + explicit_paddings[4]
-                        + explicit_paddings[5]
-                        + input_sizes[2]
-                        - 1
-                    )
-                    // strides[2]
-                    + 1,
-                ),
-            )
+        t3 = _depthwise_conv(
+            grad,
+            grad_vjp_filter,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=sizes,
+        )
         t4 = np.shape(grad)[-4]
         t5 = np.shape(out_backprop_split)[-4]
         t6 = np.shape(out_backprop_split)[-3]
@@ -1150,89 +990,61 @@ def depthwise_conv2d_native_backprop_filter_grad(
             out_backprop, np.shape(out_backprop)[:-1] + (-1, filter_sizes[3])
         )
         if padding == "VALID":
-            grad_input = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                grad,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(0, 0),
-                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-            )
-            t0 = _depthwise_conv(
-                input,
-                grad,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(0, 0),
-                sizes=(
-                    (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-3] - 1) // strides[1]
-                    + 1,
-                    (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-2] - 1) // strides[2]
-                    + 1,
-                ),
-            )
+            pads = (0, 0)
         elif padding == "SAME":
-            grad_input = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                grad,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(
-                    _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                    _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
-                ),
-                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-            )
-            t0 = _depthwise_conv(
-                input,
-                grad,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(
-                    _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                    _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
-                ),
-                sizes=(
-                    -((-np.shape(input)[-3]) // strides[1]),
-                    -((-np.shape(input)[-2]) // strides[2]),
-                ),
+            pads = (
+                _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
+                _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
             )
         else:
-            grad_input = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                grad,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(explicit_paddings[2], explicit_paddings[4]),
-                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            pads = (explicit_paddings[2], explicit_paddings[4])
+        grad_input = _depthwise_conv_backprop_input(
+            out_backprop_split,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        )
+        if padding == "VALID":
+            sizes = (
+                (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-3] - 1) // strides[1] + 1,
+                (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-2] - 1) // strides[2] + 1,
             )
-            t0 = _depthwise_conv(
-                input,
-                grad,
-                strides=(strides[1], strides[2]),
-                dilations=(dilations[1], dilations[2]),
-                pads=(explicit_paddings[2], explicit_paddings[4]),
-                sizes=(
-                    (
-                        -dilations[1] * (filter_sizes[0] - 1)
-                        + explicit_paddings[2]
-                        + explicit_paddings[3]
-                        + np.shape(input)[-3]
-                        - 1
-                    )
-                    // strides[1]
-                    + 1,
-                    (
-                        -dilations[2] * (filter_sizes[1] - 1)
-                        + explicit_paddings[4]
-                        + explicit_paddings[5]
-                        + np.shape(input)[-2]
-                        - 1
-                    )
-                    // strides[2]
-                    + 1,
-                ),
+        elif padding == "SAME":
+            sizes = (
+                -((-np.shape(input)[-3]) // strides[1]),
+                -((-np.shape(input)[-2]) // strides[2]),
             )
+        else:
+            sizes = (
+                (
+                    -dilations[1] * (filter_sizes[0] - 1)
+                    + explicit_paddings[2]
+                    + explicit_paddings[3]
+                    + np.shape(input)[-3]
+                    - 1
+                )
+                // strides[1]
+                + 1,
+                (
+                    -dilations[2] * (filter_sizes[1] - 1)
+                    + explicit_paddings[4]
+                    + explicit_paddings[5]
+                    + np.shape(input)[-2]
+                    - 1
+                )
+                // strides[2]
+                + 1,
+            )
+        t0 = _depthwise_conv(
+            input,
+            grad,
+            strides=(strides[1], strides[2]),
+            dilations=(dilations[1], dilations[2]),
+            pads=pads,
+            sizes=sizes,
+        )
         t1 = np.shape(input)[-4]
         t2 = np.shape(out_backprop_split)[-4]
         t3 = np.shape(out_backprop_split)[-3]
@@ -1428,13 +1240,21 @@ def conv3d_backprop_input_v2_grad_grad(
     dilations=(1, 1, 1, 1, 1),
 ):
     """Second order of Conv3DBackpropInputV2: the gradient of conv3d_backprop_input_v2_grad: one array per input (grad, filter, out_backprop)."""
-    if padding == "VALID":
+    if padding in ("VALID", "SAME"):
+        if padding == "VALID":
+            pads = (0, 0, 0)
+        else:
+            pads = (
+                _same_padding(input_sizes[1], np.shape(filter)[-5], strides[1], dilations[1]),
+                _same_padding(input_sizes[2], np.shape(filter)[-4], strides[2], dilations[2]),
+                _same_padding(input_sizes[3], np.shape(filter)[-3], strides[3], dilations[3]),
+            )
         t0 = _conv_backprop_input(
             out_backprop,
             grad_vjp_filter,
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
+            pads=pads,
             sizes=(input_sizes[1], input_sizes[2], input_sizes[3]),
         )
         t1 = _conv_backprop_input(
@@ -1442,85 +1262,40 @@ def conv3d_backprop_input_v2_grad_grad(
             filter,
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
+            pads=pads,
             sizes=(input_sizes[1], input_sizes[2], input_sizes[3]),
         )
+        grad_grad = t0 + t1
         grad_filter = _conv_backprop_filter(
             grad,
             grad_vjp_out_backprop,
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
+            pads=pads,
             sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
         )
-        grad_out_backprop = _conv(
-            grad,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(
+        if padding == "VALID":
+            sizes = (
                 (-dilations[1] * (np.shape(filter)[-5] - 1) + input_sizes[1] - 1) // strides[1] + 1,
                 (-dilations[2] * (np.shape(filter)[-4] - 1) + input_sizes[2] - 1) // strides[2] + 1,
                 (-dilations[3] * (np.shape(filter)[-3] - 1) + input_sizes[3] - 1) // strides[3] + 1,
-            ),
-        )
-    elif padding == "SAME":
-        t0 = _conv_backprop_input(
-            out_backprop,
-            grad_vjp_filter,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(input_sizes[3], np.shape(filter)[-3], strides[3], dilations[3]),
-            ),
-            sizes=(input_sizes[1], input_sizes[2], input_sizes[3]),
-        )
-        t1 = _conv_backprop_input(
-            grad_vjp_out_backprop,
-            filter,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(input_sizes[3], np.shape(filter)[-3], strides[3], dilations[3]),
-            ),
-            sizes=(input_sizes[1], input_sizes[2], input_sizes[3]),
-        )
-        grad_filter = _conv_backprop_filter(
-            grad,
-            grad_vjp_out_backprop,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(input_sizes[3], np.shape(filter)[-3], strides[3], dilations[3]),
-            ),
-            sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+            )
+        else:
+            sizes = (
+                -((-input_sizes[1]) // strides[1]),
+                -((-input_sizes[2]) // strides[2]),
+                -((-input_sizes[3]) // strides[3]),
+            )
         grad_out_backprop = _conv(
             grad,
             grad_vjp_filter,
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(input_sizes[3], np.shape(filter)[-3], strides[3], dilations[3]),
-            ),
-            sizes=(
-                -((-input_sizes[1]) // strides[1]),
-                -((-input_sizes[2]) // strides[2]),
-                -((-input_sizes[3]) // strides[3]),
-            ),
+            pads=pads,
+            sizes=sizes,
         )
     else:
         raise ValueError(f"Conv3DBackpropInputV2Grad: unsupported attributes padding={padding!r}")
-    grad_grad = t0 + t1
     return grad_grad, grad_filter, grad_out_backprop
 
 

@@ -1255,95 +1255,74 @@ def depthwise_conv2d_native_backprop_input_vjp(
             ),
         )
         if padding == "VALID":
-            grad_filter = _depthwise_conv_backprop_filter(
-                grad,
-                out_backprop_split,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: ([0, 0], [size(filter, -4), size(filter, -3)]),
-            )
-            t0 = _depthwise_conv(
-                grad,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [0, 0],
-                    [
-                        (-dilations[1] * (size(filter, -4) - 1) + input_sizes[1] - 1) // strides[1]
-                        + 1,
-                        (-dilations[2] * (size(filter, -3) - 1) + input_sizes[2] - 1) // strides[2]
-                        + 1,
-                    ],
-                ),
-            )
+            geometry = lambda size: ([0, 0], [size(filter, -4), size(filter, -3)])
         elif padding == "SAME":
-            grad_filter = _depthwise_conv_backprop_filter(
-                grad,
-                out_backprop_split,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(input_sizes[1], size(filter, -4), strides[1], dilations[1]),
-                        _same_padding(input_sizes[2], size(filter, -3), strides[2], dilations[2]),
-                    ],
-                    [size(filter, -4), size(filter, -3)],
-                ),
-            )
-            t0 = _depthwise_conv(
-                grad,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(input_sizes[1], size(filter, -4), strides[1], dilations[1]),
-                        _same_padding(input_sizes[2], size(filter, -3), strides[2], dilations[2]),
-                    ],
-                    [-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])],
-                ),
+            geometry = lambda size: (
+                [
+                    _same_padding(input_sizes[1], size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], size(filter, -3), strides[2], dilations[2]),
+                ],
+                [size(filter, -4), size(filter, -3)],
             )
         else:
-            grad_filter = _depthwise_conv_backprop_filter(
-                grad,
-                out_backprop_split,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [explicit_paddings[2], explicit_paddings[4]],
-                    [size(filter, -4), size(filter, -3)],
-                ),
+            geometry = lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [size(filter, -4), size(filter, -3)],
             )
-            t0 = _depthwise_conv(
-                grad,
-                filter,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [explicit_paddings[2], explicit_paddings[4]],
-                    [
-                        (
-                            -dilations[1] * (size(filter, -4) - 1)
-                            + explicit_paddings[2]
-                            + explicit_paddings[3]
-                            + input_sizes[1]
-                            - 1
-                        )
-                        // strides[1]
-                        + 1,
-                        (
-                            -dilations[2] * (size(filter, -3) - 1)
-                            + explicit_paddings[4]
-                            + explicit_paddings[5]
-                            + input_sizes[2]
-                            - 1
-                        )
-                        // strides[2]
-                        + 1,
-                    ],
-                ),
+        grad_filter = _depthwise_conv_backprop_filter(
+            grad,
+            out_backprop_split,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=geometry,
+        )
+        if padding == "VALID":
+            geometry2 = lambda size: (
+                [0, 0],
+                [
+                    (-dilations[1] * (size(filter, -4) - 1) + input_sizes[1] - 1) // strides[1] + 1,
+                    (-dilations[2] * (size(filter, -3) - 1) + input_sizes[2] - 1) // strides[2] + 1,
+                ],
             )
+        elif padding == "SAME":
+            geometry2 = lambda size: (
+                [
+                    _same_padding(input_sizes[1], size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], size(filter, -3), strides[2], dilations[2]),
+                ],
+                [-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])],
+            )
+        else:
+            geometry2 = lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [
+                    (
+                        -dilations[1] * (size(filter, -4) - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + input_sizes[1]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (size(filter, -3) - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + input_sizes[2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ],
+            )
+        t0 = _depthwise_conv(
+            grad,
+            filter,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=geometry2,
+        )
         t1 = tf.shape(out_backprop_split, out_type=tf.int64)[-5]
         t2 = tf.shape(out_backprop_split, out_type=tf.int64)[-4]
         t3 = tf.shape(out_backprop_split, out_type=tf.int64)[-3]
@@ -1516,95 +1495,74 @@ def depthwise_conv2d_native_backprop_filter_vjp(
             ),
         )
         if padding == "VALID":
-            grad_input = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                grad,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: ([0, 0], [size(input, -3), size(input, -2)]),
-            )
-            t0 = _depthwise_conv(
-                input,
-                grad,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [0, 0],
-                    [
-                        (-dilations[1] * (filter_sizes[0] - 1) + size(input, -3) - 1) // strides[1]
-                        + 1,
-                        (-dilations[2] * (filter_sizes[1] - 1) + size(input, -2) - 1) // strides[2]
-                        + 1,
-                    ],
-                ),
-            )
+            geometry = lambda size: ([0, 0], [size(input, -3), size(input, -2)])
         elif padding == "SAME":
-            grad_input = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                grad,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(size(input, -3), filter_sizes[0], strides[1], dilations[1]),
-                        _same_padding(size(input, -2), filter_sizes[1], strides[2], dilations[2]),
-                    ],
-                    [size(input, -3), size(input, -2)],
-                ),
-            )
-            t0 = _depthwise_conv(
-                input,
-                grad,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [
-                        _same_padding(size(input, -3), filter_sizes[0], strides[1], dilations[1]),
-                        _same_padding(size(input, -2), filter_sizes[1], strides[2], dilations[2]),
-                    ],
-                    [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
-                ),
+            geometry = lambda size: (
+                [
+                    _same_padding(size(input, -3), filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(size(input, -2), filter_sizes[1], strides[2], dilations[2]),
+                ],
+                [size(input, -3), size(input, -2)],
             )
         else:
-            grad_input = _depthwise_conv_backprop_input(
-                out_backprop_split,
-                grad,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [explicit_paddings[2], explicit_paddings[4]],
-                    [size(input, -3), size(input, -2)],
-                ),
+            geometry = lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [size(input, -3), size(input, -2)],
             )
-            t0 = _depthwise_conv(
-                input,
-                grad,
-                strides=[strides[1], strides[2]],
-                dilations=[dilations[1], dilations[2]],
-                geometry=lambda size: (
-                    [explicit_paddings[2], explicit_paddings[4]],
-                    [
-                        (
-                            -dilations[1] * (filter_sizes[0] - 1)
-                            + explicit_paddings[2]
-                            + explicit_paddings[3]
-                            + size(input, -3)
-                            - 1
-                        )
-                        // strides[1]
-                        + 1,
-                        (
-                            -dilations[2] * (filter_sizes[1] - 1)
-                            + explicit_paddings[4]
-                            + explicit_paddings[5]
-                            + size(input, -2)
-                            - 1
-                        )
-                        // strides[2]
-                        + 1,
-                    ],
-                ),
+        grad_input = _depthwise_conv_backprop_input(
+            out_backprop_split,
+            grad,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=geometry,
+        )
+        if padding == "VALID":
+            geometry2 = lambda size: (
+                [0, 0],
+                [
+                    (-dilations[1] * (filter_sizes[0] - 1) + size(input, -3) - 1) // strides[1] + 1,
+                    (-dilations[2] * (filter_sizes[1] - 1) + size(input, -2) - 1) // strides[2] + 1,
+                ],
             )
+        elif padding == "SAME":
+            geometry2 = lambda size: (
+                [
+                    _same_padding(size(input, -3), filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(size(input, -2), filter_sizes[1], strides[2], dilations[2]),
+                ],
+                [-((-size(input, -3)) // strides[1]), -((-size(input, -2)) // strides[2])],
+            )
+        else:
+            geometry2 = lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [
+                    (
+                        -dilations[1] * (filter_sizes[0] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + size(input, -3)
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (filter_sizes[1] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + size(input, -2)
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ],
+            )
+        t0 = _depthwise_conv(
+            input,
+            grad,
+            strides=[strides[1], strides[2]],
+            dilations=[dilations[1], dilations[2]],
+            geometry=geometry2,
+        )
         t1 = tf.shape(input, out_type=tf.int64)[-4]
         t2 = tf.shape(out_backprop_split, out_type=tf.int64)[-4]
         t3 = tf.shape(out_backprop_split, out_type=tf.int64)[-3]

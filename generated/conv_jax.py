@@ -545,57 +545,24 @@ def depthwise_conv2d_native_vjp(
             * strides[1], b * dilations[2] + j * strides[2], c]
             i.e. `_depthwise_conv_backprop_filter(input, grad, strides=(strides[1], ...`
     """
-    t0 = jnp.shape(filter)[-1]
-    if padding == "VALID":
+    if padding in ("VALID", "SAME", "EXPLICIT"):
+        t0 = jnp.shape(filter)[-1]
         grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0))
-        grad_input = _depthwise_conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _depthwise_conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-    elif padding == "SAME":
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0))
-        grad_input = _depthwise_conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
+        if padding == "VALID":
+            pads = (0, 0)
+        elif padding == "SAME":
+            pads = (
                 _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
                 _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _depthwise_conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-    elif padding == "EXPLICIT":
-        grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0))
+            )
+        else:
+            pads = (explicit_paddings[2], explicit_paddings[4])
         grad_input = _depthwise_conv_backprop_input(
             grad,
             filter,
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
+            pads=pads,
             sizes=(np.shape(input)[-3], np.shape(input)[-2]),
         )
         grad_filter = _depthwise_conv_backprop_filter(
@@ -603,7 +570,7 @@ def depthwise_conv2d_native_vjp(
             grad,
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
+            pads=pads,
             sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
         )
     else:

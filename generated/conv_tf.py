@@ -1043,81 +1043,55 @@ def depthwise_conv2d_native_vjp(
             * strides[1], b * dilations[2] + j * strides[2], c]
             i.e. `_depthwise_conv_backprop_filter(input, grad, strides=[strides[1], ...`
     """
-    t0 = tf.shape(filter, out_type=tf.int64)[-1]
-    if padding == "VALID":
+    if padding in ("VALID", "SAME", "EXPLICIT"):
+        t0 = tf.shape(filter, out_type=tf.int64)[-1]
         grad = tf.reshape(
             grad,
             tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
         )
-        grad_input = _depthwise_conv_backprop_input(
-            grad,
-            filter,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: ([0, 0], [size(input, -3), size(input, -2)]),
-        )
-        grad_filter = _depthwise_conv_backprop_filter(
-            input,
-            grad,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: ([0, 0], [size(filter, -4), size(filter, -3)]),
-        )
-    elif padding == "SAME":
-        grad = tf.reshape(
-            grad,
-            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
-        )
-        grad_input = _depthwise_conv_backprop_input(
-            grad,
-            filter,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
+        if padding == "VALID":
+            geometry = lambda size: ([0, 0], [size(input, -3), size(input, -2)])
+        elif padding == "SAME":
+            geometry = lambda size: (
                 [
                     _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
                     _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
                 ],
                 [size(input, -3), size(input, -2)],
-            ),
-        )
-        grad_filter = _depthwise_conv_backprop_filter(
-            input,
-            grad,
-            strides=[strides[1], strides[2]],
-            dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [
-                    _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
-                    _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
-                ],
-                [size(filter, -4), size(filter, -3)],
-            ),
-        )
-    elif padding == "EXPLICIT":
-        grad = tf.reshape(
-            grad,
-            tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t0], tf.int64)], 0),
-        )
+            )
+        else:
+            geometry = lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [size(input, -3), size(input, -2)],
+            )
         grad_input = _depthwise_conv_backprop_input(
             grad,
             filter,
             strides=[strides[1], strides[2]],
             dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [explicit_paddings[2], explicit_paddings[4]],
-                [size(input, -3), size(input, -2)],
-            ),
+            geometry=geometry,
         )
+        if padding == "VALID":
+            geometry2 = lambda size: ([0, 0], [size(filter, -4), size(filter, -3)])
+        elif padding == "SAME":
+            geometry2 = lambda size: (
+                [
+                    _same_padding(size(input, -3), size(filter, -4), strides[1], dilations[1]),
+                    _same_padding(size(input, -2), size(filter, -3), strides[2], dilations[2]),
+                ],
+                [size(filter, -4), size(filter, -3)],
+            )
+        else:
+            geometry2 = lambda size: (
+                [explicit_paddings[2], explicit_paddings[4]],
+                [size(filter, -4), size(filter, -3)],
+            )
         grad_filter = _depthwise_conv_backprop_filter(
             input,
             grad,
             strides=[strides[1], strides[2]],
             dilations=[dilations[1], dilations[2]],
-            geometry=lambda size: (
-                [explicit_paddings[2], explicit_paddings[4]],
-                [size(filter, -4), size(filter, -3)],
-            ),
+            geometry=geometry2,
         )
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")

@@ -253,13 +253,13 @@ def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
             {"i,j->ij": "a,ab->b", "bi,bj->bij": "ab,abc->ac"}[equation], inputs_0, grad
         )
         grads = (grad_inputs_0, grad_inputs_1)
-    elif equation == "ij->ji":
+    elif equation in ("ij->ji", "ijk->kij"):
         (inputs_0,) = inputs
-        grad_inputs_0 = tf.transpose(grad, perm=[1, 0])
-        grads = (grad_inputs_0,)
-    elif equation == "ijk->kij":
-        (inputs_0,) = inputs
-        grad_inputs_0 = tf.transpose(grad, perm=[1, 2, 0])
+        if equation == "ij->ji":
+            perm = [1, 0]
+        else:
+            perm = [1, 2, 0]
+        grad_inputs_0 = tf.transpose(grad, perm=perm)
         grads = (grad_inputs_0,)
     elif equation == "ii->":
         (inputs_0,) = inputs

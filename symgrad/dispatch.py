@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from symgrad import hoisting as hoist
+from symgrad.arguments_apart import Arguments
 from symgrad.runs_apart import merged_apart
 
 _UNARY_AFTER = {"(", "[", "{", ",", "=", ":", "**", "*", "/", "//", "%", "+", "-", "<", ">", "<=", ">=", "==", "!="}
@@ -187,14 +188,20 @@ def _shared(groups: list[Variants], position: int) -> Variants | None:
 
 
 def _in_place(groups: list[Variants], position: int, tests: list[str]) -> tuple[str, ...] | None:
-    """The one body of `groups` (as many statements each), statement by statement: each run
-    of rows that differ (each assigning, in every group, the same name) under an inner if;
-    None when more than a third differ."""
+    """The one body of `groups` (as many statements each), statement by statement: a call
+    differing only in keyword values reading variables set per group before it; each run of
+    rows that differ (each assigning, in every group, the same name) under an inner if; None
+    when more than a third differ."""
     values = tuple(v for g in groups for v in g.values)
     name, attribute = values[0][position][0], [v[position][1] for v in values]
-    rows = []  # per statement: the one text for all groups, or a tuple of one per group
+    arguments = Arguments([g.statements for g in groups])
+    rows: list = []  # per statement: the one text for all groups, or a tuple of one per group
     for texts in zip(*(g.statements for g in groups)):
         one = texts[0] if len(set(texts)) == 1 else _parametrised(texts, groups, name, attribute)
+        split = arguments.shared(texts) if one is None else None
+        if split is not None:
+            one, assignments = split
+            rows += assignments
         rows.append(texts if one is None else one)
     apart = [row for row in rows if isinstance(row, tuple)]
     if len(rows) - len(apart) < max(2 * len(apart), 3) or not all(_one_target(row) for row in apart):
@@ -227,8 +234,9 @@ def _shared_greedily(groups: list[Variants], positions: int) -> list[Variants]:
 
 
 def _size(groups: list[Variants]) -> int:
-    """Lines the chain over `groups` takes."""
-    return sum(1 + sum(s.count("\n") + 1 for s in g.statements) for g in groups)
+    """How much code the chain over `groups` is: its characters, each line's indentation
+    counted once (a kernel call black spreads over eight lines is one line here)."""
+    return sum(len(g.condition()) + sum(len(line.strip()) + 4 for s in g.statements for line in s.split("\n")) for g in groups)
 
 
 def _one_target(row: tuple[str, ...]) -> bool:

@@ -197,3 +197,19 @@ def test_a_temporary_computed_again_reads_the_first_and_one_in_a_recomputation_d
         Assign("out", Elementwise(t[0] * t[1])),
     ]
     assert [s.target for s in idle_temporaries_dropped(reassigned, "t", 0)] == ["t0", "x", "t1", "out"]
+
+
+def test_a_temporary_nothing_reads_goes_inside_a_recomputation_too():
+    """A stage's recomputation kept a transpose only an unread product read (a batch norm's
+    second order): both go, the stage and what it reads stay."""
+    from symgrad.lowering.shared import idle_temporaries_dropped
+
+    x, s = sp.symbols("x s")
+    t = sp.symbols("t0:4")
+    body = [
+        ir.Recompute(("s",), (ir.Assign("t0", ir.Elementwise(x * 2)), ir.Assign("t1", ir.Elementwise(t[0] + 1)),
+                              ir.Assign("t2", ir.Elementwise(x * 3)), ir.Assign("s", ir.Elementwise(t[2] - 1)))),
+        ir.Assign("out", ir.Elementwise(s * x)),
+    ]
+    kept = idle_temporaries_dropped(body, "t", 0)
+    assert [str(a) for a in kept[0].body] == ["t0 = 3*x", "s = t0 - 1"] and str(kept[1]) == "out = s*x"

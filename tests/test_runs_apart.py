@@ -69,3 +69,26 @@ def test_recomputed_stages_are_merged_inside_their_block():
 
 def test_bodies_mostly_apart_stay_branches():
     assert merged_apart([("t0 = x[0]", "out = t0"), ("t0 = len(x)", "t1 = t0 * 2", "out = t1")], ["k == 1", "k == 2"]) is None
+
+
+PADS = {"VALID": "(0, 0)", "SAME": "(same(x[0]), same(x[1]))", "EXPLICIT": "(x[2], x[3])"}
+
+
+def test_calls_differing_in_keyword_values_read_variables_set_per_variant():
+    """Conv2D's gradient under three paddings: one call per kernel, `pads` set per padding
+    once for every call that takes it; a keyword's name is no variable, so `pads` is free."""
+    branches = [
+        ((("padding", p),), [f"t0 = conv(x, pads={v}, sizes=(1, 2))", f"t1 = conv(t0, pads={v}, sizes=(3, 4))", "out = t0 + t1"])
+        for p, v in PADS.items()
+    ]
+    lines = chain(branches, ERROR)
+    assert lines[:3] == ["if padding in ('VALID', 'SAME', 'EXPLICIT'):", "    if padding == 'VALID':", "        pads = (0, 0)"]
+    assert "    t1 = conv(t0, pads=pads, sizes=(3, 4))" in lines and sum("pads = " in line for line in lines) == 3
+    scope = {"conv": lambda x, pads, sizes: sum(pads) + sum(sizes) + (x if isinstance(x, int) else len(x)), "same": lambda v: v // 3}
+    for padding in PADS:
+        assert _run(lines, padding=padding, **scope) == _run(_per_variant(branches), padding=padding, **scope)
+
+
+def test_statements_differing_outside_keyword_values_are_not_read_from_variables():
+    branches = [((("mode", m),), [f"t0 = {f}(x, pads=(0, {n}))", "t1 = t0 + 1", "t2 = t1 * 2", "out = t2"]) for m, f, n in (("A", "min", 1), ("B", "max", 2))]
+    assert not any("pads = " in line for line in chain(branches, ERROR))

@@ -118,14 +118,22 @@ def idle_temporaries_dropped(body, prefix: str, start: int) -> list:
     while size != len(body):  # a repeat read through its first may make another a repeat
         size = len(body)
         body = _copies_read_through(_repeats_as_copies(body, is_temp), is_temp)
-    read = set()
+    return _renumbered(_read_only(body, is_temp, set()), is_temp, prefix, start)
+
+
+def _read_only(body: list, is_temp, read: set) -> list:
+    """`body` without the temporaries nothing after them reads (`read`: what is read after
+    `body`), inside a recomputation too; `read` gains what the kept statements read."""
     kept = []
     for statement in reversed(body):
-        if isinstance(statement, Assign) and is_temp(statement.target) and statement.target not in read:
+        if isinstance(statement, Recompute):
+            statement = dataclasses.replace(statement, body=tuple(_read_only(list(statement.body), is_temp, read)))
+        elif isinstance(statement, Assign) and is_temp(statement.target) and statement.target not in read:
             continue
+        else:
+            read |= names_in(statement.value)
         kept.append(statement)
-        read |= set().union(*(names_in(s.value) for s in statements([statement])))
-    return _renumbered(kept[::-1], is_temp, prefix, start)
+    return kept[::-1]
 
 
 def _copies_read_through(body: list, is_temp) -> list:
