@@ -213,3 +213,17 @@ def test_a_temporary_nothing_reads_goes_inside_a_recomputation_too():
     ]
     kept = idle_temporaries_dropped(body, "t", 0)
     assert [str(a) for a in kept[0].body] == ["t0 = 3*x", "s = t0 - 1"] and str(kept[1]) == "out = s*x"
+
+
+def test_a_repeat_whose_reading_would_cancel_a_term_stays():
+    """`out = (t3 - sum1) / s` with t3 the same sum as the stage sum1 (a sum of centred
+    values): read through, SymPy makes it 0, a number with no batch shape. It stays."""
+    from symgrad.lowering.shared import idle_temporaries_dropped
+
+    x, s, sum1, t3 = sp.symbols("x s sum1 t3")
+    body = [
+        ir.Assign("sum1", ir.Elementwise(x * 2)),
+        ir.Assign("t3", ir.Elementwise(x * 2)),
+        ir.Assign("out", ir.Elementwise((t3 - sum1) / s)),
+    ]
+    assert [str(a) for a in idle_temporaries_dropped(body, "t", 0)][-1] == "out = (-sum1 + t0)/s"

@@ -144,8 +144,10 @@ def _copies_read_through(body: list, is_temp) -> list:
     while n < len(body):
         statement = body[n]
         copied = _copied(statement)
-        if copied and is_temp(statement.target) and assigned.count(statement.target) == 1 and assigned.count(copied) <= 1:
-            body = body[:n] + [_renamed(s, {statement.target: copied}) for s in body[n + 1 :]]
+        renames = {statement.target: copied} if copied else {}
+        if copied and is_temp(statement.target) and assigned.count(statement.target) == 1 and assigned.count(copied) <= 1 \
+                and not _collapses(body[n + 1 :], renames):
+            body = body[:n] + [_renamed(s, renames) for s in body[n + 1 :]]
             continue
         n += 1
     return body
@@ -166,10 +168,23 @@ def _repeats_as_copies(body: list, is_temp) -> list:
         for i, earlier in enumerate(body[:j]):
             between = {s.target for s in statements(body[i + 1 : j])}
             first = next((s.target for s in _always_assigned(earlier) if s.value == statement.value), None)
-            if first is not None and assigned.count(first) == 1 and not between & (reads | {first}):
+            if first is not None and assigned.count(first) == 1 and not between & (reads | {first}) \
+                    and not _collapses(body[j + 1 :], {statement.target: first}):
                 result[j] = Assign(statement.target, Elementwise(sp.Symbol(first)))
                 break
     return result
+
+
+def _collapses(body: list, names: dict) -> bool:
+    """Reading `names` instead would cancel a term of a statement of `body` (`-sum1 + t3`
+    with t3 the same sum: 0, an array no more): a variable it read would go, and with it the
+    shape or dtype that variable broadcast the result to."""
+    for statement in statements(body):
+        before = names_in(statement.value)
+        expected = {names.get(n, n) for n in before}
+        if names_in(_renamed(statement.value, names)) != expected:
+            return True
+    return False
 
 
 def _always_assigned(statement) -> list:
