@@ -180,11 +180,23 @@ def _collapses(body: list, names: dict) -> bool:
     with t3 the same sum: 0, an array no more): a variable it read would go, and with it the
     shape or dtype that variable broadcast the result to."""
     for statement in statements(body):
-        before = names_in(statement.value)
-        expected = {names.get(n, n) for n in before}
-        if names_in(_renamed(statement.value, names)) != expected:
-            return True
+        for expr in _expressions(statement.value):
+            before = {str(s) for s in expr.free_symbols}
+            if {str(s) for s in _renamed(expr, names).free_symbols} != {names.get(n, n) for n in before}:
+                return True
     return False
+
+
+def _expressions(value):
+    """The SymPy expressions in an IR value (its fields', and theirs)."""
+    if isinstance(value, sp.Basic):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _expressions(v)
+    elif dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            yield from _expressions(getattr(value, f.name))
 
 
 def _always_assigned(statement) -> list:
