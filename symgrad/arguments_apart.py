@@ -19,7 +19,8 @@ class Arguments:
     variants: per variable, its value text in each variant."""
 
     def __init__(self, statements: list[tuple[str, ...]]):
-        self.taken = {n for texts in statements for t in texts for n in _names(t)} | set(dir(builtins)) | set(keyword.kwlist)
+        self.statements = statements
+        self.taken: set[str] | None = None  # the names in use, read when a variable is named
         self.values: dict[tuple[str, ...], str] = {}  # the values per variant -> variable
 
     def shared(self, texts: tuple[str, ...]) -> tuple[str, list[tuple[str, ...]]] | None:
@@ -47,6 +48,8 @@ class Arguments:
         return statement, assignments
 
     def _fresh(self, stem: str) -> str:
+        if self.taken is None:
+            self.taken = {n for texts in self.statements for t in texts for n in _names(t)} | set(dir(builtins)) | set(keyword.kwlist)
         for n in range(1, 100):
             name = stem if n == 1 else f"{stem}{n}"
             if name not in self.taken:

@@ -33,7 +33,7 @@ from typing import Any
 
 from symgrad import hoisting as hoist
 from symgrad.arguments_apart import Arguments
-from symgrad.runs_apart import merged_apart
+from symgrad.runs_apart import inner_if, merged_apart
 
 _UNARY_AFTER = {"(", "[", "{", ",", "=", ":", "**", "*", "/", "//", "%", "+", "-", "<", ">", "<=", ">=", "==", "!="}
 
@@ -248,11 +248,7 @@ def _one_target(row: tuple[str, ...]) -> bool:
 def _inner_chain(tests: list[str], run: list[tuple[str, ...]]) -> str:
     """The statements of `run` (rows of one per group) under `if test:` per group, the last
     group's as `else:` (the outer condition admits no other value)."""
-    lines = []
-    for n, test in enumerate(tests):
-        lines.append("else:" if n == len(tests) - 1 else f"{'if' if n == 0 else 'elif'} {test}:")
-        lines += ["    " + line for row in run for line in row[n].split("\n")]
-    return "\n".join(lines)
+    return inner_if([(test, [row[n] for row in run]) for n, test in enumerate(tests)], complete=True)
 
 
 def _delimited(before: str, after: str) -> bool:

@@ -52,8 +52,7 @@ def _sinkable(statement: str, statements: tuple[str, ...], sunk: list[str]) -> b
     for other in statements[statements.index(statement) + 1 :]:
         if other in sunk:
             continue
-        other_target, other_reads = assignment(other)
-        if other_target is None or other_target in reads | {target} or target in other_reads:
+        if _interferes(target, reads, other):
             return False
     return True
 
@@ -70,11 +69,17 @@ def _hoistable(statement: str, statements: tuple[str, ...], hoisted: list[str]) 
     for other in before:
         if other in hoisted:
             continue
-        other_target, other_reads = assignment(other)
-        if other_target is None or other_target in reads or target in other_reads | {other_target}:
+        if _interferes(target, reads, other):
             return False
     later = {assignment(s)[0] for s in statements[statements.index(statement) + 1 :]}
     return target not in later
+
+
+def _interferes(target: str, reads: set[str], other: str) -> bool:
+    """`other` cannot trade places with a statement assigning `target` from `reads`: it is no
+    one-name assignment, assigns what that statement reads or assigns, or reads its `target`."""
+    other_target, other_reads = assignment(other)
+    return other_target is None or other_target in reads | {target} or target in other_reads
 
 
 def assignment(statement: str) -> tuple[str | None, set[str]]:

@@ -195,13 +195,18 @@ def _render(items) -> list[str]:
 
 
 def _chain_lines(apart: _Apart) -> list[str]:
-    """Each run under `if test:`; the last as `else:` where every body has one."""
+    return inner_if([(test, _render(run)) for test, run in apart.runs], apart.complete).split("\n")
+
+
+def inner_if(runs: list[tuple[str, list[str]]], complete: bool) -> str:
+    """Each run of statements under `if test:` (`elif`), the last as `else:` where `complete`
+    (the outer condition admits no other value)."""
     lines = []
-    for n, (test, run) in enumerate(apart.runs):
-        last = n == len(apart.runs) - 1 and n > 0 and apart.complete
+    for n, (test, run) in enumerate(runs):
+        last = n == len(runs) - 1 and n > 0 and complete
         lines.append("else:" if last else f"{'if' if n == 0 else 'elif'} {test}:")
-        lines += _indented(run)
-    return lines
+        lines += ["    " + line for s in run for line in s.split("\n")]
+    return "\n".join(lines)
 
 
 def _indented(items) -> list[str]:

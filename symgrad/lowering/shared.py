@@ -166,10 +166,11 @@ def _repeats_as_copies(body: list, is_temp) -> list:
             continue
         reads = names_in(statement.value)
         for i, earlier in enumerate(body[:j]):
-            between = {s.target for s in statements(body[i + 1 : j])}
             first = next((s.target for s in _always_assigned(earlier) if s.value == statement.value), None)
-            if first is not None and assigned.count(first) == 1 and not between & (reads | {first}) \
-                    and not _collapses(body[j + 1 :], {statement.target: first}):
+            if first is None or assigned.count(first) != 1:
+                continue
+            between = {s.target for s in statements(body[i + 1 : j])}
+            if not between & (reads | {first}) and not _collapses(body[j + 1 :], {statement.target: first}):
                 result[j] = Assign(statement.target, Elementwise(sp.Symbol(first)))
                 break
     return result
