@@ -29,7 +29,6 @@ import argparse
 import contextlib
 import dataclasses
 import gc
-import importlib.util
 import io
 import json
 import os
@@ -53,6 +52,7 @@ import numpy as np  # noqa: E402
 from bench_cases import CASES  # noqa: E402
 from bench_measure import Generated, Libraries, Timing, run_case  # noqa: E402
 from bench_report import check_targets, format_rows, format_targets, write_chart  # noqa: E402
+from symgrad.runtime_module import import_generated  # noqa: E402
 
 OP_FOLDERS = (ROOT / "ops", HERE / "ops")  # the library's ops, then the benchmark's own
 TIMING = {
@@ -291,11 +291,7 @@ def _import_modules(folder: Path, stem: str, with_tf: bool, with_jax: bool, with
 
 
 def _import(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_generated(path, name)
 
 
 # --- libraries and machine --------------------------------------------------------------------

@@ -35,7 +35,6 @@ average at the start is printed). `--quick`: fewer repeats and steps, about half
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -51,6 +50,7 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 
 from bench_measure import Contender, time_interleaved  # noqa: E402
+from symgrad.runtime_module import import_generated  # noqa: E402
 
 BATCH = 256
 LEARNING_RATE = 0.1
@@ -123,10 +123,7 @@ def load_generated(folder: Path) -> dict:
         path = folder / f"{name}_tf.py"
         if not path.exists():
             raise SystemExit(f"{path} is missing: derive it first, `python -m symgrad derive ops/`")
-        spec = importlib.util.spec_from_file_location(f"training_step_{name}_tf", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        modules[name] = module
+        modules[name] = import_generated(path, f"training_step_{name}_tf")
     return modules
 
 

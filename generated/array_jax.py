@@ -13,87 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from _symgrad_jax import _custom_vjp, _gather, _scatter_add
+
 UNAVAILABLE = {}  # op type -> why this module has no function of it
-
-
-_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
-
-
-def _conj(x):
-    """Complex conjugate; real arrays are returned as they are."""
-    return jnp.conj(x) if jnp.iscomplexobj(x) else x
-
-
-def _custom_vjp(forward, vjp, outputs, stages=False):
-    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
-    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
-    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
-    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
-    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
-    """
-    outputs = [name.lstrip("*") for name in outputs.split()]
-    several = len(outputs) > 1
-
-    def run(attrs, *inputs):
-        return forward(*inputs, **attrs)
-
-    def run_saving(attrs, *inputs):
-        values, found = (
-            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
-        )
-        return values, (inputs, values, found)
-
-    def gradient(attrs, saved, cotangent):
-        inputs, values, found = saved
-        given = dict(zip(outputs, values if several else (values,)))
-        cotangents = [
-            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
-        ]
-        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
-        return tuple(None if g is None else _conj(g) for g in grads)
-
-    function = jax.custom_vjp(run, nondiff_argnums=(0,))
-    function.defvjp(run_saving, gradient)
-    return lambda *inputs, **attrs: function(attrs, *inputs)
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = jnp.asarray(positions)
-    size = jnp.shape(x)[axis]
-    inside = (positions >= 0) & (positions < size)
-    taken = jnp.take(x, jnp.where(inside, positions, 0), axis=axis, mode="clip")
-    inside = jnp.reshape(inside, jnp.shape(inside) + (1,) * (-axis - 1))
-    return jnp.where(inside, taken, jnp.asarray(fill, taken.dtype))
-
-
-def _scatter_add(values, positions, trailing, size):
-    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
-    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
-    are dropped (`.at[].add`, never a one-hot matrix)."""
-    return _scatter_at(values, positions, trailing, size, "add")
-
-
-def _scatter_at(values, positions, trailing, size, kind):
-    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max`, `.min` or
-    `.multiply`."""
-    positions = jnp.asarray(positions)
-    count = jnp.ndim(positions)
-    values = jnp.reshape(
-        values, (1,) * max(0, count + trailing - jnp.ndim(values)) + jnp.shape(values)
-    )
-    start = jnp.ndim(values) - trailing - count
-    shape = jnp.shape(values)
-    values = jnp.broadcast_to(values, shape[:start] + jnp.shape(positions) + shape[start + count :])
-    if kind in ("add", "multiply"):
-        fill = 0 if kind == "add" else 1
-    else:
-        fill = jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
-    slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
-    positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
-    at = slots.at[(_python_slice(None),) * start + (positions,)]
-    return getattr(at, kind)(values, mode="drop")
 
 
 def _bit(mask, k):

@@ -17,229 +17,18 @@ Per op:
 
 import tensorflow as tf
 
+from _symgrad_tf import (
+    _const_input,
+    _custom_gradient,
+    _gather,
+    _insert_none,
+    _register,
+    _scatter_add,
+    _string_attr,
+    _sum_to_shape,
+)
+
 REGISTERED = {}
-
-
-def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
-    names = []
-    for name in (op_type, "Symgrad" + op_type):
-        try:
-            tf.RegisterGradient(name)(gradient_fn)
-            names.append(name)
-        except KeyError:  # TensorFlow's own gradient, or this module imported twice
-            pass
-    REGISTERED[op_type] = tuple(names)
-
-
-def _custom_gradient(
-    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
-):
-    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
-    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
-    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
-    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
-    **attrs)`, where given, says the formula takes the attributes (others still raise as the
-    formula does); else the formula, whose `stages` the gradient is then given. Where the
-    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
-    own, so that a second order differentiates them by the derived gradient too, not by
-    TensorFlow's gradient of its kernel."""
-    names, outputs = inputs.split(), outputs.split()
-    single, listed = len(outputs) == 1, outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def apply(*values, **attrs):
-        found = {}  # the formula's stages
-
-        @tf.custom_gradient
-        def run(*values):
-            def backward(*cotangents):
-                again = outputs_again(*values) if read else result
-                given = dict(zip(outputs, (again,) if single else again))
-                cotangents = [list(cotangents)] if listed else cotangents
-                return vjp(*cotangents, *values, **given, **attrs, **found)
-
-            @tf.custom_gradient
-            def outputs_again(*values):
-                return tf.nest.map_structure(tf.identity, result), backward
-
-            declared = declares is None or declares(*values, **attrs)
-            kernel = declared and _tf_kernel(
-                op_type, len(outputs), _named(names, values), attrs, listed
-            )
-            if kernel:  # TensorFlow's own kernel
-                result = kernel[0] if single else tuple(kernel)
-            elif stages:  # else the declared formula
-                result, computed = forward(*values, **attrs, return_stages=True)
-                found.update(computed)
-            else:
-                result = forward(*values, **attrs)
-            return result, backward
-
-        return run(*values)
-
-    return apply
-
-
-def _named(names, values):
-    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
-    rest as a tuple."""
-    if names and names[-1].startswith("*"):
-        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
-    return dict(zip(names, values))
-
-
-_KERNELS = {}
-
-
-def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
-    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
-    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
-    inputs of these dtypes and shapes with these attributes: there the declared formula
-    computes the forward."""
-    raw = getattr(tf.raw_ops, op_type, None)
-    if raw is None:
-        return None
-    tensors = {
-        name: (
-            [tf.convert_to_tensor(v) for v in value]
-            if isinstance(value, tuple)
-            else tf.convert_to_tensor(value)
-        )
-        for name, value in inputs.items()
-    }
-    signature = tuple(
-        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
-        for name, value in tensors.items()
-    )
-    key = (op_type, signature, repr(sorted(attrs.items())))
-    if key not in _KERNELS:
-        _KERNELS[key] = _runs(raw, signature, attrs)
-    if not _KERNELS[key]:
-        return None
-    outputs = raw(**tensors, **attrs)
-    if list_output:
-        return [tuple(outputs)]
-    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
-    return outputs if len(outputs) == count else None
-
-
-def _spec(x):
-    """A tensor's dtype and static shape (None: unknown rank), hashable."""
-    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
-
-
-def _runs(raw, signature, attrs):
-    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
-    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
-    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
-    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
-
-    def zeros(spec):
-        dtype, shape = spec
-        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
-
-    with tf.init_scope():  # eagerly, also while a tf.function traces
-        try:
-            probe = {  # a list input's spec is a tuple of specs
-                name: (
-                    zeros(spec)
-                    if spec and isinstance(spec[0], tf.DType)
-                    else [zeros(s) for s in spec]
-                )
-                for name, spec in signature
-            }
-            raw(**probe, **attrs)
-        except Exception:  # refused: the declared formula
-            return False
-    return True
-
-
-def _string_attr(op, name):
-    """A string attribute of `op` as `str` (graph ops give bytes)."""
-    value = op.get_attr(name)
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _const_input(op, index):
-    """The value of constant input `index` of `op` (an axis), as a Python int or tuple."""
-    value = tf.get_static_value(op.inputs[index])
-    if value is None:
-        raise ValueError(
-            f"{op.type}: input {index} must be a constant known when the graph is built"
-        )
-    return value.item() if value.ndim == 0 else tuple(value.tolist())
-
-
-def _insert_none(grads, positions):
-    """One gradient per op input: None for the constant inputs at `positions`."""
-    grads = list(grads)
-    for position in positions:
-        grads.insert(position, None)
-    return grads
-
-
-def _sum_to_shape(g, x):
-    """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
-    g = tf.convert_to_tensor(g)
-    if g.shape.is_fully_defined() and g.shape == x.shape:
-        return g
-    shape = tf.shape(x)
-    # a `g` that broadcasts to `x` (a second order's cotangent of a broadcast input) is
-    # broadcast first; a larger one is passed through
-    g = tf.broadcast_to(g, tf.broadcast_dynamic_shape(tf.shape(g), shape))
-    axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
-    return tf.reshape(tf.reduce_sum(g, axes), shape)
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map): they read one
-    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
-    select, which TensorFlow broadcasts up to rank 8 only)."""
-    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
-    size = tf.shape(x, out_type=tf.int64)[axis]
-    inside = (positions >= 0) & (positions < size)
-    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
-    padded = tf.concat(
-        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
-    )  # tf.pad stops at rank 8
-    return tf.gather(
-        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
-    )
-
-
-def _scatter_add(values, positions, trailing, size):
-    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
-    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
-    are dropped. A scatter-add, as TensorFlow's unsorted segment sum."""
-    return _scatter_segments(tf.math.unsorted_segment_sum, values, positions, trailing, size)
-
-
-def _scatter_segments(reduce, values, positions, trailing, size):
-    """`values` reduced into `size` slots at `positions` by the segment reduction `reduce`,
-    the positions' axes those of `values` before the last `trailing`."""
-    values = tf.convert_to_tensor(values)
-    positions = tf.cast(positions, tf.int64)
-    size = tf.cast(size, tf.int64)
-    count = positions.shape.rank
-    lead = max(0, count + trailing - values.shape.rank)
-    values = tf.reshape(values, tf.concat([tf.ones([lead], tf.int32), tf.shape(values)], 0))
-    rank = values.shape.rank
-    start = rank - trailing - count
-    shape = tf.shape(values)
-    values = tf.broadcast_to(
-        values, tf.concat([shape[:start], tf.shape(positions), shape[start + count :]], 0)
-    )
-    perm = list(range(start, start + count)) + list(range(start)) + list(range(start + count, rank))
-    moved = tf.transpose(values, perm)
-    flat = tf.reshape(positions, [-1])
-    slots = tf.where((flat >= 0) & (flat < size), flat, size)  # outside: one extra slot, dropped
-    data = tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[count:]], 0))
-    summed = reduce(data, slots, size + 1)[:size]
-    back = list(range(1, start + 1)) + [0] + list(range(start + 1, rank - count + 1))
-    return tf.transpose(summed, back)
 
 
 def _mirrored(position, size, edge):
@@ -406,7 +195,7 @@ def _tile_declares(input, *, multiples):
 _tile_custom_gradient = _custom_gradient(
     "Tile", "input", tile_forward, tile_vjp, "output", declares=_tile_declares
 )
-_register("Tile", tile_grad)
+REGISTERED["Tile"] = _register("Tile", tile_grad)
 
 
 def mirror_pad(input, *, mode="REFLECT", paddings):
@@ -550,7 +339,7 @@ _mirror_pad_custom_gradient = _custom_gradient(
     "output",
     declares=_mirror_pad_declares,
 )
-_register("MirrorPad", mirror_pad_grad)
+REGISTERED["MirrorPad"] = _register("MirrorPad", mirror_pad_grad)
 
 
 def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
@@ -771,7 +560,7 @@ _mirror_pad_backprop_custom_gradient = _custom_gradient(
     "output",
     declares=_mirror_pad_backprop_declares,
 )
-_register("MirrorPadGrad", mirror_pad_backprop_grad)
+REGISTERED["MirrorPadGrad"] = _register("MirrorPadGrad", mirror_pad_backprop_grad)
 
 
 def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
@@ -915,7 +704,7 @@ _reverse_sequence_custom_gradient = _custom_gradient(
     "output",
     declares=_reverse_sequence_declares,
 )
-_register("ReverseSequence", reverse_sequence_grad)
+REGISTERED["ReverseSequence"] = _register("ReverseSequence", reverse_sequence_grad)
 
 
 def select_v2(condition, t, e):
@@ -951,7 +740,7 @@ def select_v2_grad(op, grad):
 _select_v2_custom_gradient = _custom_gradient(
     "SelectV2", "condition t e", select_v2_forward, select_v2_vjp, "output"
 )
-_register("SelectV2", select_v2_grad)
+REGISTERED["SelectV2"] = _register("SelectV2", select_v2_grad)
 
 
 def select(condition, x, y):
@@ -1014,4 +803,4 @@ def _select_declares(condition, x, y):
 _select_custom_gradient = _custom_gradient(
     "Select", "condition x y", select_forward, select_vjp, "output", declares=_select_declares
 )
-_register("Select", select_grad)
+REGISTERED["Select"] = _register("Select", select_grad)

@@ -7,70 +7,8 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 """
 
 import numpy as np
-import scipy.sparse
 
-
-def _conj(x):
-    """Complex conjugate; real arrays are returned as they are, without a copy."""
-    return np.conj(x) if np.iscomplexobj(x) else x
-
-
-def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
-    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
-    broadcast first."""
-    if np.shape(g) == tuple(shape):
-        return g
-    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
-    lead = np.ndim(g) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
-    )
-    return np.reshape(np.sum(g, axis=axes), shape)
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = np.asarray(positions)
-    size = np.shape(x)[axis]
-    inside = (positions >= 0) & (positions < size)
-    taken = np.take(x, np.where(inside, positions, 0), axis=axis)
-    if inside.all():
-        return taken
-    return np.where(
-        inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, np.asarray(fill, taken.dtype)
-    )
-
-
-def _scatter_add(values, positions, trailing, size):
-    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
-    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
-    are dropped. A scatter-add, as a sparse one-hot matrix product (never a dense one)."""
-    rows, flat, start = _scatter_layout(values, positions, trailing)
-    inside = np.flatnonzero((flat >= 0) & (flat < size))
-    one_hot = scipy.sparse.csr_matrix(
-        (np.ones(inside.size, dtype=rows.dtype), (flat[inside], inside)), shape=(size, flat.size)
-    )
-    summed = np.reshape(
-        np.asarray(one_hot @ np.reshape(rows, (flat.size, -1))), (size,) + rows.shape[1:]
-    )
-    return np.moveaxis(summed, 0, start)
-
-
-def _scatter_layout(values, positions, trailing):
-    """(rows, flat positions, start): `values` broadcast to the positions' axes (those before
-    the last `trailing`, which start at axis `start`), one row per position."""
-    count = np.ndim(positions)
-    values = np.reshape(
-        values, (1,) * max(0, count + trailing - np.ndim(values)) + np.shape(values)
-    )
-    start = np.ndim(values) - trailing - count
-    shape = np.shape(values)
-    values = np.broadcast_to(values, shape[:start] + np.shape(positions) + shape[start + count :])
-    moved = np.moveaxis(values, tuple(range(start, start + count)), tuple(range(count)))
-    flat = np.reshape(positions, -1)
-    return np.reshape(moved, (flat.size,) + moved.shape[count:]), flat, start
+from _symgrad_numpy import _conj, _gather, _scatter_add, _sum_to_shape
 
 
 def _bit(mask, k):

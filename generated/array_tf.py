@@ -17,224 +17,18 @@ Per op:
 
 import tensorflow as tf
 
+from _symgrad_tf import (
+    _const_input,
+    _custom_gradient,
+    _gather,
+    _insert_none,
+    _int_max,
+    _int_min,
+    _register,
+    _scatter_add,
+)
+
 REGISTERED = {}
-
-
-def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
-    names = []
-    for name in (op_type, "Symgrad" + op_type):
-        try:
-            tf.RegisterGradient(name)(gradient_fn)
-            names.append(name)
-        except KeyError:  # TensorFlow's own gradient, or this module imported twice
-            pass
-    REGISTERED[op_type] = tuple(names)
-
-
-def _custom_gradient(
-    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
-):
-    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
-    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
-    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
-    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
-    **attrs)`, where given, says the formula takes the attributes (others still raise as the
-    formula does); else the formula, whose `stages` the gradient is then given. Where the
-    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
-    own, so that a second order differentiates them by the derived gradient too, not by
-    TensorFlow's gradient of its kernel."""
-    names, outputs = inputs.split(), outputs.split()
-    single, listed = len(outputs) == 1, outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def apply(*values, **attrs):
-        found = {}  # the formula's stages
-
-        @tf.custom_gradient
-        def run(*values):
-            def backward(*cotangents):
-                again = outputs_again(*values) if read else result
-                given = dict(zip(outputs, (again,) if single else again))
-                cotangents = [list(cotangents)] if listed else cotangents
-                return vjp(*cotangents, *values, **given, **attrs, **found)
-
-            @tf.custom_gradient
-            def outputs_again(*values):
-                return tf.nest.map_structure(tf.identity, result), backward
-
-            declared = declares is None or declares(*values, **attrs)
-            kernel = declared and _tf_kernel(
-                op_type, len(outputs), _named(names, values), attrs, listed
-            )
-            if kernel:  # TensorFlow's own kernel
-                result = kernel[0] if single else tuple(kernel)
-            elif stages:  # else the declared formula
-                result, computed = forward(*values, **attrs, return_stages=True)
-                found.update(computed)
-            else:
-                result = forward(*values, **attrs)
-            return result, backward
-
-        return run(*values)
-
-    return apply
-
-
-def _named(names, values):
-    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
-    rest as a tuple."""
-    if names and names[-1].startswith("*"):
-        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
-    return dict(zip(names, values))
-
-
-_KERNELS = {}
-
-
-def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
-    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
-    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
-    inputs of these dtypes and shapes with these attributes: there the declared formula
-    computes the forward."""
-    raw = getattr(tf.raw_ops, op_type, None)
-    if raw is None:
-        return None
-    tensors = {
-        name: (
-            [tf.convert_to_tensor(v) for v in value]
-            if isinstance(value, tuple)
-            else tf.convert_to_tensor(value)
-        )
-        for name, value in inputs.items()
-    }
-    signature = tuple(
-        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
-        for name, value in tensors.items()
-    )
-    key = (op_type, signature, repr(sorted(attrs.items())))
-    if key not in _KERNELS:
-        _KERNELS[key] = _runs(raw, signature, attrs)
-    if not _KERNELS[key]:
-        return None
-    outputs = raw(**tensors, **attrs)
-    if list_output:
-        return [tuple(outputs)]
-    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
-    return outputs if len(outputs) == count else None
-
-
-def _spec(x):
-    """A tensor's dtype and static shape (None: unknown rank), hashable."""
-    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
-
-
-def _runs(raw, signature, attrs):
-    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
-    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
-    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
-    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
-
-    def zeros(spec):
-        dtype, shape = spec
-        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
-
-    with tf.init_scope():  # eagerly, also while a tf.function traces
-        try:
-            probe = {  # a list input's spec is a tuple of specs
-                name: (
-                    zeros(spec)
-                    if spec and isinstance(spec[0], tf.DType)
-                    else [zeros(s) for s in spec]
-                )
-                for name, spec in signature
-            }
-            raw(**probe, **attrs)
-        except Exception:  # refused: the declared formula
-            return False
-    return True
-
-
-def _const_input(op, index):
-    """The value of constant input `index` of `op` (an axis), as a Python int or tuple."""
-    value = tf.get_static_value(op.inputs[index])
-    if value is None:
-        raise ValueError(
-            f"{op.type}: input {index} must be a constant known when the graph is built"
-        )
-    return value.item() if value.ndim == 0 else tuple(value.tolist())
-
-
-def _insert_none(grads, positions):
-    """One gradient per op input: None for the constant inputs at `positions`."""
-    grads = list(grads)
-    for position in positions:
-        grads.insert(position, None)
-    return grads
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map): they read one
-    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
-    select, which TensorFlow broadcasts up to rank 8 only)."""
-    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
-    size = tf.shape(x, out_type=tf.int64)[axis]
-    inside = (positions >= 0) & (positions < size)
-    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
-    padded = tf.concat(
-        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
-    )  # tf.pad stops at rank 8
-    return tf.gather(
-        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
-    )
-
-
-def _scatter_add(values, positions, trailing, size):
-    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
-    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
-    are dropped. A scatter-add, as TensorFlow's unsorted segment sum."""
-    return _scatter_segments(tf.math.unsorted_segment_sum, values, positions, trailing, size)
-
-
-def _scatter_segments(reduce, values, positions, trailing, size):
-    """`values` reduced into `size` slots at `positions` by the segment reduction `reduce`,
-    the positions' axes those of `values` before the last `trailing`."""
-    values = tf.convert_to_tensor(values)
-    positions = tf.cast(positions, tf.int64)
-    size = tf.cast(size, tf.int64)
-    count = positions.shape.rank
-    lead = max(0, count + trailing - values.shape.rank)
-    values = tf.reshape(values, tf.concat([tf.ones([lead], tf.int32), tf.shape(values)], 0))
-    rank = values.shape.rank
-    start = rank - trailing - count
-    shape = tf.shape(values)
-    values = tf.broadcast_to(
-        values, tf.concat([shape[:start], tf.shape(positions), shape[start + count :]], 0)
-    )
-    perm = list(range(start, start + count)) + list(range(start)) + list(range(start + count, rank))
-    moved = tf.transpose(values, perm)
-    flat = tf.reshape(positions, [-1])
-    slots = tf.where((flat >= 0) & (flat < size), flat, size)  # outside: one extra slot, dropped
-    data = tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[count:]], 0))
-    summed = reduce(data, slots, size + 1)[:size]
-    back = list(range(1, start + 1)) + [0] + list(range(start + 1, rank - count + 1))
-    return tf.transpose(summed, back)
-
-
-def _int_max(a, b):
-    """The larger of two integers: a Python int where both are."""
-    if tf.is_tensor(a) or tf.is_tensor(b):
-        return tf.math.maximum(tf.cast(a, tf.int64), tf.cast(b, tf.int64))
-    return max(a, b)
-
-
-def _int_min(a, b):
-    """The smaller of two integers: a Python int where both are."""
-    if tf.is_tensor(a) or tf.is_tensor(b):
-        return tf.math.minimum(tf.cast(a, tf.int64), tf.cast(b, tf.int64))
-    return min(a, b)
 
 
 def _bit(mask, k):
@@ -411,7 +205,7 @@ def _pad_declares(input, *, paddings):
 _pad_custom_gradient = _custom_gradient(
     "Pad", "input", pad_forward, pad_vjp, "output", declares=_pad_declares
 )
-_register("Pad", pad_grad)
+REGISTERED["Pad"] = _register("Pad", pad_grad)
 
 
 def pad_v2(input, *, paddings, constant_values):
@@ -626,7 +420,7 @@ def _pad_v2_declares(input, *, paddings, constant_values):
 _pad_v2_custom_gradient = _custom_gradient(
     "PadV2", "input", pad_v2_forward, pad_v2_vjp, "output", declares=_pad_v2_declares
 )
-_register("PadV2", pad_v2_grad)
+REGISTERED["PadV2"] = _register("PadV2", pad_v2_grad)
 
 
 def slice(input, *, begin, size):
@@ -759,7 +553,7 @@ def _slice_declares(input, *, begin, size):
 _slice_custom_gradient = _custom_gradient(
     "Slice", "input", slice_forward, slice_vjp, "output", declares=_slice_declares
 )
-_register("Slice", slice_grad)
+REGISTERED["Slice"] = _register("Slice", slice_grad)
 
 
 def reverse_v2(tensor, *, axis=(-1,)):
@@ -862,7 +656,7 @@ _reverse_v2_custom_gradient = _custom_gradient(
     "output",
     declares=_reverse_v2_declares,
 )
-_register("ReverseV2", reverse_v2_grad)
+REGISTERED["ReverseV2"] = _register("ReverseV2", reverse_v2_grad)
 
 
 def reverse(tensor, *, dims=(True, False)):
@@ -953,7 +747,7 @@ def _reverse_declares(tensor, *, dims=(True, False)):
 _reverse_custom_gradient = _custom_gradient(
     "Reverse", "tensor", reverse_forward, reverse_vjp, "output", declares=_reverse_declares
 )
-_register("Reverse", reverse_grad)
+REGISTERED["Reverse"] = _register("Reverse", reverse_grad)
 
 
 def transpose(x, *, perm=(1, 0)):
@@ -1018,7 +812,7 @@ def _transpose_declares(x, *, perm=(1, 0)):
 _transpose_custom_gradient = _custom_gradient(
     "Transpose", "x", transpose_forward, transpose_vjp, "y", declares=_transpose_declares
 )
-_register("Transpose", transpose_grad)
+REGISTERED["Transpose"] = _register("Transpose", transpose_grad)
 
 
 def strided_slice(
@@ -1318,7 +1112,7 @@ _strided_slice_custom_gradient = _custom_gradient(
     "output",
     declares=_strided_slice_declares,
 )
-_register("StridedSlice", strided_slice_grad)
+REGISTERED["StridedSlice"] = _register("StridedSlice", strided_slice_grad)
 
 
 def strided_slice_backprop(
@@ -1574,7 +1368,7 @@ _strided_slice_backprop_custom_gradient = _custom_gradient(
     "output",
     declares=_strided_slice_backprop_declares,
 )
-_register("StridedSliceGrad", strided_slice_backprop_grad)
+REGISTERED["StridedSliceGrad"] = _register("StridedSliceGrad", strided_slice_backprop_grad)
 
 
 def tensor_strided_slice_update(
@@ -1875,4 +1669,6 @@ _tensor_strided_slice_update_custom_gradient = _custom_gradient(
     "output",
     declares=_tensor_strided_slice_update_declares,
 )
-_register("TensorStridedSliceUpdate", tensor_strided_slice_update_grad)
+REGISTERED["TensorStridedSliceUpdate"] = _register(
+    "TensorStridedSliceUpdate", tensor_strided_slice_update_grad
+)

@@ -13,67 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from _symgrad_jax import _conj, _custom_vjp, _nextafter, _sum_to_shape
+
 UNAVAILABLE = {}  # op type -> why this module has no function of it
-
-
-def _conj(x):
-    """Complex conjugate; real arrays are returned as they are."""
-    return jnp.conj(x) if jnp.iscomplexobj(x) else x
-
-
-def _custom_vjp(forward, vjp, outputs, stages=False):
-    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
-    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
-    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
-    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
-    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
-    """
-    outputs = [name.lstrip("*") for name in outputs.split()]
-    several = len(outputs) > 1
-
-    def run(attrs, *inputs):
-        return forward(*inputs, **attrs)
-
-    def run_saving(attrs, *inputs):
-        values, found = (
-            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
-        )
-        return values, (inputs, values, found)
-
-    def gradient(attrs, saved, cotangent):
-        inputs, values, found = saved
-        given = dict(zip(outputs, values if several else (values,)))
-        cotangents = [
-            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
-        ]
-        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
-        return tuple(None if g is None else _conj(g) for g in grads)
-
-    function = jax.custom_vjp(run, nondiff_argnums=(0,))
-    function.defvjp(run_saving, gradient)
-    return lambda *inputs, **attrs: function(attrs, *inputs)
-
-
-def _nextafter(x1, x2):
-    """`jnp.nextafter`, differentiable: JAX has no rule for it, so its step is computed on
-    values with no gradient and added to x1 (exactly: the step is one unit in the last place),
-    which gives the derivative 1 in x1 and 0 in x2."""
-    fixed = jax.lax.stop_gradient(x1)
-    return x1 + (jnp.nextafter(fixed, jax.lax.stop_gradient(x2)) - fixed)
-
-
-def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
-    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
-    broadcast first."""
-    if jnp.shape(g) == tuple(shape):
-        return g
-    g = jnp.broadcast_to(g, jnp.broadcast_shapes(jnp.shape(g), tuple(shape)))
-    lead = jnp.ndim(g) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + n for n, size in enumerate(shape) if size == 1 and jnp.shape(g)[lead + n] != 1
-    )
-    return jnp.reshape(jnp.sum(g, axis=axes), shape)
 
 
 def add(x, y):

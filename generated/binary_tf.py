@@ -21,156 +21,9 @@ Per op:
 
 import tensorflow as tf
 
+from _symgrad_tf import _custom_gradient, _register, _sum_to_shape
+
 REGISTERED = {}
-
-
-def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
-    names = []
-    for name in (op_type, "Symgrad" + op_type):
-        try:
-            tf.RegisterGradient(name)(gradient_fn)
-            names.append(name)
-        except KeyError:  # TensorFlow's own gradient, or this module imported twice
-            pass
-    REGISTERED[op_type] = tuple(names)
-
-
-def _custom_gradient(
-    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
-):
-    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
-    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
-    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
-    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
-    **attrs)`, where given, says the formula takes the attributes (others still raise as the
-    formula does); else the formula, whose `stages` the gradient is then given. Where the
-    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
-    own, so that a second order differentiates them by the derived gradient too, not by
-    TensorFlow's gradient of its kernel."""
-    names, outputs = inputs.split(), outputs.split()
-    single, listed = len(outputs) == 1, outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def apply(*values, **attrs):
-        found = {}  # the formula's stages
-
-        @tf.custom_gradient
-        def run(*values):
-            def backward(*cotangents):
-                again = outputs_again(*values) if read else result
-                given = dict(zip(outputs, (again,) if single else again))
-                cotangents = [list(cotangents)] if listed else cotangents
-                return vjp(*cotangents, *values, **given, **attrs, **found)
-
-            @tf.custom_gradient
-            def outputs_again(*values):
-                return tf.nest.map_structure(tf.identity, result), backward
-
-            declared = declares is None or declares(*values, **attrs)
-            kernel = declared and _tf_kernel(
-                op_type, len(outputs), _named(names, values), attrs, listed
-            )
-            if kernel:  # TensorFlow's own kernel
-                result = kernel[0] if single else tuple(kernel)
-            elif stages:  # else the declared formula
-                result, computed = forward(*values, **attrs, return_stages=True)
-                found.update(computed)
-            else:
-                result = forward(*values, **attrs)
-            return result, backward
-
-        return run(*values)
-
-    return apply
-
-
-def _named(names, values):
-    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
-    rest as a tuple."""
-    if names and names[-1].startswith("*"):
-        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
-    return dict(zip(names, values))
-
-
-_KERNELS = {}
-
-
-def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
-    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
-    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
-    inputs of these dtypes and shapes with these attributes: there the declared formula
-    computes the forward."""
-    raw = getattr(tf.raw_ops, op_type, None)
-    if raw is None:
-        return None
-    tensors = {
-        name: (
-            [tf.convert_to_tensor(v) for v in value]
-            if isinstance(value, tuple)
-            else tf.convert_to_tensor(value)
-        )
-        for name, value in inputs.items()
-    }
-    signature = tuple(
-        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
-        for name, value in tensors.items()
-    )
-    key = (op_type, signature, repr(sorted(attrs.items())))
-    if key not in _KERNELS:
-        _KERNELS[key] = _runs(raw, signature, attrs)
-    if not _KERNELS[key]:
-        return None
-    outputs = raw(**tensors, **attrs)
-    if list_output:
-        return [tuple(outputs)]
-    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
-    return outputs if len(outputs) == count else None
-
-
-def _spec(x):
-    """A tensor's dtype and static shape (None: unknown rank), hashable."""
-    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
-
-
-def _runs(raw, signature, attrs):
-    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
-    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
-    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
-    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
-
-    def zeros(spec):
-        dtype, shape = spec
-        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
-
-    with tf.init_scope():  # eagerly, also while a tf.function traces
-        try:
-            probe = {  # a list input's spec is a tuple of specs
-                name: (
-                    zeros(spec)
-                    if spec and isinstance(spec[0], tf.DType)
-                    else [zeros(s) for s in spec]
-                )
-                for name, spec in signature
-            }
-            raw(**probe, **attrs)
-        except Exception:  # refused: the declared formula
-            return False
-    return True
-
-
-def _sum_to_shape(g, x):
-    """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
-    g = tf.convert_to_tensor(g)
-    if g.shape.is_fully_defined() and g.shape == x.shape:
-        return g
-    shape = tf.shape(x)
-    # a `g` that broadcasts to `x` (a second order's cotangent of a broadcast input) is
-    # broadcast first; a larger one is passed through
-    g = tf.broadcast_to(g, tf.broadcast_dynamic_shape(tf.shape(g), shape))
-    axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
-    return tf.reshape(tf.reduce_sum(g, axes), shape)
 
 
 def add(x, y):
@@ -202,7 +55,7 @@ def add_grad(op, grad):
 
 
 _add_custom_gradient = _custom_gradient("AddV2", "x y", add_forward, add_vjp, "z")
-_register("AddV2", add_grad)
+REGISTERED["AddV2"] = _register("AddV2", add_grad)
 
 
 def add_legacy(x, y):
@@ -236,7 +89,7 @@ def add_legacy_grad(op, grad):
 _add_legacy_custom_gradient = _custom_gradient(
     "Add", "x y", add_legacy_forward, add_legacy_vjp, "z"
 )
-_register("Add", add_legacy_grad)
+REGISTERED["Add"] = _register("Add", add_legacy_grad)
 
 
 def subtract(x, y):
@@ -268,7 +121,7 @@ def subtract_grad(op, grad):
 
 
 _subtract_custom_gradient = _custom_gradient("Sub", "x y", subtract_forward, subtract_vjp, "z")
-_register("Sub", subtract_grad)
+REGISTERED["Sub"] = _register("Sub", subtract_grad)
 
 
 def multiply(x, y):
@@ -302,7 +155,7 @@ def multiply_grad(op, grad):
 
 
 _multiply_custom_gradient = _custom_gradient("Mul", "x y", multiply_forward, multiply_vjp, "z")
-_register("Mul", multiply_grad)
+REGISTERED["Mul"] = _register("Mul", multiply_grad)
 
 
 def real_div(x, y):
@@ -339,7 +192,7 @@ def real_div_grad(op, grad):
 _real_div_custom_gradient = _custom_gradient(
     "RealDiv", "x y", real_div_forward, real_div_vjp, "z", read=True
 )
-_register("RealDiv", real_div_grad)
+REGISTERED["RealDiv"] = _register("RealDiv", real_div_grad)
 
 
 def div(x, y):
@@ -374,7 +227,7 @@ def div_grad(op, grad):
 
 
 _div_custom_gradient = _custom_gradient("Div", "x y", div_forward, div_vjp, "z", read=True)
-_register("Div", div_grad)
+REGISTERED["Div"] = _register("Div", div_grad)
 
 
 def mul_no_nan(x, y):
@@ -408,7 +261,7 @@ def mul_no_nan_grad(op, grad):
 _mul_no_nan_custom_gradient = _custom_gradient(
     "MulNoNan", "x y", mul_no_nan_forward, mul_no_nan_vjp, "z"
 )
-_register("MulNoNan", mul_no_nan_grad)
+REGISTERED["MulNoNan"] = _register("MulNoNan", mul_no_nan_grad)
 
 
 def floor_div(x, y):
@@ -435,7 +288,7 @@ def floor_div_grad(op, grad):
 _floor_div_custom_gradient = _custom_gradient(
     "FloorDiv", "x y", floor_div_forward, floor_div_vjp, "z"
 )
-_register("FloorDiv", floor_div_grad)
+REGISTERED["FloorDiv"] = _register("FloorDiv", floor_div_grad)
 
 
 def truncate_div(x, y):
@@ -463,7 +316,7 @@ def truncate_div_grad(op, grad):
 _truncate_div_custom_gradient = _custom_gradient(
     "TruncateDiv", "x y", truncate_div_forward, truncate_div_vjp, "z"
 )
-_register("TruncateDiv", truncate_div_grad)
+REGISTERED["TruncateDiv"] = _register("TruncateDiv", truncate_div_grad)
 
 
 def floor_mod(x, y):
@@ -497,7 +350,7 @@ def floor_mod_grad(op, grad):
 _floor_mod_custom_gradient = _custom_gradient(
     "FloorMod", "x y", floor_mod_forward, floor_mod_vjp, "z"
 )
-_register("FloorMod", floor_mod_grad)
+REGISTERED["FloorMod"] = _register("FloorMod", floor_mod_grad)
 
 
 def power(x, y):
@@ -580,7 +433,7 @@ def power_grad(op, grad):
 
 
 _power_custom_gradient = _custom_gradient("Pow", "x y", power_forward, power_vjp, "z")
-_register("Pow", power_grad)
+REGISTERED["Pow"] = _register("Pow", power_grad)
 
 
 def maximum(x, y):
@@ -615,7 +468,7 @@ def maximum_grad(op, grad):
 
 
 _maximum_custom_gradient = _custom_gradient("Maximum", "x y", maximum_forward, maximum_vjp, "z")
-_register("Maximum", maximum_grad)
+REGISTERED["Maximum"] = _register("Maximum", maximum_grad)
 
 
 def minimum(x, y):
@@ -650,7 +503,7 @@ def minimum_grad(op, grad):
 
 
 _minimum_custom_gradient = _custom_gradient("Minimum", "x y", minimum_forward, minimum_vjp, "z")
-_register("Minimum", minimum_grad)
+REGISTERED["Minimum"] = _register("Minimum", minimum_grad)
 
 
 def squared_difference(x, y):
@@ -685,7 +538,7 @@ def squared_difference_grad(op, grad):
 _squared_difference_custom_gradient = _custom_gradient(
     "SquaredDifference", "x y", squared_difference_forward, squared_difference_vjp, "z"
 )
-_register("SquaredDifference", squared_difference_grad)
+REGISTERED["SquaredDifference"] = _register("SquaredDifference", squared_difference_grad)
 
 
 def atan2(y, x):
@@ -718,7 +571,7 @@ def atan2_grad(op, grad):
 
 
 _atan2_custom_gradient = _custom_gradient("Atan2", "y x", atan2_forward, atan2_vjp, "z")
-_register("Atan2", atan2_grad)
+REGISTERED["Atan2"] = _register("Atan2", atan2_grad)
 
 
 def xlogy(x, y):
@@ -772,7 +625,7 @@ def xlogy_grad(op, grad):
 
 
 _xlogy_custom_gradient = _custom_gradient("Xlogy", "x y", xlogy_forward, xlogy_vjp, "z")
-_register("Xlogy", xlogy_grad)
+REGISTERED["Xlogy"] = _register("Xlogy", xlogy_grad)
 
 
 def xdivy(x, y):
@@ -826,7 +679,7 @@ def xdivy_grad(op, grad):
 
 
 _xdivy_custom_gradient = _custom_gradient("Xdivy", "x y", xdivy_forward, xdivy_vjp, "z")
-_register("Xdivy", xdivy_grad)
+REGISTERED["Xdivy"] = _register("Xdivy", xdivy_grad)
 
 
 def xlog1py(x, y):
@@ -878,7 +731,7 @@ def xlog1py_grad(op, grad):
 
 
 _xlog1py_custom_gradient = _custom_gradient("Xlog1py", "x y", xlog1py_forward, xlog1py_vjp, "z")
-_register("Xlog1py", xlog1py_grad)
+REGISTERED["Xlog1py"] = _register("Xlog1py", xlog1py_grad)
 
 
 def div_no_nan(x, y):
@@ -934,7 +787,7 @@ def div_no_nan_grad(op, grad):
 _div_no_nan_custom_gradient = _custom_gradient(
     "DivNoNan", "x y", div_no_nan_forward, div_no_nan_vjp, "z"
 )
-_register("DivNoNan", div_no_nan_grad)
+REGISTERED["DivNoNan"] = _register("DivNoNan", div_no_nan_grad)
 
 
 def next_after(x1, x2):
@@ -966,4 +819,4 @@ def next_after_grad(op, grad):
 _next_after_custom_gradient = _custom_gradient(
     "NextAfter", "x1 x2", next_after_forward, next_after_vjp, "output"
 )
-_register("NextAfter", next_after_grad)
+REGISTERED["NextAfter"] = _register("NextAfter", next_after_grad)

@@ -8,47 +8,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 
 import numpy as np
 
-
-def _conj(x):
-    """Complex conjugate; real arrays are returned as they are, without a copy."""
-    return np.conj(x) if np.iscomplexobj(x) else x
-
-
-def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
-    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
-    broadcast first."""
-    if np.shape(g) == tuple(shape):
-        return g
-    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
-    lead = np.ndim(g) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
-    )
-    return np.reshape(np.sum(g, axis=axes), shape)
-
-
-def _like_dtype(value, like):
-    """`value` in the dtype of `like`, its real part where `like` is real: a gradient in its
-    input's dtype."""
-    if np.iscomplexobj(value) and not np.iscomplexobj(like):
-        value = np.real(value)
-    return np.asarray(value).astype(np.asarray(like).dtype, copy=False)
-
-
-def _as_dtype(value, dtype):
-    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
-    dtype = np.dtype(getattr(dtype, "name", dtype))
-    if np.iscomplexobj(value) and not np.issubdtype(dtype, np.complexfloating):
-        value = np.real(value)
-    return np.asarray(value).astype(dtype, copy=False)
-
-
-def _promoted(value, like):
-    """`value` in the complex dtype of `like` where `like` is complex and `value` real."""
-    if np.iscomplexobj(like) and not np.iscomplexobj(value):
-        return np.asarray(value).astype(np.asarray(like).dtype)
-    return value
+from _symgrad_numpy import _as_dtype, _conj, _like_dtype, _promoted, _sum_to_shape
 
 
 def real(input):

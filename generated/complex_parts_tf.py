@@ -17,205 +17,19 @@ Per op:
 
 import tensorflow as tf
 
+from _symgrad_tf import (
+    _as_dtype,
+    _const_input,
+    _custom_gradient,
+    _insert_none,
+    _like_dtype,
+    _modulus,
+    _promoted,
+    _register,
+    _sum_to_shape,
+)
+
 REGISTERED = {}
-
-
-def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
-    names = []
-    for name in (op_type, "Symgrad" + op_type):
-        try:
-            tf.RegisterGradient(name)(gradient_fn)
-            names.append(name)
-        except KeyError:  # TensorFlow's own gradient, or this module imported twice
-            pass
-    REGISTERED[op_type] = tuple(names)
-
-
-def _custom_gradient(
-    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
-):
-    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
-    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
-    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
-    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
-    **attrs)`, where given, says the formula takes the attributes (others still raise as the
-    formula does); else the formula, whose `stages` the gradient is then given. Where the
-    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
-    own, so that a second order differentiates them by the derived gradient too, not by
-    TensorFlow's gradient of its kernel."""
-    names, outputs = inputs.split(), outputs.split()
-    single, listed = len(outputs) == 1, outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def apply(*values, **attrs):
-        found = {}  # the formula's stages
-
-        @tf.custom_gradient
-        def run(*values):
-            def backward(*cotangents):
-                again = outputs_again(*values) if read else result
-                given = dict(zip(outputs, (again,) if single else again))
-                cotangents = [list(cotangents)] if listed else cotangents
-                return vjp(*cotangents, *values, **given, **attrs, **found)
-
-            @tf.custom_gradient
-            def outputs_again(*values):
-                return tf.nest.map_structure(tf.identity, result), backward
-
-            declared = declares is None or declares(*values, **attrs)
-            kernel = declared and _tf_kernel(
-                op_type, len(outputs), _named(names, values), attrs, listed
-            )
-            if kernel:  # TensorFlow's own kernel
-                result = kernel[0] if single else tuple(kernel)
-            elif stages:  # else the declared formula
-                result, computed = forward(*values, **attrs, return_stages=True)
-                found.update(computed)
-            else:
-                result = forward(*values, **attrs)
-            return result, backward
-
-        return run(*values)
-
-    return apply
-
-
-def _named(names, values):
-    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
-    rest as a tuple."""
-    if names and names[-1].startswith("*"):
-        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
-    return dict(zip(names, values))
-
-
-_KERNELS = {}
-
-
-def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
-    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
-    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
-    inputs of these dtypes and shapes with these attributes: there the declared formula
-    computes the forward."""
-    raw = getattr(tf.raw_ops, op_type, None)
-    if raw is None:
-        return None
-    tensors = {
-        name: (
-            [tf.convert_to_tensor(v) for v in value]
-            if isinstance(value, tuple)
-            else tf.convert_to_tensor(value)
-        )
-        for name, value in inputs.items()
-    }
-    signature = tuple(
-        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
-        for name, value in tensors.items()
-    )
-    key = (op_type, signature, repr(sorted(attrs.items())))
-    if key not in _KERNELS:
-        _KERNELS[key] = _runs(raw, signature, attrs)
-    if not _KERNELS[key]:
-        return None
-    outputs = raw(**tensors, **attrs)
-    if list_output:
-        return [tuple(outputs)]
-    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
-    return outputs if len(outputs) == count else None
-
-
-def _spec(x):
-    """A tensor's dtype and static shape (None: unknown rank), hashable."""
-    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
-
-
-def _runs(raw, signature, attrs):
-    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
-    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
-    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
-    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
-
-    def zeros(spec):
-        dtype, shape = spec
-        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
-
-    with tf.init_scope():  # eagerly, also while a tf.function traces
-        try:
-            probe = {  # a list input's spec is a tuple of specs
-                name: (
-                    zeros(spec)
-                    if spec and isinstance(spec[0], tf.DType)
-                    else [zeros(s) for s in spec]
-                )
-                for name, spec in signature
-            }
-            raw(**probe, **attrs)
-        except Exception:  # refused: the declared formula
-            return False
-    return True
-
-
-def _const_input(op, index):
-    """The value of constant input `index` of `op` (an axis), as a Python int or tuple."""
-    value = tf.get_static_value(op.inputs[index])
-    if value is None:
-        raise ValueError(
-            f"{op.type}: input {index} must be a constant known when the graph is built"
-        )
-    return value.item() if value.ndim == 0 else tuple(value.tolist())
-
-
-def _insert_none(grads, positions):
-    """One gradient per op input: None for the constant inputs at `positions`."""
-    grads = list(grads)
-    for position in positions:
-        grads.insert(position, None)
-    return grads
-
-
-def _sum_to_shape(g, x):
-    """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
-    g = tf.convert_to_tensor(g)
-    if g.shape.is_fully_defined() and g.shape == x.shape:
-        return g
-    shape = tf.shape(x)
-    # a `g` that broadcasts to `x` (a second order's cotangent of a broadcast input) is
-    # broadcast first; a larger one is passed through
-    g = tf.broadcast_to(g, tf.broadcast_dynamic_shape(tf.shape(g), shape))
-    axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
-    return tf.reshape(tf.reduce_sum(g, axes), shape)
-
-
-def _like_dtype(value, like):
-    """`value` in the dtype of `like`, its real part where `like` is real: a gradient in its
-    input's dtype."""
-    value = tf.convert_to_tensor(value)
-    if value.dtype.is_complex and not like.dtype.is_complex:
-        value = tf.math.real(value)
-    return tf.cast(value, like.dtype)
-
-
-def _as_dtype(value, dtype):
-    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
-    dtype = tf.as_dtype(getattr(dtype, "name", dtype))
-    value = tf.convert_to_tensor(value)
-    if value.dtype.is_complex and not dtype.is_complex:
-        value = tf.math.real(value)
-    return tf.cast(value, dtype)
-
-
-def _promoted(value, like):
-    """`value` in the complex dtype of `like` where `like` is complex and `value` real."""
-    value = tf.convert_to_tensor(value)
-    if like.dtype.is_complex and not value.dtype.is_complex:
-        return tf.cast(value, like.dtype)
-    return value
-
-
-def _modulus(x):
-    """|x| in the dtype of x (TensorFlow's `abs` of a complex tensor is real)."""
-    return tf.cast(tf.math.abs(x), x.dtype)
 
 
 def real(input):
@@ -247,7 +61,7 @@ def real_grad(op, grad):
 
 
 _real_custom_gradient = _custom_gradient("Real", "input", real_forward, real_vjp, "output")
-_register("Real", real_grad)
+REGISTERED["Real"] = _register("Real", real_grad)
 
 
 def imag(input):
@@ -279,7 +93,7 @@ def imag_grad(op, grad):
 
 
 _imag_custom_gradient = _custom_gradient("Imag", "input", imag_forward, imag_vjp, "output")
-_register("Imag", imag_grad)
+REGISTERED["Imag"] = _register("Imag", imag_grad)
 
 
 def angle(input):
@@ -312,7 +126,7 @@ def angle_grad(op, grad):
 
 
 _angle_custom_gradient = _custom_gradient("Angle", "input", angle_forward, angle_vjp, "output")
-_register("Angle", angle_grad)
+REGISTERED["Angle"] = _register("Angle", angle_grad)
 
 
 def complex_abs(x):
@@ -354,7 +168,7 @@ def complex_abs_grad(op, grad):
 _complex_abs_custom_gradient = _custom_gradient(
     "ComplexAbs", "x", complex_abs_forward, complex_abs_vjp, "y"
 )
-_register("ComplexAbs", complex_abs_grad)
+REGISTERED["ComplexAbs"] = _register("ComplexAbs", complex_abs_grad)
 
 
 def complex_(real, imag):
@@ -390,7 +204,7 @@ def complex__grad(op, grad):
 _complex__custom_gradient = _custom_gradient(
     "Complex", "real imag", complex__forward, complex__vjp, "out"
 )
-_register("Complex", complex__grad)
+REGISTERED["Complex"] = _register("Complex", complex__grad)
 
 
 def conj(input):
@@ -421,7 +235,7 @@ def conj_grad(op, grad):
 
 
 _conj_custom_gradient = _custom_gradient("Conj", "input", conj_forward, conj_vjp, "output")
-_register("Conj", conj_grad)
+REGISTERED["Conj"] = _register("Conj", conj_grad)
 
 
 def cast(x, *, DstT):
@@ -454,7 +268,7 @@ def cast_grad(op, grad):
 
 
 _cast_custom_gradient = _custom_gradient("Cast", "x", cast_forward, cast_vjp, "y")
-_register("Cast", cast_grad)
+REGISTERED["Cast"] = _register("Cast", cast_grad)
 
 
 def conjugate_transpose(x, *, perm=(1, 0)):
@@ -526,4 +340,4 @@ _conjugate_transpose_custom_gradient = _custom_gradient(
     "y",
     declares=_conjugate_transpose_declares,
 )
-_register("ConjugateTranspose", conjugate_transpose_grad)
+REGISTERED["ConjugateTranspose"] = _register("ConjugateTranspose", conjugate_transpose_grad)

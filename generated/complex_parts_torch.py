@@ -13,132 +13,16 @@ formula, which PyTorch's autograd would differentiate by itself. Inputs are tens
 import numpy as np
 import torch
 
+from _symgrad_torch import (
+    _as_dtype,
+    _autograd_function,
+    _conj,
+    _like_dtype,
+    _promoted,
+    _sum_to_shape,
+)
+
 UNAVAILABLE = {}  # op type -> why this module has no function of it
-
-
-def _needed(grads, needed):
-    """The gradients autograd asked for (`ctx.needs_input_grad`), None for the others."""
-    return tuple(g if n else None for g, n in zip(grads, needed))
-
-
-def _fresh(outputs, inputs):
-    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
-    autograd cannot save an input that a Function returns."""
-    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
-    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
-
-
-def _views(stages):
-    """The stages a Function returns, each a view of its own: a stage that is also an output
-    (the same tensor) is marked non-differentiable apart from that output."""
-    return tuple(None if s is None else s.view_as(s) for s in stages)
-
-
-def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
-    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
-    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
-    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
-    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
-    which it returns marked non-differentiable; twice differentiated, the backward computes
-    the stages again from the inputs, differentiably. Names are given as "a b", a list
-    output's starred. Applied as `forward` is called."""
-    outputs, read, stages = outputs.split(), read.split(), stages.split()
-    staged, list_output = len(stages), outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def run(attrs, *inputs):
-        if not stages:
-            values = forward(*inputs, **attrs)
-            return _fresh(tuple(values) if list_output else values, inputs)
-        values, found = forward(*inputs, **attrs, return_stages=True)
-        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
-
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[0]
-        output = output if isinstance(output, tuple) else (output,)
-        values, found = output[: len(output) - staged], output[len(output) - staged :]
-        given = values if list_output and read else [values[outputs.index(o)] for o in read]
-        ctx.save_for_backward(*inputs[1:], *given, *found)
-        if stages:
-            ctx.mark_non_differentiable(*(s for s in found if s is not None))
-
-    def backward(ctx, *cotangents):
-        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
-        inputs, given, found = (
-            saved[:count],
-            saved[count : len(saved) - staged],
-            saved[len(saved) - staged :],
-        )
-        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
-        cotangents = cotangents[: len(cotangents) - staged]
-        cotangents = [list(cotangents)] if list_output else cotangents
-        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
-
-    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
-    function = type(
-        f"_{name}Function",
-        (torch.autograd.Function,),
-        {k: staticmethod(m) for k, m in methods.items()},
-    )
-
-    def apply(*inputs, **attrs):
-        result = function.apply(attrs, *inputs)
-        if list_output:
-            return list(result[: len(result) - staged])
-        if not stages:
-            return result
-        return result[0] if len(outputs) == 1 else result[: len(outputs)]
-
-    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
-    return apply
-
-
-def _conj(x):
-    """Complex conjugate; real tensors are returned as they are."""
-    return torch.conj(x) if torch.is_complex(x) else x
-
-
-def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
-    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
-    broadcast first."""
-    if tuple(g.shape) == tuple(shape):
-        return g
-    g = torch.broadcast_to(g, torch.broadcast_shapes(tuple(g.shape), tuple(shape)))
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + n for n, size in enumerate(shape) if size == 1 and g.shape[lead + n] != 1
-    )
-    return torch.reshape(torch.sum(g, dim=axes) if axes else g, tuple(shape))
-
-
-def _like_dtype(value, like):
-    """`value` in the dtype of `like`, its real part where `like` is real: a gradient in its
-    input's dtype."""
-    value = torch.as_tensor(value)
-    if value.is_complex() and not like.is_complex():
-        value = torch.real(value)
-    return value.to(like.dtype)
-
-
-def _as_dtype(value, dtype):
-    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
-    if not isinstance(dtype, torch.dtype):
-        dtype = getattr(torch, getattr(dtype, "name", str(dtype)))
-    value = torch.as_tensor(value)
-    if value.is_complex() and not dtype.is_complex:
-        value = torch.real(value)
-    return value.to(dtype)
-
-
-def _promoted(value, like):
-    """`value` in the complex dtype of `like` where `like` is complex and `value` real."""
-    if like.is_complex() and not torch.as_tensor(value).is_complex():
-        return torch.as_tensor(value).to(like.dtype)
-    return value
 
 
 def real(input):

@@ -11,33 +11,7 @@ then `<op>_grad(grad, ..., y=y, **stages)`.
 
 import numpy as np
 
-
-def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
-    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
-    broadcast first."""
-    if np.shape(g) == tuple(shape):
-        return g
-    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
-    lead = np.ndim(g) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
-    )
-    return np.reshape(np.sum(g, axis=axes), shape)
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = np.asarray(positions)
-    size = np.shape(x)[axis]
-    inside = (positions >= 0) & (positions < size)
-    taken = np.take(x, np.where(inside, positions, 0), axis=axis)
-    if inside.all():
-        return taken
-    return np.where(
-        inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, np.asarray(fill, taken.dtype)
-    )
+from _symgrad_numpy import _gather, _sum_to_shape
 
 
 def layer_norm(x, scale, offset, *, epsilon=0.001, return_stages=False):

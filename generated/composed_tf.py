@@ -24,181 +24,9 @@ Per op:
 
 import tensorflow as tf
 
+from _symgrad_tf import _custom_gradient, _einsum_over_batch, _gather, _register, _sum_to_shape
+
 REGISTERED = {}
-
-
-def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
-    names = []
-    for name in (op_type, "Symgrad" + op_type):
-        try:
-            tf.RegisterGradient(name)(gradient_fn)
-            names.append(name)
-        except KeyError:  # TensorFlow's own gradient, or this module imported twice
-            pass
-    REGISTERED[op_type] = tuple(names)
-
-
-def _custom_gradient(
-    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
-):
-    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
-    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
-    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
-    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
-    **attrs)`, where given, says the formula takes the attributes (others still raise as the
-    formula does); else the formula, whose `stages` the gradient is then given. Where the
-    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
-    own, so that a second order differentiates them by the derived gradient too, not by
-    TensorFlow's gradient of its kernel."""
-    names, outputs = inputs.split(), outputs.split()
-    single, listed = len(outputs) == 1, outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def apply(*values, **attrs):
-        found = {}  # the formula's stages
-
-        @tf.custom_gradient
-        def run(*values):
-            def backward(*cotangents):
-                again = outputs_again(*values) if read else result
-                given = dict(zip(outputs, (again,) if single else again))
-                cotangents = [list(cotangents)] if listed else cotangents
-                return vjp(*cotangents, *values, **given, **attrs, **found)
-
-            @tf.custom_gradient
-            def outputs_again(*values):
-                return tf.nest.map_structure(tf.identity, result), backward
-
-            declared = declares is None or declares(*values, **attrs)
-            kernel = declared and _tf_kernel(
-                op_type, len(outputs), _named(names, values), attrs, listed
-            )
-            if kernel:  # TensorFlow's own kernel
-                result = kernel[0] if single else tuple(kernel)
-            elif stages:  # else the declared formula
-                result, computed = forward(*values, **attrs, return_stages=True)
-                found.update(computed)
-            else:
-                result = forward(*values, **attrs)
-            return result, backward
-
-        return run(*values)
-
-    return apply
-
-
-def _named(names, values):
-    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
-    rest as a tuple."""
-    if names and names[-1].startswith("*"):
-        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
-    return dict(zip(names, values))
-
-
-_KERNELS = {}
-
-
-def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
-    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
-    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
-    inputs of these dtypes and shapes with these attributes: there the declared formula
-    computes the forward."""
-    raw = getattr(tf.raw_ops, op_type, None)
-    if raw is None:
-        return None
-    tensors = {
-        name: (
-            [tf.convert_to_tensor(v) for v in value]
-            if isinstance(value, tuple)
-            else tf.convert_to_tensor(value)
-        )
-        for name, value in inputs.items()
-    }
-    signature = tuple(
-        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
-        for name, value in tensors.items()
-    )
-    key = (op_type, signature, repr(sorted(attrs.items())))
-    if key not in _KERNELS:
-        _KERNELS[key] = _runs(raw, signature, attrs)
-    if not _KERNELS[key]:
-        return None
-    outputs = raw(**tensors, **attrs)
-    if list_output:
-        return [tuple(outputs)]
-    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
-    return outputs if len(outputs) == count else None
-
-
-def _spec(x):
-    """A tensor's dtype and static shape (None: unknown rank), hashable."""
-    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
-
-
-def _runs(raw, signature, attrs):
-    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
-    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
-    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
-    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
-
-    def zeros(spec):
-        dtype, shape = spec
-        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
-
-    with tf.init_scope():  # eagerly, also while a tf.function traces
-        try:
-            probe = {  # a list input's spec is a tuple of specs
-                name: (
-                    zeros(spec)
-                    if spec and isinstance(spec[0], tf.DType)
-                    else [zeros(s) for s in spec]
-                )
-                for name, spec in signature
-            }
-            raw(**probe, **attrs)
-        except Exception:  # refused: the declared formula
-            return False
-    return True
-
-
-def _sum_to_shape(g, x):
-    """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
-    g = tf.convert_to_tensor(g)
-    if g.shape.is_fully_defined() and g.shape == x.shape:
-        return g
-    shape = tf.shape(x)
-    # a `g` that broadcasts to `x` (a second order's cotangent of a broadcast input) is
-    # broadcast first; a larger one is passed through
-    g = tf.broadcast_to(g, tf.broadcast_dynamic_shape(tf.shape(g), shape))
-    axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
-    return tf.reshape(tf.reduce_sum(g, axes), shape)
-
-
-def _einsum_over_batch(spec, *operands):
-    """`tf.einsum(spec, ...)` where `spec` sums the leading `...` axes away, which TensorFlow's
-    einsum refuses: they are kept, then summed."""
-    inputs, output = spec.split("->")
-    product = tf.einsum(f"{inputs}->...{output}", *operands)
-    return tf.reduce_sum(product, axis=tf.range(tf.rank(product) - len(output)))
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map): they read one
-    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
-    select, which TensorFlow broadcasts up to rank 8 only)."""
-    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
-    size = tf.shape(x, out_type=tf.int64)[axis]
-    inside = (positions >= 0) & (positions < size)
-    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
-    padded = tf.concat(
-        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
-    )  # tf.pad stops at rank 8
-    return tf.gather(
-        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
-    )
 
 
 def layer_norm(x, scale, offset, *, epsilon=0.001):
@@ -267,7 +95,7 @@ def layer_norm_grad(op, grad):
 _layer_norm_custom_gradient = _custom_gradient(
     "LayerNorm", "x scale offset", layer_norm_forward, layer_norm_vjp, "y", stages=True
 )
-_register("LayerNorm", layer_norm_grad)
+REGISTERED["LayerNorm"] = _register("LayerNorm", layer_norm_grad)
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
@@ -345,7 +173,7 @@ _layer_norm_moments_custom_gradient = _custom_gradient(
     "y",
     stages=True,
 )
-_register("LayerNormMoments", layer_norm_moments_grad)
+REGISTERED["LayerNormMoments"] = _register("LayerNormMoments", layer_norm_moments_grad)
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001):
@@ -432,7 +260,7 @@ _batch_norm_training_custom_gradient = _custom_gradient(
     "y",
     stages=True,
 )
-_register("BatchNormTraining", batch_norm_training_grad)
+REGISTERED["BatchNormTraining"] = _register("BatchNormTraining", batch_norm_training_grad)
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
@@ -566,7 +394,7 @@ def group_norm_grad(op, grad):
 _group_norm_custom_gradient = _custom_gradient(
     "GroupNorm", "x scale offset", group_norm_forward, group_norm_vjp, "y", stages=True
 )
-_register("GroupNorm", group_norm_grad)
+REGISTERED["GroupNorm"] = _register("GroupNorm", group_norm_grad)
 
 
 def scaled_dot_product_attention(q, k, v, mask):
@@ -653,7 +481,9 @@ _scaled_dot_product_attention_custom_gradient = _custom_gradient(
     "output",
     stages=True,
 )
-_register("ScaledDotProductAttention", scaled_dot_product_attention_grad)
+REGISTERED["ScaledDotProductAttention"] = _register(
+    "ScaledDotProductAttention", scaled_dot_product_attention_grad
+)
 
 
 def mlp_block(x, w1, b1, w2, b2):
@@ -711,7 +541,7 @@ def mlp_block_grad(op, grad):
 _mlp_block_custom_gradient = _custom_gradient(
     "MlpBlock", "x w1 b1 w2 b2", mlp_block_forward, mlp_block_vjp, "y", stages=True
 )
-_register("MlpBlock", mlp_block_grad)
+REGISTERED["MlpBlock"] = _register("MlpBlock", mlp_block_grad)
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08):
@@ -776,7 +606,7 @@ _cosine_similarity_custom_gradient = _custom_gradient(
     read=True,
     stages=True,
 )
-_register("CosineSimilarity", cosine_similarity_grad)
+REGISTERED["CosineSimilarity"] = _register("CosineSimilarity", cosine_similarity_grad)
 
 
 def rbf_kernel(x, y, *, length_scale=1.0):
@@ -825,7 +655,7 @@ def rbf_kernel_grad(op, grad):
 _rbf_kernel_custom_gradient = _custom_gradient(
     "RbfKernel", "x y", rbf_kernel_forward, rbf_kernel_vjp, "kernel", read=True
 )
-_register("RbfKernel", rbf_kernel_grad)
+REGISTERED["RbfKernel"] = _register("RbfKernel", rbf_kernel_grad)
 
 
 def log_sum_exp_mat_mul(a, b):
@@ -888,7 +718,7 @@ _log_sum_exp_mat_mul_custom_gradient = _custom_gradient(
     "output",
     stages=True,
 )
-_register("LogSumExpMatMul", log_sum_exp_mat_mul_grad)
+REGISTERED["LogSumExpMatMul"] = _register("LogSumExpMatMul", log_sum_exp_mat_mul_grad)
 
 
 def bias_gelu(x, bias):
@@ -943,7 +773,7 @@ def bias_gelu_grad(op, grad):
 _bias_gelu_custom_gradient = _custom_gradient(
     "BiasGelu", "x bias", bias_gelu_forward, bias_gelu_vjp, "y"
 )
-_register("BiasGelu", bias_gelu_grad)
+REGISTERED["BiasGelu"] = _register("BiasGelu", bias_gelu_grad)
 
 
 def rotary_embedding(x, cos, sin):
@@ -1038,4 +868,4 @@ def rotary_embedding_grad(op, grad):
 _rotary_embedding_custom_gradient = _custom_gradient(
     "RotaryEmbedding", "x cos sin", rotary_embedding_forward, rotary_embedding_vjp, "y"
 )
-_register("RotaryEmbedding", rotary_embedding_grad)
+REGISTERED["RotaryEmbedding"] = _register("RotaryEmbedding", rotary_embedding_grad)

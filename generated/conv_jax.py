@@ -9,226 +9,25 @@ summed to its input's shape under broadcasting. JAX differentiates `<op>_vjp` in
 second order. `<op>_forward` is the op's formula, which JAX would differentiate by itself.
 """
 
-import itertools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from _symgrad_jax import (
+    _conv,
+    _conv_backprop_filter,
+    _conv_backprop_input,
+    _custom_vjp,
+    _depthwise_conv,
+    _depthwise_conv_backprop_filter,
+    _depthwise_conv_backprop_input,
+    _gather,
+    _max_pool_backprop,
+    _scatter_add,
+    _shift_right,
+)
+
 UNAVAILABLE = {}  # op type -> why this module has no function of it
-
-
-_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
-
-
-def _conj(x):
-    """Complex conjugate; real arrays are returned as they are."""
-    return jnp.conj(x) if jnp.iscomplexobj(x) else x
-
-
-def _custom_vjp(forward, vjp, outputs, stages=False):
-    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
-    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
-    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
-    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
-    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
-    """
-    outputs = [name.lstrip("*") for name in outputs.split()]
-    several = len(outputs) > 1
-
-    def run(attrs, *inputs):
-        return forward(*inputs, **attrs)
-
-    def run_saving(attrs, *inputs):
-        values, found = (
-            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
-        )
-        return values, (inputs, values, found)
-
-    def gradient(attrs, saved, cotangent):
-        inputs, values, found = saved
-        given = dict(zip(outputs, values if several else (values,)))
-        cotangents = [
-            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
-        ]
-        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
-        return tuple(None if g is None else _conj(g) for g in grads)
-
-    function = jax.custom_vjp(run, nondiff_argnums=(0,))
-    function.defvjp(run_saving, gradient)
-    return lambda *inputs, **attrs: function(attrs, *inputs)
-
-
-def _shift_right(x, axis, fill, steps=1):
-    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
-    from an inclusive one."""
-    first = jnp.full_like(jax.lax.slice_in_dim(x, 0, steps, axis=axis), fill)
-    rest = jax.lax.slice_in_dim(x, 0, jnp.shape(x)[axis] - steps, axis=axis)
-    return jnp.concatenate([first, rest], axis=axis)
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = jnp.asarray(positions)
-    size = jnp.shape(x)[axis]
-    inside = (positions >= 0) & (positions < size)
-    taken = jnp.take(x, jnp.where(inside, positions, 0), axis=axis, mode="clip")
-    inside = jnp.reshape(inside, jnp.shape(inside) + (1,) * (-axis - 1))
-    return jnp.where(inside, taken, jnp.asarray(fill, taken.dtype))
-
-
-def _scatter_add(values, positions, trailing, size):
-    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
-    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
-    are dropped (`.at[].add`, never a one-hot matrix)."""
-    return _scatter_at(values, positions, trailing, size, "add")
-
-
-def _scatter_at(values, positions, trailing, size, kind):
-    """`values` reduced into `size` slots at `positions` by `.at[].add`, `.max`, `.min` or
-    `.multiply`."""
-    positions = jnp.asarray(positions)
-    count = jnp.ndim(positions)
-    values = jnp.reshape(
-        values, (1,) * max(0, count + trailing - jnp.ndim(values)) + jnp.shape(values)
-    )
-    start = jnp.ndim(values) - trailing - count
-    shape = jnp.shape(values)
-    values = jnp.broadcast_to(values, shape[:start] + jnp.shape(positions) + shape[start + count :])
-    if kind in ("add", "multiply"):
-        fill = 0 if kind == "add" else 1
-    else:
-        fill = jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
-    slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
-    positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
-    at = slots.at[(_python_slice(None),) * start + (positions,)]
-    return getattr(at, kind)(values, mode="drop")
-
-
-def _window_span(x, pads, spans, fill=0):
-    """`x` cut or padded with `fill` along its spatial axes (all but the first and last) so
-    that spatial axis n holds `spans[n]` entries from position `-pads[n]` of `x`'s."""
-    widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, jnp.shape(x)[1:-1])]
-    if any(w != (0, 0) for w in widths):
-        x = jnp.pad(x, [(0, 0)] + widths + [(0, 0)], constant_values=fill)
-    cut = tuple(_python_slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
-    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
-
-
-def _window_unspan(x, pads, sizes):
-    """The adjoint view of `_window_span`: entries `pads[n]` to `pads[n] + sizes[n] - 1` of
-    spatial axis n of `x`, zero where `x` has none."""
-    widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, jnp.shape(x)[1:-1])]
-    if any(w != (0, 0) for w in widths):
-        x = jnp.pad(x, [(0, 0)] + widths + [(0, 0)])
-    cut = tuple(_python_slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
-    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
-
-
-def _conv_spans(strides, dilations, counts, kernel):
-    """How many input entries `counts` windows of `kernel` entries take, per spatial axis."""
-    if any(s < 1 for s in strides) or any(d < 1 for d in dilations):
-        raise ValueError(
-            f"convolution strides and dilations must be positive, got {strides}, {dilations}"
-        )
-    return [(q - 1) * s + (k - 1) * d + 1 for s, d, q, k in zip(strides, dilations, counts, kernel)]
-
-
-def _channels_last(rank):
-    """`lax.conv_general_dilated`'s dimension numbers for input `[n, *spatial, c]`, filter
-    `[*spatial, c, o]` and output `[n, *spatial, o]`."""
-    spatial = tuple(range(1, rank + 1))
-    return jax.lax.ConvDimensionNumbers(
-        (0, rank + 1) + spatial, (rank + 1, rank) + tuple(range(rank)), (0, rank + 1) + spatial
-    )
-
-
-def _conv(x, f, strides, dilations, pads, sizes):
-    """`y[n, *u, o] = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, o], k, c)`, zero outside `x`:
-    one `lax.conv_general_dilated` over the span of `x` the windows read."""
-    rank = len(strides)
-    x = _window_span(x, pads, _conv_spans(strides, dilations, sizes, jnp.shape(f)[:rank]))
-    return jax.lax.conv_general_dilated(
-        x,
-        f,
-        tuple(strides),
-        [(0, 0)] * rank,
-        rhs_dilation=tuple(dilations),
-        dimension_numbers=_channels_last(rank),
-        precision=jax.lax.Precision.HIGHEST,
-    )
-
-
-def _depthwise_conv(x, f, strides, dilations, pads, sizes):
-    """`y[n, *u, c, m] = sum(x[n, *(u*s + k*d - p), c] * f[*k, c, m], k)`: a convolution with
-    one group per channel."""
-    rank = len(strides)
-    channels, multiplier = jnp.shape(f)[-2:]
-    x = _window_span(x, pads, _conv_spans(strides, dilations, sizes, jnp.shape(f)[:rank]))
-    y = jax.lax.conv_general_dilated(
-        x,
-        jnp.reshape(f, jnp.shape(f)[:rank] + (1, channels * multiplier)),
-        tuple(strides),
-        [(0, 0)] * rank,
-        rhs_dilation=tuple(dilations),
-        dimension_numbers=_channels_last(rank),
-        feature_group_count=channels,
-        precision=jax.lax.Precision.HIGHEST,
-    )
-    return jnp.reshape(y, jnp.shape(y)[:-1] + (channels, multiplier))
-
-
-def _transposed(linear, like, g):
-    """The transpose of the linear map `linear` (of an array shaped and typed as `like`) at
-    `g`: how a convolution's gradients are the convolutions JAX transposes it to."""
-    return jax.linear_transpose(linear, like)(g)[0]
-
-
-def _conv_backprop_input(g, f, strides, dilations, pads, sizes):
-    """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), o] * f[*k, c, o], k, o)`, where s divides."""
-    x = jax.ShapeDtypeStruct((jnp.shape(g)[0], *sizes, jnp.shape(f)[-2]), jnp.result_type(g, f))
-    counts = tuple(jnp.shape(g)[1:-1])
-    return _transposed(lambda x: _conv(x, f, strides, dilations, pads, counts), x, g)
-
-
-def _conv_backprop_filter(x, g, strides, dilations, pads, sizes):
-    """`df[*k, c, o] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, o], n, u)`."""
-    f = jax.ShapeDtypeStruct((*sizes, jnp.shape(x)[-1], jnp.shape(g)[-1]), jnp.result_type(x, g))
-    counts = tuple(jnp.shape(g)[1:-1])
-    return _transposed(lambda f: _conv(x, f, strides, dilations, pads, counts), f, g)
-
-
-def _depthwise_conv_backprop_input(g, f, strides, dilations, pads, sizes):
-    """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), c, m] * f[*k, c, m], k, m)`, where s divides."""
-    x = jax.ShapeDtypeStruct((jnp.shape(g)[0], *sizes, jnp.shape(f)[-2]), jnp.result_type(g, f))
-    counts = tuple(jnp.shape(g)[1:-2])
-    return _transposed(lambda x: _depthwise_conv(x, f, strides, dilations, pads, counts), x, g)
-
-
-def _depthwise_conv_backprop_filter(x, g, strides, dilations, pads, sizes):
-    """`df[*k, c, m] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, c, m], n, u)`."""
-    f = jax.ShapeDtypeStruct((*sizes, *jnp.shape(g)[-2:]), jnp.result_type(x, g))
-    counts = tuple(jnp.shape(g)[1:-2])
-    return _transposed(lambda f: _depthwise_conv(x, f, strides, dilations, pads, counts), f, g)
-
-
-def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
-    """`dx[n, *h, c]`: each window's `g[n, *u, c]` added at the first entry (row-major) of
-    window u of `x`, read at `u*s + k - p` (padding never the maximum), equal to its maximum
-    `y[n, *u, c]`: a loop over the window's positions, each a strided slice of `x`."""
-    counts, ones = jnp.shape(g)[1:-1], (1,) * len(strides)
-    x = _window_span(x, pads, _conv_spans(strides, ones, counts, window), fill=-jnp.inf)
-    dx = jnp.zeros(jnp.shape(x), jnp.result_type(x, g))
-    unclaimed = jnp.ones(jnp.shape(g), dtype=bool)
-    for k in itertools.product(*(range(w) for w in window)):
-        cut = (_python_slice(None),) + tuple(
-            _python_slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides)
-        )
-        first = unclaimed & (x[cut] == y)
-        dx = dx.at[cut].add(jnp.where(first, g, 0))
-        unclaimed = unclaimed & ~first
-    return _window_unspan(dx, pads, sizes)
 
 
 def _same_padding(size, kernel, stride, dilation):

@@ -10,88 +10,8 @@ then `<op>_grad(grad, ..., y=y, **stages)`.
 """
 
 import numpy as np
-import scipy.sparse
 
-
-def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
-    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
-    broadcast first."""
-    if np.shape(g) == tuple(shape):
-        return g
-    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
-    lead = np.ndim(g) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
-    )
-    return np.reshape(np.sum(g, axis=axes), shape)
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = np.asarray(positions)
-    size = np.shape(x)[axis]
-    inside = (positions >= 0) & (positions < size)
-    taken = np.take(x, np.where(inside, positions, 0), axis=axis)
-    if inside.all():
-        return taken
-    return np.where(
-        inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, np.asarray(fill, taken.dtype)
-    )
-
-
-def _scatter_add(values, positions, trailing, size):
-    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
-    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
-    are dropped. A scatter-add, as a sparse one-hot matrix product (never a dense one)."""
-    rows, flat, start = _scatter_layout(values, positions, trailing)
-    inside = np.flatnonzero((flat >= 0) & (flat < size))
-    one_hot = scipy.sparse.csr_matrix(
-        (np.ones(inside.size, dtype=rows.dtype), (flat[inside], inside)), shape=(size, flat.size)
-    )
-    summed = np.reshape(
-        np.asarray(one_hot @ np.reshape(rows, (flat.size, -1))), (size,) + rows.shape[1:]
-    )
-    return np.moveaxis(summed, 0, start)
-
-
-def _scatter_extremum(values, positions, trailing, size, kind):
-    """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
-    "max") or minimum ("min"): a segment's, as TensorFlow's unsorted segment max and min, a
-    slot no position names holding the dtype's lowest (highest) value."""
-    rows, flat, start = _scatter_layout(values, positions, trailing)
-    inside = (flat >= 0) & (flat < size)
-    info = np.finfo(rows.dtype)
-    result = np.full((size,) + rows.shape[1:], info.min if kind == "max" else info.max, rows.dtype)
-    reduce = np.maximum if kind == "max" else np.minimum
-    reduce.at(result, flat[inside], rows[inside])
-    return np.moveaxis(result, 0, start)
-
-
-def _scatter_product(values, positions, trailing, size):
-    """`_scatter_add`'s layout, the values at equal positions multiplied (a segment's product,
-    as TensorFlow's unsorted segment prod, 1 in a slot no position names): `np.multiply.at`."""
-    rows, flat, start = _scatter_layout(values, positions, trailing)
-    inside = (flat >= 0) & (flat < size)
-    result = np.ones((size,) + rows.shape[1:], rows.dtype)
-    np.multiply.at(result, flat[inside], rows[inside])
-    return np.moveaxis(result, 0, start)
-
-
-def _scatter_layout(values, positions, trailing):
-    """(rows, flat positions, start): `values` broadcast to the positions' axes (those before
-    the last `trailing`, which start at axis `start`), one row per position."""
-    count = np.ndim(positions)
-    values = np.reshape(
-        values, (1,) * max(0, count + trailing - np.ndim(values)) + np.shape(values)
-    )
-    start = np.ndim(values) - trailing - count
-    shape = np.shape(values)
-    values = np.broadcast_to(values, shape[:start] + np.shape(positions) + shape[start + count :])
-    moved = np.moveaxis(values, tuple(range(start, start + count)), tuple(range(count)))
-    flat = np.reshape(positions, -1)
-    return np.reshape(moved, (flat.size,) + moved.shape[count:]), flat, start
+from _symgrad_numpy import _gather, _scatter_add, _scatter_extremum, _scatter_product, _sum_to_shape
 
 
 def gather_v2(params, indices, *, axis=0, batch_dims=0):

@@ -8,24 +8,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 
 import numpy as np
 
-
-def _conj(x):
-    """Complex conjugate; real arrays are returned as they are, without a copy."""
-    return np.conj(x) if np.iscomplexobj(x) else x
-
-
-def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
-    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
-    broadcast first."""
-    if np.shape(g) == tuple(shape):
-        return g
-    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
-    lead = np.ndim(g) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
-    )
-    return np.reshape(np.sum(g, axis=axes), shape)
+from _symgrad_numpy import _conj, _sum_to_shape
 
 
 def identity(input):

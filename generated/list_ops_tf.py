@@ -17,191 +17,16 @@ Per op:
 
 import tensorflow as tf
 
+from _symgrad_tf import (
+    _const_input,
+    _custom_gradient,
+    _gather,
+    _insert_none,
+    _register,
+    _sum_to_shape,
+)
+
 REGISTERED = {}
-
-
-def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
-    names = []
-    for name in (op_type, "Symgrad" + op_type):
-        try:
-            tf.RegisterGradient(name)(gradient_fn)
-            names.append(name)
-        except KeyError:  # TensorFlow's own gradient, or this module imported twice
-            pass
-    REGISTERED[op_type] = tuple(names)
-
-
-def _custom_gradient(
-    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
-):
-    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
-    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
-    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
-    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
-    **attrs)`, where given, says the formula takes the attributes (others still raise as the
-    formula does); else the formula, whose `stages` the gradient is then given. Where the
-    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
-    own, so that a second order differentiates them by the derived gradient too, not by
-    TensorFlow's gradient of its kernel."""
-    names, outputs = inputs.split(), outputs.split()
-    single, listed = len(outputs) == 1, outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def apply(*values, **attrs):
-        found = {}  # the formula's stages
-
-        @tf.custom_gradient
-        def run(*values):
-            def backward(*cotangents):
-                again = outputs_again(*values) if read else result
-                given = dict(zip(outputs, (again,) if single else again))
-                cotangents = [list(cotangents)] if listed else cotangents
-                return vjp(*cotangents, *values, **given, **attrs, **found)
-
-            @tf.custom_gradient
-            def outputs_again(*values):
-                return tf.nest.map_structure(tf.identity, result), backward
-
-            declared = declares is None or declares(*values, **attrs)
-            kernel = declared and _tf_kernel(
-                op_type, len(outputs), _named(names, values), attrs, listed
-            )
-            if kernel:  # TensorFlow's own kernel
-                result = kernel[0] if single else tuple(kernel)
-            elif stages:  # else the declared formula
-                result, computed = forward(*values, **attrs, return_stages=True)
-                found.update(computed)
-            else:
-                result = forward(*values, **attrs)
-            return result, backward
-
-        return run(*values)
-
-    return apply
-
-
-def _named(names, values):
-    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
-    rest as a tuple."""
-    if names and names[-1].startswith("*"):
-        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
-    return dict(zip(names, values))
-
-
-_KERNELS = {}
-
-
-def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
-    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
-    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
-    inputs of these dtypes and shapes with these attributes: there the declared formula
-    computes the forward."""
-    raw = getattr(tf.raw_ops, op_type, None)
-    if raw is None:
-        return None
-    tensors = {
-        name: (
-            [tf.convert_to_tensor(v) for v in value]
-            if isinstance(value, tuple)
-            else tf.convert_to_tensor(value)
-        )
-        for name, value in inputs.items()
-    }
-    signature = tuple(
-        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
-        for name, value in tensors.items()
-    )
-    key = (op_type, signature, repr(sorted(attrs.items())))
-    if key not in _KERNELS:
-        _KERNELS[key] = _runs(raw, signature, attrs)
-    if not _KERNELS[key]:
-        return None
-    outputs = raw(**tensors, **attrs)
-    if list_output:
-        return [tuple(outputs)]
-    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
-    return outputs if len(outputs) == count else None
-
-
-def _spec(x):
-    """A tensor's dtype and static shape (None: unknown rank), hashable."""
-    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
-
-
-def _runs(raw, signature, attrs):
-    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
-    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
-    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
-    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
-
-    def zeros(spec):
-        dtype, shape = spec
-        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
-
-    with tf.init_scope():  # eagerly, also while a tf.function traces
-        try:
-            probe = {  # a list input's spec is a tuple of specs
-                name: (
-                    zeros(spec)
-                    if spec and isinstance(spec[0], tf.DType)
-                    else [zeros(s) for s in spec]
-                )
-                for name, spec in signature
-            }
-            raw(**probe, **attrs)
-        except Exception:  # refused: the declared formula
-            return False
-    return True
-
-
-def _const_input(op, index):
-    """The value of constant input `index` of `op` (an axis), as a Python int or tuple."""
-    value = tf.get_static_value(op.inputs[index])
-    if value is None:
-        raise ValueError(
-            f"{op.type}: input {index} must be a constant known when the graph is built"
-        )
-    return value.item() if value.ndim == 0 else tuple(value.tolist())
-
-
-def _insert_none(grads, positions):
-    """One gradient per op input: None for the constant inputs at `positions`."""
-    grads = list(grads)
-    for position in positions:
-        grads.insert(position, None)
-    return grads
-
-
-def _sum_to_shape(g, x):
-    """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
-    g = tf.convert_to_tensor(g)
-    if g.shape.is_fully_defined() and g.shape == x.shape:
-        return g
-    shape = tf.shape(x)
-    # a `g` that broadcasts to `x` (a second order's cotangent of a broadcast input) is
-    # broadcast first; a larger one is passed through
-    g = tf.broadcast_to(g, tf.broadcast_dynamic_shape(tf.shape(g), shape))
-    axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
-    return tf.reshape(tf.reduce_sum(g, axes), shape)
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map): they read one
-    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
-    select, which TensorFlow broadcasts up to rank 8 only)."""
-    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
-    size = tf.shape(x, out_type=tf.int64)[axis]
-    inside = (positions >= 0) & (positions < size)
-    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
-    padded = tf.concat(
-        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
-    )  # tf.pad stops at rank 8
-    return tf.gather(
-        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
-    )
 
 
 def concat_v2(*values, axis=-1):
@@ -304,7 +129,7 @@ def _concat_v2_declares(*values, axis=-1):
 _concat_v2_custom_gradient = _custom_gradient(
     "ConcatV2", "*values", concat_v2_forward, concat_v2_vjp, "output", declares=_concat_v2_declares
 )
-_register("ConcatV2", concat_v2_grad)
+REGISTERED["ConcatV2"] = _register("ConcatV2", concat_v2_grad)
 
 
 def concat(*values, concat_dim=-1):
@@ -419,7 +244,7 @@ def _concat_declares(*values, concat_dim=-1):
 _concat_custom_gradient = _custom_gradient(
     "Concat", "*values", concat_forward, concat_vjp, "output", declares=_concat_declares
 )
-_register("Concat", concat_grad)
+REGISTERED["Concat"] = _register("Concat", concat_grad)
 
 
 def split(value, *, num_split=2, axis=-1):
@@ -506,7 +331,7 @@ def _split_declares(value, *, num_split=2, axis=-1):
 _split_custom_gradient = _custom_gradient(
     "Split", "value", split_forward, split_vjp, "*output", declares=_split_declares
 )
-_register("Split", split_grad)
+REGISTERED["Split"] = _register("Split", split_grad)
 
 
 def split_v(value, *, num_split=2, axis=-1, size_splits):
@@ -630,7 +455,7 @@ def _split_v_declares(value, *, num_split=2, axis=-1, size_splits):
 _split_v_custom_gradient = _custom_gradient(
     "SplitV", "value", split_v_forward, split_v_vjp, "*output", declares=_split_v_declares
 )
-_register("SplitV", split_v_grad)
+REGISTERED["SplitV"] = _register("SplitV", split_v_grad)
 
 
 def pack(*values, axis=-1):
@@ -701,7 +526,7 @@ def _pack_declares(*values, axis=-1):
 _pack_custom_gradient = _custom_gradient(
     "Pack", "*values", pack_forward, pack_vjp, "output", declares=_pack_declares
 )
-_register("Pack", pack_grad)
+REGISTERED["Pack"] = _register("Pack", pack_grad)
 
 
 def unpack(value, *, num=2, axis=-1):
@@ -765,7 +590,7 @@ def _unpack_declares(value, *, num=2, axis=-1):
 _unpack_custom_gradient = _custom_gradient(
     "Unpack", "value", unpack_forward, unpack_vjp, "*output", declares=_unpack_declares
 )
-_register("Unpack", unpack_grad)
+REGISTERED["Unpack"] = _register("Unpack", unpack_grad)
 
 
 def add_n(*inputs):
@@ -834,7 +659,7 @@ def _add_n_declares(*inputs):
 _add_n_custom_gradient = _custom_gradient(
     "AddN", "*inputs", add_n_forward, add_n_vjp, "sum", declares=_add_n_declares
 )
-_register("AddN", add_n_grad)
+REGISTERED["AddN"] = _register("AddN", add_n_grad)
 
 
 def identity_n(*input):
@@ -926,4 +751,4 @@ _identity_n_custom_gradient = _custom_gradient(
     "*output",
     declares=_identity_n_declares,
 )
-_register("IdentityN", identity_n_grad)
+REGISTERED["IdentityN"] = _register("IdentityN", identity_n_grad)

@@ -8,10 +8,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 
 import numpy as np
 
-
-def _conj(x):
-    """Complex conjugate; real arrays are returned as they are, without a copy."""
-    return np.conj(x) if np.iscomplexobj(x) else x
+from _symgrad_numpy import _conj
 
 
 def matmul(a, b, *, transpose_a=False, transpose_b=False):

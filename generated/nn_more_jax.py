@@ -13,56 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from _symgrad_jax import _custom_vjp, _gather
+
 UNAVAILABLE = {}  # op type -> why this module has no function of it
-
-
-def _conj(x):
-    """Complex conjugate; real arrays are returned as they are."""
-    return jnp.conj(x) if jnp.iscomplexobj(x) else x
-
-
-def _custom_vjp(forward, vjp, outputs, stages=False):
-    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
-    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
-    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
-    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
-    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
-    """
-    outputs = [name.lstrip("*") for name in outputs.split()]
-    several = len(outputs) > 1
-
-    def run(attrs, *inputs):
-        return forward(*inputs, **attrs)
-
-    def run_saving(attrs, *inputs):
-        values, found = (
-            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
-        )
-        return values, (inputs, values, found)
-
-    def gradient(attrs, saved, cotangent):
-        inputs, values, found = saved
-        given = dict(zip(outputs, values if several else (values,)))
-        cotangents = [
-            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
-        ]
-        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
-        return tuple(None if g is None else _conj(g) for g in grads)
-
-    function = jax.custom_vjp(run, nondiff_argnums=(0,))
-    function.defvjp(run_saving, gradient)
-    return lambda *inputs, **attrs: function(attrs, *inputs)
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = jnp.asarray(positions)
-    size = jnp.shape(x)[axis]
-    inside = (positions >= 0) & (positions < size)
-    taken = jnp.take(x, jnp.where(inside, positions, 0), axis=axis, mode="clip")
-    inside = jnp.reshape(inside, jnp.shape(inside) + (1,) * (-axis - 1))
-    return jnp.where(inside, taken, jnp.asarray(fill, taken.dtype))
 
 
 def batch_norm_with_global_normalization(

@@ -11,19 +11,7 @@ then `<op>_grad(grad, ..., y=y, **stages)`.
 
 import numpy as np
 
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = np.asarray(positions)
-    size = np.shape(x)[axis]
-    inside = (positions >= 0) & (positions < size)
-    taken = np.take(x, np.where(inside, positions, 0), axis=axis)
-    if inside.all():
-        return taken
-    return np.where(
-        inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, np.asarray(fill, taken.dtype)
-    )
+from _symgrad_numpy import _gather
 
 
 def batch_norm_with_global_normalization(

@@ -24,166 +24,9 @@ Per op:
 
 import tensorflow as tf
 
+from _symgrad_tf import _custom_gradient, _gather, _register, _string_attr
+
 REGISTERED = {}
-
-
-def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
-    names = []
-    for name in (op_type, "Symgrad" + op_type):
-        try:
-            tf.RegisterGradient(name)(gradient_fn)
-            names.append(name)
-        except KeyError:  # TensorFlow's own gradient, or this module imported twice
-            pass
-    REGISTERED[op_type] = tuple(names)
-
-
-def _custom_gradient(
-    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
-):
-    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
-    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
-    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
-    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
-    **attrs)`, where given, says the formula takes the attributes (others still raise as the
-    formula does); else the formula, whose `stages` the gradient is then given. Where the
-    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
-    own, so that a second order differentiates them by the derived gradient too, not by
-    TensorFlow's gradient of its kernel."""
-    names, outputs = inputs.split(), outputs.split()
-    single, listed = len(outputs) == 1, outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def apply(*values, **attrs):
-        found = {}  # the formula's stages
-
-        @tf.custom_gradient
-        def run(*values):
-            def backward(*cotangents):
-                again = outputs_again(*values) if read else result
-                given = dict(zip(outputs, (again,) if single else again))
-                cotangents = [list(cotangents)] if listed else cotangents
-                return vjp(*cotangents, *values, **given, **attrs, **found)
-
-            @tf.custom_gradient
-            def outputs_again(*values):
-                return tf.nest.map_structure(tf.identity, result), backward
-
-            declared = declares is None or declares(*values, **attrs)
-            kernel = declared and _tf_kernel(
-                op_type, len(outputs), _named(names, values), attrs, listed
-            )
-            if kernel:  # TensorFlow's own kernel
-                result = kernel[0] if single else tuple(kernel)
-            elif stages:  # else the declared formula
-                result, computed = forward(*values, **attrs, return_stages=True)
-                found.update(computed)
-            else:
-                result = forward(*values, **attrs)
-            return result, backward
-
-        return run(*values)
-
-    return apply
-
-
-def _named(names, values):
-    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
-    rest as a tuple."""
-    if names and names[-1].startswith("*"):
-        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
-    return dict(zip(names, values))
-
-
-_KERNELS = {}
-
-
-def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
-    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
-    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
-    inputs of these dtypes and shapes with these attributes: there the declared formula
-    computes the forward."""
-    raw = getattr(tf.raw_ops, op_type, None)
-    if raw is None:
-        return None
-    tensors = {
-        name: (
-            [tf.convert_to_tensor(v) for v in value]
-            if isinstance(value, tuple)
-            else tf.convert_to_tensor(value)
-        )
-        for name, value in inputs.items()
-    }
-    signature = tuple(
-        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
-        for name, value in tensors.items()
-    )
-    key = (op_type, signature, repr(sorted(attrs.items())))
-    if key not in _KERNELS:
-        _KERNELS[key] = _runs(raw, signature, attrs)
-    if not _KERNELS[key]:
-        return None
-    outputs = raw(**tensors, **attrs)
-    if list_output:
-        return [tuple(outputs)]
-    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
-    return outputs if len(outputs) == count else None
-
-
-def _spec(x):
-    """A tensor's dtype and static shape (None: unknown rank), hashable."""
-    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
-
-
-def _runs(raw, signature, attrs):
-    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
-    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
-    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
-    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
-
-    def zeros(spec):
-        dtype, shape = spec
-        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
-
-    with tf.init_scope():  # eagerly, also while a tf.function traces
-        try:
-            probe = {  # a list input's spec is a tuple of specs
-                name: (
-                    zeros(spec)
-                    if spec and isinstance(spec[0], tf.DType)
-                    else [zeros(s) for s in spec]
-                )
-                for name, spec in signature
-            }
-            raw(**probe, **attrs)
-        except Exception:  # refused: the declared formula
-            return False
-    return True
-
-
-def _string_attr(op, name):
-    """A string attribute of `op` as `str` (graph ops give bytes)."""
-    value = op.get_attr(name)
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map): they read one
-    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
-    select, which TensorFlow broadcasts up to rank 8 only)."""
-    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
-    size = tf.shape(x, out_type=tf.int64)[axis]
-    inside = (positions >= 0) & (positions < size)
-    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
-    padded = tf.concat(
-        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
-    )  # tf.pad stops at rank 8
-    return tf.gather(
-        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
-    )
 
 
 def batch_norm_with_global_normalization(
@@ -279,7 +122,9 @@ _batch_norm_with_global_normalization_custom_gradient = _custom_gradient(
     read=True,
     declares=_batch_norm_with_global_normalization_declares,
 )
-_register("BatchNormWithGlobalNormalization", batch_norm_with_global_normalization_grad)
+REGISTERED["BatchNormWithGlobalNormalization"] = _register(
+    "BatchNormWithGlobalNormalization", batch_norm_with_global_normalization_grad
+)
 
 
 def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
@@ -352,7 +197,7 @@ def lrn_grad(op, grad):
 _lrn_custom_gradient = _custom_gradient(
     "LRN", "input", lrn_forward, lrn_vjp, "output", read=True, stages=True
 )
-_register("LRN", lrn_grad)
+REGISTERED["LRN"] = _register("LRN", lrn_grad)
 
 
 def fused_batch_norm(
@@ -592,7 +437,7 @@ _fused_batch_norm_custom_gradient = _custom_gradient(
     stages=True,
     declares=_fused_batch_norm_declares,
 )
-_register("FusedBatchNorm", fused_batch_norm_grad)
+REGISTERED["FusedBatchNorm"] = _register("FusedBatchNorm", fused_batch_norm_grad)
 
 
 def fused_batch_norm_v2(
@@ -832,7 +677,7 @@ _fused_batch_norm_v2_custom_gradient = _custom_gradient(
     stages=True,
     declares=_fused_batch_norm_v2_declares,
 )
-_register("FusedBatchNormV2", fused_batch_norm_v2_grad)
+REGISTERED["FusedBatchNormV2"] = _register("FusedBatchNormV2", fused_batch_norm_v2_grad)
 
 
 def fused_batch_norm_v3(
@@ -1081,4 +926,4 @@ _fused_batch_norm_v3_custom_gradient = _custom_gradient(
     stages=True,
     declares=_fused_batch_norm_v3_declares,
 )
-_register("FusedBatchNormV3", fused_batch_norm_v3_grad)
+REGISTERED["FusedBatchNormV3"] = _register("FusedBatchNormV3", fused_batch_norm_v3_grad)

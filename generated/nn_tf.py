@@ -24,211 +24,16 @@ Per op:
 
 import tensorflow as tf
 
+from _symgrad_tf import (
+    _custom_gradient,
+    _gather,
+    _register,
+    _scatter_add,
+    _string_attr,
+    _sum_to_shape,
+)
+
 REGISTERED = {}
-
-
-def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
-    names = []
-    for name in (op_type, "Symgrad" + op_type):
-        try:
-            tf.RegisterGradient(name)(gradient_fn)
-            names.append(name)
-        except KeyError:  # TensorFlow's own gradient, or this module imported twice
-            pass
-    REGISTERED[op_type] = tuple(names)
-
-
-def _custom_gradient(
-    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
-):
-    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
-    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
-    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
-    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
-    **attrs)`, where given, says the formula takes the attributes (others still raise as the
-    formula does); else the formula, whose `stages` the gradient is then given. Where the
-    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
-    own, so that a second order differentiates them by the derived gradient too, not by
-    TensorFlow's gradient of its kernel."""
-    names, outputs = inputs.split(), outputs.split()
-    single, listed = len(outputs) == 1, outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def apply(*values, **attrs):
-        found = {}  # the formula's stages
-
-        @tf.custom_gradient
-        def run(*values):
-            def backward(*cotangents):
-                again = outputs_again(*values) if read else result
-                given = dict(zip(outputs, (again,) if single else again))
-                cotangents = [list(cotangents)] if listed else cotangents
-                return vjp(*cotangents, *values, **given, **attrs, **found)
-
-            @tf.custom_gradient
-            def outputs_again(*values):
-                return tf.nest.map_structure(tf.identity, result), backward
-
-            declared = declares is None or declares(*values, **attrs)
-            kernel = declared and _tf_kernel(
-                op_type, len(outputs), _named(names, values), attrs, listed
-            )
-            if kernel:  # TensorFlow's own kernel
-                result = kernel[0] if single else tuple(kernel)
-            elif stages:  # else the declared formula
-                result, computed = forward(*values, **attrs, return_stages=True)
-                found.update(computed)
-            else:
-                result = forward(*values, **attrs)
-            return result, backward
-
-        return run(*values)
-
-    return apply
-
-
-def _named(names, values):
-    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
-    rest as a tuple."""
-    if names and names[-1].startswith("*"):
-        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
-    return dict(zip(names, values))
-
-
-_KERNELS = {}
-
-
-def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
-    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
-    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
-    inputs of these dtypes and shapes with these attributes: there the declared formula
-    computes the forward."""
-    raw = getattr(tf.raw_ops, op_type, None)
-    if raw is None:
-        return None
-    tensors = {
-        name: (
-            [tf.convert_to_tensor(v) for v in value]
-            if isinstance(value, tuple)
-            else tf.convert_to_tensor(value)
-        )
-        for name, value in inputs.items()
-    }
-    signature = tuple(
-        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
-        for name, value in tensors.items()
-    )
-    key = (op_type, signature, repr(sorted(attrs.items())))
-    if key not in _KERNELS:
-        _KERNELS[key] = _runs(raw, signature, attrs)
-    if not _KERNELS[key]:
-        return None
-    outputs = raw(**tensors, **attrs)
-    if list_output:
-        return [tuple(outputs)]
-    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
-    return outputs if len(outputs) == count else None
-
-
-def _spec(x):
-    """A tensor's dtype and static shape (None: unknown rank), hashable."""
-    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
-
-
-def _runs(raw, signature, attrs):
-    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
-    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
-    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
-    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
-
-    def zeros(spec):
-        dtype, shape = spec
-        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
-
-    with tf.init_scope():  # eagerly, also while a tf.function traces
-        try:
-            probe = {  # a list input's spec is a tuple of specs
-                name: (
-                    zeros(spec)
-                    if spec and isinstance(spec[0], tf.DType)
-                    else [zeros(s) for s in spec]
-                )
-                for name, spec in signature
-            }
-            raw(**probe, **attrs)
-        except Exception:  # refused: the declared formula
-            return False
-    return True
-
-
-def _string_attr(op, name):
-    """A string attribute of `op` as `str` (graph ops give bytes)."""
-    value = op.get_attr(name)
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _sum_to_shape(g, x):
-    """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
-    g = tf.convert_to_tensor(g)
-    if g.shape.is_fully_defined() and g.shape == x.shape:
-        return g
-    shape = tf.shape(x)
-    # a `g` that broadcasts to `x` (a second order's cotangent of a broadcast input) is
-    # broadcast first; a larger one is passed through
-    g = tf.broadcast_to(g, tf.broadcast_dynamic_shape(tf.shape(g), shape))
-    axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
-    return tf.reshape(tf.reduce_sum(g, axes), shape)
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map): they read one
-    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
-    select, which TensorFlow broadcasts up to rank 8 only)."""
-    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
-    size = tf.shape(x, out_type=tf.int64)[axis]
-    inside = (positions >= 0) & (positions < size)
-    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
-    padded = tf.concat(
-        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
-    )  # tf.pad stops at rank 8
-    return tf.gather(
-        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
-    )
-
-
-def _scatter_add(values, positions, trailing, size):
-    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
-    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
-    are dropped. A scatter-add, as TensorFlow's unsorted segment sum."""
-    return _scatter_segments(tf.math.unsorted_segment_sum, values, positions, trailing, size)
-
-
-def _scatter_segments(reduce, values, positions, trailing, size):
-    """`values` reduced into `size` slots at `positions` by the segment reduction `reduce`,
-    the positions' axes those of `values` before the last `trailing`."""
-    values = tf.convert_to_tensor(values)
-    positions = tf.cast(positions, tf.int64)
-    size = tf.cast(size, tf.int64)
-    count = positions.shape.rank
-    lead = max(0, count + trailing - values.shape.rank)
-    values = tf.reshape(values, tf.concat([tf.ones([lead], tf.int32), tf.shape(values)], 0))
-    rank = values.shape.rank
-    start = rank - trailing - count
-    shape = tf.shape(values)
-    values = tf.broadcast_to(
-        values, tf.concat([shape[:start], tf.shape(positions), shape[start + count :]], 0)
-    )
-    perm = list(range(start, start + count)) + list(range(start)) + list(range(start + count, rank))
-    moved = tf.transpose(values, perm)
-    flat = tf.reshape(positions, [-1])
-    slots = tf.where((flat >= 0) & (flat < size), flat, size)  # outside: one extra slot, dropped
-    data = tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[count:]], 0))
-    summed = reduce(data, slots, size + 1)[:size]
-    back = list(range(1, start + 1)) + [0] + list(range(start + 1, rank - count + 1))
-    return tf.transpose(summed, back)
 
 
 def softmax(logits):
@@ -269,7 +74,7 @@ def softmax_grad(op, grad):
 _softmax_custom_gradient = _custom_gradient(
     "Softmax", "logits", softmax_forward, softmax_vjp, "softmax", read=True
 )
-_register("Softmax", softmax_grad)
+REGISTERED["Softmax"] = _register("Softmax", softmax_grad)
 
 
 def log_softmax(logits):
@@ -309,7 +114,7 @@ def log_softmax_grad(op, grad):
 _log_softmax_custom_gradient = _custom_gradient(
     "LogSoftmax", "logits", log_softmax_forward, log_softmax_vjp, "logsoftmax", read=True
 )
-_register("LogSoftmax", log_softmax_grad)
+REGISTERED["LogSoftmax"] = _register("LogSoftmax", log_softmax_grad)
 
 
 def l2_loss(t):
@@ -340,7 +145,7 @@ def l2_loss_grad(op, grad):
 
 
 _l2_loss_custom_gradient = _custom_gradient("L2Loss", "t", l2_loss_forward, l2_loss_vjp, "output")
-_register("L2Loss", l2_loss_grad)
+REGISTERED["L2Loss"] = _register("L2Loss", l2_loss_grad)
 
 
 def softmax_cross_entropy_with_logits(features, labels):
@@ -409,7 +214,9 @@ _softmax_cross_entropy_with_logits_custom_gradient = _custom_gradient(
     read=True,
     stages=True,
 )
-_register("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits_grad)
+REGISTERED["SoftmaxCrossEntropyWithLogits"] = _register(
+    "SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_with_logits_grad
+)
 
 
 def sparse_softmax_cross_entropy_with_logits(features, labels):
@@ -496,7 +303,9 @@ _sparse_softmax_cross_entropy_with_logits_custom_gradient = _custom_gradient(
     "loss backprop",
     read=True,
 )
-_register("SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits_grad)
+REGISTERED["SparseSoftmaxCrossEntropyWithLogits"] = _register(
+    "SparseSoftmaxCrossEntropyWithLogits", sparse_softmax_cross_entropy_with_logits_grad
+)
 
 
 def bias_add(value, bias, *, data_format="NHWC"):
@@ -552,7 +361,7 @@ def _bias_add_declares(value, bias, *, data_format="NHWC"):
 _bias_add_custom_gradient = _custom_gradient(
     "BiasAdd", "value bias", bias_add_forward, bias_add_vjp, "output", declares=_bias_add_declares
 )
-_register("BiasAdd", bias_add_grad)
+REGISTERED["BiasAdd"] = _register("BiasAdd", bias_add_grad)
 
 
 def cross(a, b):
@@ -604,7 +413,7 @@ def cross_grad(op, grad):
 
 
 _cross_custom_gradient = _custom_gradient("Cross", "a b", cross_forward, cross_vjp, "product")
-_register("Cross", cross_grad)
+REGISTERED["Cross"] = _register("Cross", cross_grad)
 
 
 def bias_add_v1(value, bias):
@@ -639,7 +448,7 @@ def bias_add_v1_grad(op, grad):
 _bias_add_v1_custom_gradient = _custom_gradient(
     "BiasAddV1", "value bias", bias_add_v1_forward, bias_add_v1_vjp, "output"
 )
-_register("BiasAddV1", bias_add_v1_grad)
+REGISTERED["BiasAddV1"] = _register("BiasAddV1", bias_add_v1_grad)
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
@@ -699,4 +508,4 @@ _bias_add_backprop_custom_gradient = _custom_gradient(
     "output",
     declares=_bias_add_backprop_declares,
 )
-_register("BiasAddGrad", bias_add_backprop_grad)
+REGISTERED["BiasAddGrad"] = _register("BiasAddGrad", bias_add_backprop_grad)

@@ -13,88 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from _symgrad_jax import _as_dtype, _custom_vjp, _gather, _linear_scan, _shift_right
+
 UNAVAILABLE = {}  # op type -> why this module has no function of it
-
-
-def _conj(x):
-    """Complex conjugate; real arrays are returned as they are."""
-    return jnp.conj(x) if jnp.iscomplexobj(x) else x
-
-
-def _custom_vjp(forward, vjp, outputs, stages=False):
-    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
-    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
-    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
-    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
-    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
-    """
-    outputs = [name.lstrip("*") for name in outputs.split()]
-    several = len(outputs) > 1
-
-    def run(attrs, *inputs):
-        return forward(*inputs, **attrs)
-
-    def run_saving(attrs, *inputs):
-        values, found = (
-            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
-        )
-        return values, (inputs, values, found)
-
-    def gradient(attrs, saved, cotangent):
-        inputs, values, found = saved
-        given = dict(zip(outputs, values if several else (values,)))
-        cotangents = [
-            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
-        ]
-        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
-        return tuple(None if g is None else _conj(g) for g in grads)
-
-    function = jax.custom_vjp(run, nondiff_argnums=(0,))
-    function.defvjp(run_saving, gradient)
-    return lambda *inputs, **attrs: function(attrs, *inputs)
-
-
-def _shift_right(x, axis, fill, steps=1):
-    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
-    from an inclusive one."""
-    first = jnp.full_like(jax.lax.slice_in_dim(x, 0, steps, axis=axis), fill)
-    rest = jax.lax.slice_in_dim(x, 0, jnp.shape(x)[axis] - steps, axis=axis)
-    return jnp.concatenate([first, rest], axis=axis)
-
-
-def _linear_scan(x, by, axis, exclusive=False, reverse=False):
-    """y[m] = x[m] + by[m] * y[m - 1] along `axis` (y[m + 1] with `reverse`; `exclusive`: each
-    result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
-    i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
-    ceil(log2 n) steps of whole-array products and sums, each differentiable again."""
-    x, by = jnp.broadcast_arrays(x, by)
-    if reverse:
-        flip = lambda t: jnp.flip(t, axis=axis)
-        return flip(_linear_scan(flip(x), flip(by), axis, exclusive))
-    step = 1
-    while step < jnp.shape(x)[axis]:
-        x, by = x + by * _shift_right(x, axis, 0, step), by * _shift_right(by, axis, 0, step)
-        step *= 2
-    return _shift_right(x, axis, 0) if exclusive else x
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = jnp.asarray(positions)
-    size = jnp.shape(x)[axis]
-    inside = (positions >= 0) & (positions < size)
-    taken = jnp.take(x, jnp.where(inside, positions, 0), axis=axis, mode="clip")
-    inside = jnp.reshape(inside, jnp.shape(inside) + (1,) * (-axis - 1))
-    return jnp.where(inside, taken, jnp.asarray(fill, taken.dtype))
-
-
-def _as_dtype(value, dtype):
-    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
-    dtype = jnp.dtype(getattr(dtype, "name", dtype))
-    if jnp.iscomplexobj(value) and not jnp.issubdtype(dtype, jnp.complexfloating):
-        value = jnp.real(value)
-    return jnp.asarray(value).astype(dtype)
 
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):

@@ -8,65 +8,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 
 import numpy as np
 
-
-def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
-    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
-    broadcast first."""
-    if np.shape(g) == tuple(shape):
-        return g
-    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
-    lead = np.ndim(g) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
-    )
-    return np.reshape(np.sum(g, axis=axes), shape)
-
-
-def _shift_right(x, axis, fill, steps=1):
-    """`x` moved `steps` along `axis`, `fill` first: an exclusive cumulative sum or product
-    from an inclusive one."""
-    size = np.shape(x)[axis]
-    first = np.full_like(np.take(x, range(steps), axis=axis), fill)
-    return np.concatenate([first, np.take(x, range(size - steps), axis=axis)], axis=axis)
-
-
-def _linear_scan(x, by, axis, exclusive=False, reverse=False):
-    """y[m] = x[m] + by[m] * y[m - 1] along `axis` (y[m + 1] with `reverse`; `exclusive`: each
-    result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
-    i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
-    ceil(log2 n) steps of whole-array products and sums."""
-    x, by = np.broadcast_arrays(x, by)
-    if reverse:
-        flip = lambda t: np.flip(t, axis=axis)
-        return flip(_linear_scan(flip(x), flip(by), axis, exclusive))
-    step = 1
-    while step < np.shape(x)[axis]:
-        x, by = x + by * _shift_right(x, axis, 0, step), by * _shift_right(by, axis, 0, step)
-        step *= 2
-    return _shift_right(x, axis, 0) if exclusive else x
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
-    positions = np.asarray(positions)
-    size = np.shape(x)[axis]
-    inside = (positions >= 0) & (positions < size)
-    taken = np.take(x, np.where(inside, positions, 0), axis=axis)
-    if inside.all():
-        return taken
-    return np.where(
-        inside.reshape(inside.shape + (1,) * (-axis - 1)), taken, np.asarray(fill, taken.dtype)
-    )
-
-
-def _as_dtype(value, dtype):
-    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
-    dtype = np.dtype(getattr(dtype, "name", dtype))
-    if np.iscomplexobj(value) and not np.issubdtype(dtype, np.complexfloating):
-        value = np.real(value)
-    return np.asarray(value).astype(dtype, copy=False)
+from _symgrad_numpy import _as_dtype, _gather, _linear_scan, _shift_right, _sum_to_shape
 
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):

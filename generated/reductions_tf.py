@@ -21,243 +21,18 @@ Per op:
 
 import tensorflow as tf
 
+from _symgrad_tf import (
+    _as_dtype,
+    _const_input,
+    _cumprod,
+    _custom_gradient,
+    _gather,
+    _insert_none,
+    _linear_scan,
+    _register,
+)
+
 REGISTERED = {}
-
-
-def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
-    names = []
-    for name in (op_type, "Symgrad" + op_type):
-        try:
-            tf.RegisterGradient(name)(gradient_fn)
-            names.append(name)
-        except KeyError:  # TensorFlow's own gradient, or this module imported twice
-            pass
-    REGISTERED[op_type] = tuple(names)
-
-
-def _custom_gradient(
-    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
-):
-    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
-    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
-    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
-    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
-    **attrs)`, where given, says the formula takes the attributes (others still raise as the
-    formula does); else the formula, whose `stages` the gradient is then given. Where the
-    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
-    own, so that a second order differentiates them by the derived gradient too, not by
-    TensorFlow's gradient of its kernel."""
-    names, outputs = inputs.split(), outputs.split()
-    single, listed = len(outputs) == 1, outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def apply(*values, **attrs):
-        found = {}  # the formula's stages
-
-        @tf.custom_gradient
-        def run(*values):
-            def backward(*cotangents):
-                again = outputs_again(*values) if read else result
-                given = dict(zip(outputs, (again,) if single else again))
-                cotangents = [list(cotangents)] if listed else cotangents
-                return vjp(*cotangents, *values, **given, **attrs, **found)
-
-            @tf.custom_gradient
-            def outputs_again(*values):
-                return tf.nest.map_structure(tf.identity, result), backward
-
-            declared = declares is None or declares(*values, **attrs)
-            kernel = declared and _tf_kernel(
-                op_type, len(outputs), _named(names, values), attrs, listed
-            )
-            if kernel:  # TensorFlow's own kernel
-                result = kernel[0] if single else tuple(kernel)
-            elif stages:  # else the declared formula
-                result, computed = forward(*values, **attrs, return_stages=True)
-                found.update(computed)
-            else:
-                result = forward(*values, **attrs)
-            return result, backward
-
-        return run(*values)
-
-    return apply
-
-
-def _named(names, values):
-    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
-    rest as a tuple."""
-    if names and names[-1].startswith("*"):
-        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
-    return dict(zip(names, values))
-
-
-_KERNELS = {}
-
-
-def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
-    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
-    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
-    inputs of these dtypes and shapes with these attributes: there the declared formula
-    computes the forward."""
-    raw = getattr(tf.raw_ops, op_type, None)
-    if raw is None:
-        return None
-    tensors = {
-        name: (
-            [tf.convert_to_tensor(v) for v in value]
-            if isinstance(value, tuple)
-            else tf.convert_to_tensor(value)
-        )
-        for name, value in inputs.items()
-    }
-    signature = tuple(
-        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
-        for name, value in tensors.items()
-    )
-    key = (op_type, signature, repr(sorted(attrs.items())))
-    if key not in _KERNELS:
-        _KERNELS[key] = _runs(raw, signature, attrs)
-    if not _KERNELS[key]:
-        return None
-    outputs = raw(**tensors, **attrs)
-    if list_output:
-        return [tuple(outputs)]
-    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
-    return outputs if len(outputs) == count else None
-
-
-def _spec(x):
-    """A tensor's dtype and static shape (None: unknown rank), hashable."""
-    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
-
-
-def _runs(raw, signature, attrs):
-    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
-    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
-    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
-    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
-
-    def zeros(spec):
-        dtype, shape = spec
-        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
-
-    with tf.init_scope():  # eagerly, also while a tf.function traces
-        try:
-            probe = {  # a list input's spec is a tuple of specs
-                name: (
-                    zeros(spec)
-                    if spec and isinstance(spec[0], tf.DType)
-                    else [zeros(s) for s in spec]
-                )
-                for name, spec in signature
-            }
-            raw(**probe, **attrs)
-        except Exception:  # refused: the declared formula
-            return False
-    return True
-
-
-def _const_input(op, index):
-    """The value of constant input `index` of `op` (an axis), as a Python int or tuple."""
-    value = tf.get_static_value(op.inputs[index])
-    if value is None:
-        raise ValueError(
-            f"{op.type}: input {index} must be a constant known when the graph is built"
-        )
-    return value.item() if value.ndim == 0 else tuple(value.tolist())
-
-
-def _insert_none(grads, positions):
-    """One gradient per op input: None for the constant inputs at `positions`."""
-    grads = list(grads)
-    for position in positions:
-        grads.insert(position, None)
-    return grads
-
-
-def _cumprod(x, axis, exclusive=False, reverse=False):
-    """`tf.math.cumprod` with a gradient that never divides by x. TensorFlow's divides, and so
-    is wrong where x is 0: in a second order it is the gradient of a product's gradient."""
-
-    @tf.custom_gradient
-    def cumprod(x):
-        def backward(grad):
-            return _cumprod_vjp(grad, x, axis, exclusive, reverse)
-
-        return tf.math.cumprod(x, axis=axis, exclusive=exclusive, reverse=reverse), backward
-
-    return cumprod(x)
-
-
-def _cumprod_vjp(grad, x, axis, exclusive, reverse):
-    """The derived gradient of a cumulative product (`symgrad.lowering.recurrences`): entry m
-    is the product of the entries before m times a linear recurrence of `grad` (the sum over
-    results i from m on of grad[i] times the product of the entries after m up to i): no
-    division, so exact at zeros and differentiable again."""
-    if reverse:
-        flip = lambda t: tf.reverse(t, [axis])
-        return flip(_cumprod_vjp(flip(grad), flip(x), axis, exclusive, False))
-    x = tf.math.conj(x)
-    before = _cumprod(x, axis, exclusive=True)
-    if exclusive:  # result i is the product of the entries before i
-        return before * _linear_scan(grad, x, axis, exclusive=True, reverse=True)
-    return before * (grad + _linear_scan(grad * x, x, axis, exclusive=True, reverse=True))
-
-
-def _linear_scan(x, by, axis, exclusive=False, reverse=False):
-    """y[m] = x[m] + by[m] * y[m - 1] along `axis` (y[m + 1] with `reverse`; `exclusive`: each
-    result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
-    i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
-    ceil(log2 n) steps of whole-array products and sums, each differentiable again. The
-    axis's length must be known when the function is traced."""
-    x, by = x + tf.zeros_like(by), by + tf.zeros_like(x)  # broadcast, static shapes kept
-    if reverse:
-        flip = lambda t: tf.reverse(t, [axis])
-        return flip(_linear_scan(flip(x), flip(by), axis, exclusive))
-    size = x.shape[axis]
-    if size is None:
-        raise ValueError(f"_linear_scan: the length of axis {axis} is not known when traced")
-    step = 1
-    while step < size:
-        x, by = x + by * _shift_right(x, axis, 0, step), by * _shift_right(by, axis, 0, step)
-        step *= 2
-    return _shift_right(x, axis, 0) if exclusive else x
-
-
-def _shift_right(x, axis, fill, steps=1):
-    """`x` moved `steps` along `axis` (of a length known when traced), `fill` first."""
-    size = x.shape[axis]
-    first = tf.zeros_like(tf.gather(x, tf.range(steps), axis=axis)) + fill
-    return tf.concat([first, tf.gather(x, tf.range(size - steps), axis=axis)], axis=axis)
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map): they read one
-    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
-    select, which TensorFlow broadcasts up to rank 8 only)."""
-    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
-    size = tf.shape(x, out_type=tf.int64)[axis]
-    inside = (positions >= 0) & (positions < size)
-    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
-    padded = tf.concat(
-        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
-    )  # tf.pad stops at rank 8
-    return tf.gather(
-        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
-    )
-
-
-def _as_dtype(value, dtype):
-    """`value` in `dtype` (a name or a dtype), its real part for a real dtype (TensorFlow's Cast)."""
-    dtype = tf.as_dtype(getattr(dtype, "name", dtype))
-    value = tf.convert_to_tensor(value)
-    if value.dtype.is_complex and not dtype.is_complex:
-        value = tf.math.real(value)
-    return tf.cast(value, dtype)
 
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
@@ -322,7 +97,7 @@ def _reduce_sum_declares(input, *, axis=-1, keep_dims=False):
 _reduce_sum_custom_gradient = _custom_gradient(
     "Sum", "input", reduce_sum_forward, reduce_sum_vjp, "output", declares=_reduce_sum_declares
 )
-_register("Sum", reduce_sum_grad)
+REGISTERED["Sum"] = _register("Sum", reduce_sum_grad)
 
 
 def reduce_mean(input, *, axis=-1, keep_dims=False):
@@ -393,7 +168,7 @@ def _reduce_mean_declares(input, *, axis=-1, keep_dims=False):
 _reduce_mean_custom_gradient = _custom_gradient(
     "Mean", "input", reduce_mean_forward, reduce_mean_vjp, "output", declares=_reduce_mean_declares
 )
-_register("Mean", reduce_mean_grad)
+REGISTERED["Mean"] = _register("Mean", reduce_mean_grad)
 
 
 def euclidean_norm(input, *, axis=-1, keep_dims=False):
@@ -521,7 +296,7 @@ _euclidean_norm_custom_gradient = _custom_gradient(
     read=True,
     declares=_euclidean_norm_declares,
 )
-_register("EuclideanNorm", euclidean_norm_grad)
+REGISTERED["EuclideanNorm"] = _register("EuclideanNorm", euclidean_norm_grad)
 
 
 def reduce_log_sum_exp(input):
@@ -566,7 +341,7 @@ _reduce_log_sum_exp_custom_gradient = _custom_gradient(
     "output",
     read=True,
 )
-_register("ReduceLogSumExp", reduce_log_sum_exp_grad)
+REGISTERED["ReduceLogSumExp"] = _register("ReduceLogSumExp", reduce_log_sum_exp_grad)
 
 
 def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
@@ -638,7 +413,7 @@ def _cumsum_declares(x, *, axis=-1, exclusive=False, reverse=False):
 _cumsum_custom_gradient = _custom_gradient(
     "Cumsum", "x", cumsum_forward, cumsum_vjp, "out", declares=_cumsum_declares
 )
-_register("Cumsum", cumsum_grad)
+REGISTERED["Cumsum"] = _register("Cumsum", cumsum_grad)
 
 
 def reduce_prod(input, *, axis=-1, keep_dims=False):
@@ -707,7 +482,7 @@ def _reduce_prod_declares(input, *, axis=-1, keep_dims=False):
 _reduce_prod_custom_gradient = _custom_gradient(
     "Prod", "input", reduce_prod_forward, reduce_prod_vjp, "output", declares=_reduce_prod_declares
 )
-_register("Prod", reduce_prod_grad)
+REGISTERED["Prod"] = _register("Prod", reduce_prod_grad)
 
 
 def reduce_max(input, *, axis=-1, keep_dims=False):
@@ -787,7 +562,7 @@ _reduce_max_custom_gradient = _custom_gradient(
     read=True,
     declares=_reduce_max_declares,
 )
-_register("Max", reduce_max_grad)
+REGISTERED["Max"] = _register("Max", reduce_max_grad)
 
 
 def reduce_min(input, *, axis=-1, keep_dims=False):
@@ -867,7 +642,7 @@ _reduce_min_custom_gradient = _custom_gradient(
     read=True,
     declares=_reduce_min_declares,
 )
-_register("Min", reduce_min_grad)
+REGISTERED["Min"] = _register("Min", reduce_min_grad)
 
 
 def arg_max(input, *, dimension=-1, output_type="int64"):
@@ -916,7 +691,7 @@ def _arg_max_declares(input, *, dimension=-1, output_type="int64"):
 _arg_max_custom_gradient = _custom_gradient(
     "ArgMax", "input", arg_max_forward, arg_max_vjp, "output", declares=_arg_max_declares
 )
-_register("ArgMax", arg_max_grad)
+REGISTERED["ArgMax"] = _register("ArgMax", arg_max_grad)
 
 
 def arg_min(input, *, dimension=-1, output_type="int64"):
@@ -965,7 +740,7 @@ def _arg_min_declares(input, *, dimension=-1, output_type="int64"):
 _arg_min_custom_gradient = _custom_gradient(
     "ArgMin", "input", arg_min_forward, arg_min_vjp, "output", declares=_arg_min_declares
 )
-_register("ArgMin", arg_min_grad)
+REGISTERED["ArgMin"] = _register("ArgMin", arg_min_grad)
 
 
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
@@ -1051,7 +826,7 @@ def _cumprod_declares(x, *, axis=-1, exclusive=False, reverse=False):
 _cumprod_custom_gradient = _custom_gradient(
     "Cumprod", "x", cumprod_forward, cumprod_vjp, "out", declares=_cumprod_declares
 )
-_register("Cumprod", cumprod_grad)
+REGISTERED["Cumprod"] = _register("Cumprod", cumprod_grad)
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
@@ -1153,4 +928,4 @@ _cumulative_logsumexp_custom_gradient = _custom_gradient(
     read=True,
     declares=_cumulative_logsumexp_declares,
 )
-_register("CumulativeLogsumexp", cumulative_logsumexp_grad)
+REGISTERED["CumulativeLogsumexp"] = _register("CumulativeLogsumexp", cumulative_logsumexp_grad)

@@ -21,222 +21,17 @@ Per op:
 
 import tensorflow as tf
 
+from _symgrad_tf import (
+    _custom_gradient,
+    _gather,
+    _insert_none,
+    _register,
+    _scatter_add,
+    _scatter_extremum,
+    _scatter_rows,
+)
+
 REGISTERED = {}
-
-
-def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
-    names = []
-    for name in (op_type, "Symgrad" + op_type):
-        try:
-            tf.RegisterGradient(name)(gradient_fn)
-            names.append(name)
-        except KeyError:  # TensorFlow's own gradient, or this module imported twice
-            pass
-    REGISTERED[op_type] = tuple(names)
-
-
-def _custom_gradient(
-    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
-):
-    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
-    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
-    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
-    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
-    **attrs)`, where given, says the formula takes the attributes (others still raise as the
-    formula does); else the formula, whose `stages` the gradient is then given. Where the
-    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
-    own, so that a second order differentiates them by the derived gradient too, not by
-    TensorFlow's gradient of its kernel."""
-    names, outputs = inputs.split(), outputs.split()
-    single, listed = len(outputs) == 1, outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def apply(*values, **attrs):
-        found = {}  # the formula's stages
-
-        @tf.custom_gradient
-        def run(*values):
-            def backward(*cotangents):
-                again = outputs_again(*values) if read else result
-                given = dict(zip(outputs, (again,) if single else again))
-                cotangents = [list(cotangents)] if listed else cotangents
-                return vjp(*cotangents, *values, **given, **attrs, **found)
-
-            @tf.custom_gradient
-            def outputs_again(*values):
-                return tf.nest.map_structure(tf.identity, result), backward
-
-            declared = declares is None or declares(*values, **attrs)
-            kernel = declared and _tf_kernel(
-                op_type, len(outputs), _named(names, values), attrs, listed
-            )
-            if kernel:  # TensorFlow's own kernel
-                result = kernel[0] if single else tuple(kernel)
-            elif stages:  # else the declared formula
-                result, computed = forward(*values, **attrs, return_stages=True)
-                found.update(computed)
-            else:
-                result = forward(*values, **attrs)
-            return result, backward
-
-        return run(*values)
-
-    return apply
-
-
-def _named(names, values):
-    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
-    rest as a tuple."""
-    if names and names[-1].startswith("*"):
-        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
-    return dict(zip(names, values))
-
-
-_KERNELS = {}
-
-
-def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
-    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
-    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
-    inputs of these dtypes and shapes with these attributes: there the declared formula
-    computes the forward."""
-    raw = getattr(tf.raw_ops, op_type, None)
-    if raw is None:
-        return None
-    tensors = {
-        name: (
-            [tf.convert_to_tensor(v) for v in value]
-            if isinstance(value, tuple)
-            else tf.convert_to_tensor(value)
-        )
-        for name, value in inputs.items()
-    }
-    signature = tuple(
-        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
-        for name, value in tensors.items()
-    )
-    key = (op_type, signature, repr(sorted(attrs.items())))
-    if key not in _KERNELS:
-        _KERNELS[key] = _runs(raw, signature, attrs)
-    if not _KERNELS[key]:
-        return None
-    outputs = raw(**tensors, **attrs)
-    if list_output:
-        return [tuple(outputs)]
-    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
-    return outputs if len(outputs) == count else None
-
-
-def _spec(x):
-    """A tensor's dtype and static shape (None: unknown rank), hashable."""
-    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
-
-
-def _runs(raw, signature, attrs):
-    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
-    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
-    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
-    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
-
-    def zeros(spec):
-        dtype, shape = spec
-        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
-
-    with tf.init_scope():  # eagerly, also while a tf.function traces
-        try:
-            probe = {  # a list input's spec is a tuple of specs
-                name: (
-                    zeros(spec)
-                    if spec and isinstance(spec[0], tf.DType)
-                    else [zeros(s) for s in spec]
-                )
-                for name, spec in signature
-            }
-            raw(**probe, **attrs)
-        except Exception:  # refused: the declared formula
-            return False
-    return True
-
-
-def _insert_none(grads, positions):
-    """One gradient per op input: None for the constant inputs at `positions`."""
-    grads = list(grads)
-    for position in positions:
-        grads.insert(position, None)
-    return grads
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map): they read one
-    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
-    select, which TensorFlow broadcasts up to rank 8 only)."""
-    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
-    size = tf.shape(x, out_type=tf.int64)[axis]
-    inside = (positions >= 0) & (positions < size)
-    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
-    padded = tf.concat(
-        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
-    )  # tf.pad stops at rank 8
-    return tf.gather(
-        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
-    )
-
-
-def _scatter_add(values, positions, trailing, size):
-    """The adjoint of `_gather`: the axes of `values` that `positions` has (those before the
-    last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
-    are dropped. A scatter-add, as TensorFlow's unsorted segment sum."""
-    return _scatter_segments(tf.math.unsorted_segment_sum, values, positions, trailing, size)
-
-
-def _scatter_rows(values, positions, trailing, size):
-    """`_scatter_add` of a gradient at the positions an input gives (a gather's indices), as
-    TensorFlow's own gather gradient: the rows and their positions, a `tf.IndexedSlices` that
-    optimizers apply sparsely, where the positions index the first axis (else dense)."""
-    values, positions = tf.convert_to_tensor(values), tf.convert_to_tensor(positions)
-    count = positions.shape.rank
-    if values.shape.rank != count + trailing:  # leading axes, or values broadcast: dense
-        return _scatter_add(values, positions, trailing, size)
-    rows = tf.reshape(values, tf.concat([[-1], tf.shape(values)[count:]], 0))
-    rest = tf.shape(values, out_type=tf.int64)[count:]
-    dense_shape = tf.concat([tf.reshape(tf.cast(size, tf.int64), [1]), rest], 0)
-    return tf.IndexedSlices(rows, tf.reshape(positions, [-1]), dense_shape)
-
-
-def _scatter_extremum(values, positions, trailing, size, kind):
-    """`_scatter_add`'s layout, the values at equal positions reduced to their maximum (`kind`
-    "max") or minimum ("min"), as TensorFlow's unsorted segment max and min (the dtype's
-    lowest or highest value in a slot no position names)."""
-    reduce = tf.math.unsorted_segment_max if kind == "max" else tf.math.unsorted_segment_min
-    return _scatter_segments(reduce, values, positions, trailing, size)
-
-
-def _scatter_segments(reduce, values, positions, trailing, size):
-    """`values` reduced into `size` slots at `positions` by the segment reduction `reduce`,
-    the positions' axes those of `values` before the last `trailing`."""
-    values = tf.convert_to_tensor(values)
-    positions = tf.cast(positions, tf.int64)
-    size = tf.cast(size, tf.int64)
-    count = positions.shape.rank
-    lead = max(0, count + trailing - values.shape.rank)
-    values = tf.reshape(values, tf.concat([tf.ones([lead], tf.int32), tf.shape(values)], 0))
-    rank = values.shape.rank
-    start = rank - trailing - count
-    shape = tf.shape(values)
-    values = tf.broadcast_to(
-        values, tf.concat([shape[:start], tf.shape(positions), shape[start + count :]], 0)
-    )
-    perm = list(range(start, start + count)) + list(range(start)) + list(range(start + count, rank))
-    moved = tf.transpose(values, perm)
-    flat = tf.reshape(positions, [-1])
-    slots = tf.where((flat >= 0) & (flat < size), flat, size)  # outside: one extra slot, dropped
-    data = tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[count:]], 0))
-    summed = reduce(data, slots, size + 1)[:size]
-    back = list(range(1, start + 1)) + [0] + list(range(start + 1, rank - count + 1))
-    return tf.transpose(summed, back)
 
 
 def sparse_segment_sum(data, indices, segment_ids):
@@ -278,7 +73,7 @@ _sparse_segment_sum_custom_gradient = _custom_gradient(
     sparse_segment_sum_vjp,
     "output",
 )
-_register("SparseSegmentSum", sparse_segment_sum_grad)
+REGISTERED["SparseSegmentSum"] = _register("SparseSegmentSum", sparse_segment_sum_grad)
 
 
 def sparse_segment_mean(data, indices, segment_ids):
@@ -330,7 +125,7 @@ _sparse_segment_mean_custom_gradient = _custom_gradient(
     sparse_segment_mean_vjp,
     "output",
 )
-_register("SparseSegmentMean", sparse_segment_mean_grad)
+REGISTERED["SparseSegmentMean"] = _register("SparseSegmentMean", sparse_segment_mean_grad)
 
 
 def sparse_segment_sqrt_n(data, indices, segment_ids):
@@ -382,7 +177,7 @@ _sparse_segment_sqrt_n_custom_gradient = _custom_gradient(
     sparse_segment_sqrt_n_vjp,
     "output",
 )
-_register("SparseSegmentSqrtN", sparse_segment_sqrt_n_grad)
+REGISTERED["SparseSegmentSqrtN"] = _register("SparseSegmentSqrtN", sparse_segment_sqrt_n_grad)
 
 
 def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segments):
@@ -436,7 +231,9 @@ _sparse_segment_sum_with_num_segments_custom_gradient = _custom_gradient(
     sparse_segment_sum_with_num_segments_vjp,
     "output",
 )
-_register("SparseSegmentSumWithNumSegments", sparse_segment_sum_with_num_segments_grad)
+REGISTERED["SparseSegmentSumWithNumSegments"] = _register(
+    "SparseSegmentSumWithNumSegments", sparse_segment_sum_with_num_segments_grad
+)
 
 
 def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_segments):
@@ -498,7 +295,9 @@ _sparse_segment_mean_with_num_segments_custom_gradient = _custom_gradient(
     sparse_segment_mean_with_num_segments_vjp,
     "output",
 )
-_register("SparseSegmentMeanWithNumSegments", sparse_segment_mean_with_num_segments_grad)
+REGISTERED["SparseSegmentMeanWithNumSegments"] = _register(
+    "SparseSegmentMeanWithNumSegments", sparse_segment_mean_with_num_segments_grad
+)
 
 
 def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_segments):
@@ -560,7 +359,9 @@ _sparse_segment_sqrt_n_with_num_segments_custom_gradient = _custom_gradient(
     sparse_segment_sqrt_n_with_num_segments_vjp,
     "output",
 )
-_register("SparseSegmentSqrtNWithNumSegments", sparse_segment_sqrt_n_with_num_segments_grad)
+REGISTERED["SparseSegmentSqrtNWithNumSegments"] = _register(
+    "SparseSegmentSqrtNWithNumSegments", sparse_segment_sqrt_n_with_num_segments_grad
+)
 
 
 def tensor_scatter_add(tensor, indices, updates):
@@ -648,7 +449,7 @@ _tensor_scatter_add_custom_gradient = _custom_gradient(
     "output",
     declares=_tensor_scatter_add_declares,
 )
-_register("TensorScatterAdd", tensor_scatter_add_grad)
+REGISTERED["TensorScatterAdd"] = _register("TensorScatterAdd", tensor_scatter_add_grad)
 
 
 def tensor_scatter_sub(tensor, indices, updates):
@@ -738,7 +539,7 @@ _tensor_scatter_sub_custom_gradient = _custom_gradient(
     "output",
     declares=_tensor_scatter_sub_declares,
 )
-_register("TensorScatterSub", tensor_scatter_sub_grad)
+REGISTERED["TensorScatterSub"] = _register("TensorScatterSub", tensor_scatter_sub_grad)
 
 
 def scatter_nd_non_aliasing_add(input, indices, updates):
@@ -826,7 +627,9 @@ _scatter_nd_non_aliasing_add_custom_gradient = _custom_gradient(
     "output",
     declares=_scatter_nd_non_aliasing_add_declares,
 )
-_register("ScatterNdNonAliasingAdd", scatter_nd_non_aliasing_add_grad)
+REGISTERED["ScatterNdNonAliasingAdd"] = _register(
+    "ScatterNdNonAliasingAdd", scatter_nd_non_aliasing_add_grad
+)
 
 
 def tensor_scatter_update(tensor, indices, updates):
@@ -938,7 +741,7 @@ _tensor_scatter_update_custom_gradient = _custom_gradient(
     "output",
     declares=_tensor_scatter_update_declares,
 )
-_register("TensorScatterUpdate", tensor_scatter_update_grad)
+REGISTERED["TensorScatterUpdate"] = _register("TensorScatterUpdate", tensor_scatter_update_grad)
 
 
 def tensor_scatter_max(tensor, indices, updates):
@@ -1073,7 +876,7 @@ _tensor_scatter_max_custom_gradient = _custom_gradient(
     read=True,
     declares=_tensor_scatter_max_declares,
 )
-_register("TensorScatterMax", tensor_scatter_max_grad)
+REGISTERED["TensorScatterMax"] = _register("TensorScatterMax", tensor_scatter_max_grad)
 
 
 def tensor_scatter_min(tensor, indices, updates):
@@ -1208,4 +1011,4 @@ _tensor_scatter_min_custom_gradient = _custom_gradient(
     read=True,
     declares=_tensor_scatter_min_declares,
 )
-_register("TensorScatterMin", tensor_scatter_min_grad)
+REGISTERED["TensorScatterMin"] = _register("TensorScatterMin", tensor_scatter_min_grad)

@@ -17,210 +17,17 @@ Per op:
 
 import tensorflow as tf
 
+from _symgrad_tf import (
+    _const_input,
+    _custom_gradient,
+    _einsum_of_diagonals,
+    _gather,
+    _insert_none,
+    _register,
+    _string_attr,
+)
+
 REGISTERED = {}
-
-
-def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
-    names = []
-    for name in (op_type, "Symgrad" + op_type):
-        try:
-            tf.RegisterGradient(name)(gradient_fn)
-            names.append(name)
-        except KeyError:  # TensorFlow's own gradient, or this module imported twice
-            pass
-    REGISTERED[op_type] = tuple(names)
-
-
-def _custom_gradient(
-    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
-):
-    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
-    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
-    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
-    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
-    **attrs)`, where given, says the formula takes the attributes (others still raise as the
-    formula does); else the formula, whose `stages` the gradient is then given. Where the
-    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
-    own, so that a second order differentiates them by the derived gradient too, not by
-    TensorFlow's gradient of its kernel."""
-    names, outputs = inputs.split(), outputs.split()
-    single, listed = len(outputs) == 1, outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def apply(*values, **attrs):
-        found = {}  # the formula's stages
-
-        @tf.custom_gradient
-        def run(*values):
-            def backward(*cotangents):
-                again = outputs_again(*values) if read else result
-                given = dict(zip(outputs, (again,) if single else again))
-                cotangents = [list(cotangents)] if listed else cotangents
-                return vjp(*cotangents, *values, **given, **attrs, **found)
-
-            @tf.custom_gradient
-            def outputs_again(*values):
-                return tf.nest.map_structure(tf.identity, result), backward
-
-            declared = declares is None or declares(*values, **attrs)
-            kernel = declared and _tf_kernel(
-                op_type, len(outputs), _named(names, values), attrs, listed
-            )
-            if kernel:  # TensorFlow's own kernel
-                result = kernel[0] if single else tuple(kernel)
-            elif stages:  # else the declared formula
-                result, computed = forward(*values, **attrs, return_stages=True)
-                found.update(computed)
-            else:
-                result = forward(*values, **attrs)
-            return result, backward
-
-        return run(*values)
-
-    return apply
-
-
-def _named(names, values):
-    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
-    rest as a tuple."""
-    if names and names[-1].startswith("*"):
-        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
-    return dict(zip(names, values))
-
-
-_KERNELS = {}
-
-
-def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
-    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
-    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
-    inputs of these dtypes and shapes with these attributes: there the declared formula
-    computes the forward."""
-    raw = getattr(tf.raw_ops, op_type, None)
-    if raw is None:
-        return None
-    tensors = {
-        name: (
-            [tf.convert_to_tensor(v) for v in value]
-            if isinstance(value, tuple)
-            else tf.convert_to_tensor(value)
-        )
-        for name, value in inputs.items()
-    }
-    signature = tuple(
-        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
-        for name, value in tensors.items()
-    )
-    key = (op_type, signature, repr(sorted(attrs.items())))
-    if key not in _KERNELS:
-        _KERNELS[key] = _runs(raw, signature, attrs)
-    if not _KERNELS[key]:
-        return None
-    outputs = raw(**tensors, **attrs)
-    if list_output:
-        return [tuple(outputs)]
-    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
-    return outputs if len(outputs) == count else None
-
-
-def _spec(x):
-    """A tensor's dtype and static shape (None: unknown rank), hashable."""
-    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
-
-
-def _runs(raw, signature, attrs):
-    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
-    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
-    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
-    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
-
-    def zeros(spec):
-        dtype, shape = spec
-        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
-
-    with tf.init_scope():  # eagerly, also while a tf.function traces
-        try:
-            probe = {  # a list input's spec is a tuple of specs
-                name: (
-                    zeros(spec)
-                    if spec and isinstance(spec[0], tf.DType)
-                    else [zeros(s) for s in spec]
-                )
-                for name, spec in signature
-            }
-            raw(**probe, **attrs)
-        except Exception:  # refused: the declared formula
-            return False
-    return True
-
-
-def _string_attr(op, name):
-    """A string attribute of `op` as `str` (graph ops give bytes)."""
-    value = op.get_attr(name)
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _const_input(op, index):
-    """The value of constant input `index` of `op` (an axis), as a Python int or tuple."""
-    value = tf.get_static_value(op.inputs[index])
-    if value is None:
-        raise ValueError(
-            f"{op.type}: input {index} must be a constant known when the graph is built"
-        )
-    return value.item() if value.ndim == 0 else tuple(value.tolist())
-
-
-def _insert_none(grads, positions):
-    """One gradient per op input: None for the constant inputs at `positions`."""
-    grads = list(grads)
-    for position in positions:
-        grads.insert(position, None)
-    return grads
-
-
-def _einsum_of_diagonals(spec, *operands):
-    """`tf.einsum(spec, ...)` where an operand repeats a subscript (a diagonal) at a rank
-    TensorFlow's einsum refuses to take diagonals at (above 6): each repeated pair taken first
-    by `tf.linalg.diag_part` over the two axes moved last."""
-    inputs, output = spec.split("->")
-    taken = [_diagonals(x, term) for x, term in zip(operands, inputs.split(","))]
-    return tf.einsum(f"{','.join(t for _, t in taken)}->{output}", *(x for x, _ in taken))
-
-
-def _diagonals(x, term):
-    """(x, its subscripts) with every repeated subscript of `term` taken as one axis, last."""
-    letters = term.replace("...", "")
-    repeated = next((c for c in letters if letters.count(c) > 1), None)
-    if repeated is None:
-        return x, term
-    lead, _, tail = term.rpartition("...") if "..." in term else ("", "", term)
-    rank = len(x.shape)
-    axes = [k for k, c in enumerate(lead) if c == repeated] + [
-        rank - len(tail) + k for k, c in enumerate(tail) if c == repeated
-    ]
-    perm = [a for a in range(rank) if a not in axes[:2]] + axes[:2]
-    return _diagonals(
-        tf.linalg.diag_part(tf.transpose(x, perm)), term.replace(repeated, "", 2) + repeated
-    )
-
-
-def _gather(x, positions, axis, fill=0):
-    """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map): they read one
-    `fill` entry appended to the axis, so that no mask is broadcast against the result (a
-    select, which TensorFlow broadcasts up to rank 8 only)."""
-    x, positions = tf.convert_to_tensor(x), tf.cast(positions, tf.int64)
-    size = tf.shape(x, out_type=tf.int64)[axis]
-    inside = (positions >= 0) & (positions < size)
-    entry_shape = tf.tensor_scatter_nd_update(tf.shape(x), [[x.shape.rank + axis]], [1])
-    padded = tf.concat(
-        [x, tf.fill(entry_shape, tf.constant(fill, x.dtype))], axis
-    )  # tf.pad stops at rank 8
-    return tf.gather(
-        padded, tf.where(inside, positions, tf.zeros_like(positions) + size), axis=axis
-    )
 
 
 def space_to_depth(input, *, data_format="NHWC", block_size):
@@ -336,7 +143,7 @@ _space_to_depth_custom_gradient = _custom_gradient(
     "output",
     declares=_space_to_depth_declares,
 )
-_register("SpaceToDepth", space_to_depth_grad)
+REGISTERED["SpaceToDepth"] = _register("SpaceToDepth", space_to_depth_grad)
 
 
 def depth_to_space(input, *, data_format="NHWC", block_size):
@@ -446,7 +253,7 @@ _depth_to_space_custom_gradient = _custom_gradient(
     "output",
     declares=_depth_to_space_declares,
 )
-_register("DepthToSpace", depth_to_space_grad)
+REGISTERED["DepthToSpace"] = _register("DepthToSpace", depth_to_space_grad)
 
 
 def space_to_batch_nd(input, *, block_shape, paddings):
@@ -542,7 +349,7 @@ def space_to_batch_nd_grad(op, grad):
 _space_to_batch_nd_custom_gradient = _custom_gradient(
     "SpaceToBatchND", "input", space_to_batch_nd_forward, space_to_batch_nd_vjp, "output"
 )
-_register("SpaceToBatchND", space_to_batch_nd_grad)
+REGISTERED["SpaceToBatchND"] = _register("SpaceToBatchND", space_to_batch_nd_grad)
 
 
 def batch_to_space_nd(input, *, block_shape, crops):
@@ -639,7 +446,7 @@ def batch_to_space_nd_grad(op, grad):
 _batch_to_space_nd_custom_gradient = _custom_gradient(
     "BatchToSpaceND", "input", batch_to_space_nd_forward, batch_to_space_nd_vjp, "output"
 )
-_register("BatchToSpaceND", batch_to_space_nd_grad)
+REGISTERED["BatchToSpaceND"] = _register("BatchToSpaceND", batch_to_space_nd_grad)
 
 
 def space_to_batch(input, *, paddings, block_size):
@@ -730,7 +537,7 @@ def space_to_batch_grad(op, grad):
 _space_to_batch_custom_gradient = _custom_gradient(
     "SpaceToBatch", "input", space_to_batch_forward, space_to_batch_vjp, "output"
 )
-_register("SpaceToBatch", space_to_batch_grad)
+REGISTERED["SpaceToBatch"] = _register("SpaceToBatch", space_to_batch_grad)
 
 
 def batch_to_space(input, *, crops, block_size):
@@ -825,4 +632,4 @@ def batch_to_space_grad(op, grad):
 _batch_to_space_custom_gradient = _custom_gradient(
     "BatchToSpace", "input", batch_to_space_forward, batch_to_space_vjp, "output"
 )
-_register("BatchToSpace", batch_to_space_grad)
+REGISTERED["BatchToSpace"] = _register("BatchToSpace", batch_to_space_grad)

@@ -24,6 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 import jax.scipy.special
 
+from _symgrad_jax import _bessel_i0, _bessel_i1, _custom_vjp, _split_exp, _sum_to_shape
+
 UNAVAILABLE = {
     "BesselJ0": "the jax printer cannot print besselj(0, x)",
     "BesselJ1": "the jax printer cannot print besselj(1, x)",
@@ -34,84 +36,6 @@ UNAVAILABLE = {
     "BesselY0": "the jax printer cannot print bessely(0, x)",
     "BesselY1": "the jax printer cannot print bessely(1, x)",
 }  # op type -> why this module has no function of it
-
-
-def _conj(x):
-    """Complex conjugate; real arrays are returned as they are."""
-    return jnp.conj(x) if jnp.iscomplexobj(x) else x
-
-
-def _custom_vjp(forward, vjp, outputs, stages=False):
-    """`forward(*inputs, **attrs)` as a `jax.custom_vjp` function, the attributes static
-    (`nondiff_argnums`), whose gradient is the derived `vjp(cotangents..., *inputs, **outputs,
-    **stages, **attrs)`, given the forward's `outputs` (their names, "a b", a list's starred)
-    and, with `stages`, its stages as residuals. JAX's cotangents of complex arrays are the
-    conjugates of TensorFlow's, which `vjp` gives: `jax_vjp(ct) = conj(tensorflow_vjp(conj(ct)))`.
-    """
-    outputs = [name.lstrip("*") for name in outputs.split()]
-    several = len(outputs) > 1
-
-    def run(attrs, *inputs):
-        return forward(*inputs, **attrs)
-
-    def run_saving(attrs, *inputs):
-        values, found = (
-            forward(*inputs, **attrs, return_stages=True) if stages else (run(attrs, *inputs), {})
-        )
-        return values, (inputs, values, found)
-
-    def gradient(attrs, saved, cotangent):
-        inputs, values, found = saved
-        given = dict(zip(outputs, values if several else (values,)))
-        cotangents = [
-            jax.tree_util.tree_map(_conj, c) for c in (cotangent if several else (cotangent,))
-        ]
-        grads = vjp(*cotangents, *inputs, **given, **found, **attrs)
-        return tuple(None if g is None else _conj(g) for g in grads)
-
-    function = jax.custom_vjp(run, nondiff_argnums=(0,))
-    function.defvjp(run_saving, gradient)
-    return lambda *inputs, **attrs: function(attrs, *inputs)
-
-
-def _split_exp(value, u):
-    """`value * exp(u)` with the exp in two halves, multiplied one after the other: finite
-    wherever the product is, though exp(u) alone may overflow (Ei's derivative exp(x) / x; a
-    Bessel I from its scaled function, where `jax.scipy.special.i0` and `i1` multiply by
-    exp(|x|) at once: inf from |x| = 88.7 in float32, where I0 is below 2e37)."""
-    half = jnp.exp(u / 2)
-    return value * half * half
-
-
-def _bessel_i0(x):
-    """I0, finite up to where it overflows (`_split_exp`)."""
-    return _split_exp(jax.scipy.special.i0e(x), _abs_as_sign(x))
-
-
-def _bessel_i1(x):
-    """I1, finite up to where it overflows (`_split_exp`)."""
-    return _split_exp(jax.scipy.special.i1e(x), _abs_as_sign(x))
-
-
-def _abs_as_sign(x):
-    """|x| as x * sign(x), whose derivative at 0 is 0, as in JAX's derivatives of i0e and i1e:
-    JAX differentiates `abs` as 1 there, and i0e(x) * exp(|x|) would have the derivative 1 at 0
-    (so has `jax.scipy.special.i0`) where I0' = I1 is 0."""
-    return x * jnp.sign(x)
-
-
-def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
-    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
-    broadcast first."""
-    if jnp.shape(g) == tuple(shape):
-        return g
-    g = jnp.broadcast_to(g, jnp.broadcast_shapes(jnp.shape(g), tuple(shape)))
-    lead = jnp.ndim(g) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + n for n, size in enumerate(shape) if size == 1 and jnp.shape(g)[lead + n] != 1
-    )
-    return jnp.reshape(jnp.sum(g, axis=axes), shape)
 
 
 def lgamma(x):

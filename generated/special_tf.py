@@ -21,189 +21,16 @@ Per op:
 
 import tensorflow as tf
 
+from _symgrad_tf import (
+    _bessel_i0,
+    _bessel_i1,
+    _custom_gradient,
+    _register,
+    _split_exp,
+    _sum_to_shape,
+)
+
 REGISTERED = {}
-
-
-def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
-    names = []
-    for name in (op_type, "Symgrad" + op_type):
-        try:
-            tf.RegisterGradient(name)(gradient_fn)
-            names.append(name)
-        except KeyError:  # TensorFlow's own gradient, or this module imported twice
-            pass
-    REGISTERED[op_type] = tuple(names)
-
-
-def _custom_gradient(
-    op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None
-):
-    """`forward(*inputs, **attrs)` with the derived gradient `vjp(cotangents..., *inputs,
-    **outputs, **attrs, **stages)` (`tf.custom_gradient`), for eager mode and `tf.function`.
-    `inputs` and `outputs` are TensorFlow's names, "a b", a list's starred. The forward is
-    TensorFlow's own kernel of `op_type` where TensorFlow runs it and `declares(*inputs,
-    **attrs)`, where given, says the formula takes the attributes (others still raise as the
-    formula does); else the formula, whose `stages` the gradient is then given. Where the
-    gradient reads the outputs (`read`) it reads them again through a custom gradient of their
-    own, so that a second order differentiates them by the derived gradient too, not by
-    TensorFlow's gradient of its kernel."""
-    names, outputs = inputs.split(), outputs.split()
-    single, listed = len(outputs) == 1, outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def apply(*values, **attrs):
-        found = {}  # the formula's stages
-
-        @tf.custom_gradient
-        def run(*values):
-            def backward(*cotangents):
-                again = outputs_again(*values) if read else result
-                given = dict(zip(outputs, (again,) if single else again))
-                cotangents = [list(cotangents)] if listed else cotangents
-                return vjp(*cotangents, *values, **given, **attrs, **found)
-
-            @tf.custom_gradient
-            def outputs_again(*values):
-                return tf.nest.map_structure(tf.identity, result), backward
-
-            declared = declares is None or declares(*values, **attrs)
-            kernel = declared and _tf_kernel(
-                op_type, len(outputs), _named(names, values), attrs, listed
-            )
-            if kernel:  # TensorFlow's own kernel
-                result = kernel[0] if single else tuple(kernel)
-            elif stages:  # else the declared formula
-                result, computed = forward(*values, **attrs, return_stages=True)
-                found.update(computed)
-            else:
-                result = forward(*values, **attrs)
-            return result, backward
-
-        return run(*values)
-
-    return apply
-
-
-def _named(names, values):
-    """TensorFlow's input names -> the values; a starred name (a list input, last) takes the
-    rest as a tuple."""
-    if names and names[-1].startswith("*"):
-        return {**dict(zip(names[:-1], values)), names[-1][1:]: tuple(values[len(names) - 1 :])}
-    return dict(zip(names, values))
-
-
-_KERNELS = {}
-
-
-def _tf_kernel(op_type, count, inputs, attrs, list_output=False):
-    """The outputs (a list of `count`) of TensorFlow's own kernel of `op_type`,
-    `tf.raw_ops.<op_type>`, on `inputs` (TensorFlow's input names -> tensors; a list input as a
-    tuple) and `attrs`; None where TensorFlow has no op of that type or does not run it on
-    inputs of these dtypes and shapes with these attributes: there the declared formula
-    computes the forward."""
-    raw = getattr(tf.raw_ops, op_type, None)
-    if raw is None:
-        return None
-    tensors = {
-        name: (
-            [tf.convert_to_tensor(v) for v in value]
-            if isinstance(value, tuple)
-            else tf.convert_to_tensor(value)
-        )
-        for name, value in inputs.items()
-    }
-    signature = tuple(
-        (name, tuple(_spec(v) for v in value) if isinstance(value, list) else _spec(value))
-        for name, value in tensors.items()
-    )
-    key = (op_type, signature, repr(sorted(attrs.items())))
-    if key not in _KERNELS:
-        _KERNELS[key] = _runs(raw, signature, attrs)
-    if not _KERNELS[key]:
-        return None
-    outputs = raw(**tensors, **attrs)
-    if list_output:
-        return [tuple(outputs)]
-    outputs = [outputs] if isinstance(outputs, tf.Tensor) else list(outputs)
-    return outputs if len(outputs) == count else None
-
-
-def _spec(x):
-    """A tensor's dtype and static shape (None: unknown rank), hashable."""
-    return x.dtype, None if x.shape.rank is None else tuple(x.shape.as_list())
-
-
-def _runs(raw, signature, attrs):
-    """Whether TensorFlow runs op `raw` on inputs of `signature` with `attrs`, tried once,
-    eagerly, on zeros (a size unknown while tracing as 1): its definition may refuse the
-    dtypes, its kernel be missing for them or refuse the attributes (the CPU kernel of
-    DepthwiseConv2dNative takes only equal strides), where the declared formula does not."""
-
-    def zeros(spec):
-        dtype, shape = spec
-        return tf.zeros([] if shape is None else [1 if d is None else d for d in shape], dtype)
-
-    with tf.init_scope():  # eagerly, also while a tf.function traces
-        try:
-            probe = {  # a list input's spec is a tuple of specs
-                name: (
-                    zeros(spec)
-                    if spec and isinstance(spec[0], tf.DType)
-                    else [zeros(s) for s in spec]
-                )
-                for name, spec in signature
-            }
-            raw(**probe, **attrs)
-        except Exception:  # refused: the declared formula
-            return False
-    return True
-
-
-def _sum_to_shape(g, x):
-    """Sum a broadcast gradient `g` back to the shape of `x`, as TensorFlow's own gradients do."""
-    g = tf.convert_to_tensor(g)
-    if g.shape.is_fully_defined() and g.shape == x.shape:
-        return g
-    shape = tf.shape(x)
-    # a `g` that broadcasts to `x` (a second order's cotangent of a broadcast input) is
-    # broadcast first; a larger one is passed through
-    g = tf.broadcast_to(g, tf.broadcast_dynamic_shape(tf.shape(g), shape))
-    axes, _ = tf.raw_ops.BroadcastGradientArgs(s0=shape, s1=tf.shape(g))
-    return tf.reshape(tf.reduce_sum(g, axes), shape)
-
-
-def _split_exp(value, u):
-    """`value * exp(u)` with the exp in two halves, multiplied one after the other: finite
-    wherever the product is, though exp(u) alone may overflow (Ei's derivative exp(x) / x; a
-    Bessel I from its scaled kernel, where TensorFlow's `bessel_i0` and `bessel_i1` multiply by
-    exp(|x|) at once: inf from |x| = 88.7 in float32, where I0 is below 2e37)."""
-    half = tf.math.exp(u / 2)
-    return value * half * half
-
-
-def _bessel_i0(x):
-    """I0, finite up to where it overflows (`_split_exp`)."""
-    return _split_exp(tf.math.special.bessel_i0e(x), tf.math.abs(x))
-
-
-def _bessel_i1(x):
-    """I1, finite up to where it overflows (`_split_exp`), with its derivative 1/2 at 0 by
-    a guarded division: TensorFlow's gradient of `bessel_i1` is 1 there, and that of
-    `bessel_i1e` NaN when differentiated again (its untaken branch divides by x)."""
-
-    @tf.custom_gradient
-    def bessel_i1(x):
-        def backward(grad):
-            at_zero = tf.equal(x, 0)
-            safe = tf.where(at_zero, tf.ones_like(x), x)
-            scaled = tf.math.special.bessel_i0e(safe) - tf.math.special.bessel_i1e(safe) / safe
-            slope = _split_exp(scaled, tf.math.abs(safe))
-            return grad * tf.where(at_zero, tf.fill(tf.shape(x), tf.constant(0.5, x.dtype)), slope)
-
-        return _split_exp(tf.math.special.bessel_i1e(x), tf.math.abs(x)), backward
-
-    return bessel_i1(x)
 
 
 def lgamma(x):
@@ -233,7 +60,7 @@ def lgamma_grad(op, grad):
 
 
 _lgamma_custom_gradient = _custom_gradient("Lgamma", "x", lgamma_forward, lgamma_vjp, "y")
-_register("Lgamma", lgamma_grad)
+REGISTERED["Lgamma"] = _register("Lgamma", lgamma_grad)
 
 
 def digamma(x):
@@ -264,7 +91,7 @@ def digamma_grad(op, grad):
 
 
 _digamma_custom_gradient = _custom_gradient("Digamma", "x", digamma_forward, digamma_vjp, "y")
-_register("Digamma", digamma_grad)
+REGISTERED["Digamma"] = _register("Digamma", digamma_grad)
 
 
 def polygamma(a, x):
@@ -297,7 +124,7 @@ def polygamma_grad(op, grad):
 _polygamma_custom_gradient = _custom_gradient(
     "Polygamma", "a x", polygamma_forward, polygamma_vjp, "z"
 )
-_register("Polygamma", polygamma_grad)
+REGISTERED["Polygamma"] = _register("Polygamma", polygamma_grad)
 
 
 def zeta(x, q):
@@ -328,7 +155,7 @@ def zeta_grad(op, grad):
 
 
 _zeta_custom_gradient = _custom_gradient("Zeta", "x q", zeta_forward, zeta_vjp, "z")
-_register("Zeta", zeta_grad)
+REGISTERED["Zeta"] = _register("Zeta", zeta_grad)
 
 
 def erfinv(x):
@@ -359,7 +186,7 @@ def erfinv_grad(op, grad):
 
 
 _erfinv_custom_gradient = _custom_gradient("Erfinv", "x", erfinv_forward, erfinv_vjp, "y")
-_register("Erfinv", erfinv_grad)
+REGISTERED["Erfinv"] = _register("Erfinv", erfinv_grad)
 
 
 def ndtri(x):
@@ -390,7 +217,7 @@ def ndtri_grad(op, grad):
 
 
 _ndtri_custom_gradient = _custom_gradient("Ndtri", "x", ndtri_forward, ndtri_vjp, "y")
-_register("Ndtri", ndtri_grad)
+REGISTERED["Ndtri"] = _register("Ndtri", ndtri_grad)
 
 
 def dawsn(x):
@@ -421,7 +248,7 @@ def dawsn_grad(op, grad):
 
 
 _dawsn_custom_gradient = _custom_gradient("Dawsn", "x", dawsn_forward, dawsn_vjp, "y")
-_register("Dawsn", dawsn_grad)
+REGISTERED["Dawsn"] = _register("Dawsn", dawsn_grad)
 
 
 def expint(x):
@@ -460,7 +287,7 @@ def expint_grad(op, grad):
 
 
 _expint_custom_gradient = _custom_gradient("Expint", "x", expint_forward, expint_vjp, "y")
-_register("Expint", expint_grad)
+REGISTERED["Expint"] = _register("Expint", expint_grad)
 
 
 def fresnel_cos(x):
@@ -492,7 +319,7 @@ def fresnel_cos_grad(op, grad):
 _fresnel_cos_custom_gradient = _custom_gradient(
     "FresnelCos", "x", fresnel_cos_forward, fresnel_cos_vjp, "y"
 )
-_register("FresnelCos", fresnel_cos_grad)
+REGISTERED["FresnelCos"] = _register("FresnelCos", fresnel_cos_grad)
 
 
 def fresnel_sin(x):
@@ -524,7 +351,7 @@ def fresnel_sin_grad(op, grad):
 _fresnel_sin_custom_gradient = _custom_gradient(
     "FresnelSin", "x", fresnel_sin_forward, fresnel_sin_vjp, "y"
 )
-_register("FresnelSin", fresnel_sin_grad)
+REGISTERED["FresnelSin"] = _register("FresnelSin", fresnel_sin_grad)
 
 
 def spence(x):
@@ -563,7 +390,7 @@ def spence_grad(op, grad):
 
 
 _spence_custom_gradient = _custom_gradient("Spence", "x", spence_forward, spence_vjp, "y")
-_register("Spence", spence_grad)
+REGISTERED["Spence"] = _register("Spence", spence_grad)
 
 
 def bessel_i0(x):
@@ -595,7 +422,7 @@ def bessel_i0_grad(op, grad):
 _bessel_i0_custom_gradient = _custom_gradient(
     "BesselI0", "x", bessel_i0_forward, bessel_i0_vjp, "y"
 )
-_register("BesselI0", bessel_i0_grad)
+REGISTERED["BesselI0"] = _register("BesselI0", bessel_i0_grad)
 
 
 def bessel_i1(x):
@@ -639,7 +466,7 @@ def bessel_i1_grad(op, grad):
 _bessel_i1_custom_gradient = _custom_gradient(
     "BesselI1", "x", bessel_i1_forward, bessel_i1_vjp, "y"
 )
-_register("BesselI1", bessel_i1_grad)
+REGISTERED["BesselI1"] = _register("BesselI1", bessel_i1_grad)
 
 
 def bessel_i0e(x):
@@ -672,7 +499,7 @@ def bessel_i0e_grad(op, grad):
 _bessel_i0e_custom_gradient = _custom_gradient(
     "BesselI0e", "x", bessel_i0e_forward, bessel_i0e_vjp, "y", read=True
 )
-_register("BesselI0e", bessel_i0e_grad)
+REGISTERED["BesselI0e"] = _register("BesselI0e", bessel_i0e_grad)
 
 
 def bessel_i1e(x):
@@ -717,7 +544,7 @@ def bessel_i1e_grad(op, grad):
 _bessel_i1e_custom_gradient = _custom_gradient(
     "BesselI1e", "x", bessel_i1e_forward, bessel_i1e_vjp, "y", read=True
 )
-_register("BesselI1e", bessel_i1e_grad)
+REGISTERED["BesselI1e"] = _register("BesselI1e", bessel_i1e_grad)
 
 
 def bessel_j0(x):
@@ -749,7 +576,7 @@ def bessel_j0_grad(op, grad):
 _bessel_j0_custom_gradient = _custom_gradient(
     "BesselJ0", "x", bessel_j0_forward, bessel_j0_vjp, "y"
 )
-_register("BesselJ0", bessel_j0_grad)
+REGISTERED["BesselJ0"] = _register("BesselJ0", bessel_j0_grad)
 
 
 def bessel_j1(x):
@@ -794,7 +621,7 @@ def bessel_j1_grad(op, grad):
 _bessel_j1_custom_gradient = _custom_gradient(
     "BesselJ1", "x", bessel_j1_forward, bessel_j1_vjp, "y"
 )
-_register("BesselJ1", bessel_j1_grad)
+REGISTERED["BesselJ1"] = _register("BesselJ1", bessel_j1_grad)
 
 
 def bessel_k0(x):
@@ -826,7 +653,7 @@ def bessel_k0_grad(op, grad):
 _bessel_k0_custom_gradient = _custom_gradient(
     "BesselK0", "x", bessel_k0_forward, bessel_k0_vjp, "y"
 )
-_register("BesselK0", bessel_k0_grad)
+REGISTERED["BesselK0"] = _register("BesselK0", bessel_k0_grad)
 
 
 def bessel_k1(x):
@@ -862,7 +689,7 @@ def bessel_k1_grad(op, grad):
 _bessel_k1_custom_gradient = _custom_gradient(
     "BesselK1", "x", bessel_k1_forward, bessel_k1_vjp, "y"
 )
-_register("BesselK1", bessel_k1_grad)
+REGISTERED["BesselK1"] = _register("BesselK1", bessel_k1_grad)
 
 
 def bessel_k0e(x):
@@ -895,7 +722,7 @@ def bessel_k0e_grad(op, grad):
 _bessel_k0e_custom_gradient = _custom_gradient(
     "BesselK0e", "x", bessel_k0e_forward, bessel_k0e_vjp, "y", read=True
 )
-_register("BesselK0e", bessel_k0e_grad)
+REGISTERED["BesselK0e"] = _register("BesselK0e", bessel_k0e_grad)
 
 
 def bessel_k1e(x):
@@ -935,7 +762,7 @@ def bessel_k1e_grad(op, grad):
 _bessel_k1e_custom_gradient = _custom_gradient(
     "BesselK1e", "x", bessel_k1e_forward, bessel_k1e_vjp, "y", read=True
 )
-_register("BesselK1e", bessel_k1e_grad)
+REGISTERED["BesselK1e"] = _register("BesselK1e", bessel_k1e_grad)
 
 
 def bessel_y0(x):
@@ -967,7 +794,7 @@ def bessel_y0_grad(op, grad):
 _bessel_y0_custom_gradient = _custom_gradient(
     "BesselY0", "x", bessel_y0_forward, bessel_y0_vjp, "y"
 )
-_register("BesselY0", bessel_y0_grad)
+REGISTERED["BesselY0"] = _register("BesselY0", bessel_y0_grad)
 
 
 def bessel_y1(x):
@@ -1003,4 +830,4 @@ def bessel_y1_grad(op, grad):
 _bessel_y1_custom_gradient = _custom_gradient(
     "BesselY1", "x", bessel_y1_forward, bessel_y1_vjp, "y"
 )
-_register("BesselY1", bessel_y1_grad)
+REGISTERED["BesselY1"] = _register("BesselY1", bessel_y1_grad)

@@ -21,6 +21,15 @@ import numpy as np
 import torch
 import torch.special
 
+from _symgrad_torch import (
+    _autograd_function,
+    _bessel,
+    _bessel_i0,
+    _bessel_i1,
+    _polygamma,
+    _sum_to_shape,
+)
+
 UNAVAILABLE = {
     "Dawsn": "the torch printer cannot print scipy.special.dawsn (PyTorch has no dawsn)",
     "Expint": "the torch printer cannot print scipy.special.expi (PyTorch has no expi)",
@@ -28,161 +37,6 @@ UNAVAILABLE = {
     "FresnelSin": "the torch printer cannot print scipy.special.fresnel (PyTorch has no fresnel)",
     "Spence": "the torch printer cannot print scipy.special.spence (PyTorch has no spence)",
 }  # op type -> why this module has no function of it
-
-
-def _needed(grads, needed):
-    """The gradients autograd asked for (`ctx.needs_input_grad`), None for the others."""
-    return tuple(g if n else None for g, n in zip(grads, needed))
-
-
-def _fresh(outputs, inputs):
-    """`outputs`, any of them that is one of `inputs` (returned as it is) as a view of it:
-    autograd cannot save an input that a Function returns."""
-    fresh = lambda o: o.view_as(o) if any(o is x for x in inputs) else o
-    return tuple(map(fresh, outputs)) if isinstance(outputs, tuple) else fresh(outputs)
-
-
-def _views(stages):
-    """The stages a Function returns, each a view of its own: a stage that is also an output
-    (the same tensor) is marked non-differentiable apart from that output."""
-    return tuple(None if s is None else s.view_as(s) for s in stages)
-
-
-def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
-    """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
-    backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
-    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
-    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
-    which it returns marked non-differentiable; twice differentiated, the backward computes
-    the stages again from the inputs, differentiably. Names are given as "a b", a list
-    output's starred. Applied as `forward` is called."""
-    outputs, read, stages = outputs.split(), read.split(), stages.split()
-    staged, list_output = len(stages), outputs[0].startswith("*")
-    outputs = [name.lstrip("*") for name in outputs]
-
-    def run(attrs, *inputs):
-        if not stages:
-            values = forward(*inputs, **attrs)
-            return _fresh(tuple(values) if list_output else values, inputs)
-        values, found = forward(*inputs, **attrs, return_stages=True)
-        return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
-
-    def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[0]
-        output = output if isinstance(output, tuple) else (output,)
-        values, found = output[: len(output) - staged], output[len(output) - staged :]
-        given = values if list_output and read else [values[outputs.index(o)] for o in read]
-        ctx.save_for_backward(*inputs[1:], *given, *found)
-        if stages:
-            ctx.mark_non_differentiable(*(s for s in found if s is not None))
-
-    def backward(ctx, *cotangents):
-        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
-        inputs, given, found = (
-            saved[:count],
-            saved[count : len(saved) - staged],
-            saved[len(saved) - staged :],
-        )
-        given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
-        # twice differentiated: the stages computed again, differentiably, from the inputs
-        found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
-        cotangents = cotangents[: len(cotangents) - staged]
-        cotangents = [list(cotangents)] if list_output else cotangents
-        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
-        return None, *_needed(grads, ctx.needs_input_grad[1:])
-
-    methods = {"forward": run, "setup_context": setup_context, "backward": backward}
-    function = type(
-        f"_{name}Function",
-        (torch.autograd.Function,),
-        {k: staticmethod(m) for k, m in methods.items()},
-    )
-
-    def apply(*inputs, **attrs):
-        result = function.apply(attrs, *inputs)
-        if list_output:
-            return list(result[: len(result) - staged])
-        if not stages:
-            return result
-        return result[0] if len(outputs) == 1 else result[: len(outputs)]
-
-    apply.function = function  # the class, as `torch.autograd.Function`'s are inspected
-    return apply
-
-
-def _bessel(name, x):
-    """`torch.special.<name>(x)` (`bessel_j0`, `modified_bessel_k1`, ...), differentiable:
-    PyTorch gives these no derivative, so autograd would read them as constants."""
-    return _Bessel.apply(name, x)
-
-
-class _Bessel(torch.autograd.Function):
-    """A Bessel function of order 0 or 1 whose derivative is the recurrence in the same
-    functions (J0' = -J1, J1' = J0 - J1/x, ...), so differentiable to any order."""
-
-    @staticmethod
-    def forward(name, x):
-        return getattr(torch.special, name)(x)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.name = inputs[0]
-        ctx.save_for_backward(inputs[1])
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        kind, order = ctx.name[:-1], ctx.name[-1]
-        f0, f1 = _bessel(kind + "0", x), _bessel(kind + "1", x)
-        if order == "0":
-            return None, -grad * f1  # J0' = -J1, Y0' = -Y1, K0' = -K1
-        safe = torch.where(x == 0, 1, x)  # J1'(0) = 1/2; Y1 and K1 have a pole at 0
-        derivative = (-f0 if kind == "modified_bessel_k" else f0) - f1 / safe  # K1' = -K0 - K1/x
-        return None, grad * (
-            torch.where(x == 0, 0.5, derivative) if kind == "bessel_j" else derivative
-        )
-
-
-def _split_exp(value, u):
-    """`value * exp(u)` with the exp in two halves, multiplied one after the other: finite
-    wherever the product is, though exp(u) alone may overflow (Ei's derivative exp(x) / x; a
-    Bessel I from its scaled function, where `torch.special.i0` and `i1` multiply by exp(|x|)
-    at once: inf from |x| = 88.7 in float32, where I0 is below 2e37)."""
-    half = torch.exp(u / 2)
-    return value * half * half
-
-
-def _bessel_i0(x):
-    """I0, finite up to where it overflows (`_split_exp`)."""
-    return _split_exp(torch.special.i0e(x), torch.abs(x))
-
-
-def _bessel_i1(x):
-    """I1, finite up to where it overflows (`_split_exp`)."""
-    return _split_exp(torch.special.i1e(x), torch.abs(x))
-
-
-def _polygamma(n, x):
-    """`polygamma` of orders `n` given as a tensor of integers (torch's takes one int order)."""
-    n, x = torch.broadcast_tensors(torch.as_tensor(n, dtype=x.dtype), x)
-    result = torch.zeros_like(x)
-    for order in torch.unique(n).tolist():
-        result = torch.where(n == order, torch.special.polygamma(int(order), x), result)
-    return result
-
-
-def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
-    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
-    broadcast first."""
-    if tuple(g.shape) == tuple(shape):
-        return g
-    g = torch.broadcast_to(g, torch.broadcast_shapes(tuple(g.shape), tuple(shape)))
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + n for n, size in enumerate(shape) if size == 1 and g.shape[lead + n] != 1
-    )
-    return torch.reshape(torch.sum(g, dim=axes) if axes else g, tuple(shape))
 
 
 def lgamma(x):

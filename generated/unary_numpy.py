@@ -9,57 +9,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 import scipy.special
 
-
-def _conj(x):
-    """Complex conjugate; real arrays are returned as they are, without a copy."""
-    return np.conj(x) if np.iscomplexobj(x) else x
-
-
-def _sigmoid(x):
-    """1 / (1 + exp(-x)): scipy's `expit` for real x, which takes no complex input; for
-    complex x the formula, with an exponential of modulus at most 1 (`exp(x) / (1 + exp(x))`
-    where the real part is negative), finite wherever the value is."""
-    if not np.iscomplexobj(x):
-        return scipy.special.expit(x)
-    right = np.real(x) >= 0
-    e = np.exp(np.where(right, -x, x))
-    return np.where(right, 1, e) / (1 + e)
-
-
-def _sum_to_shape(g, shape):
-    """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
-    `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
-    broadcast first."""
-    if np.shape(g) == tuple(shape):
-        return g
-    g = np.broadcast_to(g, np.broadcast_shapes(np.shape(g), tuple(shape)))
-    lead = np.ndim(g) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + n for n, size in enumerate(shape) if size == 1 and np.shape(g)[lead + n] != 1
-    )
-    return np.reshape(np.sum(g, axis=axes), shape)
-
-
-def _sum_product_to_shape(factors, shape):
-    """The product of `factors` summed back to `shape`, as `_sum_to_shape` would, in one
-    einsum: a reduced broadcast gradient never writes the full-size product."""
-    arrays = [f for f in factors if np.ndim(f) > 0]
-    full = np.broadcast_shapes(*(np.shape(a) for a in arrays))
-    if full == tuple(shape) or not arrays:
-        product = factors[0]
-        for f in factors[1:]:
-            product = product * f
-        return product
-    lead = len(full) - len(shape)
-    operands = []  # einsum's sublist form: each array, then the axes it holds (numbered)
-    for a in arrays:
-        operands += [a, list(range(len(full) - np.ndim(a), len(full)))]
-    kept = [lead + n for n, size in enumerate(shape) if size != 1 or full[lead + n] == 1]
-    result = np.reshape(np.einsum(*operands, kept, optimize=len(arrays) > 2), shape)
-    for f in factors:
-        if np.ndim(f) == 0:  # a scalar attribute: multiplied last, as numpy would promote it
-            result = result * f
-    return result
+from _symgrad_numpy import _conj, _sigmoid, _sum_product_to_shape, _sum_to_shape
 
 
 def sigmoid(x):

@@ -28,6 +28,7 @@ from symgrad.lowering.signature import OpSignature
 from symgrad.notation import with_formulas
 from symgrad.processes import start_method
 from symgrad.render import render_module
+from symgrad.runtime_module import runtime_files
 from symgrad.second_order import PREFIX, complex_form, derive_second_order, linear_inputs
 from symgrad.simplify import simplify
 from symgrad.targets import MODULE_SUFFIX, TARGETS, default_jobs
@@ -111,7 +112,8 @@ def generate(
     verify: bool = True,
     allow_large: bool = False,
 ) -> dict[str, str]:
-    """Generated file name -> text, for every op file under `paths`; each freshly derived
+    """Generated file name -> text, for every op file under `paths` and the runtime module of
+    each of `targets` (`symgrad.runtime_module`); each freshly derived
     file verified first (`selfcheck`): only verified texts are returned or cached. A gradient
     with an intermediate larger than the op's inputs, outputs and stages (a Jacobian) is an
     error, or with `allow_large` a warning.
@@ -130,7 +132,7 @@ def generate(
     # numpy's module always: verification differences its forward
     rendered = _render_all([f for f, _ in fresh], compiled, tuple(dict.fromkeys(("numpy",) + targets)), jobs)
     if verify:
-        everything = {name: text for r in rendered for name, text in r.items()}
+        everything = {name: text for r in rendered for name, text in r.items()} | runtime_files(("numpy",) + targets)
         errors = verify_generated([f for f, _ in fresh], everything, jobs, targets)
         if errors:
             raise SymgradErrors(errors)
@@ -139,7 +141,7 @@ def generate(
         if verify:  # the cache holds verified texts only
             cache.put(key, [CachedOp(d.name, d.func_name, str(d.location)) for d in op_file.ops], wanted)
         files.update(wanted)
-    return dict(sorted(files.items()))
+    return dict(sorted((files | runtime_files(targets)).items()))
 
 
 def oversized_intermediates(decl: OpDecl, code: OpCode) -> list[LoweringError]:
@@ -243,9 +245,12 @@ def _render_in_worker(task: tuple) -> str | SymgradError:
 
 
 def _check_stems(paths: list[Path]) -> None:
-    """Two op files with one name (in different folders) would write the same modules."""
+    """Two op files with one name (in different folders) would write the same modules; one
+    named `_symgrad` would write the runtime modules'."""
     seen: dict[str, Path] = {}
     for path in paths:
+        if path.stem == "_symgrad":
+            raise SymgradError(f"op file {path}: its modules would be named as the runtime modules symgrad writes beside them (_symgrad_*.py); rename it")
         first = seen.setdefault(path.stem, path)
         if first != path:
             raise SymgradError(f"op files {first} and {path} would both generate {path.stem}_*.py")

@@ -70,7 +70,7 @@ def uses(ops: list[ir.OpCode], predicate) -> bool:
 
 
 def render_framework_module(source: str, ops: list[ir.OpCode], printer_class, op_context, template: str,
-                            runtime: Path | tuple[Path, ...], framework_modules: tuple[str, ...]) -> str:
+                            target: str, framework_modules: tuple[str, ...]) -> str:
     """The module of a framework target that leaves out the ops it cannot express (JAX's,
     PyTorch's): each op's context from `op_context(op, printer)` with a printer of its own (what
     an op left out printed is not imported), the others named in `UNAVAILABLE` with the reason."""
@@ -84,19 +84,21 @@ def render_framework_module(source: str, ops: list[ir.OpCode], printer_class, op
     imports = sorted({m for _, p in contexts for m in p.module_imports if m not in framework_modules})
     layout = environment().get_template(template)
     context = {"source": source, "ops": [c for c, _ in contexts], "unavailable": unavailable,
-               "unavailable_literal": repr(dict(sorted(unavailable.items())))}
-    render = lambda helpers: layout.render(**context, imports=imports, helpers=helpers)
-    helpers = module_helpers(render, runtime, [p for _, p in contexts], printer_class)
-    if "itertools." in helpers:
-        imports = sorted(imports + ["itertools"])
-    return format_module(layout.render(**context, imports=imports, helpers=helpers))
+               "unavailable_literal": repr(dict(sorted(unavailable.items()))), "imports": imports}
+    return render_with_helpers(layout, context, target, [p for _, p in contexts], printer_class)
 
 
-def module_helpers(render, runtime: Path | tuple[Path, ...], printers, printer_class) -> str:
-    """The helpers a module carries: the runtime's its code calls (`render(helpers)` is the
-    module around them), then a definition of each integer function it calls."""
-    definitions = integer_function_sources(printers, printer_class)
-    return "\n\n".join(part for part in (helper_sources(render(definitions), runtime), definitions) if part)
+def render_with_helpers(template, context: dict, target: str, printers, printer_class) -> str:
+    """`template` rendered (and formatted) with `context` and what the module needs besides
+    its ops: `runtime_import`, the import of the runtime helpers its code calls from the
+    target's runtime module (`symgrad.runtime_module`), and `helpers`, a definition of each
+    integer function it calls."""
+    helpers = integer_function_sources(printers, printer_class)
+    text = template.render(**context, runtime_import="", helpers=helpers)
+    runtime = REGISTRY[target]
+    names = sorted(_referred(text, runtime_helpers(runtime.backend.RUNTIME)))
+    runtime_import = f"from {runtime.runtime_module} import {', '.join(names)}" if names else ""
+    return format_module(template.render(**context, runtime_import=runtime_import, helpers=helpers))
 
 
 def integer_function_sources(printers, printer_class) -> str:
@@ -124,21 +126,6 @@ def _integer_function_source(name: str, function, body: str) -> str:
                         subsequent_indent="    ")
     parameters = ", ".join(str(p) for p in function.parameters)
     return f'def _{name}({parameters}):\n    """{doc}"""\n    return {body}\n'
-
-
-def helper_sources(text: str, runtime: Path | tuple[Path, ...]) -> str:
-    """The source of each helper in the file(s) `runtime` (their top-level functions and
-    assignments named `_...`) that the Python source `text` refers to, and of those they refer
-    to, in the order `runtime` defines them: what a generated module carries, so that it
-    imports nothing of symgrad. Read as text, not imported: rendering needs no framework."""
-    defined = runtime_helpers(runtime)
-    wanted, pending = set(), _referred(text, defined)
-    while pending:
-        name = pending.pop()
-        wanted.add(name)
-        pending |= _referred(defined[name], defined) - wanted
-    order = list(defined)
-    return "\n\n".join(defined[name] for name in sorted(wanted, key=order.index))
 
 
 def runtime_helpers(runtime: Path | tuple[Path, ...]) -> dict[str, str]:

@@ -29,6 +29,12 @@ class Target:
     def backend(self) -> ModuleType:
         return importlib.import_module(f"symgrad.backends.{self.name}")
 
+    @property
+    def runtime_module(self) -> str:
+        """The module of the target's runtime helpers, written beside its generated modules,
+        which import from it: `_symgrad_<suffix>` (`symgrad.runtime_module`)."""
+        return "_symgrad" + self.suffix.removesuffix(".py")
+
     def installed(self) -> bool:
         """Whether this process can import and run the generated code."""
         return self.framework is None or importlib.util.find_spec(self.framework) is not None

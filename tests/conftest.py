@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from symgrad.runtime_module import import_generated
+from symgrad.targets import REGISTRY
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # TensorFlow's __init__ imports Keras 3 eagerly, 4 of its 12 s of import, in this process and in
 # each of the suite's symgrad subprocesses and workers; nothing here uses Keras, and with this
@@ -57,25 +60,24 @@ def require_torch():
 
 
 def import_path(path: Path, name: str | None = None):
-    """Import a Python file as a module (once per name)."""
+    """Import a Python file as a module (once per name); a generated module's runtime import
+    reads the runtime module of its own folder."""
     name = name or f"_symgrad_test_{path.parent.name}_{path.stem}"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_generated(path, name)
 
 
 def import_altered(path: Path, old: str, new: str, folder: Path):
     """The Python file `path` imported from a copy in `folder` with each `old` replaced by
-    `new`: a fault injected into generated code, which must show where that code is called."""
-    text = path.read_text()
-    assert old in text, f"{old!r} is not in {path}"
-    copy = folder / path.name
-    copy.write_text(text.replace(old, new))
-    return import_path(copy, f"_symgrad_altered_{folder.name}_{path.stem}")
+    `new`: a fault injected into generated code, which must show where that code is called.
+    The runtime module beside it is copied too, and altered instead where `old` is in it."""
+    runtime = next(path.with_name(t.runtime_module + ".py") for t in REGISTRY.values() if path.name.endswith(t.suffix))
+    texts = {p: p.read_text() for p in (path, runtime) if p.is_file()}
+    assert any(old in text for text in texts.values()), f"{old!r} is not in {path} or {runtime.name}"
+    for original, text in texts.items():
+        (folder / original.name).write_text(text.replace(old, new))
+    return import_path(folder / path.name, f"_symgrad_altered_{folder.name}_{path.stem}")
 
 
 @pytest.fixture(scope="session")

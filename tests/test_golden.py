@@ -31,7 +31,7 @@ PINNED = {
     ("composed_numpy.py", "layer_norm_grad", None): "layer_norm_grad_numpy.py",
     ("composed_tf.py", "layer_norm_vjp", None): "layer_norm_vjp_tf.py",
     ("nn_jax.py", "softmax_vjp", None): "softmax_vjp_jax.py",
-    ("nn_jax.py", "_custom_vjp", None): "custom_vjp_jax.py",
+    ("_symgrad_jax.py", "_custom_vjp", None): "custom_vjp_jax.py",
     ("composed_jax.py", "layer_norm_vjp", None): "layer_norm_vjp_jax.py",
     ("conv_jax.py", "conv2d_vjp", None): "conv2d_vjp_jax.py",
     ("matmul_torch.py", "matmul_vjp", None): "matmul_vjp_torch.py",

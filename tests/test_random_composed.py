@@ -47,6 +47,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from symgrad.runtime_module import import_generated
+
 
 SEED = 20240611
 
@@ -521,11 +523,7 @@ def op_file_text(ops: list[RandomOp]) -> str:
 
 
 def _import(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_generated(path, name)
 
 
 def vjp_mismatches(module, op: RandomOp, rng: np.random.Generator) -> list[str]:

@@ -4,13 +4,12 @@ never a pairwise (i, k) array, and derived again for the second order."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require_jax
+from conftest import import_path, require_jax
 
 from symgrad.generate import to_temp_folder
 from symgrad.testing import (
@@ -28,10 +27,7 @@ def generated() -> Path:
 
 @pytest.fixture(scope="module")
 def module(generated):
-    spec = importlib.util.spec_from_file_location("recurrence_ops_numpy", generated / "recurrence_ops_numpy.py")
-    loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
-    return loaded
+    return import_path(generated / "recurrence_ops_numpy.py", "recurrence_ops_numpy")
 
 
 def _discounted_by_loop(reward, gamma):

@@ -1,19 +1,19 @@
 """Each backend's runtime helpers (`symgrad/backends/<target>/runtime.py`), imported as Python and
-run: against brute-force numpy (`np.add.at`, loops) and each other; and the selection of the
-helpers a generated module carries."""
+run: against brute-force numpy (`np.add.at`, loops) and each other; the runtime module written
+beside generated modules, and the helpers each imports from it."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import GENERATED, require_jax, require_tf, require_torch
 
-from symgrad.render import helper_sources
+from symgrad.render import runtime_helpers
+from symgrad.runtime_module import import_generated, runtime_text
 from symgrad.targets import REGISTRY
 
 RNG = np.random.default_rng(3)
@@ -131,27 +131,42 @@ def test_linear_scan_is_the_recurrence(target, exclusive, reverse):
 
 
 @pytest.mark.parametrize("target", list(REGISTRY))
-def test_generated_modules_carry_exactly_the_helpers_they_refer_to(target):
-    """Each committed module of the target defines every runtime helper its own code (what is
-    not a helper) refers to, directly or through another helper, and no other."""
-    runtime = importlib.import_module(f"symgrad.backends.{target}").RUNTIME  # the file(s) helpers come from
-    assert helper_sources("y = a @ b", runtime) == ""
-    files = (runtime,) if isinstance(runtime, Path) else runtime
-    definitions = {
-        k: v for path in files for k, v in _top_level(ast.parse(path.read_text())).items() if k.startswith("_")
-    }
-    modules = sorted(GENERATED.glob(f"*{REGISTRY[target].suffix}"))
+def test_generated_modules_import_exactly_the_helpers_they_refer_to(target):
+    """The committed runtime module of the target is the one symgrad writes now and defines
+    every helper of the runtime files; each committed module of the target imports from it
+    exactly the helpers its own code refers to, defines none of them, and imports nothing of
+    symgrad."""
+    runtime = REGISTRY[target].runtime_module
+    written = GENERATED / f"{runtime}.py"
+    assert written.read_text() == runtime_text(target)
+    definitions = set(runtime_helpers(REGISTRY[target].backend.RUNTIME))
+    assert definitions <= set(_top_level(ast.parse(written.read_text()))) and "_sum_to_shape" in definitions
+    modules = sorted(set(GENERATED.glob(f"*{REGISTRY[target].suffix}")) - {written})
     assert len(modules) >= 15
     for path in modules:
-        nodes = _top_level(ast.parse(path.read_text()))
-        carried = {name for name in nodes if name in definitions}
-        own = [node for name, node in nodes.items() if name not in definitions]
-        needed, pending = set(), set().union(*(_names(n) for n in own)) & set(definitions)
-        while pending:
-            name = pending.pop()
-            needed.add(name)
-            pending |= (_names(definitions[name]) & set(definitions)) - needed
-        assert carried == needed, path.name
+        tree = ast.parse(path.read_text())
+        imported = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == runtime]
+        names = {a.name for n in imported for a in n.names}
+        referred = set().union(*(_names(n) for n in tree.body if n not in imported)) & definitions
+        assert names == referred and len(imported) == (1 if names else 0), path.name
+        assert not set(_top_level(tree)) & definitions, path.name
+        assert not any(n.module and n.module.startswith("symgrad") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom))
+
+
+def test_a_generated_module_imports_the_runtime_of_its_own_folder(tmp_path):
+    """Two folders, two runtime modules: each module imported reads its own folder's (a
+    process may import `generated/` and a verification's folder), and one imported again
+    after its runtime changed reads the new one."""
+    modules = []
+    for n in range(2):
+        folder = tmp_path / f"f{n}"
+        folder.mkdir()
+        (folder / "_symgrad_numpy.py").write_text(f"def _marker():\n    return {n}\n")
+        (folder / "m_numpy.py").write_text("from _symgrad_numpy import _marker\n")
+        modules.append(import_generated(folder / "m_numpy.py", f"_runtime_test_m{n}"))
+    assert [m._marker() for m in modules] == [0, 1]
+    (tmp_path / "f0" / "_symgrad_numpy.py").write_text("def _marker():\n    return 7\n")
+    assert import_generated(tmp_path / "f0" / "m_numpy.py", "_runtime_test_m0_again")._marker() == 7
 
 
 def _top_level(tree) -> dict:

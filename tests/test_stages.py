@@ -4,7 +4,6 @@ them, bound indices renamed apart, the no-Jacobian bound and `derive`'s own veri
 from __future__ import annotations
 
 import importlib.util
-import sys
 import textwrap
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from symgrad.errors import DeclarationError, VerificationError
 from symgrad.generate import SymgradErrors, generate
 from symgrad.load import load_op_file
+from symgrad.runtime_module import import_generated
 from symgrad.verify.selfcheck import verify_generated
 from conftest import ROOT
 from test_cli import snapshot, symgrad
@@ -166,11 +166,7 @@ SHAPES = {
 
 
 def _import(path: Path):
-    spec = importlib.util.spec_from_file_location(f"_stages_{path.stem}_{id(path)}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_generated(path, f"_stages_{path.stem}_{id(path)}")
 
 
 @pytest.fixture(scope="module")
@@ -366,7 +362,7 @@ def test_generate_writes_nothing_it_could_not_verify(tmp_path, monkeypatch):
         generate([ops], ("numpy",))
 
 
-def test_verification_leaves_no_gradient_registered(tmp_path, tf):
+def test_verification_leaves_no_gradient_registered(tmp_path, tf, monkeypatch):
     """`generate()` in a user's process, then the user imports what it wrote: the written
     module registers its gradient, not the copy verification imported."""
     from tensorflow.python.framework import ops as tf_ops
@@ -377,9 +373,10 @@ def test_verification_leaves_no_gradient_registered(tmp_path, tf):
     files = generate([ops], ("numpy", "tensorflow"))  # verifies in this process
     with pytest.raises(LookupError):
         tf_ops._gradient_registry.lookup("SymgradRegisteredTwiceScale")
-    path = tmp_path / "registered_tf.py"
-    path.write_text(files["registered_tf.py"])
-    spec = importlib.util.spec_from_file_location("registered_tf_user_copy", path)
+    for name in ("registered_tf.py", "_symgrad_tf.py"):  # the module and its runtime, as written
+        (tmp_path / name).write_text(files[name])
+    monkeypatch.syspath_prepend(str(tmp_path))  # as a user imports them
+    spec = importlib.util.spec_from_file_location("registered_tf_user_copy", tmp_path / "registered_tf.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.REGISTERED["RegisteredTwiceScale"] == ("RegisteredTwiceScale", "SymgradRegisteredTwiceScale")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from conftest import OPS
+from conftest import OPS, import_path
 from symgrad import DType, elementwise
 from symgrad.derive import derive
 from symgrad.dtypes import complex_dtype, output_dtype, real_dtype
@@ -130,16 +130,14 @@ def test_library_declares_complex_parts():
 def numpy_module(tmp_path_factory):
     from symgrad.generate import compile_op
     from symgrad.render import render_module
-    import importlib.util
+    from symgrad.runtime_module import runtime_files
 
     path = Path(OPS) / "complex_parts.py"
     ops = [compile_op(d) for d in load_op_file(path).ops]
-    target = tmp_path_factory.mktemp("gen") / "complex_parts_numpy.py"
-    target.write_text(render_module("numpy", str(path), ops))
-    spec = importlib.util.spec_from_file_location("complex_parts_numpy", target)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    folder = tmp_path_factory.mktemp("gen")
+    for name, text in {"complex_parts_numpy.py": render_module("numpy", str(path), ops), **runtime_files(("numpy",))}.items():
+        (folder / name).write_text(text)
+    return import_path(folder / "complex_parts_numpy.py", "complex_parts_numpy")
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])

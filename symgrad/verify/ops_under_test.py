@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import inspect
 import itertools
 import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -28,6 +26,7 @@ from symgrad.declaration import OpDecl
 from symgrad.instantiate import instantiate
 from symgrad.errors import SymgradError
 from symgrad.load import check_unique, load_op_file, op_file_paths
+from symgrad.runtime_module import import_generated
 from symgrad.targets import MODULE_SUFFIX
 
 _import_counter = itertools.count()
@@ -94,15 +93,11 @@ def _import(path: Path) -> ModuleType:
     """Import a generated file under a fresh module name (another copy may be imported too),
     leaving no TensorFlow gradient registered by it."""
     name = f"_symgrad_derived_{next(_import_counter)}_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     tensorflow_module = path.name.endswith(MODULE_SUFFIX["tensorflow"])
     if tensorflow_module:
         import_tf()  # quietly, before the module's own `import tensorflow`
     with _registrations_undone(tensorflow_module):
-        spec.loader.exec_module(module)
-    return module
+        return import_generated(path, name)
 
 
 @contextlib.contextmanager

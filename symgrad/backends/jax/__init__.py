@@ -23,12 +23,12 @@ from symgrad.render import (
 )
 from symgrad.verify.sources import Unavailable
 
-RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers generated modules carry
+RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers of the runtime module generated modules import
 PRINTER = JaxPrinter  # prints the IR and SymPy expressions as this target's code
 
 
 def render_module(source: str, ops: list[ir.OpCode]) -> str:
-    return render_framework_module(source, ops, JaxPrinter, _op, "jax_module.py.j2", RUNTIME, ("numpy", "jax.numpy"))
+    return render_framework_module(source, ops, JaxPrinter, _op, "jax_module.py.j2", "jax", ("numpy", "jax.numpy"))
 
 
 def derived_source(op, stand_in: bool = False):

@@ -1,6 +1,6 @@
-"""The helpers generated JAX modules call, as real Python: `render` copies the source of each
-one a module calls (and of the helpers those call) into it, so that generated files import
-nothing of symgrad. Every helper is traceable (`jit`, `vmap`) and differentiable again: no
+"""The helpers generated JAX modules call, as real Python: `symgrad.runtime_module` writes
+them as the runtime module each folder of generated modules imports from, so that generated
+files import nothing of symgrad. Every helper is traceable (`jit`, `vmap`) and differentiable again: no
 in-place update, no branch on a traced value; shapes and attribute values are static.
 """
 
@@ -10,9 +10,6 @@ import itertools
 
 import jax
 import jax.numpy as jnp
-
-
-_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
 
 
 def _conj(x):
@@ -191,7 +188,7 @@ def _scatter_at(values, positions, trailing, size, kind):
         fill = jnp.finfo(values.dtype).min if kind == "max" else jnp.finfo(values.dtype).max
     slots = jnp.full(shape[:start] + (size,) + shape[start + count :], fill, values.dtype)
     positions = jnp.where(positions < 0, size, positions)  # dropped, not counted from the end
-    at = slots.at[(_python_slice(None),) * start + (positions,)]
+    at = slots.at[(slice(None),) * start + (positions,)]
     return getattr(at, kind)(values, mode="drop")
 
 
@@ -204,8 +201,8 @@ def _window_span(x, pads, spans, fill=0):
     widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, jnp.shape(x)[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = jnp.pad(x, [(0, 0)] + widths + [(0, 0)], constant_values=fill)
-    cut = tuple(_python_slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
-    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
+    cut = tuple(slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
+    return x[(slice(None),) + cut + (slice(None),)]
 
 
 def _window_unspan(x, pads, sizes):
@@ -214,8 +211,8 @@ def _window_unspan(x, pads, sizes):
     widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, jnp.shape(x)[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = jnp.pad(x, [(0, 0)] + widths + [(0, 0)])
-    cut = tuple(_python_slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
-    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
+    cut = tuple(slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
+    return x[(slice(None),) + cut + (slice(None),)]
 
 
 def _conv_spans(strides, dilations, counts, kernel):
@@ -300,7 +297,7 @@ def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
     dx = jnp.zeros(jnp.shape(x), jnp.result_type(x, g))
     unclaimed = jnp.ones(jnp.shape(g), dtype=bool)
     for k in itertools.product(*(range(w) for w in window)):
-        cut = (_python_slice(None),) + tuple(_python_slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides))
+        cut = (slice(None),) + tuple(slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides))
         first = unclaimed & (x[cut] == y)
         dx = dx.at[cut].add(jnp.where(first, g, 0))
         unclaimed = unclaimed & ~first

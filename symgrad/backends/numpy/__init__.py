@@ -13,16 +13,15 @@ from symgrad.render import (
     attr_params,
     common_context,
     environment,
-    format_module,
     gradient_function,
-    module_helpers,
+    render_with_helpers,
     signature,
     staged_forward,
 )
 from symgrad.second_order import PREFIX
 from symgrad.verify.sources import NumpyFunction, derived_import_lines
 
-RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers generated modules carry
+RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers of the runtime module generated modules import
 PRINTER = NumpyPrinter  # prints the IR and SymPy expressions as this target's code
 
 
@@ -32,8 +31,7 @@ def render_module(source: str, ops: list[ir.OpCode]) -> str:
     imports = sorted(m for m in printer.module_imports if m not in ("numpy",))
     template = environment().get_template("numpy_module.py.j2")
     context = {"source": source, "ops": contexts, "imports": imports, "uses_stages": any(op.stages for op in ops)}
-    helpers = module_helpers(lambda h: template.render(**context, helpers=h), RUNTIME, [printer], NumpyPrinter)
-    return format_module(template.render(**context, helpers=helpers))
+    return render_with_helpers(template, context, "numpy", [printer], NumpyPrinter)
 
 
 def derived_source(op, stand_in: bool = False):

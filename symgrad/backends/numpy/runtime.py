@@ -1,15 +1,12 @@
-"""The helpers generated numpy modules call, as real Python: `render` copies the source of each
-one a module calls (and of the helpers those call) into it, in this order, so that generated
-files import nothing of symgrad and carry only the helpers they use."""
+"""The helpers generated numpy modules call, as real Python: `symgrad.runtime_module` writes
+them, in this order, as the runtime module each folder of generated modules imports from, so
+that generated files import nothing of symgrad."""
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse
 import scipy.special
-
-
-_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
 
 
 def _conj(x):
@@ -163,8 +160,8 @@ def _window_span(x, pads, spans, fill=0):
     widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, np.shape(x)[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = np.pad(x, [(0, 0)] + widths + [(0, 0)], constant_values=fill)
-    cut = tuple(_python_slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
-    return x[(_python_slice(None),) + cut + (_python_slice(None),)] if rank else x
+    cut = tuple(slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
+    return x[(slice(None),) + cut + (slice(None),)] if rank else x
 
 
 def _window_unspan(x, pads, sizes):
@@ -173,8 +170,8 @@ def _window_unspan(x, pads, sizes):
     widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, np.shape(x)[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = np.pad(x, [(0, 0)] + widths + [(0, 0)])
-    cut = tuple(_python_slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
-    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
+    cut = tuple(slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
+    return x[(slice(None),) + cut + (slice(None),)]
 
 
 def _conv_spans(strides, dilations, counts, kernel):
@@ -188,8 +185,8 @@ def _window_positions(strides, dilations, counts, kernel):
     """(window position, the strided slices of the spatial axes it reads) for each position
     in the window: a loop over the window, never over the output."""
     for k in np.ndindex(*kernel):
-        cut = tuple(_python_slice(j * d, j * d + (q - 1) * s + 1, s) for j, d, q, s in zip(k, dilations, counts, strides))
-        yield k, (_python_slice(None),) + cut
+        cut = tuple(slice(j * d, j * d + (q - 1) * s + 1, s) for j, d, q, s in zip(k, dilations, counts, strides))
+        yield k, (slice(None),) + cut
 
 
 def _conv(x, f, strides, dilations, pads, sizes):

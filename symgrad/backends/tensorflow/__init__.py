@@ -14,8 +14,7 @@ from symgrad.render import (
     environment,
     names_literal,
     outputs_literal,
-    format_module,
-    module_helpers,
+    render_with_helpers,
     print_statement,
     signature,
     stage_params,
@@ -25,7 +24,7 @@ from symgrad.render import (
 from symgrad.verify.sources import derived_import_lines
 from symgrad.verify.tf_sources import TfGradientFunction
 
-RUNTIME = tuple(Path(__file__).with_name(name) for name in ("runtime.py", "kernels.py"))  # the helpers generated modules carry
+RUNTIME = tuple(Path(__file__).with_name(name) for name in ("runtime.py", "kernels.py"))  # the helpers of the runtime module generated modules import
 PRINTER = TensorflowPrinter  # prints the IR and SymPy expressions as this target's code
 
 
@@ -39,8 +38,7 @@ def render_module(source: str, ops: list[ir.OpCode]) -> str:
         "uses_outputs_again": any(op.outputs_used for op in ops),
         "uses_stages": any(op.stages for op in ops),
     }
-    helpers = module_helpers(lambda h: template.render(**context, helpers=h), RUNTIME, [printer], TensorflowPrinter)
-    return format_module(template.render(**context, helpers=helpers))
+    return render_with_helpers(template, context, "tensorflow", [printer], TensorflowPrinter)
 
 
 def derived_source(op, stand_in: bool = False):

@@ -1,6 +1,7 @@
 """The convolution and pooling helpers generated TensorFlow modules call, in TensorFlow's
-layouts (NHWC, HWIO): geometry, padding, the kernels and their backprops. Copied into a
-generated module as `runtime.py`'s helpers are (`RUNTIME` names both files).
+layouts (NHWC, HWIO): geometry, padding, the kernels and their backprops. Part of the runtime
+module generated modules import from, as `runtime.py`'s helpers are (`RUNTIME` names both
+files).
 """
 
 from __future__ import annotations

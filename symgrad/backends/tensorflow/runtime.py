@@ -1,19 +1,15 @@
-"""The helpers generated TensorFlow modules call, as real Python: `render` copies the source of
-each one a module refers to (and of the helpers those refer to) into it, in this order, so that
-generated files import nothing of symgrad and carry only the helpers they use.
-
-`REGISTERED`, which `_register` fills, is the generated module's own (its template defines it).
+"""The helpers generated TensorFlow modules call, as real Python: `symgrad.runtime_module`
+writes them (with `kernels.py`'s), in this order, as the runtime module each folder of
+generated modules imports from, so that generated files import nothing of symgrad.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-REGISTERED = {}  # in a generated module: op type -> the names its gradient is registered under
-
-
 def _register(op_type, gradient_fn):
-    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free."""
+    """Register `gradient_fn` as `Symgrad<op_type>`, and as `op_type` where that is free; the
+    names it is registered under (a generated module's `REGISTERED[op_type]`)."""
     names = []
     for name in (op_type, "Symgrad" + op_type):
         try:
@@ -21,7 +17,7 @@ def _register(op_type, gradient_fn):
             names.append(name)
         except KeyError:  # TensorFlow's own gradient, or this module imported twice
             pass
-    REGISTERED[op_type] = tuple(names)
+    return tuple(names)
 
 
 def _custom_gradient(op_type, inputs, forward, vjp, outputs, read=False, stages=False, declares=None):

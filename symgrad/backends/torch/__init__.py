@@ -23,12 +23,12 @@ from symgrad.render import (
 )
 from symgrad.verify.sources import Unavailable
 
-RUNTIME = tuple(Path(__file__).with_name(name) for name in ("autograd.py", "runtime.py"))  # the helpers generated modules carry
+RUNTIME = tuple(Path(__file__).with_name(name) for name in ("autograd.py", "runtime.py"))  # the helpers of the runtime module generated modules import
 PRINTER = TorchPrinter  # prints the IR and SymPy expressions as this target's code
 
 
 def render_module(source: str, ops: list[ir.OpCode]) -> str:
-    return render_framework_module(source, ops, TorchPrinter, _op, "torch_module.py.j2", RUNTIME, ("numpy", "torch"))
+    return render_framework_module(source, ops, TorchPrinter, _op, "torch_module.py.j2", "torch", ("numpy", "torch"))
 
 
 def derived_source(op, stand_in: bool = False):

@@ -1,7 +1,6 @@
 """The helper generated PyTorch modules make each op's `torch.autograd.Function` with
-(`_autograd_function`), and the helpers it calls, as real Python: `render` copies what a
-module calls into it, as it copies `runtime.py`'s helpers, so that generated files import
-nothing of symgrad.
+(`_autograd_function`), and the helpers it calls, as real Python: part of the runtime module
+generated modules import from, as `runtime.py`'s helpers are (`RUNTIME` names both files).
 """
 
 from __future__ import annotations

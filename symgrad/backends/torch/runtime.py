@@ -1,6 +1,6 @@
-"""The helpers generated PyTorch modules call, as real Python: `render` copies the source of
-each one a module calls (and of the helpers those call) into it, so that generated files
-import nothing of symgrad. Every helper is made of differentiable torch operations, so that a
+"""The helpers generated PyTorch modules call, as real Python: `symgrad.runtime_module`
+writes them (after `autograd.py`'s) as the runtime module each folder of generated modules
+imports from, so that generated files import nothing of symgrad. Every helper is made of differentiable torch operations, so that a
 backward that calls it is differentiated again (double backward); shapes and attribute values
 are Python numbers.
 """
@@ -11,9 +11,6 @@ import itertools
 
 import numpy as np
 import torch
-
-
-_python_slice = slice  # the builtin: a module with an op named Slice defines its own slice()
 
 
 def _conj(x):
@@ -221,8 +218,8 @@ def _window_span(x, pads, spans, fill=0):
     widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, x.shape[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = _pad_spatial(x, widths, fill)
-    cut = tuple(_python_slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
-    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
+    cut = tuple(slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
+    return x[(slice(None),) + cut + (slice(None),)]
 
 
 def _window_unspan(x, pads, sizes):
@@ -231,8 +228,8 @@ def _window_unspan(x, pads, sizes):
     widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, x.shape[1:-1])]
     if any(w != (0, 0) for w in widths):
         x = _pad_spatial(x, widths)
-    cut = tuple(_python_slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
-    return x[(_python_slice(None),) + cut + (_python_slice(None),)]
+    cut = tuple(slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
+    return x[(slice(None),) + cut + (slice(None),)]
 
 
 def _conv_spans(strides, dilations, counts, kernel):
@@ -321,7 +318,7 @@ def _max_pool_backprop(x, y, g, window, strides, pads, sizes):
     dx = torch.zeros(x.shape, dtype=torch.promote_types(x.dtype, g.dtype))
     unclaimed = torch.ones(g.shape, dtype=torch.bool)
     for k in itertools.product(*(range(w) for w in window)):
-        cut = (_python_slice(None),) + tuple(_python_slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides))
+        cut = (slice(None),) + tuple(slice(j, j + (q - 1) * s + 1, s) for j, q, s in zip(k, counts, strides))
         first = unclaimed & (x[cut] == y)
         dx[cut] += torch.where(first, g, 0)
         unclaimed = unclaimed & ~first
