@@ -544,96 +544,145 @@ def fused_batch_norm_grad_grad(
             - t10 * t8
         )
     elif is_training:
-        if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
-            t0 = np.shape(grad_y)[-4]
-            t1 = np.shape(grad_y)[-3]
-            t2 = np.shape(grad_y)[-2]
-            t3 = np.sum(x, axis=(-4, -3, -2))
-            batch_mean_ = t3 / (t0 * t1 * t2)
-            t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-            batch_variance_ = t4 / (t0 * t1 * t2)
-            t5 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-            vjp_batch_variance_ = (
-                exponential_avg_factor * grad_batch_variance * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-                + grad_reserve_space_2
-                - 1 / 2 * scale * t5 / (batch_variance_ + epsilon) ** (3 / 2)
-            )
-        t6 = np.shape(grad_y)[-4]
-        t7 = np.shape(grad_y)[-3]
-        t8 = np.shape(grad_y)[-2]
-        t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-        grad_vjp_batch_mean_ = t9 / (t6 * t7 * t8)
-        t10 = np.sum(x, axis=(-4, -3, -2))
-        t11 = np.transpose(x, (3, 0, 1, 2))
-        t12 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-        t13 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
-        grad_vjp_batch_variance_ = (
-            2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t13) / (t6 * t7 * t8)
+        return _fused_batch_norm_grad_grad_is_training(
+            grad_vjp_x,
+            grad_vjp_scale,
+            grad_vjp_offset,
+            grad_vjp_mean,
+            grad_vjp_variance,
+            grad_y,
+            grad_batch_variance,
+            grad_reserve_space_2,
+            x,
+            scale,
+            batch_mean_,
+            batch_variance_,
+            vjp_batch_variance_,
+            epsilon,
+            exponential_avg_factor,
         )
-        t14 = np.transpose(grad_y, (3, 0, 1, 2))
-        t15 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-        t16 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t17 = np.sum(grad_y, axis=(-4, -3, -2))
-        t18 = batch_variance_ + epsilon
-        t19 = 2 * scale
-        grad_batch_variance_ = (
-            (1 / 4)
-            * (
-                grad_vjp_batch_mean_ * t17 * t19
-                + 3 * grad_vjp_batch_variance_ * scale * t15 / t18
-                - 2 * grad_vjp_scale * t15
-                - t16 * t19
-            )
-            / t18 ** (3 / 2)
-        )
-        t20 = 1 / np.sqrt(t18)
-        t21 = scale * t20
-        t22 = -batch_mean_ + x
-        grad_grad_y = (
-            -grad_vjp_batch_mean_ * t21
-            - 1 / 2 * grad_vjp_batch_variance_ * scale * t22 / t18 ** (3 / 2)
-            + grad_vjp_offset
-            + grad_vjp_scale * t20 * t22
-            + grad_vjp_x * t21
-        )
-        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
-            1 - exponential_avg_factor
-        )
-        t23 = t6 * t7 * t8
-        grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t23 / (
-            t23 - 1
-        ) + grad_vjp_variance * (1 - exponential_avg_factor)
-        grad_grad_reserve_space_1 = grad_vjp_batch_mean_
-        grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t24 = np.sum(t11, axis=(-3, -2, -1))
-        t25 = np.sum(t12, axis=(-3, -2, -1))
-        t26 = np.sum(t14, axis=(-3, -2, -1))
-        t27 = grad_vjp_scale / np.sqrt(t18)
-        t28 = (1 / 2) * grad_vjp_batch_variance_ * scale / t18 ** (3 / 2)
-        t29 = 2 * vjp_batch_variance_
-        t30 = 1 / (t6 * t7 * t8)
-        t31 = 1 / (t6**2 * t7**2 * t8**2)
-        t32 = 2 * grad_batch_variance_
-        t33 = t26 * t30
-        grad_x = (
-            grad_vjp_x * t29 * t30
-            + grad_y * t27
-            - grad_y * t28
-            - t25 * t29 * t31
-            - t27 * t33
-            + t28 * t33
-            + t30 * t32 * (-batch_mean_ + x)
-            - t31 * t32 * (-batch_mean_ * t6 * t7 * t8 + t24)
-        )
-        grad_scale = (
-            -grad_vjp_batch_mean_ * t17 - 1 / 2 * grad_vjp_batch_variance_ * t15 / t18 + t16
-        ) / np.sqrt(t18)
-        grad_mean = None
-        grad_variance = None
     else:
         raise ValueError(
             f"FusedBatchNormGrad: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
+    return (
+        grad_grad_y,
+        grad_grad_batch_mean,
+        grad_grad_batch_variance,
+        grad_grad_reserve_space_1,
+        grad_grad_reserve_space_2,
+        grad_x,
+        grad_scale,
+        None,
+        grad_mean,
+        grad_variance,
+    )
+
+
+def _fused_batch_norm_grad_grad_is_training(
+    grad_vjp_x,
+    grad_vjp_scale,
+    grad_vjp_offset,
+    grad_vjp_mean,
+    grad_vjp_variance,
+    grad_y,
+    grad_batch_variance,
+    grad_reserve_space_2,
+    x,
+    scale,
+    batch_mean_,
+    batch_variance_,
+    vjp_batch_variance_,
+    epsilon,
+    exponential_avg_factor,
+):
+    """fused_batch_norm_grad_grad where is_training: that branch, as a function of its own."""
+    if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
+        t0 = np.shape(grad_y)[-4]
+        t1 = np.shape(grad_y)[-3]
+        t2 = np.shape(grad_y)[-2]
+        t3 = np.sum(x, axis=(-4, -3, -2))
+        batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
+        batch_variance_ = t4 / (t0 * t1 * t2)
+        t5 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+        vjp_batch_variance_ = (
+            exponential_avg_factor * grad_batch_variance * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
+            + grad_reserve_space_2
+            - 1 / 2 * scale * t5 / (batch_variance_ + epsilon) ** (3 / 2)
+        )
+    t6 = np.shape(grad_y)[-4]
+    t7 = np.shape(grad_y)[-3]
+    t8 = np.shape(grad_y)[-2]
+    t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
+    grad_vjp_batch_mean_ = t9 / (t6 * t7 * t8)
+    t10 = np.sum(x, axis=(-4, -3, -2))
+    t11 = np.transpose(x, (3, 0, 1, 2))
+    t12 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+    t13 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
+    grad_vjp_batch_variance_ = (
+        2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t13) / (t6 * t7 * t8)
+    )
+    t14 = np.transpose(grad_y, (3, 0, 1, 2))
+    t15 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+    t16 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+    t17 = np.sum(grad_y, axis=(-4, -3, -2))
+    t18 = batch_variance_ + epsilon
+    t19 = 2 * scale
+    grad_batch_variance_ = (
+        (1 / 4)
+        * (
+            grad_vjp_batch_mean_ * t17 * t19
+            + 3 * grad_vjp_batch_variance_ * scale * t15 / t18
+            - 2 * grad_vjp_scale * t15
+            - t16 * t19
+        )
+        / t18 ** (3 / 2)
+    )
+    t20 = 1 / np.sqrt(t18)
+    t21 = scale * t20
+    t22 = -batch_mean_ + x
+    grad_grad_y = (
+        -grad_vjp_batch_mean_ * t21
+        - 1 / 2 * grad_vjp_batch_variance_ * scale * t22 / t18 ** (3 / 2)
+        + grad_vjp_offset
+        + grad_vjp_scale * t20 * t22
+        + grad_vjp_x * t21
+    )
+    grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
+        1 - exponential_avg_factor
+    )
+    t23 = t6 * t7 * t8
+    grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t23 / (
+        t23 - 1
+    ) + grad_vjp_variance * (1 - exponential_avg_factor)
+    grad_grad_reserve_space_1 = grad_vjp_batch_mean_
+    grad_grad_reserve_space_2 = grad_vjp_batch_variance_
+    t24 = np.sum(t11, axis=(-3, -2, -1))
+    t25 = np.sum(t12, axis=(-3, -2, -1))
+    t26 = np.sum(t14, axis=(-3, -2, -1))
+    t27 = grad_vjp_scale / np.sqrt(t18)
+    t28 = (1 / 2) * grad_vjp_batch_variance_ * scale / t18 ** (3 / 2)
+    t29 = 2 * vjp_batch_variance_
+    t30 = 1 / (t6 * t7 * t8)
+    t31 = 1 / (t6**2 * t7**2 * t8**2)
+    t32 = 2 * grad_batch_variance_
+    t33 = t26 * t30
+    grad_x = (
+        grad_vjp_x * t29 * t30
+        + grad_y * t27
+        - grad_y * t28
+        - t25 * t29 * t31
+        - t27 * t33
+        + t28 * t33
+        + t30 * t32 * (-batch_mean_ + x)
+        - t31 * t32 * (-batch_mean_ * t6 * t7 * t8 + t24)
+    )
+    grad_scale = (
+        -grad_vjp_batch_mean_ * t17 - 1 / 2 * grad_vjp_batch_variance_ * t15 / t18 + t16
+    ) / np.sqrt(t18)
+    grad_mean = None
+    grad_variance = None
     return (
         grad_grad_y,
         grad_grad_batch_mean,
@@ -922,96 +971,145 @@ def fused_batch_norm_v2_grad_grad(
             - t10 * t8
         )
     elif is_training:
-        if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
-            t0 = np.shape(grad_y)[-4]
-            t1 = np.shape(grad_y)[-3]
-            t2 = np.shape(grad_y)[-2]
-            t3 = np.sum(x, axis=(-4, -3, -2))
-            batch_mean_ = t3 / (t0 * t1 * t2)
-            t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-            batch_variance_ = t4 / (t0 * t1 * t2)
-            t5 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-            vjp_batch_variance_ = (
-                exponential_avg_factor * grad_batch_variance * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-                + grad_reserve_space_2
-                - 1 / 2 * scale * t5 / (batch_variance_ + epsilon) ** (3 / 2)
-            )
-        t6 = np.shape(grad_y)[-4]
-        t7 = np.shape(grad_y)[-3]
-        t8 = np.shape(grad_y)[-2]
-        t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-        grad_vjp_batch_mean_ = t9 / (t6 * t7 * t8)
-        t10 = np.sum(x, axis=(-4, -3, -2))
-        t11 = np.transpose(x, (3, 0, 1, 2))
-        t12 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-        t13 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
-        grad_vjp_batch_variance_ = (
-            2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t13) / (t6 * t7 * t8)
+        return _fused_batch_norm_v2_grad_grad_is_training(
+            grad_vjp_x,
+            grad_vjp_scale,
+            grad_vjp_offset,
+            grad_vjp_mean,
+            grad_vjp_variance,
+            grad_y,
+            grad_batch_variance,
+            grad_reserve_space_2,
+            x,
+            scale,
+            batch_mean_,
+            batch_variance_,
+            vjp_batch_variance_,
+            epsilon,
+            exponential_avg_factor,
         )
-        t14 = np.transpose(grad_y, (3, 0, 1, 2))
-        t15 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-        t16 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t17 = np.sum(grad_y, axis=(-4, -3, -2))
-        t18 = batch_variance_ + epsilon
-        t19 = 2 * scale
-        grad_batch_variance_ = (
-            (1 / 4)
-            * (
-                grad_vjp_batch_mean_ * t17 * t19
-                + 3 * grad_vjp_batch_variance_ * scale * t15 / t18
-                - 2 * grad_vjp_scale * t15
-                - t16 * t19
-            )
-            / t18 ** (3 / 2)
-        )
-        t20 = 1 / np.sqrt(t18)
-        t21 = scale * t20
-        t22 = -batch_mean_ + x
-        grad_grad_y = (
-            -grad_vjp_batch_mean_ * t21
-            - 1 / 2 * grad_vjp_batch_variance_ * scale * t22 / t18 ** (3 / 2)
-            + grad_vjp_offset
-            + grad_vjp_scale * t20 * t22
-            + grad_vjp_x * t21
-        )
-        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
-            1 - exponential_avg_factor
-        )
-        t23 = t6 * t7 * t8
-        grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t23 / (
-            t23 - 1
-        ) + grad_vjp_variance * (1 - exponential_avg_factor)
-        grad_grad_reserve_space_1 = grad_vjp_batch_mean_
-        grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t24 = np.sum(t11, axis=(-3, -2, -1))
-        t25 = np.sum(t12, axis=(-3, -2, -1))
-        t26 = np.sum(t14, axis=(-3, -2, -1))
-        t27 = grad_vjp_scale / np.sqrt(t18)
-        t28 = (1 / 2) * grad_vjp_batch_variance_ * scale / t18 ** (3 / 2)
-        t29 = 2 * vjp_batch_variance_
-        t30 = 1 / (t6 * t7 * t8)
-        t31 = 1 / (t6**2 * t7**2 * t8**2)
-        t32 = 2 * grad_batch_variance_
-        t33 = t26 * t30
-        grad_x = (
-            grad_vjp_x * t29 * t30
-            + grad_y * t27
-            - grad_y * t28
-            - t25 * t29 * t31
-            - t27 * t33
-            + t28 * t33
-            + t30 * t32 * (-batch_mean_ + x)
-            - t31 * t32 * (-batch_mean_ * t6 * t7 * t8 + t24)
-        )
-        grad_scale = (
-            -grad_vjp_batch_mean_ * t17 - 1 / 2 * grad_vjp_batch_variance_ * t15 / t18 + t16
-        ) / np.sqrt(t18)
-        grad_mean = None
-        grad_variance = None
     else:
         raise ValueError(
             f"FusedBatchNormV2Grad: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
+    return (
+        grad_grad_y,
+        grad_grad_batch_mean,
+        grad_grad_batch_variance,
+        grad_grad_reserve_space_1,
+        grad_grad_reserve_space_2,
+        grad_x,
+        grad_scale,
+        None,
+        grad_mean,
+        grad_variance,
+    )
+
+
+def _fused_batch_norm_v2_grad_grad_is_training(
+    grad_vjp_x,
+    grad_vjp_scale,
+    grad_vjp_offset,
+    grad_vjp_mean,
+    grad_vjp_variance,
+    grad_y,
+    grad_batch_variance,
+    grad_reserve_space_2,
+    x,
+    scale,
+    batch_mean_,
+    batch_variance_,
+    vjp_batch_variance_,
+    epsilon,
+    exponential_avg_factor,
+):
+    """fused_batch_norm_v2_grad_grad where is_training: that branch, as a function of its own."""
+    if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
+        t0 = np.shape(grad_y)[-4]
+        t1 = np.shape(grad_y)[-3]
+        t2 = np.shape(grad_y)[-2]
+        t3 = np.sum(x, axis=(-4, -3, -2))
+        batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
+        batch_variance_ = t4 / (t0 * t1 * t2)
+        t5 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+        vjp_batch_variance_ = (
+            exponential_avg_factor * grad_batch_variance * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
+            + grad_reserve_space_2
+            - 1 / 2 * scale * t5 / (batch_variance_ + epsilon) ** (3 / 2)
+        )
+    t6 = np.shape(grad_y)[-4]
+    t7 = np.shape(grad_y)[-3]
+    t8 = np.shape(grad_y)[-2]
+    t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
+    grad_vjp_batch_mean_ = t9 / (t6 * t7 * t8)
+    t10 = np.sum(x, axis=(-4, -3, -2))
+    t11 = np.transpose(x, (3, 0, 1, 2))
+    t12 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+    t13 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
+    grad_vjp_batch_variance_ = (
+        2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t13) / (t6 * t7 * t8)
+    )
+    t14 = np.transpose(grad_y, (3, 0, 1, 2))
+    t15 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+    t16 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+    t17 = np.sum(grad_y, axis=(-4, -3, -2))
+    t18 = batch_variance_ + epsilon
+    t19 = 2 * scale
+    grad_batch_variance_ = (
+        (1 / 4)
+        * (
+            grad_vjp_batch_mean_ * t17 * t19
+            + 3 * grad_vjp_batch_variance_ * scale * t15 / t18
+            - 2 * grad_vjp_scale * t15
+            - t16 * t19
+        )
+        / t18 ** (3 / 2)
+    )
+    t20 = 1 / np.sqrt(t18)
+    t21 = scale * t20
+    t22 = -batch_mean_ + x
+    grad_grad_y = (
+        -grad_vjp_batch_mean_ * t21
+        - 1 / 2 * grad_vjp_batch_variance_ * scale * t22 / t18 ** (3 / 2)
+        + grad_vjp_offset
+        + grad_vjp_scale * t20 * t22
+        + grad_vjp_x * t21
+    )
+    grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
+        1 - exponential_avg_factor
+    )
+    t23 = t6 * t7 * t8
+    grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t23 / (
+        t23 - 1
+    ) + grad_vjp_variance * (1 - exponential_avg_factor)
+    grad_grad_reserve_space_1 = grad_vjp_batch_mean_
+    grad_grad_reserve_space_2 = grad_vjp_batch_variance_
+    t24 = np.sum(t11, axis=(-3, -2, -1))
+    t25 = np.sum(t12, axis=(-3, -2, -1))
+    t26 = np.sum(t14, axis=(-3, -2, -1))
+    t27 = grad_vjp_scale / np.sqrt(t18)
+    t28 = (1 / 2) * grad_vjp_batch_variance_ * scale / t18 ** (3 / 2)
+    t29 = 2 * vjp_batch_variance_
+    t30 = 1 / (t6 * t7 * t8)
+    t31 = 1 / (t6**2 * t7**2 * t8**2)
+    t32 = 2 * grad_batch_variance_
+    t33 = t26 * t30
+    grad_x = (
+        grad_vjp_x * t29 * t30
+        + grad_y * t27
+        - grad_y * t28
+        - t25 * t29 * t31
+        - t27 * t33
+        + t28 * t33
+        + t30 * t32 * (-batch_mean_ + x)
+        - t31 * t32 * (-batch_mean_ * t6 * t7 * t8 + t24)
+    )
+    grad_scale = (
+        -grad_vjp_batch_mean_ * t17 - 1 / 2 * grad_vjp_batch_variance_ * t15 / t18 + t16
+    ) / np.sqrt(t18)
+    grad_mean = None
+    grad_variance = None
     return (
         grad_grad_y,
         grad_grad_batch_mean,
@@ -1304,96 +1402,146 @@ def fused_batch_norm_v3_grad_grad(
             - t10 * t8
         )
     elif is_training:
-        if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
-            t0 = np.shape(grad_y)[-4]
-            t1 = np.shape(grad_y)[-3]
-            t2 = np.shape(grad_y)[-2]
-            t3 = np.sum(x, axis=(-4, -3, -2))
-            batch_mean_ = t3 / (t0 * t1 * t2)
-            t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-            batch_variance_ = t4 / (t0 * t1 * t2)
-            t5 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-            vjp_batch_variance_ = (
-                exponential_avg_factor * grad_batch_variance * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
-                + grad_reserve_space_2
-                - 1 / 2 * scale * t5 / (batch_variance_ + epsilon) ** (3 / 2)
-            )
-        t6 = np.shape(grad_y)[-4]
-        t7 = np.shape(grad_y)[-3]
-        t8 = np.shape(grad_y)[-2]
-        t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-        grad_vjp_batch_mean_ = t9 / (t6 * t7 * t8)
-        t10 = np.sum(x, axis=(-4, -3, -2))
-        t11 = np.transpose(x, (3, 0, 1, 2))
-        t12 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-        t13 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
-        grad_vjp_batch_variance_ = (
-            2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t13) / (t6 * t7 * t8)
+        return _fused_batch_norm_v3_grad_grad_is_training(
+            grad_vjp_x,
+            grad_vjp_scale,
+            grad_vjp_offset,
+            grad_vjp_mean,
+            grad_vjp_variance,
+            grad_y,
+            grad_batch_variance,
+            grad_reserve_space_2,
+            x,
+            scale,
+            batch_mean_,
+            batch_variance_,
+            vjp_batch_variance_,
+            epsilon,
+            exponential_avg_factor,
         )
-        t14 = np.transpose(grad_y, (3, 0, 1, 2))
-        t15 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-        t16 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        t17 = np.sum(grad_y, axis=(-4, -3, -2))
-        t18 = batch_variance_ + epsilon
-        t19 = 2 * scale
-        grad_batch_variance_ = (
-            (1 / 4)
-            * (
-                grad_vjp_batch_mean_ * t17 * t19
-                + 3 * grad_vjp_batch_variance_ * scale * t15 / t18
-                - 2 * grad_vjp_scale * t15
-                - t16 * t19
-            )
-            / t18 ** (3 / 2)
-        )
-        t20 = 1 / np.sqrt(t18)
-        t21 = scale * t20
-        t22 = -batch_mean_ + x
-        grad_grad_y = (
-            -grad_vjp_batch_mean_ * t21
-            - 1 / 2 * grad_vjp_batch_variance_ * scale * t22 / t18 ** (3 / 2)
-            + grad_vjp_offset
-            + grad_vjp_scale * t20 * t22
-            + grad_vjp_x * t21
-        )
-        grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
-            1 - exponential_avg_factor
-        )
-        t23 = t6 * t7 * t8
-        grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t23 / (
-            t23 - 1
-        ) + grad_vjp_variance * (1 - exponential_avg_factor)
-        grad_grad_reserve_space_1 = grad_vjp_batch_mean_
-        grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-        t24 = np.sum(t11, axis=(-3, -2, -1))
-        t25 = np.sum(t12, axis=(-3, -2, -1))
-        t26 = np.sum(t14, axis=(-3, -2, -1))
-        t27 = grad_vjp_scale / np.sqrt(t18)
-        t28 = (1 / 2) * grad_vjp_batch_variance_ * scale / t18 ** (3 / 2)
-        t29 = 2 * vjp_batch_variance_
-        t30 = 1 / (t6 * t7 * t8)
-        t31 = 1 / (t6**2 * t7**2 * t8**2)
-        t32 = 2 * grad_batch_variance_
-        t33 = t26 * t30
-        grad_x = (
-            grad_vjp_x * t29 * t30
-            + grad_y * t27
-            - grad_y * t28
-            - t25 * t29 * t31
-            - t27 * t33
-            + t28 * t33
-            + t30 * t32 * (-batch_mean_ + x)
-            - t31 * t32 * (-batch_mean_ * t6 * t7 * t8 + t24)
-        )
-        grad_scale = (
-            -grad_vjp_batch_mean_ * t17 - 1 / 2 * grad_vjp_batch_variance_ * t15 / t18 + t16
-        ) / np.sqrt(t18)
-        grad_mean = None
-        grad_variance = None
     else:
         raise ValueError(
             f"FusedBatchNormV3Grad: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
+    return (
+        grad_grad_y,
+        grad_grad_batch_mean,
+        grad_grad_batch_variance,
+        grad_grad_reserve_space_1,
+        grad_grad_reserve_space_2,
+        None,
+        grad_x,
+        grad_scale,
+        None,
+        grad_mean,
+        grad_variance,
+    )
+
+
+def _fused_batch_norm_v3_grad_grad_is_training(
+    grad_vjp_x,
+    grad_vjp_scale,
+    grad_vjp_offset,
+    grad_vjp_mean,
+    grad_vjp_variance,
+    grad_y,
+    grad_batch_variance,
+    grad_reserve_space_2,
+    x,
+    scale,
+    batch_mean_,
+    batch_variance_,
+    vjp_batch_variance_,
+    epsilon,
+    exponential_avg_factor,
+):
+    """fused_batch_norm_v3_grad_grad where is_training: that branch, as a function of its own."""
+    if batch_mean_ is None or batch_variance_ is None or vjp_batch_variance_ is None:
+        t0 = np.shape(grad_y)[-4]
+        t1 = np.shape(grad_y)[-3]
+        t2 = np.shape(grad_y)[-2]
+        t3 = np.sum(x, axis=(-4, -3, -2))
+        batch_mean_ = t3 / (t0 * t1 * t2)
+        t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
+        batch_variance_ = t4 / (t0 * t1 * t2)
+        t5 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+        vjp_batch_variance_ = (
+            exponential_avg_factor * grad_batch_variance * t0 * t1 * t2 / (t0 * t1 * t2 - 1)
+            + grad_reserve_space_2
+            - 1 / 2 * scale * t5 / (batch_variance_ + epsilon) ** (3 / 2)
+        )
+    t6 = np.shape(grad_y)[-4]
+    t7 = np.shape(grad_y)[-3]
+    t8 = np.shape(grad_y)[-2]
+    t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
+    grad_vjp_batch_mean_ = t9 / (t6 * t7 * t8)
+    t10 = np.sum(x, axis=(-4, -3, -2))
+    t11 = np.transpose(x, (3, 0, 1, 2))
+    t12 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
+    t13 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
+    grad_vjp_batch_variance_ = (
+        2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t13) / (t6 * t7 * t8)
+    )
+    t14 = np.transpose(grad_y, (3, 0, 1, 2))
+    t15 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+    t16 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+    t17 = np.sum(grad_y, axis=(-4, -3, -2))
+    t18 = batch_variance_ + epsilon
+    t19 = 2 * scale
+    grad_batch_variance_ = (
+        (1 / 4)
+        * (
+            grad_vjp_batch_mean_ * t17 * t19
+            + 3 * grad_vjp_batch_variance_ * scale * t15 / t18
+            - 2 * grad_vjp_scale * t15
+            - t16 * t19
+        )
+        / t18 ** (3 / 2)
+    )
+    t20 = 1 / np.sqrt(t18)
+    t21 = scale * t20
+    t22 = -batch_mean_ + x
+    grad_grad_y = (
+        -grad_vjp_batch_mean_ * t21
+        - 1 / 2 * grad_vjp_batch_variance_ * scale * t22 / t18 ** (3 / 2)
+        + grad_vjp_offset
+        + grad_vjp_scale * t20 * t22
+        + grad_vjp_x * t21
+    )
+    grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
+        1 - exponential_avg_factor
+    )
+    t23 = t6 * t7 * t8
+    grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t23 / (
+        t23 - 1
+    ) + grad_vjp_variance * (1 - exponential_avg_factor)
+    grad_grad_reserve_space_1 = grad_vjp_batch_mean_
+    grad_grad_reserve_space_2 = grad_vjp_batch_variance_
+    t24 = np.sum(t11, axis=(-3, -2, -1))
+    t25 = np.sum(t12, axis=(-3, -2, -1))
+    t26 = np.sum(t14, axis=(-3, -2, -1))
+    t27 = grad_vjp_scale / np.sqrt(t18)
+    t28 = (1 / 2) * grad_vjp_batch_variance_ * scale / t18 ** (3 / 2)
+    t29 = 2 * vjp_batch_variance_
+    t30 = 1 / (t6 * t7 * t8)
+    t31 = 1 / (t6**2 * t7**2 * t8**2)
+    t32 = 2 * grad_batch_variance_
+    t33 = t26 * t30
+    grad_x = (
+        grad_vjp_x * t29 * t30
+        + grad_y * t27
+        - grad_y * t28
+        - t25 * t29 * t31
+        - t27 * t33
+        + t28 * t33
+        + t30 * t32 * (-batch_mean_ + x)
+        - t31 * t32 * (-batch_mean_ * t6 * t7 * t8 + t24)
+    )
+    grad_scale = (
+        -grad_vjp_batch_mean_ * t17 - 1 / 2 * grad_vjp_batch_variance_ * t15 / t18 + t16
+    ) / np.sqrt(t18)
+    grad_mean = None
+    grad_variance = None
     return (
         grad_grad_y,
         grad_grad_batch_mean,

@@ -20,6 +20,7 @@ import sympy as sp
 from symgrad import dispatch, ir
 from symgrad.docstring import gradient_doc
 from symgrad.errors import LoweringError
+from symgrad.long_functions import split_long_functions
 from symgrad.targets import REGISTRY
 
 LINE_LENGTH = 100
@@ -98,7 +99,9 @@ def render_with_helpers(template, context: dict, target: str, printers, printer_
     runtime = REGISTRY[target]
     names = sorted(_referred(text, runtime_helpers(runtime.backend.RUNTIME)))
     runtime_import = f"from {runtime.runtime_module} import {', '.join(names)}" if names else ""
-    return format_module(template.render(**context, runtime_import=runtime_import, helpers=helpers))
+    text = format_module(template.render(**context, runtime_import=runtime_import, helpers=helpers))
+    split = split_long_functions(text)
+    return text if split is None else format_module(split)
 
 
 def integer_function_sources(printers, printer_class) -> str:
