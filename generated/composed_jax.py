@@ -184,7 +184,7 @@ def batch_norm_training_vjp(
             + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
             - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
-            i.e. `grad * t13 - t12 * t13 * t15 + t14 * t15 * (-mean + x) - t14 * (-mean * t6 * ...`
+            i.e. `grad * t11 - t10 * t11 * t13 + t12 * t13 * (-mean + x) - t12 * (-mean * t6 * ...`
         grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
             variance[c]), i.e. `t5 / jnp.sqrt(epsilon + variance)`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `jnp.sum(grad, axis=(-4, -3, -2))`
@@ -202,18 +202,16 @@ def batch_norm_training_vjp(
     t6 = jnp.shape(x)[-4]
     t7 = jnp.shape(x)[-3]
     t8 = jnp.shape(x)[-2]
-    t9 = jnp.transpose(x, (3, 0, 1, 2))
-    t10 = jnp.sum(t9, axis=(-3, -2, -1))
-    t11 = jnp.transpose(grad, (3, 0, 1, 2))
-    t12 = jnp.sum(t11, axis=(-3, -2, -1))
-    t13 = scale / jnp.sqrt(epsilon + variance)
-    t14 = 2 * grad_variance
-    t15 = 1 / (t6 * t7 * t8)
+    t9 = jnp.sum(x, axis=(-4, -3, -2))
+    t10 = jnp.sum(grad, axis=(-4, -3, -2))
+    t11 = scale / jnp.sqrt(epsilon + variance)
+    t12 = 2 * grad_variance
+    t13 = 1 / (t6 * t7 * t8)
     grad_x = (
-        grad * t13
-        - t12 * t13 * t15
-        + t14 * t15 * (-mean + x)
-        - t14 * (-mean * t6 * t7 * t8 + t10) / (t6**2 * t7**2 * t8**2)
+        grad * t11
+        - t10 * t11 * t13
+        + t12 * t13 * (-mean + x)
+        - t12 * (-mean * t6 * t7 * t8 + t9) / (t6**2 * t7**2 * t8**2)
     )
     grad_scale = t5 / jnp.sqrt(epsilon + variance)
     grad_offset = jnp.sum(grad, axis=(-4, -3, -2))

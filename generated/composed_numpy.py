@@ -332,7 +332,7 @@ def batch_norm_training_grad(
             + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
             - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
-            i.e. `grad * t13 - t12 * t13 * t15 + t14 * t15 * (-mean + x) - t14 * (-mean * t6 * ...`
+            i.e. `grad * t11 - t10 * t11 * t13 + t12 * t13 * (-mean + x) - t12 * (-mean * t6 * ...`
         grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
             variance[c]), i.e. `t5 / np.sqrt(epsilon + variance)`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `np.sum(grad, axis=(-4, -3, -2))`
@@ -350,18 +350,16 @@ def batch_norm_training_grad(
     t6 = np.shape(x)[-4]
     t7 = np.shape(x)[-3]
     t8 = np.shape(x)[-2]
-    t9 = np.transpose(x, (3, 0, 1, 2))
-    t10 = np.sum(t9, axis=(-3, -2, -1))
-    t11 = np.transpose(grad, (3, 0, 1, 2))
-    t12 = np.sum(t11, axis=(-3, -2, -1))
-    t13 = scale / np.sqrt(epsilon + variance)
-    t14 = 2 * grad_variance
-    t15 = 1 / (t6 * t7 * t8)
+    t9 = np.sum(x, axis=(-4, -3, -2))
+    t10 = np.sum(grad, axis=(-4, -3, -2))
+    t11 = scale / np.sqrt(epsilon + variance)
+    t12 = 2 * grad_variance
+    t13 = 1 / (t6 * t7 * t8)
     grad_x = (
-        grad * t13
-        - t12 * t13 * t15
-        + t14 * t15 * (-mean + x)
-        - t14 * (-mean * t6 * t7 * t8 + t10) / (t6**2 * t7**2 * t8**2)
+        grad * t11
+        - t10 * t11 * t13
+        + t12 * t13 * (-mean + x)
+        - t12 * (-mean * t6 * t7 * t8 + t9) / (t6**2 * t7**2 * t8**2)
     )
     grad_scale = t5 / np.sqrt(epsilon + variance)
     grad_offset = np.sum(grad, axis=(-4, -3, -2))
@@ -429,28 +427,25 @@ def batch_norm_training_grad_grad(
         - 1 / 2 * grad_vjp_variance * scale * t19 / t15 ** (3 / 2)
         + grad_vjp_x * t18
     )
-    t20 = np.transpose(x, (3, 0, 1, 2))
-    t21 = np.sum(t20, axis=(-3, -2, -1))
-    t22 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-    t23 = np.sum(t22, axis=(-3, -2, -1))
-    t24 = np.transpose(grad, (3, 0, 1, 2))
-    t25 = np.sum(t24, axis=(-3, -2, -1))
-    t26 = grad_vjp_scale / np.sqrt(t15)
-    t27 = (1 / 2) * grad_vjp_variance * scale / t15 ** (3 / 2)
-    t28 = 2 * vjp_variance
-    t29 = 1 / (t6 * t7 * t8)
-    t30 = 1 / (t6**2 * t7**2 * t8**2)
-    t31 = 2 * grad_variance
-    t32 = t25 * t29
+    t20 = np.sum(x, axis=(-4, -3, -2))
+    t21 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
+    t22 = np.sum(grad, axis=(-4, -3, -2))
+    t23 = grad_vjp_scale / np.sqrt(t15)
+    t24 = (1 / 2) * grad_vjp_variance * scale / t15 ** (3 / 2)
+    t25 = 2 * vjp_variance
+    t26 = 1 / (t6 * t7 * t8)
+    t27 = 1 / (t6**2 * t7**2 * t8**2)
+    t28 = 2 * grad_variance
+    t29 = t22 * t26
     grad_x = (
-        grad * t26
-        - grad * t27
-        + grad_vjp_x * t28 * t29
-        - t23 * t28 * t30
-        - t26 * t32
-        + t27 * t32
-        + t29 * t31 * (-mean + x)
-        - t30 * t31 * (-mean * t6 * t7 * t8 + t21)
+        grad * t23
+        - grad * t24
+        + grad_vjp_x * t25 * t26
+        - t21 * t25 * t27
+        - t23 * t29
+        + t24 * t29
+        + t26 * t28 * (-mean + x)
+        - t27 * t28 * (-mean * t6 * t7 * t8 + t20)
     )
     grad_scale = (-grad_vjp_mean * t14 - 1 / 2 * grad_vjp_variance * t12 / t15 + t13) / np.sqrt(t15)
     return grad_grad, grad_x, grad_scale, None

@@ -210,7 +210,7 @@ def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=No
             + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
             - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
-            i.e. `grad * t13 - t12 * t13 * t15 + t14 * t15 * (-mean + x) - t14 * (-mean * t6 * ...`
+            i.e. `grad * t11 - t10 * t11 * t13 + t12 * t13 * (-mean + x) - t12 * (-mean * t6 * ...`
         grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
             variance[c]), i.e. `t5 / tf.math.sqrt(epsilon + variance)`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c]
@@ -229,18 +229,16 @@ def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=No
     t6 = tf.cast(tf.shape(x)[-4], x.dtype)
     t7 = tf.cast(tf.shape(x)[-3], x.dtype)
     t8 = tf.cast(tf.shape(x)[-2], x.dtype)
-    t9 = tf.transpose(x, perm=[3, 0, 1, 2])
-    t10 = tf.reduce_sum(t9, axis=[-3, -2, -1])
-    t11 = tf.transpose(grad, perm=[3, 0, 1, 2])
-    t12 = tf.reduce_sum(t11, axis=[-3, -2, -1])
-    t13 = scale / tf.math.sqrt(epsilon + variance)
-    t14 = 2 * grad_variance
-    t15 = 1 / (t6 * t7 * t8)
+    t9 = tf.reduce_sum(x, axis=[-4, -3, -2])
+    t10 = tf.reduce_sum(grad, axis=[-4, -3, -2])
+    t11 = scale / tf.math.sqrt(epsilon + variance)
+    t12 = 2 * grad_variance
+    t13 = 1 / (t6 * t7 * t8)
     grad_x = (
-        grad * t13
-        - t12 * t13 * t15
-        + t14 * t15 * (-mean + x)
-        - t14 * (-mean * t6 * t7 * t8 + t10) / (t6**2 * t7**2 * t8**2)
+        grad * t11
+        - t10 * t11 * t13
+        + t12 * t13 * (-mean + x)
+        - t12 * (-mean * t6 * t7 * t8 + t9) / (t6**2 * t7**2 * t8**2)
     )
     grad_scale = t5 / tf.math.sqrt(epsilon + variance)
     grad_offset = tf.reduce_sum(grad, axis=[-4, -3, -2])

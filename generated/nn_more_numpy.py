@@ -20,12 +20,8 @@ def batch_norm_with_global_normalization(
     """BatchNormWithGlobalNormalization: (t - m) / sqrt(v + variance_epsilon), times gamma if scale_after_normalization, plus beta: (declared at ops/nn_more.py:15)."""
     if not scale_after_normalization:
         result = beta + (-m + t) / np.sqrt(v + variance_epsilon)
-    elif scale_after_normalization:
-        result = beta + gamma * (-m + t) / np.sqrt(v + variance_epsilon)
     else:
-        raise ValueError(
-            f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
-        )
+        result = beta + gamma * (-m + t) / np.sqrt(v + variance_epsilon)
     return result
 
 
@@ -71,16 +67,12 @@ def batch_norm_with_global_normalization_grad(
         t1 = np.sum(grad * (-beta + result), axis=(-4, -3, -2))
         grad_v = -1 / 2 * t1 / (v + variance_epsilon)
         grad_gamma = None
-    elif scale_after_normalization:
+    else:
         grad_t = gamma * grad / np.sqrt(v + variance_epsilon)
         grad_m = -gamma * t0 / np.sqrt(v + variance_epsilon)
         t1 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
         grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
         grad_gamma = t1 / np.sqrt(v + variance_epsilon)
-    else:
-        raise ValueError(
-            f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
-        )
     return grad_t, grad_m, grad_v, grad_beta, grad_gamma
 
 
@@ -133,7 +125,7 @@ def batch_norm_with_global_normalization_grad_grad(
         t5 = 1 / (v + variance_epsilon)
         grad_v = (1 / 4) * t5 * (2 * grad_vjp_m * t2 + 3 * grad_vjp_v * t4 * t5 - 2 * t3)
         grad_gamma = None
-    elif scale_after_normalization:
+    else:
         t2 = gamma * t1
         t3 = -m + t
         grad_grad = (
@@ -159,10 +151,6 @@ def batch_norm_with_global_normalization_grad_grad(
         )
         t10 = np.sum(grad * grad_vjp_t, axis=(-4, -3, -2))
         grad_gamma = (-grad_vjp_m * t5 - 1 / 2 * grad_vjp_v * t7 / t0 + t10) / np.sqrt(t0)
-    else:
-        raise ValueError(
-            f"BatchNormWithGlobalNormalizationGrad: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
-        )
     return grad_grad, grad_t, grad_m, grad_v, None, grad_gamma
 
 
@@ -295,7 +283,7 @@ def fused_batch_norm(
         batch_variance = variance
         reserve_space_1 = mean
         reserve_space_2 = variance
-    elif is_training:
+    else:
         t0 = np.shape(x)[-4]
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
@@ -311,10 +299,6 @@ def fused_batch_norm(
         )
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
-    else:
-        raise ValueError(
-            f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     if return_stages:  # for fused_batch_norm_grad(..., **stages): not computed again
         return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
             "batch_mean_": batch_mean_
@@ -364,7 +348,7 @@ def fused_batch_norm_grad(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
             sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
@@ -416,7 +400,7 @@ def fused_batch_norm_grad(
             + grad_reserve_space_2
             - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-    elif is_training:
+    else:
         if batch_mean_ is None:
             t0 = np.shape(x)[-4]
             t1 = np.shape(x)[-3]
@@ -433,29 +417,23 @@ def fused_batch_norm_grad(
             + grad_reserve_space_2
             - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t9 = np.transpose(x, (3, 0, 1, 2))
-        t10 = np.sum(t9, axis=(-3, -2, -1))
-        t11 = np.transpose(grad_y, (3, 0, 1, 2))
-        t12 = np.sum(t11, axis=(-3, -2, -1))
-        t13 = scale / np.sqrt(epsilon + reserve_space_2)
-        t14 = 1 / (t5 * t6 * t7)
-        t15 = 2 * grad_batch_variance_
+        t9 = np.sum(x, axis=(-4, -3, -2))
+        t10 = np.sum(grad_y, axis=(-4, -3, -2))
+        t11 = scale / np.sqrt(epsilon + reserve_space_2)
+        t12 = 1 / (t5 * t6 * t7)
+        t13 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t14
-            + grad_reserve_space_1 * t14
-            + grad_y * t13
-            - t12 * t13 * t14
-            + t14 * t15 * (-batch_mean_ + x)
-            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
+            exponential_avg_factor * grad_batch_mean * t12
+            + grad_reserve_space_1 * t12
+            + grad_y * t11
+            - t10 * t11 * t12
+            + t12 * t13 * (-batch_mean_ + x)
+            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
         )
         grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
-    else:
-        raise ValueError(
-            f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -543,7 +521,7 @@ def fused_batch_norm_grad_grad(
             + (3 / 4) * grad_vjp_variance * t9 / t0**2
             - t10 * t8
         )
-    elif is_training:
+    else:
         return _fused_batch_norm_grad_grad_is_training(
             grad_vjp_x,
             grad_vjp_scale,
@@ -560,10 +538,6 @@ def fused_batch_norm_grad_grad(
             vjp_batch_variance_,
             epsilon,
             exponential_avg_factor,
-        )
-    else:
-        raise ValueError(
-            f"FusedBatchNormGrad: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     return (
         grad_grad_y,
@@ -617,70 +591,67 @@ def _fused_batch_norm_grad_grad_is_training(
     t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
     grad_vjp_batch_mean_ = t9 / (t6 * t7 * t8)
     t10 = np.sum(x, axis=(-4, -3, -2))
-    t11 = np.transpose(x, (3, 0, 1, 2))
-    t12 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-    t13 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
+    t11 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
     grad_vjp_batch_variance_ = (
-        2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t13) / (t6 * t7 * t8)
+        2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t11) / (t6 * t7 * t8)
     )
-    t14 = np.transpose(grad_y, (3, 0, 1, 2))
-    t15 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-    t16 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-    t17 = np.sum(grad_y, axis=(-4, -3, -2))
-    t18 = batch_variance_ + epsilon
-    t19 = 2 * scale
+    t12 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+    t13 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+    t14 = np.sum(grad_y, axis=(-4, -3, -2))
+    t15 = batch_variance_ + epsilon
+    t16 = 2 * scale
     grad_batch_variance_ = (
         (1 / 4)
         * (
-            grad_vjp_batch_mean_ * t17 * t19
-            + 3 * grad_vjp_batch_variance_ * scale * t15 / t18
-            - 2 * grad_vjp_scale * t15
-            - t16 * t19
+            grad_vjp_batch_mean_ * t14 * t16
+            + 3 * grad_vjp_batch_variance_ * scale * t12 / t15
+            - 2 * grad_vjp_scale * t12
+            - t13 * t16
         )
-        / t18 ** (3 / 2)
+        / t15 ** (3 / 2)
     )
-    t20 = 1 / np.sqrt(t18)
-    t21 = scale * t20
-    t22 = -batch_mean_ + x
+    t17 = 1 / np.sqrt(t15)
+    t18 = scale * t17
+    t19 = -batch_mean_ + x
     grad_grad_y = (
-        -grad_vjp_batch_mean_ * t21
-        - 1 / 2 * grad_vjp_batch_variance_ * scale * t22 / t18 ** (3 / 2)
+        -grad_vjp_batch_mean_ * t18
+        - 1 / 2 * grad_vjp_batch_variance_ * scale * t19 / t15 ** (3 / 2)
         + grad_vjp_offset
-        + grad_vjp_scale * t20 * t22
-        + grad_vjp_x * t21
+        + grad_vjp_scale * t17 * t19
+        + grad_vjp_x * t18
     )
     grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
         1 - exponential_avg_factor
     )
-    t23 = t6 * t7 * t8
-    grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t23 / (
-        t23 - 1
+    t20 = t6 * t7 * t8
+    grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t20 / (
+        t20 - 1
     ) + grad_vjp_variance * (1 - exponential_avg_factor)
     grad_grad_reserve_space_1 = grad_vjp_batch_mean_
     grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-    t24 = np.sum(t11, axis=(-3, -2, -1))
-    t25 = np.sum(t12, axis=(-3, -2, -1))
-    t26 = np.sum(t14, axis=(-3, -2, -1))
-    t27 = grad_vjp_scale / np.sqrt(t18)
-    t28 = (1 / 2) * grad_vjp_batch_variance_ * scale / t18 ** (3 / 2)
-    t29 = 2 * vjp_batch_variance_
-    t30 = 1 / (t6 * t7 * t8)
-    t31 = 1 / (t6**2 * t7**2 * t8**2)
-    t32 = 2 * grad_batch_variance_
-    t33 = t26 * t30
+    t21 = np.sum(x, axis=(-4, -3, -2))
+    t22 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
+    t23 = np.sum(grad_y, axis=(-4, -3, -2))
+    t24 = grad_vjp_scale / np.sqrt(t15)
+    t25 = (1 / 2) * grad_vjp_batch_variance_ * scale / t15 ** (3 / 2)
+    t26 = 2 * vjp_batch_variance_
+    t27 = 1 / (t6 * t7 * t8)
+    t28 = 1 / (t6**2 * t7**2 * t8**2)
+    t29 = 2 * grad_batch_variance_
+    t30 = t23 * t27
     grad_x = (
-        grad_vjp_x * t29 * t30
-        + grad_y * t27
-        - grad_y * t28
-        - t25 * t29 * t31
-        - t27 * t33
-        + t28 * t33
-        + t30 * t32 * (-batch_mean_ + x)
-        - t31 * t32 * (-batch_mean_ * t6 * t7 * t8 + t24)
+        grad_vjp_x * t26 * t27
+        + grad_y * t24
+        - grad_y * t25
+        - t22 * t26 * t28
+        - t24 * t30
+        + t25 * t30
+        + t27 * t29 * (-batch_mean_ + x)
+        - t28 * t29 * (-batch_mean_ * t6 * t7 * t8 + t21)
     )
     grad_scale = (
-        -grad_vjp_batch_mean_ * t17 - 1 / 2 * grad_vjp_batch_variance_ * t15 / t18 + t16
-    ) / np.sqrt(t18)
+        -grad_vjp_batch_mean_ * t14 - 1 / 2 * grad_vjp_batch_variance_ * t12 / t15 + t13
+    ) / np.sqrt(t15)
     grad_mean = None
     grad_variance = None
     return (
@@ -722,7 +693,7 @@ def fused_batch_norm_v2(
         batch_variance = variance
         reserve_space_1 = mean
         reserve_space_2 = variance
-    elif is_training:
+    else:
         t0 = np.shape(x)[-4]
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
@@ -738,10 +709,6 @@ def fused_batch_norm_v2(
         )
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
-    else:
-        raise ValueError(
-            f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     if return_stages:  # for fused_batch_norm_v2_grad(..., **stages): not computed again
         return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
             "batch_mean_": batch_mean_
@@ -791,7 +758,7 @@ def fused_batch_norm_v2_grad(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
             sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
@@ -843,7 +810,7 @@ def fused_batch_norm_v2_grad(
             + grad_reserve_space_2
             - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-    elif is_training:
+    else:
         if batch_mean_ is None:
             t0 = np.shape(x)[-4]
             t1 = np.shape(x)[-3]
@@ -860,29 +827,23 @@ def fused_batch_norm_v2_grad(
             + grad_reserve_space_2
             - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t9 = np.transpose(x, (3, 0, 1, 2))
-        t10 = np.sum(t9, axis=(-3, -2, -1))
-        t11 = np.transpose(grad_y, (3, 0, 1, 2))
-        t12 = np.sum(t11, axis=(-3, -2, -1))
-        t13 = scale / np.sqrt(epsilon + reserve_space_2)
-        t14 = 1 / (t5 * t6 * t7)
-        t15 = 2 * grad_batch_variance_
+        t9 = np.sum(x, axis=(-4, -3, -2))
+        t10 = np.sum(grad_y, axis=(-4, -3, -2))
+        t11 = scale / np.sqrt(epsilon + reserve_space_2)
+        t12 = 1 / (t5 * t6 * t7)
+        t13 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t14
-            + grad_reserve_space_1 * t14
-            + grad_y * t13
-            - t12 * t13 * t14
-            + t14 * t15 * (-batch_mean_ + x)
-            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
+            exponential_avg_factor * grad_batch_mean * t12
+            + grad_reserve_space_1 * t12
+            + grad_y * t11
+            - t10 * t11 * t12
+            + t12 * t13 * (-batch_mean_ + x)
+            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
         )
         grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
-    else:
-        raise ValueError(
-            f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -970,7 +931,7 @@ def fused_batch_norm_v2_grad_grad(
             + (3 / 4) * grad_vjp_variance * t9 / t0**2
             - t10 * t8
         )
-    elif is_training:
+    else:
         return _fused_batch_norm_v2_grad_grad_is_training(
             grad_vjp_x,
             grad_vjp_scale,
@@ -987,10 +948,6 @@ def fused_batch_norm_v2_grad_grad(
             vjp_batch_variance_,
             epsilon,
             exponential_avg_factor,
-        )
-    else:
-        raise ValueError(
-            f"FusedBatchNormV2Grad: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     return (
         grad_grad_y,
@@ -1044,70 +1001,67 @@ def _fused_batch_norm_v2_grad_grad_is_training(
     t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
     grad_vjp_batch_mean_ = t9 / (t6 * t7 * t8)
     t10 = np.sum(x, axis=(-4, -3, -2))
-    t11 = np.transpose(x, (3, 0, 1, 2))
-    t12 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-    t13 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
+    t11 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
     grad_vjp_batch_variance_ = (
-        2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t13) / (t6 * t7 * t8)
+        2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t11) / (t6 * t7 * t8)
     )
-    t14 = np.transpose(grad_y, (3, 0, 1, 2))
-    t15 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-    t16 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-    t17 = np.sum(grad_y, axis=(-4, -3, -2))
-    t18 = batch_variance_ + epsilon
-    t19 = 2 * scale
+    t12 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+    t13 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+    t14 = np.sum(grad_y, axis=(-4, -3, -2))
+    t15 = batch_variance_ + epsilon
+    t16 = 2 * scale
     grad_batch_variance_ = (
         (1 / 4)
         * (
-            grad_vjp_batch_mean_ * t17 * t19
-            + 3 * grad_vjp_batch_variance_ * scale * t15 / t18
-            - 2 * grad_vjp_scale * t15
-            - t16 * t19
+            grad_vjp_batch_mean_ * t14 * t16
+            + 3 * grad_vjp_batch_variance_ * scale * t12 / t15
+            - 2 * grad_vjp_scale * t12
+            - t13 * t16
         )
-        / t18 ** (3 / 2)
+        / t15 ** (3 / 2)
     )
-    t20 = 1 / np.sqrt(t18)
-    t21 = scale * t20
-    t22 = -batch_mean_ + x
+    t17 = 1 / np.sqrt(t15)
+    t18 = scale * t17
+    t19 = -batch_mean_ + x
     grad_grad_y = (
-        -grad_vjp_batch_mean_ * t21
-        - 1 / 2 * grad_vjp_batch_variance_ * scale * t22 / t18 ** (3 / 2)
+        -grad_vjp_batch_mean_ * t18
+        - 1 / 2 * grad_vjp_batch_variance_ * scale * t19 / t15 ** (3 / 2)
         + grad_vjp_offset
-        + grad_vjp_scale * t20 * t22
-        + grad_vjp_x * t21
+        + grad_vjp_scale * t17 * t19
+        + grad_vjp_x * t18
     )
     grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
         1 - exponential_avg_factor
     )
-    t23 = t6 * t7 * t8
-    grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t23 / (
-        t23 - 1
+    t20 = t6 * t7 * t8
+    grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t20 / (
+        t20 - 1
     ) + grad_vjp_variance * (1 - exponential_avg_factor)
     grad_grad_reserve_space_1 = grad_vjp_batch_mean_
     grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-    t24 = np.sum(t11, axis=(-3, -2, -1))
-    t25 = np.sum(t12, axis=(-3, -2, -1))
-    t26 = np.sum(t14, axis=(-3, -2, -1))
-    t27 = grad_vjp_scale / np.sqrt(t18)
-    t28 = (1 / 2) * grad_vjp_batch_variance_ * scale / t18 ** (3 / 2)
-    t29 = 2 * vjp_batch_variance_
-    t30 = 1 / (t6 * t7 * t8)
-    t31 = 1 / (t6**2 * t7**2 * t8**2)
-    t32 = 2 * grad_batch_variance_
-    t33 = t26 * t30
+    t21 = np.sum(x, axis=(-4, -3, -2))
+    t22 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
+    t23 = np.sum(grad_y, axis=(-4, -3, -2))
+    t24 = grad_vjp_scale / np.sqrt(t15)
+    t25 = (1 / 2) * grad_vjp_batch_variance_ * scale / t15 ** (3 / 2)
+    t26 = 2 * vjp_batch_variance_
+    t27 = 1 / (t6 * t7 * t8)
+    t28 = 1 / (t6**2 * t7**2 * t8**2)
+    t29 = 2 * grad_batch_variance_
+    t30 = t23 * t27
     grad_x = (
-        grad_vjp_x * t29 * t30
-        + grad_y * t27
-        - grad_y * t28
-        - t25 * t29 * t31
-        - t27 * t33
-        + t28 * t33
-        + t30 * t32 * (-batch_mean_ + x)
-        - t31 * t32 * (-batch_mean_ * t6 * t7 * t8 + t24)
+        grad_vjp_x * t26 * t27
+        + grad_y * t24
+        - grad_y * t25
+        - t22 * t26 * t28
+        - t24 * t30
+        + t25 * t30
+        + t27 * t29 * (-batch_mean_ + x)
+        - t28 * t29 * (-batch_mean_ * t6 * t7 * t8 + t21)
     )
     grad_scale = (
-        -grad_vjp_batch_mean_ * t17 - 1 / 2 * grad_vjp_batch_variance_ * t15 / t18 + t16
-    ) / np.sqrt(t18)
+        -grad_vjp_batch_mean_ * t14 - 1 / 2 * grad_vjp_batch_variance_ * t12 / t15 + t13
+    ) / np.sqrt(t15)
     grad_mean = None
     grad_variance = None
     return (
@@ -1220,7 +1174,7 @@ def fused_batch_norm_v3_grad(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
             sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
@@ -1272,7 +1226,7 @@ def fused_batch_norm_v3_grad(
             + grad_reserve_space_2
             - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-    elif is_training:
+    else:
         if batch_mean_ is None:
             t0 = np.shape(x)[-4]
             t1 = np.shape(x)[-3]
@@ -1289,29 +1243,23 @@ def fused_batch_norm_v3_grad(
             + grad_reserve_space_2
             - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t9 = np.transpose(x, (3, 0, 1, 2))
-        t10 = np.sum(t9, axis=(-3, -2, -1))
-        t11 = np.transpose(grad_y, (3, 0, 1, 2))
-        t12 = np.sum(t11, axis=(-3, -2, -1))
-        t13 = scale / np.sqrt(epsilon + reserve_space_2)
-        t14 = 1 / (t5 * t6 * t7)
-        t15 = 2 * grad_batch_variance_
+        t9 = np.sum(x, axis=(-4, -3, -2))
+        t10 = np.sum(grad_y, axis=(-4, -3, -2))
+        t11 = scale / np.sqrt(epsilon + reserve_space_2)
+        t12 = 1 / (t5 * t6 * t7)
+        t13 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t14
-            + grad_reserve_space_1 * t14
-            + grad_y * t13
-            - t12 * t13 * t14
-            + t14 * t15 * (-batch_mean_ + x)
-            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
+            exponential_avg_factor * grad_batch_mean * t12
+            + grad_reserve_space_1 * t12
+            + grad_y * t11
+            - t10 * t11 * t12
+            + t12 * t13 * (-batch_mean_ + x)
+            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
         )
         grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
-    else:
-        raise ValueError(
-            f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -1401,7 +1349,7 @@ def fused_batch_norm_v3_grad_grad(
             + (3 / 4) * grad_vjp_variance * t9 / t0**2
             - t10 * t8
         )
-    elif is_training:
+    else:
         return _fused_batch_norm_v3_grad_grad_is_training(
             grad_vjp_x,
             grad_vjp_scale,
@@ -1418,10 +1366,6 @@ def fused_batch_norm_v3_grad_grad(
             vjp_batch_variance_,
             epsilon,
             exponential_avg_factor,
-        )
-    else:
-        raise ValueError(
-            f"FusedBatchNormV3Grad: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     return (
         grad_grad_y,
@@ -1476,70 +1420,67 @@ def _fused_batch_norm_v3_grad_grad_is_training(
     t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
     grad_vjp_batch_mean_ = t9 / (t6 * t7 * t8)
     t10 = np.sum(x, axis=(-4, -3, -2))
-    t11 = np.transpose(x, (3, 0, 1, 2))
-    t12 = np.transpose(grad_vjp_x, (3, 0, 1, 2))
-    t13 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
+    t11 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
     grad_vjp_batch_variance_ = (
-        2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t13) / (t6 * t7 * t8)
+        2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t11) / (t6 * t7 * t8)
     )
-    t14 = np.transpose(grad_y, (3, 0, 1, 2))
-    t15 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-    t16 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-    t17 = np.sum(grad_y, axis=(-4, -3, -2))
-    t18 = batch_variance_ + epsilon
-    t19 = 2 * scale
+    t12 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
+    t13 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+    t14 = np.sum(grad_y, axis=(-4, -3, -2))
+    t15 = batch_variance_ + epsilon
+    t16 = 2 * scale
     grad_batch_variance_ = (
         (1 / 4)
         * (
-            grad_vjp_batch_mean_ * t17 * t19
-            + 3 * grad_vjp_batch_variance_ * scale * t15 / t18
-            - 2 * grad_vjp_scale * t15
-            - t16 * t19
+            grad_vjp_batch_mean_ * t14 * t16
+            + 3 * grad_vjp_batch_variance_ * scale * t12 / t15
+            - 2 * grad_vjp_scale * t12
+            - t13 * t16
         )
-        / t18 ** (3 / 2)
+        / t15 ** (3 / 2)
     )
-    t20 = 1 / np.sqrt(t18)
-    t21 = scale * t20
-    t22 = -batch_mean_ + x
+    t17 = 1 / np.sqrt(t15)
+    t18 = scale * t17
+    t19 = -batch_mean_ + x
     grad_grad_y = (
-        -grad_vjp_batch_mean_ * t21
-        - 1 / 2 * grad_vjp_batch_variance_ * scale * t22 / t18 ** (3 / 2)
+        -grad_vjp_batch_mean_ * t18
+        - 1 / 2 * grad_vjp_batch_variance_ * scale * t19 / t15 ** (3 / 2)
         + grad_vjp_offset
-        + grad_vjp_scale * t20 * t22
-        + grad_vjp_x * t21
+        + grad_vjp_scale * t17 * t19
+        + grad_vjp_x * t18
     )
     grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
         1 - exponential_avg_factor
     )
-    t23 = t6 * t7 * t8
-    grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t23 / (
-        t23 - 1
+    t20 = t6 * t7 * t8
+    grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t20 / (
+        t20 - 1
     ) + grad_vjp_variance * (1 - exponential_avg_factor)
     grad_grad_reserve_space_1 = grad_vjp_batch_mean_
     grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-    t24 = np.sum(t11, axis=(-3, -2, -1))
-    t25 = np.sum(t12, axis=(-3, -2, -1))
-    t26 = np.sum(t14, axis=(-3, -2, -1))
-    t27 = grad_vjp_scale / np.sqrt(t18)
-    t28 = (1 / 2) * grad_vjp_batch_variance_ * scale / t18 ** (3 / 2)
-    t29 = 2 * vjp_batch_variance_
-    t30 = 1 / (t6 * t7 * t8)
-    t31 = 1 / (t6**2 * t7**2 * t8**2)
-    t32 = 2 * grad_batch_variance_
-    t33 = t26 * t30
+    t21 = np.sum(x, axis=(-4, -3, -2))
+    t22 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
+    t23 = np.sum(grad_y, axis=(-4, -3, -2))
+    t24 = grad_vjp_scale / np.sqrt(t15)
+    t25 = (1 / 2) * grad_vjp_batch_variance_ * scale / t15 ** (3 / 2)
+    t26 = 2 * vjp_batch_variance_
+    t27 = 1 / (t6 * t7 * t8)
+    t28 = 1 / (t6**2 * t7**2 * t8**2)
+    t29 = 2 * grad_batch_variance_
+    t30 = t23 * t27
     grad_x = (
-        grad_vjp_x * t29 * t30
-        + grad_y * t27
-        - grad_y * t28
-        - t25 * t29 * t31
-        - t27 * t33
-        + t28 * t33
-        + t30 * t32 * (-batch_mean_ + x)
-        - t31 * t32 * (-batch_mean_ * t6 * t7 * t8 + t24)
+        grad_vjp_x * t26 * t27
+        + grad_y * t24
+        - grad_y * t25
+        - t22 * t26 * t28
+        - t24 * t30
+        + t25 * t30
+        + t27 * t29 * (-batch_mean_ + x)
+        - t28 * t29 * (-batch_mean_ * t6 * t7 * t8 + t21)
     )
     grad_scale = (
-        -grad_vjp_batch_mean_ * t17 - 1 / 2 * grad_vjp_batch_variance_ * t15 / t18 + t16
-    ) / np.sqrt(t18)
+        -grad_vjp_batch_mean_ * t14 - 1 / 2 * grad_vjp_batch_variance_ * t12 / t15 + t13
+    ) / np.sqrt(t15)
     grad_mean = None
     grad_variance = None
     return (

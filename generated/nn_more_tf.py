@@ -50,12 +50,8 @@ def batch_norm_with_global_normalization_forward(
     """BatchNormWithGlobalNormalization's formula."""
     if not scale_after_normalization:
         result = beta + (-m + t) / tf.math.sqrt(v + variance_epsilon)
-    elif scale_after_normalization:
-        result = beta + gamma * (-m + t) / tf.math.sqrt(v + variance_epsilon)
     else:
-        raise ValueError(
-            f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
-        )
+        result = beta + gamma * (-m + t) / tf.math.sqrt(v + variance_epsilon)
     return result
 
 
@@ -82,16 +78,12 @@ def batch_norm_with_global_normalization_vjp(
         t1 = tf.reduce_sum(grad * (-beta + result), axis=[-4, -3, -2])
         grad_v = -1 / 2 * t1 / (v + variance_epsilon)
         grad_gamma = None
-    elif scale_after_normalization:
+    else:
         grad_t = gamma * grad / tf.math.sqrt(v + variance_epsilon)
         grad_m = -gamma * t0 / tf.math.sqrt(v + variance_epsilon)
         t1 = tf.reduce_sum(grad * (-m + t), axis=[-4, -3, -2])
         grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
         grad_gamma = t1 / tf.math.sqrt(v + variance_epsilon)
-    else:
-        raise ValueError(
-            f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
-        )
     return grad_t, grad_m, grad_v, grad_beta, grad_gamma
 
 
@@ -251,7 +243,7 @@ def fused_batch_norm_forward(
         batch_variance = variance
         reserve_space_1 = mean
         reserve_space_2 = variance
-    elif is_training:
+    else:
         t0 = tf.cast(tf.shape(x)[-4], x.dtype)
         t1 = tf.cast(tf.shape(x)[-3], x.dtype)
         t2 = tf.cast(tf.shape(x)[-2], x.dtype)
@@ -267,10 +259,6 @@ def fused_batch_norm_forward(
         )
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
-    else:
-        raise ValueError(
-            f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     if return_stages:  # for fused_batch_norm_vjp(..., **stages): not computed again
         return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
             "batch_mean_": batch_mean_
@@ -320,7 +308,7 @@ def fused_batch_norm_vjp(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
             sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / tf.math.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
@@ -349,7 +337,7 @@ def fused_batch_norm_vjp(
             + grad_reserve_space_2
             - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-    elif is_training:
+    else:
         if batch_mean_ is None:
             t0 = tf.cast(tf.shape(x)[-4], x.dtype)
             t1 = tf.cast(tf.shape(x)[-3], x.dtype)
@@ -366,29 +354,23 @@ def fused_batch_norm_vjp(
             + grad_reserve_space_2
             - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t9 = tf.transpose(x, perm=[3, 0, 1, 2])
-        t10 = tf.reduce_sum(t9, axis=[-3, -2, -1])
-        t11 = tf.transpose(grad_y, perm=[3, 0, 1, 2])
-        t12 = tf.reduce_sum(t11, axis=[-3, -2, -1])
-        t13 = scale / tf.math.sqrt(epsilon + reserve_space_2)
-        t14 = 1 / (t5 * t6 * t7)
-        t15 = 2 * grad_batch_variance_
+        t9 = tf.reduce_sum(x, axis=[-4, -3, -2])
+        t10 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
+        t11 = scale / tf.math.sqrt(epsilon + reserve_space_2)
+        t12 = 1 / (t5 * t6 * t7)
+        t13 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t14
-            + grad_reserve_space_1 * t14
-            + grad_y * t13
-            - t12 * t13 * t14
-            + t14 * t15 * (-batch_mean_ + x)
-            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
+            exponential_avg_factor * grad_batch_mean * t12
+            + grad_reserve_space_1 * t12
+            + grad_y * t11
+            - t10 * t11 * t12
+            + t12 * t13 * (-batch_mean_ + x)
+            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
         )
         grad_scale = t4 / tf.math.sqrt(epsilon + reserve_space_2)
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
-    else:
-        raise ValueError(
-            f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -491,7 +473,7 @@ def fused_batch_norm_v2_forward(
         batch_variance = variance
         reserve_space_1 = mean
         reserve_space_2 = variance
-    elif is_training:
+    else:
         t0 = tf.cast(tf.shape(x)[-4], x.dtype)
         t1 = tf.cast(tf.shape(x)[-3], x.dtype)
         t2 = tf.cast(tf.shape(x)[-2], x.dtype)
@@ -507,10 +489,6 @@ def fused_batch_norm_v2_forward(
         )
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
-    else:
-        raise ValueError(
-            f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     if return_stages:  # for fused_batch_norm_v2_vjp(..., **stages): not computed again
         return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
             "batch_mean_": batch_mean_
@@ -560,7 +538,7 @@ def fused_batch_norm_v2_vjp(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
             sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / tf.math.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
@@ -589,7 +567,7 @@ def fused_batch_norm_v2_vjp(
             + grad_reserve_space_2
             - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-    elif is_training:
+    else:
         if batch_mean_ is None:
             t0 = tf.cast(tf.shape(x)[-4], x.dtype)
             t1 = tf.cast(tf.shape(x)[-3], x.dtype)
@@ -606,29 +584,23 @@ def fused_batch_norm_v2_vjp(
             + grad_reserve_space_2
             - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t9 = tf.transpose(x, perm=[3, 0, 1, 2])
-        t10 = tf.reduce_sum(t9, axis=[-3, -2, -1])
-        t11 = tf.transpose(grad_y, perm=[3, 0, 1, 2])
-        t12 = tf.reduce_sum(t11, axis=[-3, -2, -1])
-        t13 = scale / tf.math.sqrt(epsilon + reserve_space_2)
-        t14 = 1 / (t5 * t6 * t7)
-        t15 = 2 * grad_batch_variance_
+        t9 = tf.reduce_sum(x, axis=[-4, -3, -2])
+        t10 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
+        t11 = scale / tf.math.sqrt(epsilon + reserve_space_2)
+        t12 = 1 / (t5 * t6 * t7)
+        t13 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t14
-            + grad_reserve_space_1 * t14
-            + grad_y * t13
-            - t12 * t13 * t14
-            + t14 * t15 * (-batch_mean_ + x)
-            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
+            exponential_avg_factor * grad_batch_mean * t12
+            + grad_reserve_space_1 * t12
+            + grad_y * t11
+            - t10 * t11 * t12
+            + t12 * t13 * (-batch_mean_ + x)
+            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
         )
         grad_scale = t4 / tf.math.sqrt(epsilon + reserve_space_2)
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
-    else:
-        raise ValueError(
-            f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -802,7 +774,7 @@ def fused_batch_norm_v3_vjp(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
             sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / tf.math.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
@@ -831,7 +803,7 @@ def fused_batch_norm_v3_vjp(
             + grad_reserve_space_2
             - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-    elif is_training:
+    else:
         if batch_mean_ is None:
             t0 = tf.cast(tf.shape(x)[-4], x.dtype)
             t1 = tf.cast(tf.shape(x)[-3], x.dtype)
@@ -848,29 +820,23 @@ def fused_batch_norm_v3_vjp(
             + grad_reserve_space_2
             - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t9 = tf.transpose(x, perm=[3, 0, 1, 2])
-        t10 = tf.reduce_sum(t9, axis=[-3, -2, -1])
-        t11 = tf.transpose(grad_y, perm=[3, 0, 1, 2])
-        t12 = tf.reduce_sum(t11, axis=[-3, -2, -1])
-        t13 = scale / tf.math.sqrt(epsilon + reserve_space_2)
-        t14 = 1 / (t5 * t6 * t7)
-        t15 = 2 * grad_batch_variance_
+        t9 = tf.reduce_sum(x, axis=[-4, -3, -2])
+        t10 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
+        t11 = scale / tf.math.sqrt(epsilon + reserve_space_2)
+        t12 = 1 / (t5 * t6 * t7)
+        t13 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t14
-            + grad_reserve_space_1 * t14
-            + grad_y * t13
-            - t12 * t13 * t14
-            + t14 * t15 * (-batch_mean_ + x)
-            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
+            exponential_avg_factor * grad_batch_mean * t12
+            + grad_reserve_space_1 * t12
+            + grad_y * t11
+            - t10 * t11 * t12
+            + t12 * t13 * (-batch_mean_ + x)
+            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
         )
         grad_scale = t4 / tf.math.sqrt(epsilon + reserve_space_2)
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
-    else:
-        raise ValueError(
-            f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 

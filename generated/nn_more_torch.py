@@ -39,12 +39,8 @@ def batch_norm_with_global_normalization_forward(
     """BatchNormWithGlobalNormalization's formula."""
     if not scale_after_normalization:
         result = beta + (-m + t) / torch.sqrt(v + variance_epsilon)
-    elif scale_after_normalization:
-        result = beta + gamma * (-m + t) / torch.sqrt(v + variance_epsilon)
     else:
-        raise ValueError(
-            f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
-        )
+        result = beta + gamma * (-m + t) / torch.sqrt(v + variance_epsilon)
     return result
 
 
@@ -90,16 +86,12 @@ def batch_norm_with_global_normalization_vjp(
         t1 = torch.sum(grad * (-beta + result), axis=(-4, -3, -2))
         grad_v = -1 / 2 * t1 / (v + variance_epsilon)
         grad_gamma = None
-    elif scale_after_normalization:
+    else:
         grad_t = gamma * grad / torch.sqrt(v + variance_epsilon)
         grad_m = -gamma * t0 / torch.sqrt(v + variance_epsilon)
         t1 = torch.sum(grad * (-m + t), axis=(-4, -3, -2))
         grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
         grad_gamma = t1 / torch.sqrt(v + variance_epsilon)
-    else:
-        raise ValueError(
-            f"BatchNormWithGlobalNormalization: unsupported attributes scale_after_normalization={scale_after_normalization!r}"
-        )
     return grad_t, grad_m, grad_v, grad_beta, grad_gamma
 
 
@@ -226,7 +218,7 @@ def fused_batch_norm_forward(
         batch_variance = variance
         reserve_space_1 = mean
         reserve_space_2 = variance
-    elif is_training:
+    else:
         t0 = np.shape(x)[-4]
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
@@ -242,10 +234,6 @@ def fused_batch_norm_forward(
         )
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
-    else:
-        raise ValueError(
-            f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     if return_stages:  # for fused_batch_norm_vjp(..., **stages): not computed again
         return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
             "batch_mean_": batch_mean_
@@ -295,7 +283,7 @@ def fused_batch_norm_vjp(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
             sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / torch.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
@@ -348,7 +336,7 @@ def fused_batch_norm_vjp(
             + grad_reserve_space_2
             - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-    elif is_training:
+    else:
         if batch_mean_ is None:
             t0 = np.shape(x)[-4]
             t1 = np.shape(x)[-3]
@@ -365,29 +353,23 @@ def fused_batch_norm_vjp(
             + grad_reserve_space_2
             - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t9 = torch.permute(x, (3, 0, 1, 2))
-        t10 = torch.sum(t9, axis=(-3, -2, -1))
-        t11 = torch.permute(grad_y, (3, 0, 1, 2))
-        t12 = torch.sum(t11, axis=(-3, -2, -1))
-        t13 = scale / torch.sqrt(epsilon + reserve_space_2)
-        t14 = 1 / (t5 * t6 * t7)
-        t15 = 2 * grad_batch_variance_
+        t9 = torch.sum(x, axis=(-4, -3, -2))
+        t10 = torch.sum(grad_y, axis=(-4, -3, -2))
+        t11 = scale / torch.sqrt(epsilon + reserve_space_2)
+        t12 = 1 / (t5 * t6 * t7)
+        t13 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t14
-            + grad_reserve_space_1 * t14
-            + grad_y * t13
-            - t12 * t13 * t14
-            + t14 * t15 * (-batch_mean_ + x)
-            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
+            exponential_avg_factor * grad_batch_mean * t12
+            + grad_reserve_space_1 * t12
+            + grad_y * t11
+            - t10 * t11 * t12
+            + t12 * t13 * (-batch_mean_ + x)
+            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
         )
         grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
         grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
-    else:
-        raise ValueError(
-            f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -452,7 +434,7 @@ def fused_batch_norm_v2_forward(
         batch_variance = variance
         reserve_space_1 = mean
         reserve_space_2 = variance
-    elif is_training:
+    else:
         t0 = np.shape(x)[-4]
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
@@ -468,10 +450,6 @@ def fused_batch_norm_v2_forward(
         )
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
-    else:
-        raise ValueError(
-            f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     if return_stages:  # for fused_batch_norm_v2_vjp(..., **stages): not computed again
         return (y, batch_mean, batch_variance, reserve_space_1, reserve_space_2), {
             "batch_mean_": batch_mean_
@@ -521,7 +499,7 @@ def fused_batch_norm_v2_vjp(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
             sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / torch.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
@@ -574,7 +552,7 @@ def fused_batch_norm_v2_vjp(
             + grad_reserve_space_2
             - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-    elif is_training:
+    else:
         if batch_mean_ is None:
             t0 = np.shape(x)[-4]
             t1 = np.shape(x)[-3]
@@ -591,29 +569,23 @@ def fused_batch_norm_v2_vjp(
             + grad_reserve_space_2
             - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t9 = torch.permute(x, (3, 0, 1, 2))
-        t10 = torch.sum(t9, axis=(-3, -2, -1))
-        t11 = torch.permute(grad_y, (3, 0, 1, 2))
-        t12 = torch.sum(t11, axis=(-3, -2, -1))
-        t13 = scale / torch.sqrt(epsilon + reserve_space_2)
-        t14 = 1 / (t5 * t6 * t7)
-        t15 = 2 * grad_batch_variance_
+        t9 = torch.sum(x, axis=(-4, -3, -2))
+        t10 = torch.sum(grad_y, axis=(-4, -3, -2))
+        t11 = scale / torch.sqrt(epsilon + reserve_space_2)
+        t12 = 1 / (t5 * t6 * t7)
+        t13 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t14
-            + grad_reserve_space_1 * t14
-            + grad_y * t13
-            - t12 * t13 * t14
-            + t14 * t15 * (-batch_mean_ + x)
-            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
+            exponential_avg_factor * grad_batch_mean * t12
+            + grad_reserve_space_1 * t12
+            + grad_y * t11
+            - t10 * t11 * t12
+            + t12 * t13 * (-batch_mean_ + x)
+            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
         )
         grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
         grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
-    else:
-        raise ValueError(
-            f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -749,7 +721,7 @@ def fused_batch_norm_v3_vjp(
             + grad_reserve_space_1[c] / (B * H * W)
             - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
                 * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t14 + grad_reserve_space_1 * t14 ...`
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
             sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / torch.sqrt(epsilon + reserve_space_2)`
         grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
@@ -802,7 +774,7 @@ def fused_batch_norm_v3_vjp(
             + grad_reserve_space_2
             - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-    elif is_training:
+    else:
         if batch_mean_ is None:
             t0 = np.shape(x)[-4]
             t1 = np.shape(x)[-3]
@@ -819,29 +791,23 @@ def fused_batch_norm_v3_vjp(
             + grad_reserve_space_2
             - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
         )
-        t9 = torch.permute(x, (3, 0, 1, 2))
-        t10 = torch.sum(t9, axis=(-3, -2, -1))
-        t11 = torch.permute(grad_y, (3, 0, 1, 2))
-        t12 = torch.sum(t11, axis=(-3, -2, -1))
-        t13 = scale / torch.sqrt(epsilon + reserve_space_2)
-        t14 = 1 / (t5 * t6 * t7)
-        t15 = 2 * grad_batch_variance_
+        t9 = torch.sum(x, axis=(-4, -3, -2))
+        t10 = torch.sum(grad_y, axis=(-4, -3, -2))
+        t11 = scale / torch.sqrt(epsilon + reserve_space_2)
+        t12 = 1 / (t5 * t6 * t7)
+        t13 = 2 * grad_batch_variance_
         grad_x = (
-            exponential_avg_factor * grad_batch_mean * t14
-            + grad_reserve_space_1 * t14
-            + grad_y * t13
-            - t12 * t13 * t14
-            + t14 * t15 * (-batch_mean_ + x)
-            - t15 * (-batch_mean_ * t5 * t6 * t7 + t10) / (t5**2 * t6**2 * t7**2)
+            exponential_avg_factor * grad_batch_mean * t12
+            + grad_reserve_space_1 * t12
+            + grad_y * t11
+            - t10 * t11 * t12
+            + t12 * t13 * (-batch_mean_ + x)
+            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
         )
         grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
         grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
         grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
         grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
-    else:
-        raise ValueError(
-            f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
-        )
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 

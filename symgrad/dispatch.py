@@ -68,10 +68,23 @@ def chain(branches: list[tuple[tuple[tuple[str, Any], ...], list[str]]], error: 
     fixed = _one_value(branches) if len(groups) > 1 else {}
     lines = [f"if {' or '.join(_differs(n, v) for n, v in fixed.items())}:", f"    {error}"] if fixed else []
     lines += list(hoisted)
-    for n, group in enumerate(groups):
-        lines.append(f"{'if' if n == 0 else 'elif'} {group.condition(frozenset(fixed))}:")
+    conditions = [group.condition(frozenset(fixed)) for group in groups]
+    every_value = _complementary(conditions)
+    for n, (group, condition) in enumerate(zip(groups, conditions)):
+        lines.append("else:" if every_value and n == len(groups) - 1 else f"{'if' if n == 0 else 'elif'} {condition}:")
         lines += ["    " + line for s in group.statements for line in s.split("\n")] or ["    pass"]
-    return lines + ["else:", f"    {error}"] + [line for s in tail for line in s.split("\n")]
+    unsupported = [] if every_value else ["else:", f"    {error}"]
+    return lines + unsupported + [line for s in tail for line in s.split("\n")]
+
+
+def _complementary(conditions: list[str]) -> bool:
+    """Whether the chain's two tests are a boolean attribute and its negation (`not
+    is_training`, `is_training`): every value takes one of the two branches, and the second is
+    the chain's `else`."""
+    if len(conditions) != 2 or not conditions[1].removeprefix("not ").isidentifier():
+        return False
+    first, second = conditions
+    return first == f"not {second}" or second == f"not {first}"
 
 
 def _one_value(branches) -> dict:

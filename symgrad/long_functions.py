@@ -73,7 +73,12 @@ def _assigned(statements: list[ast.stmt]) -> list[str]:
 
 
 def _branches(statement: ast.If) -> list[tuple[ast.expr | None, list[ast.stmt]]]:
-    """The (test, body) of each branch of an if/elif/else chain; the else's test is None."""
+    """The (test, body) of each branch of an if/elif/else chain; the else's test is None, or
+    after one if the negation of its test (`is_training` after `not is_training`)."""
+    if statement.orelse and not (len(statement.orelse) == 1 and isinstance(statement.orelse[0], ast.If)):
+        test = statement.test
+        negation = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else ast.UnaryOp(ast.Not(), test)
+        return [(test, statement.body), (negation, statement.orelse)]
     found = []
     while True:
         found.append((statement.test, statement.body))

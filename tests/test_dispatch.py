@@ -176,6 +176,18 @@ def test_a_tuple_attribute_is_read_by_entry_or_by_where_a_value_sits():
     assert chain(branches, ERROR)[1] == "    out = f(x, (perm.index(0), perm.index(1), perm.index(2)))"
 
 
+def test_a_boolean_attribute_and_its_negation_are_an_if_and_its_else():
+    """Every value takes one of `not training` and `training`: no unsupported value is left for
+    a raising else, and the second test is the chain's else."""
+    branches = [((("training", t),), [f"out = x[0] {'+' if t else '-'} 1"]) for t in (False, True)]
+    lines = chain(branches, ERROR)
+    assert lines == ["if not training:", "    out = x[0] - 1", "else:", "    out = x[0] + 1"]
+    assert [_run(lines, training=t) for t in (False, True, 0, 1)] == [9, 11, 9, 11]
+    # a boolean with a second attribute keeps its tests and its raising else
+    branches = [((("training", t), ("mode", m)), [f"out = x[0] + {int(t)} * {len(m)} - 1"]) for t in (False, True) for m in ("A", "BB")]
+    assert chain(branches, ERROR)[-2:] == ["else:", f"    {ERROR}"]
+
+
 def test_an_attribute_of_one_value_is_tested_once_before_the_chain():
     branches = [((("mode", m), ("padding", 0)), [f"out = x[0] {'+' if m == 'A' else '-'} 1"]) for m in ("A", "B")]
     lines = chain(branches, ERROR)

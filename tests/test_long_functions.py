@@ -76,3 +76,12 @@ def test_no_function_of_generated_is_over_the_limit():
         if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > long_functions.LONGEST
     ]
     assert not long
+
+
+def test_an_else_after_one_test_is_named_by_that_tests_negation(monkeypatch):
+    monkeypatch.setattr(long_functions, "LONGEST", 30)
+    text = _module(40).replace('if mode == "a":', "if not training:").replace('elif mode == "b":', "else:")
+    text = text.replace('mode="a"', "training=True").split("    else:\n        raise ValueError(mode)\n")[0] + "    return out, None\n"
+    split = format_module(split_long_functions(format_module(text)))
+    assert "return _f_grad_training(grad, x, scale)" in split
+    assert all(_run(split, training=t) == _run(text, training=t) for t in (False, True))

@@ -2,7 +2,8 @@
 names them (a GELU gradient's tanh(u), x + bias): SymPy's `cse`, one statement at a time.
 Then the temporaries a person would not write go: one that computes again what another
 computed (`epsilon + variance` per output of a batch norm's second order), one that only
-copies another, one that nothing reads.
+copies another, one that nothing reads, one that transposes an array only for a reduction
+(`np.sum(np.transpose(x, (3, 0, 1, 2)), axis=(-3, -2, -1))` sums x over its first three axes).
 
 Within one statement every variable means one array, so an equal subexpression is an equal
 array. A statement with a branch (a `Piecewise`, a select) is left whole: TensorFlow's
@@ -18,7 +19,7 @@ import re
 import sympy as sp
 
 from symgrad.guards import safe_where
-from symgrad.ir import Assign, Elementwise, IndexArith, Recompute, names_in, statements
+from symgrad.ir import Assign, Elementwise, IndexArith, Recompute, Reduce, Transpose, names_in, statements
 
 BooleanFunction, Relational = sp.logic.boolalg.BooleanFunction, sp.core.relational.Relational
 
@@ -114,11 +115,37 @@ def idle_temporaries_dropped(body, prefix: str, start: int) -> list:
     """`body` without its idle temporaries (as `without_idle_temporaries`), the others
     named `prefix` and numbered from `start` in order."""
     is_temp = lambda name: re.fullmatch(rf"{prefix}\d+", name) is not None
-    body, size = list(body), None
+    body, size = _reductions_untransposed(list(body), is_temp), None
     while size != len(body):  # a repeat read through its first may make another a repeat
         size = len(body)
         body = _copies_read_through(_repeats_as_copies(body, is_temp), is_temp)
     return _renumbered(_read_only(body, is_temp, set()), is_temp, prefix, start)
+
+
+def _reductions_untransposed(body: list, is_temp) -> list:
+    """`body` with a reduction of a transposed temporary reducing the array it transposes, over
+    the axes they are there, where the axes kept stay in their order (the same result)."""
+    assigned = [s.target for s in statements(body)]
+    transposes = {s.target: s.value for s in body if isinstance(s, Assign) and isinstance(s.value, Transpose)
+                  and is_temp(s.target) and assigned.count(s.target) == 1 and assigned.count(s.value.x) == 0}
+    return [_untransposed(s, transposes) if isinstance(s, Assign) else s for s in body]
+
+
+def _untransposed(statement: Assign, transposes: dict) -> Assign:
+    value = statement.value
+    if not isinstance(value, Reduce) or value.keepdims or value.batch_before is not None or not value.axes:
+        return statement
+    x = value.x.expr if isinstance(value.x, Elementwise) else value.x
+    transpose = transposes.get(str(x)) if isinstance(x, (str, sp.Symbol)) else None
+    if transpose is None:
+        return statement
+    rank = len(transpose.perm)
+    reduced = {transpose.perm[axis % rank] for axis in value.axes}
+    kept = [transpose.perm[n] for n in range(rank) if transpose.perm[n] not in reduced]
+    if kept != sorted(kept):
+        return statement
+    axes = tuple(axis - rank for axis in sorted(reduced))
+    return Assign(statement.target, dataclasses.replace(value, x=transpose.x, axes=axes))
 
 
 def _read_only(body: list, is_temp, read: set) -> list:
