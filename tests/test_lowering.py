@@ -215,6 +215,36 @@ def test_a_temporary_nothing_reads_goes_inside_a_recomputation_too():
     assert [str(a) for a in kept[0].body] == ["t0 = 3*x", "s = t0 - 1"] and str(kept[1]) == "out = s*x"
 
 
+def test_a_reduction_of_a_transpose_reduces_the_array_itself():
+    """`np.sum(np.transpose(x, (3, 0, 1, 2)), axis=(-3, -2, -1))` (a batch norm's gradient) is
+    `np.sum(x, axis=(-4, -3, -2))`: the transpose goes, and a sum the body already has is read.
+    Where the axes kept would come out in another order, or the transpose is read elsewhere,
+    it stays. Checked by numpy on an array."""
+    from symgrad.lowering.shared import idle_temporaries_dropped
+
+    x, t = sp.Symbol("x"), sp.symbols("t0:4")
+    body = [
+        ir.Assign("t0", ir.Reduce("sum", "x", (-4, -3, -2))),
+        ir.Assign("t1", ir.Transpose("x", (3, 0, 1, 2))),
+        ir.Assign("t2", ir.Reduce("sum", "t1", (-3, -2, -1))),
+        ir.Assign("out", ir.Elementwise(t[0] * t[2])),
+    ]
+    assert [str(s) for s in idle_temporaries_dropped(body, "t", 0)] == [
+        "t0 = reduce_sum(x, axes=(-4, -3, -2))", "out = t0**2"]
+    a = np.random.default_rng(0).normal(size=(2, 3, 4, 5))
+    # (perm, axes reduced, whether the axes kept stay in order)
+    for perm, axes, in_order in (((3, 0, 1, 2), (-3, -2, -1), True), ((1, 0, 2, 3), (-4, -3), True),
+                                 ((2, 1, 0, 3), (-2,), False), ((1, 2, 0, 3), (-4, -1), False)):
+        swapped = [ir.Assign("t0", ir.Transpose("x", perm)), ir.Assign("out", ir.Reduce("sum", "t0", axes))]
+        kept = idle_temporaries_dropped(swapped, "t", 0)
+        assert (kept[-1].value.x == "x") == in_order and len(kept) == (1 if in_order else 2)
+        if in_order:  # the same sums
+            np.testing.assert_allclose(a.sum(axis=kept[-1].value.axes), a.transpose(perm).sum(axis=axes))
+    read_too = [ir.Assign("t0", ir.Transpose("x", (1, 0))), ir.Assign("t1", ir.Reduce("sum", "t0", (-1,))),
+                ir.Assign("out", ir.Elementwise(t[0] + t[1]))]
+    assert [s.target for s in idle_temporaries_dropped(read_too, "t", 0)] == ["t0", "t1", "out"]
+
+
 def test_a_repeat_whose_reading_would_cancel_a_term_stays():
     """`out = (t3 - sum1) / s` with t3 the same sum as the stage sum1 (a sum of centred
     values): read through, SymPy makes it 0, a number with no batch shape. It stays."""
