@@ -73,11 +73,15 @@ def import_generated(path: Path, name: str) -> ModuleType:
 
 def _load_runtime_beside(path: Path) -> None:
     """Make `sys.modules[<runtime module>]` the runtime module in `path`'s folder, of the
-    target whose module `path` is (none: nothing to load), unless it is that one already."""
+    target whose module `path` is, unless it is that one already; where the folder has none,
+    forget the one loaded (another folder's), so that the import finds what `sys.path` has."""
     for target in REGISTRY.values():
         runtime = path.parent / (target.runtime_module + ".py")
-        if not path.name.endswith(target.suffix) or not runtime.is_file():
+        if not path.name.endswith(target.suffix) or path == runtime:
             continue
+        if not runtime.is_file():
+            sys.modules.pop(target.runtime_module, None)
+            return
         text = runtime.read_text()
         loaded = sys.modules.get(target.runtime_module)
         if loaded is not None and getattr(loaded, "__symgrad_text__", None) == (str(runtime), text):

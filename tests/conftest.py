@@ -6,6 +6,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -78,6 +79,13 @@ def import_altered(path: Path, old: str, new: str, folder: Path):
     for original, text in texts.items():
         (folder / original.name).write_text(text.replace(old, new))
     return import_path(folder / path.name, f"_symgrad_altered_{folder.name}_{path.stem}")
+
+
+def numpy_runtime(module) -> SimpleNamespace:
+    """The runtime module a generated numpy module imports its helpers from, as that module
+    reads it (its helpers' globals), with the helpers it does not import itself."""
+    helper = next(v for k, v in vars(module).items() if k.startswith("_") and getattr(v, "__module__", None) == "_symgrad_numpy")
+    return SimpleNamespace(**helper.__globals__)
 
 
 @pytest.fixture(scope="session")

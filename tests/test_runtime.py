@@ -155,8 +155,8 @@ def test_generated_modules_import_exactly_the_helpers_they_refer_to(target):
 
 def test_a_generated_module_imports_the_runtime_of_its_own_folder(tmp_path):
     """Two folders, two runtime modules: each module imported reads its own folder's (a
-    process may import `generated/` and a verification's folder), and one imported again
-    after its runtime changed reads the new one."""
+    process may import `generated/` and a verification's folder), one imported again after its
+    runtime changed reads the new one, and one in a folder without a runtime reads none."""
     modules = []
     for n in range(2):
         folder = tmp_path / f"f{n}"
@@ -167,6 +167,11 @@ def test_a_generated_module_imports_the_runtime_of_its_own_folder(tmp_path):
     assert [m._marker() for m in modules] == [0, 1]
     (tmp_path / "f0" / "_symgrad_numpy.py").write_text("def _marker():\n    return 7\n")
     assert import_generated(tmp_path / "f0" / "m_numpy.py", "_runtime_test_m0_again")._marker() == 7
+    # a module copied without its runtime does not borrow the one loaded from another folder
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "m_numpy.py").write_text("from _symgrad_numpy import _marker\n")
+    with pytest.raises(ImportError):
+        import_generated(tmp_path / "alone" / "m_numpy.py", "_runtime_test_alone")
 
 
 def _top_level(tree) -> dict:

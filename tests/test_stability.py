@@ -403,7 +403,8 @@ def test_a_value_divided_by_a_stated_norm_derives_and_is_zero_at_the_origin(tmp_
         "    return {'y': ((..., i), sp.Piecewise((0, sp.Eq(total, 0)), (x[..., i] / norm, True)))}\n"
     )
     texts = generate([tmp_path / "normalize.py"], ("numpy",))
-    (tmp_path / "normalize_numpy.py").write_text(texts["normalize_numpy.py"])
+    for name in ("normalize_numpy.py", "_symgrad_numpy.py"):  # the module and its runtime
+        (tmp_path / name).write_text(texts[name])
     module = import_path(tmp_path / "normalize_numpy.py")
     x, g = np.array([[0.0, 0.0], [3.0, 4.0]]), np.array([[1.0, 2.0], [1.0, 2.0]])
     with np.errstate(divide="ignore", invalid="ignore"):  # np.where evaluates the discarded branch

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import scipy.special
-from conftest import ROOT, import_altered
+from conftest import ROOT, import_altered, numpy_runtime
 from verify_support import run_symgrad
 
 from symgrad.verify.verdict import BOTH_RIGHT, REFERENCE_WRONG, UNDECIDED
@@ -146,7 +146,7 @@ def test_gather_scatter_and_reductions_against_numpy(torch, numpy_module):
 
 @pytest.mark.parametrize("strides, dilations, pads", [((1, 1), (1, 1), (0, 0)), ((2, 1), (1, 2), (1, 2)), ((2, 2), (1, 1), (-1, 1))])
 def test_convolution_helpers_against_numpy(torch, numpy_module, strides, dilations, pads):
-    runtime, reference = _runtime(torch), numpy_module("conv")
+    runtime, reference = _runtime(torch), numpy_runtime(numpy_module("conv"))
     x, f = RNG.normal(size=(2, 9, 8, 3)), RNG.normal(size=(3, 2, 3, 4))
     counts = [(h + 2 * p - ((k - 1) * d + 1)) // s + 1 for h, k, s, d, p in zip((9, 8), (3, 2), strides, dilations, pads)]
     geometry = dict(strides=strides, dilations=dilations, pads=pads)
@@ -169,7 +169,7 @@ def test_convolution_helpers_against_numpy(torch, numpy_module, strides, dilatio
 
 
 def test_max_pool_backprop_against_numpy(torch, numpy_module):
-    runtime, reference = _runtime(torch), numpy_module("conv")
+    runtime, reference = _runtime(torch), numpy_runtime(numpy_module("conv"))
     x = np.round(RNG.normal(size=(2, 7, 6, 3)), 1)  # ties inside windows
     geometry = dict(window=(3, 2), strides=(2, 2), pads=(1, 0), sizes=(7, 6))
     spans = reference._window_span(x, (1, 0), reference._conv_spans((2, 2), (1, 1), (4, 3), (3, 2)), fill=-np.inf)
