@@ -285,13 +285,9 @@ def _import_modules(folder: Path, stem: str, with_tf: bool, with_jax: bool, with
     """The generated numpy, TensorFlow, JAX and PyTorch modules of one op file (None for a
     framework's without it installed)."""
     return [
-        _import(folder / f"{stem}{suffix}.py", f"symgrad_bench_{folder.name}_{stem}{suffix}") if wanted else None
+        import_generated(folder / f"{stem}{suffix}.py", f"symgrad_bench_{folder.name}_{stem}{suffix}") if wanted else None
         for suffix, wanted in (("_numpy", True), ("_tf", with_tf), ("_jax", with_jax), ("_torch", with_torch))
     ]
-
-
-def _import(path: Path, name: str):
-    return import_generated(path, name)
 
 
 # --- libraries and machine --------------------------------------------------------------------

@@ -47,17 +47,14 @@ def _moved(function: ast.FunctionDef, lines: list[str], taken: set[str]) -> str 
     """The module's text with the longest movable branch of `function` moved; None where it
     has none. `taken`: the module's top-level names."""
     body = function.body
-    for position, statement in enumerate(body[:-1]):
-        if not isinstance(statement, ast.If) or body[position + 1 :] != [body[-1]]:
-            continue
-        if not isinstance(body[-1], ast.Return):
-            return None
-        known = list(dict.fromkeys(_parameters(function) + _assigned(body[:position])))
-        branches = sorted(_branches(statement), key=lambda b: _lines_of(b[1]), reverse=True)
-        for test, branch in branches:
-            name = f"_{function.name}_{_slug(test)}"
-            if _lines_of(branch) >= SHORTEST_MOVED and name not in taken and _returns_defined(branch, body[-1], known):
-                return _with_branch_moved(function, name, test, branch, body[-1], known, lines)
+    if len(body) < 2 or not isinstance(body[-2], ast.If) or not isinstance(body[-1], ast.Return):
+        return None
+    chain, returned = body[-2:]
+    known = list(dict.fromkeys(_parameters(function) + _assigned(body[:-2])))
+    for test, branch in sorted(_branches(chain), key=lambda b: _lines_of(b[1]), reverse=True):
+        name = f"_{function.name}_{_slug(test)}"
+        if _lines_of(branch) >= SHORTEST_MOVED and name not in taken and _returns_defined(branch, returned, known):
+            return _with_branch_moved(function, name, test, branch, returned, known, lines)
     return None
 
 
@@ -75,20 +72,21 @@ def _assigned(statements: list[ast.stmt]) -> list[str]:
 def _branches(statement: ast.If) -> list[tuple[ast.expr | None, list[ast.stmt]]]:
     """The (test, body) of each branch of an if/elif/else chain; the else's test is None, or
     after one if the negation of its test (`is_training` after `not is_training`)."""
-    if statement.orelse and not (len(statement.orelse) == 1 and isinstance(statement.orelse[0], ast.If)):
+    if statement.orelse and not _elif(statement):
         test = statement.test
         negation = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else ast.UnaryOp(ast.Not(), test)
         return [(test, statement.body), (negation, statement.orelse)]
-    found = []
-    while True:
+    found = [(statement.test, statement.body)]
+    while _elif(statement):
+        statement = statement.orelse[0]
         found.append((statement.test, statement.body))
-        orelse = statement.orelse
-        if len(orelse) == 1 and isinstance(orelse[0], ast.If) and orelse[0].col_offset == statement.col_offset:
-            statement = orelse[0]
-        else:
-            if orelse:
-                found.append((None, orelse))
-            return found
+    return found + ([(None, statement.orelse)] if statement.orelse else [])
+
+
+def _elif(statement: ast.If) -> bool:
+    """Whether `statement`'s else is an `elif` (not an `else:` holding an `if`)."""
+    orelse = statement.orelse
+    return len(orelse) == 1 and isinstance(orelse[0], ast.If) and orelse[0].col_offset == statement.col_offset
 
 
 def _lines_of(statements: list[ast.stmt]) -> int:
@@ -102,18 +100,14 @@ def _returns_defined(branch: list[ast.stmt], returned: ast.Return, known: list[s
     if any(isinstance(n, exits) for s in branch for n in ast.walk(s)):
         return False
     read = {n.id for n in ast.walk(returned) if isinstance(n, ast.Name)}
-    return read <= set(_assigned(branch)) | set(known) | _builtins(read)
-
-
-def _builtins(names: set[str]) -> set[str]:
-    return {n for n in names if n in ("None", "True", "False")}
+    return read <= set(_assigned(branch)) | set(known)
 
 
 def _with_branch_moved(function, name, test, branch, returned, known, lines) -> str:
     """The module's `lines` with `branch` replaced by a return of its new function's call,
     and the new function after `function`."""
     read = {n.id for s in branch + [returned] for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    passed = [name for name in known if name in read]
+    passed = [parameter for parameter in known if parameter in read]
     indent = " " * branch[0].col_offset
     first, last = branch[0].lineno - 1, branch[-1].end_lineno  # 0-based, end exclusive
     body = [line[len(indent) - 4 :] if line.strip() else "" for line in lines[first:last]]

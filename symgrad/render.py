@@ -10,6 +10,7 @@ runs and a formatter leaves it unchanged.
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from importlib import resources
 from pathlib import Path
@@ -131,10 +132,12 @@ def _integer_function_source(name: str, function, body: str) -> str:
     return f'def _{name}({parameters}):\n    """{doc}"""\n    return {body}\n'
 
 
-def runtime_helpers(runtime: Path | tuple[Path, ...]) -> dict[str, str]:
-    """Each helper's name -> its source, in the order the file(s) `runtime` define them."""
+@functools.cache
+def runtime_helpers(runtime: tuple[Path, ...]) -> dict[str, str]:
+    """Each helper's name -> its source, in the order the files `runtime` (a backend's
+    `RUNTIME`) define them; read once per process."""
     defined = {}
-    for path in (runtime,) if isinstance(runtime, Path) else runtime:
+    for path in runtime:
         lines = path.read_text().splitlines()
         for node in ast.parse("\n".join(lines)).body:
             names = [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else [

@@ -39,8 +39,7 @@ def runtime_files(targets: tuple[str, ...]) -> dict[str, str]:
 def runtime_text(target: str) -> str:
     """The runtime module of `target`: the imports of its runtime files, then every helper
     they define (`render.runtime_helpers`), in their order."""
-    backend = REGISTRY[target].backend
-    paths = backend.RUNTIME if isinstance(backend.RUNTIME, tuple) else (backend.RUNTIME,)
+    paths = REGISTRY[target].backend.RUNTIME
     imports = {line: module for path in paths for line, module in _imports(path)}
     groups = [sorted(line for line, module in imports.items() if (module in sys.stdlib_module_names) == stdlib)
               for stdlib in (True, False)]  # the standard library's, then the others, as isort groups them

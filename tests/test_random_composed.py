@@ -522,10 +522,6 @@ def op_file_text(ops: list[RandomOp]) -> str:
 # --- the independent check --------------------------------------------------------------------
 
 
-def _import(path: Path, name: str):
-    return import_generated(path, name)
-
-
 def vjp_mismatches(module, op: RandomOp, rng: np.random.Generator) -> list[str]:
     """Problems found checking `op`'s numpy gradient against central differences of its
     numpy forward, on two random cases (dims of sizes 2-4, several batch shapes)."""
@@ -760,7 +756,7 @@ def outcomes(random_composed_runs) -> dict[int, Outcome]:
         elif row["status"] != "ok":
             outcome.problems += [f"generate() failed: {m}" for m in row["messages"]]
         else:
-            module = _import(folder / f"random_composed_{op.number}_numpy.py", f"_random_composed_{op.number}")
+            module = import_generated(folder / f"random_composed_{op.number}_numpy.py", f"_random_composed_{op.number}")
             rng = np.random.default_rng(SEED + op.number)
             outcome.problems += [f"the generated numpy gradient: {m}" for m in vjp_mismatches(module, op, rng)]
     return found

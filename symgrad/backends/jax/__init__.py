@@ -23,7 +23,7 @@ from symgrad.render import (
 )
 from symgrad.verify.sources import Unavailable
 
-RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers of the runtime module generated modules import
+RUNTIME = (Path(__file__).with_name("runtime.py"),)  # the helpers of the runtime module generated modules import
 PRINTER = JaxPrinter  # prints the IR and SymPy expressions as this target's code
 
 

@@ -21,7 +21,7 @@ from symgrad.render import (
 from symgrad.second_order import PREFIX
 from symgrad.verify.sources import NumpyFunction, derived_import_lines
 
-RUNTIME = Path(__file__).with_name("runtime.py")  # the helpers of the runtime module generated modules import
+RUNTIME = (Path(__file__).with_name("runtime.py"),)  # the helpers of the runtime module generated modules import
 PRINTER = NumpyPrinter  # prints the IR and SymPy expressions as this target's code
 
 
