@@ -2,6 +2,7 @@
 """The helpers the generated PyTorch modules of this folder import: symgrad's
 torch runtime, the same in every folder."""
 
+import inspect
 import itertools
 
 import numpy as np
@@ -26,17 +27,37 @@ def _views(stages):
     return tuple(None if s is None else s.view_as(s) for s in stages)
 
 
-def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+def _standin(shape, dtype, device):
+    """A tensor of `shape`, `dtype` and `device` holding one element, broadcast: what a
+    gradient that reads an input's shape alone is given in the input's place."""
+    return torch.empty((), dtype=dtype, device=device).expand(shape)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_only=""):
     """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
     backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
-    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
-    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
-    which it returns marked non-differentiable; twice differentiated, the backward computes
-    the stages again from the inputs, differentiably. Names are given as "a b", a list
-    output's starred. Applied as `forward` is called."""
-    outputs, read, stages = outputs.split(), read.split(), stages.split()
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for (a `vjp`
+    taking `needs_grad` computes only those). Saved for it: the inputs but those in
+    `shapes_only`, whose values it does not read (their shape, dtype and device are kept, and
+    it is given a stand-in of one element), the outputs it reads (`read`) and the forward's
+    `stages`, which it returns marked non-differentiable; twice differentiated, the backward
+    computes the stages again from the inputs, differentiably. Names are given as "a b", a
+    list output's starred. Applied as `forward` is called."""
+    outputs, read, stages, shapes_only = (
+        outputs.split(),
+        read.split(),
+        stages.split(),
+        shapes_only.split(),
+    )
     staged, list_output = len(stages), outputs[0].startswith("*")
     outputs = [name.lstrip("*") for name in outputs]
+    takes_needs = "needs_grad" in inspect.signature(vjp).parameters
+    names = [
+        p.name
+        for p in inspect.signature(forward).parameters.values()
+        if p.kind == p.POSITIONAL_OR_KEYWORD
+    ]
+    standins = [n for n, p in enumerate(names) if p in shapes_only]
 
     def run(attrs, *inputs):
         if not stages:
@@ -46,35 +67,39 @@ def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
         return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
 
     def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[0]
+        ctx.attrs, inputs = inputs[0], inputs[1:]
         output = output if isinstance(output, tuple) else (output,)
         values, found = output[: len(output) - staged], output[len(output) - staged :]
         given = values if list_output and read else [values[outputs.index(o)] for o in read]
-        ctx.save_for_backward(*inputs[1:], *given, *found)
+        ctx.standins = {n: (inputs[n].shape, inputs[n].dtype, inputs[n].device) for n in standins}
+        ctx.save_for_backward(
+            *(x for n, x in enumerate(inputs) if n not in ctx.standins), *given, *found
+        )
         if stages:
             ctx.mark_non_differentiable(*(s for s in found if s is not None))
 
     def backward(ctx, *cotangents):
-        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        saved, count = list(ctx.saved_tensors), len(ctx.needs_input_grad) - 1 - len(standins)
         inputs, given, found = (
             saved[:count],
             saved[count : len(saved) - staged],
             saved[len(saved) - staged :],
         )
+        for n, meta in ctx.standins.items():
+            inputs.insert(n, _standin(*meta))
         given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
         # twice differentiated: the stages computed again, differentiably, from the inputs
         found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
         cotangents = cotangents[: len(cotangents) - staged]
         cotangents = [list(cotangents)] if list_output else cotangents
-        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        needs = {"needs_grad": ctx.needs_input_grad[1:]} if takes_needs else {}
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs, **needs)
         return None, *_needed(grads, ctx.needs_input_grad[1:])
 
     methods = {"forward": run, "setup_context": setup_context, "backward": backward}
-    function = type(
-        f"_{name}Function",
-        (torch.autograd.Function,),
-        {k: staticmethod(m) for k, m in methods.items()},
-    )
+    members = {k: staticmethod(m) for k, m in methods.items()}
+    members["generate_vmap_rule"] = True  # torch.func.vmap, grad and jacrev run it as it is
+    function = type(f"_{name}Function", (torch.autograd.Function,), members)
 
     def apply(*inputs, **attrs):
         result = function.apply(attrs, *inputs)
@@ -189,6 +214,24 @@ def _polygamma(n, x):
     return result
 
 
+def _scalar(x):
+    """Whether an attribute is one number (numpy's `ndim(x) == 0`), in Python, which
+    torch.compile traces (a numpy call breaks its graph)."""
+    if isinstance(x, (tuple, list)):
+        return False
+    return isinstance(x, (int, float, torch.SymInt)) or getattr(x, "ndim", 0) == 0
+
+
+def _flat(x):
+    """The numbers of an attribute, a number or a (nested) sequence of them, in order
+    (numpy's `ravel`), in Python where it is not an array."""
+    if isinstance(x, (tuple, list)):
+        return [a for item in x for a in _flat(item)]
+    if isinstance(x, torch.Tensor):
+        return x.reshape(-1).tolist()
+    return [x] if _scalar(x) else list(np.ravel(x))
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
     `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
@@ -228,13 +271,19 @@ def _linear_scan(x, by, axis, exclusive=False, reverse=False):
 
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions outside the axis read as `fill` (the padding of an index map). Compiled, the
+    select is always made: whether every position is inside is known only at run time."""
     positions = torch.as_tensor(positions).long()
     size, at, count = x.shape[axis], x.ndim + axis, positions.ndim
     inside = (positions >= 0) & (positions < size)
-    taken = torch.movedim(x, axis, 0)[torch.where(inside, positions, 0)]
+    rows = torch.index_select(
+        torch.movedim(x, axis, 0), 0, torch.where(inside, positions, 0).reshape(-1)
+    )
+    taken = torch.reshape(
+        rows, tuple(positions.shape) + tuple(rows.shape[1:])
+    )  # a 0-d position too
     taken = torch.movedim(taken, tuple(range(count)), tuple(range(at, at + count)))
-    if bool(inside.all()):
+    if not torch.compiler.is_compiling() and bool(inside.all()):  # eager: skip the select
         return taken
     inside = torch.reshape(inside, tuple(inside.shape) + (1,) * (-axis - 1))
     return torch.where(inside, taken, torch.as_tensor(fill, dtype=taken.dtype))
@@ -245,10 +294,8 @@ def _scatter_add(values, positions, trailing, size):
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped (`index_add`, never a one-hot matrix)."""
     flat, slots, start = _scatter_layout(values, positions, trailing, size)
-    summed = torch.zeros((size,) + tuple(flat.shape[1:]), dtype=flat.dtype).index_add(
-        0, slots, flat
-    )
-    return torch.movedim(summed, 0, start)
+    summed = flat.new_zeros((size + 1,) + tuple(flat.shape[1:])).index_add(0, slots, flat)
+    return torch.movedim(summed[:size], 0, start)
 
 
 def _scatter_extremum(values, positions, trailing, size, kind):
@@ -257,26 +304,28 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     slot (TensorFlow's unsorted segment max and min)."""
     flat, slots, start = _scatter_layout(values, positions, trailing, size)
     info = torch.finfo(flat.dtype)
-    result = torch.full(
-        (size,) + tuple(flat.shape[1:]), info.min if kind == "max" else info.max, dtype=flat.dtype
+    result = flat.new_full(
+        (size + 1,) + tuple(flat.shape[1:]), info.min if kind == "max" else info.max
     )
     index = torch.reshape(slots, (-1,) + (1,) * (flat.ndim - 1)).expand(flat.shape)
     result = result.scatter_reduce(0, index, flat, "amax" if kind == "max" else "amin")
-    return torch.movedim(result, 0, start)
+    return torch.movedim(result[:size], 0, start)
 
 
 def _scatter_product(values, positions, trailing, size):
     """`_scatter_add`'s layout, the values at equal positions multiplied (1 in a slot no
     position names), as TensorFlow's unsorted segment prod."""
     flat, slots, start = _scatter_layout(values, positions, trailing, size)
-    ones = torch.ones((size,) + tuple(flat.shape[1:]), dtype=flat.dtype)
+    ones = flat.new_ones((size + 1,) + tuple(flat.shape[1:]))
     index = torch.reshape(slots, (-1,) + (1,) * (flat.ndim - 1)).expand(flat.shape)
-    return torch.movedim(ones.scatter_reduce(0, index, flat, "prod"), 0, start)
+    return torch.movedim(ones.scatter_reduce(0, index, flat, "prod")[:size], 0, start)
 
 
 def _scatter_layout(values, positions, trailing, size):
     """(rows, slots, start): `values` broadcast to the positions' axes (those before the last
-    `trailing`, which start at axis `start`), one row per position inside 0..size-1."""
+    `trailing`, which start at axis `start`), one row per position; a position outside
+    0..size-1 names slot `size`, one past the last, which the caller drops (a fixed shape,
+    as torch.compile needs: no boolean mask)."""
     positions = torch.as_tensor(positions).long()
     count = positions.ndim
     values = torch.reshape(
@@ -292,7 +341,7 @@ def _scatter_layout(values, positions, trailing, size):
         positions, (-1,)
     )
     inside = (slots >= 0) & (slots < size)
-    return flat[inside], slots[inside], start
+    return flat, torch.where(inside, slots, size), start
 
 
 def _pad_spatial(x, widths, fill=0):
@@ -306,7 +355,7 @@ def _window_span(x, pads, spans, fill=0):
     """`x` cut or padded with `fill` along its spatial axes so that spatial axis n holds
     `spans[n]` entries from position `-pads[n]` of `x`'s."""
     widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, x.shape[1:-1])]
-    if any(w != (0, 0) for w in widths):
+    if any(before > 0 or after > 0 for before, after in widths):  # torch.compile: no tuple compared
         x = _pad_spatial(x, widths, fill)
     cut = tuple(slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
     return x[(slice(None),) + cut + (slice(None),)]
@@ -316,7 +365,7 @@ def _window_unspan(x, pads, sizes):
     """The adjoint view of `_window_span`: entries `pads[n]` to `pads[n] + sizes[n] - 1` of
     spatial axis n of `x`, zero where `x` has none."""
     widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, x.shape[1:-1])]
-    if any(w != (0, 0) for w in widths):
+    if any(before > 0 or after > 0 for before, after in widths):
         x = _pad_spatial(x, widths)
     cut = tuple(slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
     return x[(slice(None),) + cut + (slice(None),)]
@@ -372,11 +421,10 @@ def _depthwise_conv(x, f, strides, dilations, pads, sizes):
 def _transposed(linear, shape, dtype, g):
     """The transpose of the linear map `linear` (of a tensor of `shape` and `dtype`) at `g`,
     by autograd: how a convolution's gradients are the convolutions it transposes to,
-    differentiable again where the caller is differentiated (double backward)."""
-    differentiable = torch.is_grad_enabled()
-    with torch.enable_grad():
-        x = torch.zeros(shape, dtype=dtype, requires_grad=True)
-        return torch.autograd.grad(linear(x), x, g, create_graph=differentiable)[0]
+    differentiable again where the caller is differentiated (double backward). `torch.func.vjp`,
+    which torch.compile traces (a leaf requiring a gradient, made inside, breaks its graph)."""
+    _, pullback = torch.func.vjp(linear, g.new_zeros(shape, dtype=dtype))
+    return pullback(g)[0]
 
 
 def _conv_backprop_input(g, f, strides, dilations, pads, sizes):

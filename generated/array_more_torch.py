@@ -29,40 +29,40 @@ def _mirrored(position, size, edge):
 
 
 def tile(input, *, multiples):
-    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:24); differentiated by tile_vjp."""
+    """Tile: `multiples[k]` copies of the input along axis k, which enumerates (copy, position) (declared at ops/array_more.py:24); differentiated by tile_vjp, saving the shape of input."""
     return _tile_autograd(input, multiples=multiples)
 
 
 def tile_forward(input, *, multiples):
     """Tile's formula."""
-    rank = np.ndim(input)
+    rank = input.ndim
     multiples = np.asarray(multiples, dtype=np.int64)
     if rank == 1:
-        t0 = np.shape(input)[-1]
+        t0 = input.shape[-1]
         output = torch.reshape(torch.broadcast_to(input, (multiples[0], t0)), (multiples[0] * t0,))
     elif rank == 2:
         t0 = input[..., None, :]
-        t1 = np.shape(input)[-2]
-        t2 = np.shape(input)[-1]
+        t1 = input.shape[-2]
+        t2 = input.shape[-1]
         output = torch.reshape(
             torch.broadcast_to(t0, (multiples[0], t1, multiples[1], t2)),
             (multiples[0] * t1, multiples[1] * t2),
         )
     elif rank == 3:
         t0 = input[..., None, :, None, :]
-        t1 = np.shape(input)[-3]
-        t2 = np.shape(input)[-2]
-        t3 = np.shape(input)[-1]
+        t1 = input.shape[-3]
+        t2 = input.shape[-2]
+        t3 = input.shape[-1]
         output = torch.reshape(
             torch.broadcast_to(t0, (multiples[0], t1, multiples[1], t2, multiples[2], t3)),
             (multiples[0] * t1, multiples[1] * t2, multiples[2] * t3),
         )
     elif rank == 4:
         t0 = input[..., None, :, None, :, None, :]
-        t1 = np.shape(input)[-4]
-        t2 = np.shape(input)[-3]
-        t3 = np.shape(input)[-2]
-        t4 = np.shape(input)[-1]
+        t1 = input.shape[-4]
+        t2 = input.shape[-3]
+        t3 = input.shape[-2]
+        t4 = input.shape[-1]
         output = torch.reshape(
             torch.broadcast_to(
                 t0, (multiples[0], t1, multiples[1], t2, multiples[2], t3, multiples[3], t4)
@@ -90,25 +90,25 @@ def tile_vjp(grad, input, *, output=None, multiples):
             grad_input[i0, i1, i2, i3] = sum_{r0, r1, r2, r3} grad[r0, i0, r1, i1, r2, i2, r3, i3]
                 i.e. `torch.sum(grad, axis=(-8, -6, -4, -2))`
     """
-    rank = np.ndim(input)
+    rank = input.ndim
     multiples = np.asarray(multiples, dtype=np.int64)
     if rank == 1:
-        t0 = np.shape(input)[-1]
-        grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
+        t0 = input.shape[-1]
+        grad = torch.reshape(grad, grad.shape[:-1] + (-1, t0))
         grad_input = torch.sum(grad, axis=-2)
     elif rank in (2, 3, 4):
         if rank == 3:
-            t0 = np.shape(input)[-3]
-            grad = torch.reshape(grad, np.shape(grad)[:-3] + (-1, t0) + np.shape(grad)[-2:])
+            t0 = input.shape[-3]
+            grad = torch.reshape(grad, grad.shape[:-3] + (-1, t0) + grad.shape[-2:])
         elif rank == 4:
-            t0 = np.shape(input)[-4]
-            grad = torch.reshape(grad, np.shape(grad)[:-4] + (-1, t0) + np.shape(grad)[-3:])
-            t1 = np.shape(input)[-3]
-            grad = torch.reshape(grad, np.shape(grad)[:-3] + (-1, t1) + np.shape(grad)[-2:])
-        t2 = np.shape(input)[-2]
-        grad = torch.reshape(grad, np.shape(grad)[:-2] + (-1, t2) + np.shape(grad)[-1:])
-        t3 = np.shape(input)[-1]
-        grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t3))
+            t0 = input.shape[-4]
+            grad = torch.reshape(grad, grad.shape[:-4] + (-1, t0) + grad.shape[-3:])
+            t1 = input.shape[-3]
+            grad = torch.reshape(grad, grad.shape[:-3] + (-1, t1) + grad.shape[-2:])
+        t2 = input.shape[-2]
+        grad = torch.reshape(grad, grad.shape[:-2] + (-1, t2) + grad.shape[-1:])
+        t3 = input.shape[-1]
+        grad = torch.reshape(grad, grad.shape[:-1] + (-1, t3))
         if rank == 2:
             grad_input = torch.sum(grad, axis=(-4, -2))
         elif rank == 3:
@@ -120,19 +120,19 @@ def tile_vjp(grad, input, *, output=None, multiples):
     return (grad_input,)
 
 
-_tile_autograd = _autograd_function("Tile", tile_forward, tile_vjp, "output")
+_tile_autograd = _autograd_function("Tile", tile_forward, tile_vjp, "output", shapes_only="input")
 
 
 def mirror_pad(input, *, mode="REFLECT", paddings):
-    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:32); differentiated by mirror_pad_vjp."""
+    """MirrorPad: The input padded by its mirror image, `paddings[k]` (before, after) along axis k (declared at ops/array_more.py:32); differentiated by mirror_pad_vjp, saving the shape of input."""
     return _mirror_pad_autograd(input, mode=mode, paddings=paddings)
 
 
 def mirror_pad_forward(input, *, mode="REFLECT", paddings):
     """MirrorPad's formula."""
-    rank = np.ndim(input)
+    rank = input.ndim
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = np.shape(input)[-1]
+    t0 = input.shape[-1]
     if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = torch.arange(int(t1))
@@ -143,7 +143,7 @@ def mirror_pad_forward(input, *, mode="REFLECT", paddings):
         t2 = torch.arange(int(t1))
         t3 = _mirrored(-paddings[1][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = paddings[0][0] + paddings[0][1] + t5
         t7 = torch.arange(int(t6))
         t8 = _mirrored(-paddings[0][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
@@ -153,12 +153,12 @@ def mirror_pad_forward(input, *, mode="REFLECT", paddings):
         t2 = torch.arange(int(t1))
         t3 = _mirrored(-paddings[2][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = paddings[1][0] + paddings[1][1] + t5
         t7 = torch.arange(int(t6))
         t8 = _mirrored(-paddings[1][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t9 = _gather(t4, t8, -2)
-        t10 = np.shape(input)[-3]
+        t10 = input.shape[-3]
         t11 = paddings[0][0] + paddings[0][1] + t10
         t12 = torch.arange(int(t11))
         t13 = _mirrored(-paddings[0][0] + t12, t10, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
@@ -168,17 +168,17 @@ def mirror_pad_forward(input, *, mode="REFLECT", paddings):
         t2 = torch.arange(int(t1))
         t3 = _mirrored(-paddings[3][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = paddings[2][0] + paddings[2][1] + t5
         t7 = torch.arange(int(t6))
         t8 = _mirrored(-paddings[2][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t9 = _gather(t4, t8, -2)
-        t10 = np.shape(input)[-3]
+        t10 = input.shape[-3]
         t11 = paddings[1][0] + paddings[1][1] + t10
         t12 = torch.arange(int(t11))
         t13 = _mirrored(-paddings[1][0] + t12, t10, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t14 = _gather(t9, t13, -3)
-        t15 = np.shape(input)[-4]
+        t15 = input.shape[-4]
         t16 = paddings[0][0] + paddings[0][1] + t15
         t17 = torch.arange(int(t16))
         t18 = _mirrored(-paddings[0][0] + t17, t15, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
@@ -196,44 +196,44 @@ def mirror_pad_vjp(grad, input, *, output=None, mode="REFLECT", paddings):
         grad_input[i] = sum_{i0} grad[i0] * delta(i, mirrored(-paddings[0][0] + i0, D0, 1))
             i.e. `_scatter_add(grad, t2, 0, t0)`
     """
-    rank = np.ndim(input)
+    rank = input.ndim
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = np.shape(input)[-1]
-    t1 = torch.arange(np.shape(grad)[-1])
+    t0 = input.shape[-1]
+    t1 = torch.arange(grad.shape[-1])
     if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
         t2 = _mirrored(-paddings[0][0] + t1, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         grad_input = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
     elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
         t2 = _mirrored(-paddings[1][0] + t1, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
-        t4 = np.shape(input)[-2]
-        t5 = torch.arange(np.shape(grad)[-2])
+        t4 = input.shape[-2]
+        t5 = torch.arange(grad.shape[-2])
         t6 = _mirrored(-paddings[0][0] + t5, t4, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         grad_input = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
     elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
         t2 = _mirrored(-paddings[2][0] + t1, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
-        t4 = np.shape(input)[-2]
-        t5 = torch.arange(np.shape(grad)[-2])
+        t4 = input.shape[-2]
+        t5 = torch.arange(grad.shape[-2])
         t6 = _mirrored(-paddings[1][0] + t5, t4, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t7 = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
-        t8 = np.shape(input)[-3]
-        t9 = torch.arange(np.shape(grad)[-3])
+        t8 = input.shape[-3]
+        t9 = torch.arange(grad.shape[-3])
         t10 = _mirrored(-paddings[0][0] + t9, t8, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         grad_input = _scatter_add(t7, t10, 2, t8)  # no gather form: an explicit scatter-add
     elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
         t2 = _mirrored(-paddings[3][0] + t1, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t3 = _scatter_add(grad, t2, 0, t0)  # no gather form: an explicit scatter-add
-        t4 = np.shape(input)[-2]
-        t5 = torch.arange(np.shape(grad)[-2])
+        t4 = input.shape[-2]
+        t5 = torch.arange(grad.shape[-2])
         t6 = _mirrored(-paddings[2][0] + t5, t4, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t7 = _scatter_add(t3, t6, 1, t4)  # no gather form: an explicit scatter-add
-        t8 = np.shape(input)[-3]
-        t9 = torch.arange(np.shape(grad)[-3])
+        t8 = input.shape[-3]
+        t9 = torch.arange(grad.shape[-3])
         t10 = _mirrored(-paddings[1][0] + t9, t8, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         t11 = _scatter_add(t7, t10, 2, t8)  # no gather form: an explicit scatter-add
-        t12 = np.shape(input)[-4]
-        t13 = torch.arange(np.shape(grad)[-4])
+        t12 = input.shape[-4]
+        t13 = torch.arange(grad.shape[-4])
         t14 = _mirrored(-paddings[0][0] + t13, t12, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         grad_input = _scatter_add(t11, t14, 3, t12)  # no gather form: an explicit scatter-add
     else:
@@ -241,20 +241,22 @@ def mirror_pad_vjp(grad, input, *, output=None, mode="REFLECT", paddings):
     return (grad_input,)
 
 
-_mirror_pad_autograd = _autograd_function("MirrorPad", mirror_pad_forward, mirror_pad_vjp, "output")
+_mirror_pad_autograd = _autograd_function(
+    "MirrorPad", mirror_pad_forward, mirror_pad_vjp, "output", shapes_only="input"
+)
 
 
 def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
-    """MirrorPadGrad: MirrorPad's gradient: each entry of the padded `input` added to the entry it mirrors (declared at ops/array_more.py:51); differentiated by mirror_pad_backprop_vjp."""
+    """MirrorPadGrad: MirrorPad's gradient: each entry of the padded `input` added to the entry it mirrors (declared at ops/array_more.py:51); differentiated by mirror_pad_backprop_vjp, saving the shape of input."""
     return _mirror_pad_backprop_autograd(input, mode=mode, paddings=paddings)
 
 
 def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
     """MirrorPadGrad's formula."""
-    rank = np.ndim(input)
+    rank = input.ndim
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = np.shape(input)[-1]
-    t2 = torch.arange(np.shape(input)[-1])
+    t0 = input.shape[-1]
+    t2 = torch.arange(input.shape[-1])
     if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
         t1 = -paddings[0][0] - paddings[0][1] + t0
         t3 = _mirrored(
@@ -271,9 +273,9 @@ def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
             {"REFLECT": 1, "SYMMETRIC": 0}[mode],
         )
         t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = -paddings[0][0] - paddings[0][1] + t5
-        t7 = torch.arange(np.shape(input)[-2])
+        t7 = torch.arange(input.shape[-2])
         t8 = _mirrored(
             -paddings[0][0] + t7,
             -paddings[0][0] - paddings[0][1] + t5,
@@ -288,18 +290,18 @@ def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
             {"REFLECT": 1, "SYMMETRIC": 0}[mode],
         )
         t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = -paddings[1][0] - paddings[1][1] + t5
-        t7 = torch.arange(np.shape(input)[-2])
+        t7 = torch.arange(input.shape[-2])
         t8 = _mirrored(
             -paddings[1][0] + t7,
             -paddings[1][0] - paddings[1][1] + t5,
             {"REFLECT": 1, "SYMMETRIC": 0}[mode],
         )
         t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
-        t10 = np.shape(input)[-3]
+        t10 = input.shape[-3]
         t11 = -paddings[0][0] - paddings[0][1] + t10
-        t12 = torch.arange(np.shape(input)[-3])
+        t12 = torch.arange(input.shape[-3])
         t13 = _mirrored(
             -paddings[0][0] + t12,
             -paddings[0][0] - paddings[0][1] + t10,
@@ -314,27 +316,27 @@ def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
             {"REFLECT": 1, "SYMMETRIC": 0}[mode],
         )
         t4 = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = -paddings[2][0] - paddings[2][1] + t5
-        t7 = torch.arange(np.shape(input)[-2])
+        t7 = torch.arange(input.shape[-2])
         t8 = _mirrored(
             -paddings[2][0] + t7,
             -paddings[2][0] - paddings[2][1] + t5,
             {"REFLECT": 1, "SYMMETRIC": 0}[mode],
         )
         t9 = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
-        t10 = np.shape(input)[-3]
+        t10 = input.shape[-3]
         t11 = -paddings[1][0] - paddings[1][1] + t10
-        t12 = torch.arange(np.shape(input)[-3])
+        t12 = torch.arange(input.shape[-3])
         t13 = _mirrored(
             -paddings[1][0] + t12,
             -paddings[1][0] - paddings[1][1] + t10,
             {"REFLECT": 1, "SYMMETRIC": 0}[mode],
         )
         t14 = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
-        t15 = np.shape(input)[-4]
+        t15 = input.shape[-4]
         t16 = -paddings[0][0] - paddings[0][1] + t15
-        t17 = torch.arange(np.shape(input)[-4])
+        t17 = torch.arange(input.shape[-4])
         t18 = _mirrored(
             -paddings[0][0] + t17,
             -paddings[0][0] - paddings[0][1] + t15,
@@ -354,10 +356,10 @@ def mirror_pad_backprop_vjp(grad, input, *, output=None, mode="REFLECT", padding
         grad_input[p0] = grad[mirrored(-paddings[0][0] + p0, -paddings[0][0] - paddings[0][1] + D0,
             1)], i.e. `_gather(grad, t2, -1)`
     """
-    rank = np.ndim(input)
+    rank = input.ndim
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = torch.arange(np.shape(input)[-1])
-    t1 = np.shape(input)[-1]
+    t0 = torch.arange(input.shape[-1])
+    t1 = input.shape[-1]
     if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
         t2 = _mirrored(
             -paddings[0][0] + t0,
@@ -372,8 +374,8 @@ def mirror_pad_backprop_vjp(grad, input, *, output=None, mode="REFLECT", padding
             {"REFLECT": 1, "SYMMETRIC": 0}[mode],
         )
         t3 = _gather(grad, t2, -1)
-        t4 = torch.arange(np.shape(input)[-2])
-        t5 = np.shape(input)[-2]
+        t4 = torch.arange(input.shape[-2])
+        t5 = input.shape[-2]
         t6 = _mirrored(
             -paddings[0][0] + t4,
             -paddings[0][0] - paddings[0][1] + t5,
@@ -387,16 +389,16 @@ def mirror_pad_backprop_vjp(grad, input, *, output=None, mode="REFLECT", padding
             {"REFLECT": 1, "SYMMETRIC": 0}[mode],
         )
         t3 = _gather(grad, t2, -1)
-        t4 = torch.arange(np.shape(input)[-2])
-        t5 = np.shape(input)[-2]
+        t4 = torch.arange(input.shape[-2])
+        t5 = input.shape[-2]
         t6 = _mirrored(
             -paddings[1][0] + t4,
             -paddings[1][0] - paddings[1][1] + t5,
             {"REFLECT": 1, "SYMMETRIC": 0}[mode],
         )
         t7 = _gather(t3, t6, -2)
-        t8 = torch.arange(np.shape(input)[-3])
-        t9 = np.shape(input)[-3]
+        t8 = torch.arange(input.shape[-3])
+        t9 = input.shape[-3]
         t10 = _mirrored(
             -paddings[0][0] + t8,
             -paddings[0][0] - paddings[0][1] + t9,
@@ -410,24 +412,24 @@ def mirror_pad_backprop_vjp(grad, input, *, output=None, mode="REFLECT", padding
             {"REFLECT": 1, "SYMMETRIC": 0}[mode],
         )
         t3 = _gather(grad, t2, -1)
-        t4 = torch.arange(np.shape(input)[-2])
-        t5 = np.shape(input)[-2]
+        t4 = torch.arange(input.shape[-2])
+        t5 = input.shape[-2]
         t6 = _mirrored(
             -paddings[2][0] + t4,
             -paddings[2][0] - paddings[2][1] + t5,
             {"REFLECT": 1, "SYMMETRIC": 0}[mode],
         )
         t7 = _gather(t3, t6, -2)
-        t8 = torch.arange(np.shape(input)[-3])
-        t9 = np.shape(input)[-3]
+        t8 = torch.arange(input.shape[-3])
+        t9 = input.shape[-3]
         t10 = _mirrored(
             -paddings[1][0] + t8,
             -paddings[1][0] - paddings[1][1] + t9,
             {"REFLECT": 1, "SYMMETRIC": 0}[mode],
         )
         t11 = _gather(t7, t10, -3)
-        t12 = torch.arange(np.shape(input)[-4])
-        t13 = np.shape(input)[-4]
+        t12 = torch.arange(input.shape[-4])
+        t13 = input.shape[-4]
         t14 = _mirrored(
             -paddings[0][0] + t12,
             -paddings[0][0] - paddings[0][1] + t13,
@@ -440,12 +442,16 @@ def mirror_pad_backprop_vjp(grad, input, *, output=None, mode="REFLECT", padding
 
 
 _mirror_pad_backprop_autograd = _autograd_function(
-    "MirrorPadGrad", mirror_pad_backprop_forward, mirror_pad_backprop_vjp, "output"
+    "MirrorPadGrad",
+    mirror_pad_backprop_forward,
+    mirror_pad_backprop_vjp,
+    "output",
+    shapes_only="input",
 )
 
 
 def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
-    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:76); differentiated by reverse_sequence_vjp."""
+    """ReverseSequence: The first `seq_lengths[b]` entries of each sequence `b` reversed, the rest as they are: (declared at ops/array_more.py:76); differentiated by reverse_sequence_vjp, saving seq_lengths and the shape of input."""
     return _reverse_sequence_autograd(input, seq_lengths, seq_dim=seq_dim, batch_dim=batch_dim)
 
 
@@ -455,11 +461,11 @@ def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
         raise ValueError(
             f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
         )
-    t0 = np.shape(input)[-3]
-    t1 = np.shape(input)[-2]
-    t2 = np.shape(input)[-1]
-    t4 = torch.arange(np.shape(input)[-3])
-    t6 = torch.arange(np.shape(input)[-2])
+    t0 = input.shape[-3]
+    t1 = input.shape[-2]
+    t2 = input.shape[-1]
+    t4 = torch.arange(input.shape[-3])
+    t6 = torch.arange(input.shape[-2])
     if seq_dim == 1:
         t3 = torch.reshape(input, (t0 * t1, t2))
         t5 = t4[..., None]
@@ -474,7 +480,7 @@ def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
         t3 = torch.reshape(input, (t0 * t1 * t2,))
         t5 = t4[..., None, None]
         t7 = t6[..., None]
-        t8 = torch.arange(np.shape(input)[-1])
+        t8 = torch.arange(input.shape[-1])
         t9 = seq_lengths[..., None, None]
         t10 = torch.as_tensor(t9, dtype=torch.int64)
         t11 = torch.where(t10 > t8, t10 - t8 - 1, t8)
@@ -497,18 +503,18 @@ def reverse_sequence_vjp(grad, input, seq_lengths, *, output=None, seq_dim=1, ba
     seq_dim, batch_dim change it):
         grad_input[i, j, k] = sum_t grad[i, t, k] * delta(j, (-t + seq_lengths[i] - 1 if t <
             seq_lengths[i] else t))
-            i.e. `torch.reshape(t12, np.shape(t12)[:-2] + (-1, t1) + np.shape(t12)[-1:])`
+            i.e. `torch.reshape(t12, t12.shape[:-2] + (-1, t1) + t12.shape[-1:])`
     """
     if batch_dim != 0:
         raise ValueError(
             f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
         )
-    t0 = np.shape(input)[-3]
-    t1 = np.shape(input)[-2]
+    t0 = input.shape[-3]
+    t1 = input.shape[-2]
     if seq_dim == 1:
-        t2 = torch.arange(np.shape(input)[-3])
+        t2 = torch.arange(input.shape[-3])
         t3 = t2[..., None]
-        t4 = torch.arange(np.shape(input)[-2])
+        t4 = torch.arange(input.shape[-2])
         t5 = seq_lengths[..., None]
         t6 = torch.as_tensor(t5, dtype=torch.int64)
         t7 = torch.where(t4 < t6, -t4 + t6 - 1, t4)
@@ -517,14 +523,14 @@ def reverse_sequence_vjp(grad, input, seq_lengths, *, output=None, seq_dim=1, ba
         t10 = torch.where((t9 >= 0) & (t1 > t9), t1 * t8 + t9, -1)
         t11 = t0 * t1
         t12 = _scatter_add(grad, t10, 1, t11)  # no gather form: an explicit scatter-add
-        grad_input = torch.reshape(t12, np.shape(t12)[:-2] + (-1, t1) + np.shape(t12)[-1:])
+        grad_input = torch.reshape(t12, t12.shape[:-2] + (-1, t1) + t12.shape[-1:])
     elif seq_dim == 2:
-        t2 = np.shape(input)[-1]
-        t3 = torch.arange(np.shape(input)[-3])
+        t2 = input.shape[-1]
+        t3 = torch.arange(input.shape[-3])
         t4 = t3[..., None, None]
-        t5 = torch.arange(np.shape(input)[-2])
+        t5 = torch.arange(input.shape[-2])
         t6 = t5[..., None]
-        t7 = torch.arange(np.shape(input)[-1])
+        t7 = torch.arange(input.shape[-1])
         t8 = seq_lengths[..., None, None]
         t9 = torch.as_tensor(t8, dtype=torch.int64)
         t10 = torch.where(t7 < t9, -t7 + t9 - 1, t7)
@@ -534,7 +540,7 @@ def reverse_sequence_vjp(grad, input, seq_lengths, *, output=None, seq_dim=1, ba
         t14 = torch.where((t13 >= 0) & (t13 < t2), t13 + t2 * (t1 * t11 + t12), -1)
         t15 = t0 * t1 * t2
         t16 = _scatter_add(grad, t14, 0, t15)  # no gather form: an explicit scatter-add
-        grad_input = torch.reshape(t16, np.shape(t16)[:-1] + (-1, t1, t2))
+        grad_input = torch.reshape(t16, t16.shape[:-1] + (-1, t1, t2))
     else:
         raise ValueError(
             f"ReverseSequence: unsupported attributes seq_dim={seq_dim!r}, batch_dim={batch_dim!r}"
@@ -543,12 +549,12 @@ def reverse_sequence_vjp(grad, input, seq_lengths, *, output=None, seq_dim=1, ba
 
 
 _reverse_sequence_autograd = _autograd_function(
-    "ReverseSequence", reverse_sequence_forward, reverse_sequence_vjp, "output"
+    "ReverseSequence", reverse_sequence_forward, reverse_sequence_vjp, "output", shapes_only="input"
 )
 
 
 def select_v2(condition, t, e):
-    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:91); differentiated by select_v2_vjp."""
+    """SelectV2: output = t where condition, else e (numpy's where) (declared at ops/array_more.py:91); differentiated by select_v2_vjp, saving condition and the shapes of t, e."""
     return _select_v2_autograd(condition, t, e)
 
 
@@ -558,31 +564,36 @@ def select_v2_forward(condition, t, e):
     return output
 
 
-def select_v2_vjp(grad, condition, t, e, *, output=None):
+def select_v2_vjp(grad, condition, t, e, *, output=None, needs_grad=(True, True, True)):
     """Gradient of SelectV2: one array per input (condition, t, e).
 
     In index notation, next to the code computing it:
         grad_t = (grad if condition else 0)
-            i.e. `_sum_to_shape(torch.where(condition, grad, 0), np.shape(t))`
+            i.e. `_sum_to_shape(torch.where(condition, grad, 0), t.shape)`
         grad_e = (0 if condition else grad)
-            i.e. `_sum_to_shape(torch.where(condition, 0, grad), np.shape(e))`
+            i.e. `_sum_to_shape(torch.where(condition, 0, grad), e.shape)`
     """
-    grad_t = _sum_to_shape(torch.where(condition, grad, 0), np.shape(t))
-    grad_e = _sum_to_shape(torch.where(condition, 0, grad), np.shape(e))
+    grad_t = grad_e = None
+    if needs_grad[1]:
+        grad_t = _sum_to_shape(torch.where(condition, grad, 0), t.shape)
+    if needs_grad[2]:
+        grad_e = _sum_to_shape(torch.where(condition, 0, grad), e.shape)
     return None, grad_t, grad_e
 
 
-_select_v2_autograd = _autograd_function("SelectV2", select_v2_forward, select_v2_vjp, "output")
+_select_v2_autograd = _autograd_function(
+    "SelectV2", select_v2_forward, select_v2_vjp, "output", shapes_only="t e"
+)
 
 
 def select(condition, x, y):
-    """Select: output = x where condition, else y, of one shape; a vector condition chooses whole rows (declared at ops/array_more.py:99); differentiated by select_vjp."""
+    """Select: output = x where condition, else y, of one shape; a vector condition chooses whole rows (declared at ops/array_more.py:99); differentiated by select_vjp, saving condition and the shapes of x, y."""
     return _select_autograd(condition, x, y)
 
 
 def select_forward(condition, x, y):
     """Select's formula."""
-    rank = np.ndim(condition)
+    rank = condition.ndim
     if rank == 1:
         t0 = condition[..., None]
         output = torch.where(t0, x, y)
@@ -593,7 +604,7 @@ def select_forward(condition, x, y):
     return output
 
 
-def select_vjp(grad, condition, x, y, *, output=None):
+def select_vjp(grad, condition, x, y, *, output=None, needs_grad=(True, True, True)):
     """Gradient of Select: one array per input (condition, x, y).
 
     In index notation, next to the code computing it, per variant:
@@ -607,17 +618,25 @@ def select_vjp(grad, condition, x, y, *, output=None):
             grad_y[i0, i1] = grad[i0, i1] * (0 if condition[i0, i1] else 1)
                 i.e. `grad * torch.asarray(torch.where(condition, 0, 1), dtype=grad.dtype)`
     """
-    rank = np.ndim(condition)
+    rank = condition.ndim
     if rank == 1:
+        grad_x = grad_y = None
         t0 = condition[..., None]
-        grad_x = torch.where(t0, grad, 0)
-        grad_y = grad * torch.asarray(torch.where(t0, 0, 1), dtype=grad.dtype)
+        if needs_grad[1]:
+            grad_x = torch.where(t0, grad, 0)
+        if needs_grad[2]:
+            grad_y = grad * torch.asarray(torch.where(t0, 0, 1), dtype=grad.dtype)
     elif rank == 2:
-        grad_x = torch.where(condition, grad, 0)
-        grad_y = grad * torch.asarray(torch.where(condition, 0, 1), dtype=grad.dtype)
+        grad_x = grad_y = None
+        if needs_grad[1]:
+            grad_x = torch.where(condition, grad, 0)
+        if needs_grad[2]:
+            grad_y = grad * torch.asarray(torch.where(condition, 0, 1), dtype=grad.dtype)
     else:
         raise ValueError(f"Select: unsupported attributes rank={rank!r}")
     return None, grad_x, grad_y
 
 
-_select_autograd = _autograd_function("Select", select_forward, select_vjp, "output")
+_select_autograd = _autograd_function(
+    "Select", select_forward, select_vjp, "output", shapes_only="x y"
+)

@@ -13,7 +13,7 @@ formula, which PyTorch's autograd would differentiate by itself. Inputs are tens
 import numpy as np
 import torch
 
-from _symgrad_torch import _autograd_function, _gather, _scatter_add
+from _symgrad_torch import _autograd_function, _flat, _gather, _scatter_add
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -60,15 +60,15 @@ def _slice_start(size, begin, stride, masked):
 
 
 def pad(input, *, paddings):
-    """Pad: Zeros around the input: `paddings[k]` holds (before, after) for axis k (declared at ops/array.py:26); differentiated by pad_vjp."""
+    """Pad: Zeros around the input: `paddings[k]` holds (before, after) for axis k (declared at ops/array.py:26); differentiated by pad_vjp, saving the shape of input."""
     return _pad_autograd(input, paddings=paddings)
 
 
 def pad_forward(input, *, paddings):
     """Pad's formula."""
-    rank = np.ndim(input)
+    rank = input.ndim
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = np.shape(input)[-1]
+    t0 = input.shape[-1]
     if rank == 1:
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = torch.arange(int(t1))
@@ -79,7 +79,7 @@ def pad_forward(input, *, paddings):
         t2 = torch.arange(int(t1))
         t3 = -paddings[1][0] + t2
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = paddings[0][0] + paddings[0][1] + t5
         t7 = torch.arange(int(t6))
         t8 = -paddings[0][0] + t7
@@ -89,12 +89,12 @@ def pad_forward(input, *, paddings):
         t2 = torch.arange(int(t1))
         t3 = -paddings[2][0] + t2
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = paddings[1][0] + paddings[1][1] + t5
         t7 = torch.arange(int(t6))
         t8 = -paddings[1][0] + t7
         t9 = _gather(t4, t8, -2)
-        t10 = np.shape(input)[-3]
+        t10 = input.shape[-3]
         t11 = paddings[0][0] + paddings[0][1] + t10
         t12 = torch.arange(int(t11))
         t13 = -paddings[0][0] + t12
@@ -104,17 +104,17 @@ def pad_forward(input, *, paddings):
         t2 = torch.arange(int(t1))
         t3 = -paddings[3][0] + t2
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = paddings[2][0] + paddings[2][1] + t5
         t7 = torch.arange(int(t6))
         t8 = -paddings[2][0] + t7
         t9 = _gather(t4, t8, -2)
-        t10 = np.shape(input)[-3]
+        t10 = input.shape[-3]
         t11 = paddings[1][0] + paddings[1][1] + t10
         t12 = torch.arange(int(t11))
         t13 = -paddings[1][0] + t12
         t14 = _gather(t9, t13, -3)
-        t15 = np.shape(input)[-4]
+        t15 = input.shape[-4]
         t16 = paddings[0][0] + paddings[0][1] + t15
         t17 = torch.arange(int(t16))
         t18 = -paddings[0][0] + t17
@@ -130,37 +130,37 @@ def pad_vjp(grad, input, *, output=None, paddings):
     In index notation, next to the code computing it, for rank=1 (other values of  change it):
         grad_input[i] = grad[paddings[0][0] + i], i.e. `_gather(grad, t1, -1)`
     """
-    rank = np.ndim(input)
+    rank = input.ndim
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = torch.arange(np.shape(input)[-1])
+    t0 = torch.arange(input.shape[-1])
     if rank == 1:
         t1 = paddings[0][0] + t0
         grad_input = _gather(grad, t1, -1)
     elif rank == 2:
         t1 = paddings[1][0] + t0
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
+        t3 = torch.arange(input.shape[-2])
         t4 = paddings[0][0] + t3
         grad_input = _gather(t2, t4, -2)
     elif rank == 3:
         t1 = paddings[2][0] + t0
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
+        t3 = torch.arange(input.shape[-2])
         t4 = paddings[1][0] + t3
         t5 = _gather(t2, t4, -2)
-        t6 = torch.arange(np.shape(input)[-3])
+        t6 = torch.arange(input.shape[-3])
         t7 = paddings[0][0] + t6
         grad_input = _gather(t5, t7, -3)
     elif rank == 4:
         t1 = paddings[3][0] + t0
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
+        t3 = torch.arange(input.shape[-2])
         t4 = paddings[2][0] + t3
         t5 = _gather(t2, t4, -2)
-        t6 = torch.arange(np.shape(input)[-3])
+        t6 = torch.arange(input.shape[-3])
         t7 = paddings[1][0] + t6
         t8 = _gather(t5, t7, -3)
-        t9 = torch.arange(np.shape(input)[-4])
+        t9 = torch.arange(input.shape[-4])
         t10 = paddings[0][0] + t9
         grad_input = _gather(t8, t10, -4)
     else:
@@ -168,19 +168,19 @@ def pad_vjp(grad, input, *, output=None, paddings):
     return (grad_input,)
 
 
-_pad_autograd = _autograd_function("Pad", pad_forward, pad_vjp, "output")
+_pad_autograd = _autograd_function("Pad", pad_forward, pad_vjp, "output", shapes_only="input")
 
 
 def pad_v2(input, *, paddings, constant_values):
-    """PadV2: Pad with `constant_values` around the input instead of zeros: a number read at run (declared at ops/array.py:38); differentiated by pad_v2_vjp."""
+    """PadV2: Pad with `constant_values` around the input instead of zeros: a number read at run (declared at ops/array.py:38); differentiated by pad_v2_vjp, saving the shape of input."""
     return _pad_v2_autograd(input, paddings=paddings, constant_values=constant_values)
 
 
 def pad_v2_forward(input, *, paddings, constant_values):
     """PadV2's formula."""
-    rank = np.ndim(input)
+    rank = input.ndim
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = np.shape(input)[-1]
+    t0 = input.shape[-1]
     if rank == 1:
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = torch.arange(int(t1))
@@ -193,7 +193,7 @@ def pad_v2_forward(input, *, paddings, constant_values):
         t2 = torch.arange(int(t1))
         t3 = -paddings[1][0] + t2
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = paddings[0][0] + paddings[0][1] + t5
         t7 = torch.arange(int(t6))
         t8 = -paddings[0][0] + t7
@@ -211,12 +211,12 @@ def pad_v2_forward(input, *, paddings, constant_values):
         t2 = torch.arange(int(t1))
         t3 = -paddings[2][0] + t2
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = paddings[1][0] + paddings[1][1] + t5
         t7 = torch.arange(int(t6))
         t8 = -paddings[1][0] + t7
         t9 = _gather(t4, t8, -2)
-        t10 = np.shape(input)[-3]
+        t10 = input.shape[-3]
         t11 = paddings[0][0] + paddings[0][1] + t10
         t12 = torch.arange(int(t11))
         t13 = -paddings[0][0] + t12
@@ -237,17 +237,17 @@ def pad_v2_forward(input, *, paddings, constant_values):
         t2 = torch.arange(int(t1))
         t3 = -paddings[3][0] + t2
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = paddings[2][0] + paddings[2][1] + t5
         t7 = torch.arange(int(t6))
         t8 = -paddings[2][0] + t7
         t9 = _gather(t4, t8, -2)
-        t10 = np.shape(input)[-3]
+        t10 = input.shape[-3]
         t11 = paddings[1][0] + paddings[1][1] + t10
         t12 = torch.arange(int(t11))
         t13 = -paddings[1][0] + t12
         t14 = _gather(t9, t13, -3)
-        t15 = np.shape(input)[-4]
+        t15 = input.shape[-4]
         t16 = paddings[0][0] + paddings[0][1] + t15
         t17 = torch.arange(int(t16))
         t18 = -paddings[0][0] + t17
@@ -278,24 +278,24 @@ def pad_v2_vjp(grad, input, *, output=None, paddings, constant_values):
         grad_input[i] = grad[paddings[0][0] + i] * (1 if paddings[0][0] <= paddings[0][0] + i and
             paddings[0][0] + D0 > paddings[0][0] + i else 0), i.e. `torch.where(t4, t2, 0)`
     """
-    rank = np.ndim(input)
+    rank = input.ndim
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = torch.arange(np.shape(input)[-1])
+    t0 = torch.arange(input.shape[-1])
     if rank == 1:
         t1 = paddings[0][0] + t0
         t2 = _gather(grad, t1, -1)
-        t3 = np.shape(input)[-1]
+        t3 = input.shape[-1]
         t4 = (paddings[0][0] <= paddings[0][0] + t0) & (paddings[0][0] + t3 > paddings[0][0] + t0)
         grad_input = torch.where(t4, t2, 0)
     elif rank == 2:
         t1 = paddings[1][0] + t0
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
+        t3 = torch.arange(input.shape[-2])
         t4 = paddings[0][0] + t3
         t5 = _gather(t2, t4, -2)
         t6 = t3[..., None]
-        t7 = np.shape(input)[-2]
-        t8 = np.shape(input)[-1]
+        t7 = input.shape[-2]
+        t8 = input.shape[-1]
         t9 = (
             (paddings[0][0] <= paddings[0][0] + t6)
             & (paddings[1][0] <= paddings[1][0] + t0)
@@ -306,17 +306,17 @@ def pad_v2_vjp(grad, input, *, output=None, paddings, constant_values):
     elif rank == 3:
         t1 = paddings[2][0] + t0
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
+        t3 = torch.arange(input.shape[-2])
         t4 = paddings[1][0] + t3
         t5 = _gather(t2, t4, -2)
-        t6 = torch.arange(np.shape(input)[-3])
+        t6 = torch.arange(input.shape[-3])
         t7 = paddings[0][0] + t6
         t8 = _gather(t5, t7, -3)
         t9 = t6[..., None, None]
         t10 = t3[..., None]
-        t11 = np.shape(input)[-3]
-        t12 = np.shape(input)[-2]
-        t13 = np.shape(input)[-1]
+        t11 = input.shape[-3]
+        t12 = input.shape[-2]
+        t13 = input.shape[-1]
         t14 = (
             (paddings[0][0] <= paddings[0][0] + t9)
             & (paddings[1][0] <= paddings[1][0] + t10)
@@ -329,22 +329,22 @@ def pad_v2_vjp(grad, input, *, output=None, paddings, constant_values):
     elif rank == 4:
         t1 = paddings[3][0] + t0
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
+        t3 = torch.arange(input.shape[-2])
         t4 = paddings[2][0] + t3
         t5 = _gather(t2, t4, -2)
-        t6 = torch.arange(np.shape(input)[-3])
+        t6 = torch.arange(input.shape[-3])
         t7 = paddings[1][0] + t6
         t8 = _gather(t5, t7, -3)
-        t9 = torch.arange(np.shape(input)[-4])
+        t9 = torch.arange(input.shape[-4])
         t10 = paddings[0][0] + t9
         t11 = _gather(t8, t10, -4)
         t12 = t9[..., None, None, None]
         t13 = t6[..., None, None]
         t14 = t3[..., None]
-        t15 = np.shape(input)[-4]
-        t16 = np.shape(input)[-3]
-        t17 = np.shape(input)[-2]
-        t18 = np.shape(input)[-1]
+        t15 = input.shape[-4]
+        t16 = input.shape[-3]
+        t17 = input.shape[-2]
+        t18 = input.shape[-1]
         t19 = (
             (paddings[0][0] <= paddings[0][0] + t12)
             & (paddings[1][0] <= paddings[1][0] + t13)
@@ -361,20 +361,22 @@ def pad_v2_vjp(grad, input, *, output=None, paddings, constant_values):
     return (grad_input,)
 
 
-_pad_v2_autograd = _autograd_function("PadV2", pad_v2_forward, pad_v2_vjp, "output")
+_pad_v2_autograd = _autograd_function(
+    "PadV2", pad_v2_forward, pad_v2_vjp, "output", shapes_only="input"
+)
 
 
 def slice(input, *, begin, size):
-    """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end) (declared at ops/array.py:53); differentiated by slice_vjp."""
+    """Slice: `size[k]` entries from `begin[k]` along each axis k (-1: to the end) (declared at ops/array.py:53); differentiated by slice_vjp, saving the shape of input."""
     return _slice_autograd(input, begin=begin, size=size)
 
 
 def slice_forward(input, *, begin, size):
     """Slice's formula."""
-    rank = np.ndim(input)
+    rank = input.ndim
     begin = np.asarray(begin, dtype=np.int64)
     size = np.asarray(size, dtype=np.int64)
-    t0 = np.shape(input)[-1]
+    t0 = input.shape[-1]
     if rank == 1:
         t1 = np.where(size[0] == -1, -begin[0] + t0, size[0])
         t2 = torch.arange(int(t1))
@@ -385,7 +387,7 @@ def slice_forward(input, *, begin, size):
         t2 = torch.arange(int(t1))
         t3 = begin[1] + t2
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = np.where(size[0] == -1, -begin[0] + t5, size[0])
         t7 = torch.arange(int(t6))
         t8 = begin[0] + t7
@@ -395,12 +397,12 @@ def slice_forward(input, *, begin, size):
         t2 = torch.arange(int(t1))
         t3 = begin[2] + t2
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = np.where(size[1] == -1, -begin[1] + t5, size[1])
         t7 = torch.arange(int(t6))
         t8 = begin[1] + t7
         t9 = _gather(t4, t8, -2)
-        t10 = np.shape(input)[-3]
+        t10 = input.shape[-3]
         t11 = np.where(size[0] == -1, -begin[0] + t10, size[0])
         t12 = torch.arange(int(t11))
         t13 = begin[0] + t12
@@ -410,17 +412,17 @@ def slice_forward(input, *, begin, size):
         t2 = torch.arange(int(t1))
         t3 = begin[3] + t2
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = np.where(size[2] == -1, -begin[2] + t5, size[2])
         t7 = torch.arange(int(t6))
         t8 = begin[2] + t7
         t9 = _gather(t4, t8, -2)
-        t10 = np.shape(input)[-3]
+        t10 = input.shape[-3]
         t11 = np.where(size[1] == -1, -begin[1] + t10, size[1])
         t12 = torch.arange(int(t11))
         t13 = begin[1] + t12
         t14 = _gather(t9, t13, -3)
-        t15 = np.shape(input)[-4]
+        t15 = input.shape[-4]
         t16 = np.where(size[0] == -1, -begin[0] + t15, size[0])
         t17 = torch.arange(int(t16))
         t18 = begin[0] + t17
@@ -436,38 +438,38 @@ def slice_vjp(grad, input, *, output=None, begin, size):
     In index notation, next to the code computing it, for rank=1 (other values of  change it):
         grad_input[i] = grad[-begin[0] + i], i.e. `_gather(grad, t1, -1)`
     """
-    rank = np.ndim(input)
+    rank = input.ndim
     begin = np.asarray(begin, dtype=np.int64)
     size = np.asarray(size, dtype=np.int64)
-    t0 = torch.arange(np.shape(input)[-1])
+    t0 = torch.arange(input.shape[-1])
     if rank == 1:
         t1 = -begin[0] + t0
         grad_input = _gather(grad, t1, -1)
     elif rank == 2:
         t1 = -begin[1] + t0
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
+        t3 = torch.arange(input.shape[-2])
         t4 = -begin[0] + t3
         grad_input = _gather(t2, t4, -2)
     elif rank == 3:
         t1 = -begin[2] + t0
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
+        t3 = torch.arange(input.shape[-2])
         t4 = -begin[1] + t3
         t5 = _gather(t2, t4, -2)
-        t6 = torch.arange(np.shape(input)[-3])
+        t6 = torch.arange(input.shape[-3])
         t7 = -begin[0] + t6
         grad_input = _gather(t5, t7, -3)
     elif rank == 4:
         t1 = -begin[3] + t0
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(input)[-2])
+        t3 = torch.arange(input.shape[-2])
         t4 = -begin[2] + t3
         t5 = _gather(t2, t4, -2)
-        t6 = torch.arange(np.shape(input)[-3])
+        t6 = torch.arange(input.shape[-3])
         t7 = -begin[1] + t6
         t8 = _gather(t5, t7, -3)
-        t9 = torch.arange(np.shape(input)[-4])
+        t9 = torch.arange(input.shape[-4])
         t10 = -begin[0] + t9
         grad_input = _gather(t8, t10, -4)
     else:
@@ -475,42 +477,44 @@ def slice_vjp(grad, input, *, output=None, begin, size):
     return (grad_input,)
 
 
-_slice_autograd = _autograd_function("Slice", slice_forward, slice_vjp, "output")
+_slice_autograd = _autograd_function(
+    "Slice", slice_forward, slice_vjp, "output", shapes_only="input"
+)
 
 
 def reverse_v2(tensor, *, axis=(-1,)):
-    """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:71); differentiated by reverse_v2_vjp."""
+    """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:71); differentiated by reverse_v2_vjp, saving the shape of tensor."""
     return _reverse_v2_autograd(tensor, axis=axis)
 
 
 def reverse_v2_forward(tensor, *, axis=(-1,)):
     """ReverseV2's formula."""
-    axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
+    axis = tuple(sorted(int(a) - tensor.ndim if a >= 0 else int(a) for a in _flat(axis)))
     if axis in ((-1,), (-2,), (-3,)):
-        t0 = torch.arange(np.shape(tensor)[axis[0]])
-        t1 = np.shape(tensor)[axis[0]]
+        t0 = torch.arange(tensor.shape[axis[0]])
+        t1 = tensor.shape[axis[0]]
         t2 = -t0 + t1 - 1
         output = _gather(tensor, t2, axis[0])
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
-        t0 = torch.arange(np.shape(tensor)[axis[1]])
-        t1 = np.shape(tensor)[axis[1]]
+        t0 = torch.arange(tensor.shape[axis[1]])
+        t1 = tensor.shape[axis[1]]
         t2 = -t0 + t1 - 1
         t3 = _gather(tensor, t2, axis[1])
-        t4 = torch.arange(np.shape(tensor)[axis[0]])
-        t5 = np.shape(tensor)[axis[0]]
+        t4 = torch.arange(tensor.shape[axis[0]])
+        t5 = tensor.shape[axis[0]]
         t6 = -t4 + t5 - 1
         output = _gather(t3, t6, axis[0])
     elif axis == (-3, -2, -1):
-        t0 = torch.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
+        t0 = torch.arange(tensor.shape[-1])
+        t1 = tensor.shape[-1]
         t2 = -t0 + t1 - 1
         t3 = _gather(tensor, t2, -1)
-        t4 = torch.arange(np.shape(tensor)[-2])
-        t5 = np.shape(tensor)[-2]
+        t4 = torch.arange(tensor.shape[-2])
+        t5 = tensor.shape[-2]
         t6 = -t4 + t5 - 1
         t7 = _gather(t3, t6, -2)
-        t8 = torch.arange(np.shape(tensor)[-3])
-        t9 = np.shape(tensor)[-3]
+        t8 = torch.arange(tensor.shape[-3])
+        t9 = tensor.shape[-3]
         t10 = -t8 + t9 - 1
         output = _gather(t7, t10, -3)
     else:
@@ -525,32 +529,32 @@ def reverse_v2_vjp(grad, tensor, *, output=None, axis=(-1,)):
     it):
         grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `_gather(grad, t2, -1)`
     """
-    axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
+    axis = tuple(sorted(int(a) - tensor.ndim if a >= 0 else int(a) for a in _flat(axis)))
     if axis in ((-1,), (-2,), (-3,)):
-        t0 = torch.arange(np.shape(tensor)[axis[0]])
-        t1 = np.shape(tensor)[axis[0]]
+        t0 = torch.arange(tensor.shape[axis[0]])
+        t1 = tensor.shape[axis[0]]
         t2 = -t0 + t1 - 1
         grad_tensor = _gather(grad, t2, axis[0])
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
-        t0 = torch.arange(np.shape(tensor)[axis[1]])
-        t1 = np.shape(tensor)[axis[1]]
+        t0 = torch.arange(tensor.shape[axis[1]])
+        t1 = tensor.shape[axis[1]]
         t2 = -t0 + t1 - 1
         t3 = _gather(grad, t2, axis[1])
-        t4 = torch.arange(np.shape(tensor)[axis[0]])
-        t5 = np.shape(tensor)[axis[0]]
+        t4 = torch.arange(tensor.shape[axis[0]])
+        t5 = tensor.shape[axis[0]]
         t6 = -t4 + t5 - 1
         grad_tensor = _gather(t3, t6, axis[0])
     elif axis == (-3, -2, -1):
-        t0 = torch.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
+        t0 = torch.arange(tensor.shape[-1])
+        t1 = tensor.shape[-1]
         t2 = -t0 + t1 - 1
         t3 = _gather(grad, t2, -1)
-        t4 = torch.arange(np.shape(tensor)[-2])
-        t5 = np.shape(tensor)[-2]
+        t4 = torch.arange(tensor.shape[-2])
+        t5 = tensor.shape[-2]
         t6 = -t4 + t5 - 1
         t7 = _gather(t3, t6, -2)
-        t8 = torch.arange(np.shape(tensor)[-3])
-        t9 = np.shape(tensor)[-3]
+        t8 = torch.arange(tensor.shape[-3])
+        t9 = tensor.shape[-3]
         t10 = -t8 + t9 - 1
         grad_tensor = _gather(t7, t10, -3)
     else:
@@ -558,36 +562,38 @@ def reverse_v2_vjp(grad, tensor, *, output=None, axis=(-1,)):
     return (grad_tensor,)
 
 
-_reverse_v2_autograd = _autograd_function("ReverseV2", reverse_v2_forward, reverse_v2_vjp, "output")
+_reverse_v2_autograd = _autograd_function(
+    "ReverseV2", reverse_v2_forward, reverse_v2_vjp, "output", shapes_only="tensor"
+)
 
 
 def reverse(tensor, *, dims=(True, False)):
-    """Reverse: ReverseV2 with the axes given as a bool per axis: entries reversed along each axis (declared at ops/array.py:86); differentiated by reverse_vjp."""
+    """Reverse: ReverseV2 with the axes given as a bool per axis: entries reversed along each axis (declared at ops/array.py:86); differentiated by reverse_vjp, saving the shape of tensor."""
     return _reverse_autograd(tensor, dims=dims)
 
 
 def reverse_forward(tensor, *, dims=(True, False)):
     """Reverse's formula."""
-    dims = tuple(int(a) for a in np.ravel(dims))
+    dims = tuple(int(a) for a in _flat(dims))
     if dims == (True, False):
-        t0 = torch.arange(np.shape(tensor)[-2])
-        t1 = np.shape(tensor)[-2]
+        t0 = torch.arange(tensor.shape[-2])
+        t1 = tensor.shape[-2]
         t2 = -t0 + t1 - 1
         output = _gather(tensor, t2, -2)
     elif dims in ((True, True), (True, True, True)):
-        t0 = torch.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
+        t0 = torch.arange(tensor.shape[-1])
+        t1 = tensor.shape[-1]
         t2 = -t0 + t1 - 1
         t3 = _gather(tensor, t2, -1)
-        t4 = torch.arange(np.shape(tensor)[-2])
-        t5 = np.shape(tensor)[-2]
+        t4 = torch.arange(tensor.shape[-2])
+        t5 = tensor.shape[-2]
         t6 = -t4 + t5 - 1
         if dims == (True, True):
             output = _gather(t3, t6, -2)
         else:
             t7 = _gather(t3, t6, -2)
-            t8 = torch.arange(np.shape(tensor)[-3])
-            t9 = np.shape(tensor)[-3]
+            t8 = torch.arange(tensor.shape[-3])
+            t9 = tensor.shape[-3]
             t10 = -t8 + t9 - 1
             output = _gather(t7, t10, -3)
     else:
@@ -607,26 +613,26 @@ def reverse_vjp(grad, tensor, *, output=None, dims=(True, False)):
             grad_tensor[i, j, k] = grad[D0 - i - 1, D1 - j - 1, D2 - k - 1]
                 i.e. `_gather(t7, t10, -3)`
     """
-    dims = tuple(int(a) for a in np.ravel(dims))
+    dims = tuple(int(a) for a in _flat(dims))
     if dims == (True, False):
-        t0 = torch.arange(np.shape(tensor)[-2])
-        t1 = np.shape(tensor)[-2]
+        t0 = torch.arange(tensor.shape[-2])
+        t1 = tensor.shape[-2]
         t2 = -t0 + t1 - 1
         grad_tensor = _gather(grad, t2, -2)
     elif dims in ((True, True), (True, True, True)):
-        t0 = torch.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
+        t0 = torch.arange(tensor.shape[-1])
+        t1 = tensor.shape[-1]
         t2 = -t0 + t1 - 1
         t3 = _gather(grad, t2, -1)
-        t4 = torch.arange(np.shape(tensor)[-2])
-        t5 = np.shape(tensor)[-2]
+        t4 = torch.arange(tensor.shape[-2])
+        t5 = tensor.shape[-2]
         t6 = -t4 + t5 - 1
         if dims == (True, True):
             grad_tensor = _gather(t3, t6, -2)
         else:
             t7 = _gather(t3, t6, -2)
-            t8 = torch.arange(np.shape(tensor)[-3])
-            t9 = np.shape(tensor)[-3]
+            t8 = torch.arange(tensor.shape[-3])
+            t9 = tensor.shape[-3]
             t10 = -t8 + t9 - 1
             grad_tensor = _gather(t7, t10, -3)
     else:
@@ -634,17 +640,19 @@ def reverse_vjp(grad, tensor, *, output=None, dims=(True, False)):
     return (grad_tensor,)
 
 
-_reverse_autograd = _autograd_function("Reverse", reverse_forward, reverse_vjp, "output")
+_reverse_autograd = _autograd_function(
+    "Reverse", reverse_forward, reverse_vjp, "output", shapes_only="tensor"
+)
 
 
 def transpose(x, *, perm=(1, 0)):
-    """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:101); differentiated by transpose_vjp."""
+    """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:101); differentiated by transpose_vjp, saving the shape of x."""
     return _transpose_autograd(x, perm=perm)
 
 
 def transpose_forward(x, *, perm=(1, 0)):
     """Transpose's formula."""
-    perm = tuple(int(a) for a in np.ravel(perm))
+    perm = tuple(int(a) for a in _flat(perm))
     if perm == (1, 0):
         y = x.T
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
@@ -663,7 +671,7 @@ def transpose_vjp(grad, x, *, y=None, perm=(1, 0)):
     it):
         grad_x[i1, i0] = grad[i0, i1], i.e. `grad.T`
     """
-    perm = tuple(int(a) for a in np.ravel(perm))
+    perm = tuple(int(a) for a in _flat(perm))
     if perm == (1, 0):
         grad_x = grad.T
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
@@ -675,7 +683,9 @@ def transpose_vjp(grad, x, *, y=None, perm=(1, 0)):
     return (grad_x,)
 
 
-_transpose_autograd = _autograd_function("Transpose", transpose_forward, transpose_vjp, "y")
+_transpose_autograd = _autograd_function(
+    "Transpose", transpose_forward, transpose_vjp, "y", shapes_only="x"
+)
 
 
 def strided_slice(
@@ -690,7 +700,7 @@ def strided_slice(
     begin_mask=0,
     end_mask=0,
 ):
-    """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:160); differentiated by strided_slice_vjp."""
+    """StridedSlice: Every `strides[k]`-th entry from `begin[k]` up to `end[k]` (excluded) along each axis k, (declared at ops/array.py:160); differentiated by strided_slice_vjp, saving the shape of input."""
     return _strided_slice_autograd(
         input,
         shrink_axis_mask=shrink_axis_mask,
@@ -717,7 +727,7 @@ def strided_slice_forward(
     end_mask=0,
 ):
     """StridedSlice's formula."""
-    rank = np.ndim(input)
+    rank = input.ndim
     begin = np.asarray(begin, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
@@ -725,7 +735,7 @@ def strided_slice_forward(
         raise ValueError(
             f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
         )
-    t0 = np.shape(input)[-1]
+    t0 = input.shape[-1]
     if rank == 1 and shrink_axis_mask == 0:
         t1 = _slice_length(t0, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0))
         t2 = torch.arange(int(t1))
@@ -739,7 +749,7 @@ def strided_slice_forward(
         t2 = torch.arange(int(t1))
         t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         if shrink_axis_mask == 0:
             t6 = _slice_length(
                 t5, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
@@ -754,12 +764,12 @@ def strided_slice_forward(
         t2 = torch.arange(int(t1))
         t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = _slice_length(t5, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
         t7 = torch.arange(int(t6))
         t8 = strides[1] * t7 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
         t9 = _gather(t4, t8, -2)
-        t10 = np.shape(input)[-3]
+        t10 = input.shape[-3]
         if shrink_axis_mask == 0:
             t11 = _slice_length(
                 t10, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
@@ -774,19 +784,19 @@ def strided_slice_forward(
         t2 = torch.arange(int(t1))
         t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
         t4 = _gather(input, t3, -1)
-        t5 = np.shape(input)[-2]
+        t5 = input.shape[-2]
         t6 = _slice_length(t5, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
         t7 = torch.arange(int(t6))
         t8 = strides[2] * t7 + _slice_start(t5, begin[2], strides[2], _bit(begin_mask, 2))
         t9 = _gather(t4, t8, -2)
-        t10 = np.shape(input)[-3]
+        t10 = input.shape[-3]
         t11 = _slice_length(
             t10, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1)
         )
         t12 = torch.arange(int(t11))
         t13 = strides[1] * t12 + _slice_start(t10, begin[1], strides[1], _bit(begin_mask, 1))
         t14 = _gather(t9, t13, -3)
-        t15 = np.shape(input)[-4]
+        t15 = input.shape[-4]
         if shrink_axis_mask == 0:
             t16 = _slice_length(
                 t15, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0)
@@ -825,7 +835,7 @@ def strided_slice_vjp(
         grad_input[i] = grad[exact_div(i - slice_start(D0, begin[0], strides[0], bit(begin_mask,
             0)), strides[0])], i.e. `_gather(grad, t3, -1)`
     """
-    rank = np.ndim(input)
+    rank = input.ndim
     begin = np.asarray(begin, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
@@ -834,29 +844,29 @@ def strided_slice_vjp(
             f"StridedSlice: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
         )
     if rank == 1 and shrink_axis_mask == 0:
-        t0 = torch.arange(np.shape(input)[-1])
-        t1 = np.shape(input)[-1]
+        t0 = torch.arange(input.shape[-1])
+        t1 = input.shape[-1]
         t2 = t0 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
         t3 = torch.where(t2 % strides[0] == 0, t2 // strides[0], -1)
         grad_input = _gather(grad, t3, -1)
     elif rank == 1 and shrink_axis_mask == 1:
-        t0 = np.shape(input)[-1]
+        t0 = input.shape[-1]
         t1 = np.where(begin[0] < 0, begin[0] + t0, begin[0])
-        t2 = torch.arange(np.shape(input)[-1])
+        t2 = torch.arange(input.shape[-1])
         t3 = t2 == t1
         grad_input = torch.where(t3, grad, 0)
     elif rank == 2 and shrink_axis_mask in (0, 1):
-        t0 = torch.arange(np.shape(input)[-1])
-        t1 = np.shape(input)[-1]
+        t0 = torch.arange(input.shape[-1])
+        t1 = input.shape[-1]
         t2 = t0 - _slice_start(t1, begin[1], strides[1], _bit(begin_mask, 1))
         t3 = torch.where(t2 % strides[1] == 0, t2 // strides[1], -1)
         t4 = _gather(grad, t3, -1)
         if shrink_axis_mask == 1:
-            t5 = np.shape(input)[-2]
+            t5 = input.shape[-2]
             t6 = np.where(begin[0] < 0, begin[0] + t5, begin[0])
-        t7 = torch.arange(np.shape(input)[-2])
+        t7 = torch.arange(input.shape[-2])
         if shrink_axis_mask == 0:
-            t8 = np.shape(input)[-2]
+            t8 = input.shape[-2]
             t9 = t7 - _slice_start(t8, begin[0], strides[0], _bit(begin_mask, 0))
             t10 = torch.where(t9 % strides[0] == 0, t9 // strides[0], -1)
             grad_input = _gather(t4, t10, -2)
@@ -865,22 +875,22 @@ def strided_slice_vjp(
             t9 = t8[..., None]
             grad_input = torch.where(t9, t4, 0)
     elif rank == 3 and shrink_axis_mask in (0, 1):
-        t0 = torch.arange(np.shape(input)[-1])
-        t1 = np.shape(input)[-1]
+        t0 = torch.arange(input.shape[-1])
+        t1 = input.shape[-1]
         t2 = t0 - _slice_start(t1, begin[2], strides[2], _bit(begin_mask, 2))
         t3 = torch.where(t2 % strides[2] == 0, t2 // strides[2], -1)
         t4 = _gather(grad, t3, -1)
-        t5 = torch.arange(np.shape(input)[-2])
-        t6 = np.shape(input)[-2]
+        t5 = torch.arange(input.shape[-2])
+        t6 = input.shape[-2]
         t7 = t5 - _slice_start(t6, begin[1], strides[1], _bit(begin_mask, 1))
         t8 = torch.where(t7 % strides[1] == 0, t7 // strides[1], -1)
         t9 = _gather(t4, t8, -2)
         if shrink_axis_mask == 1:
-            t10 = np.shape(input)[-3]
+            t10 = input.shape[-3]
             t11 = np.where(begin[0] < 0, begin[0] + t10, begin[0])
-        t12 = torch.arange(np.shape(input)[-3])
+        t12 = torch.arange(input.shape[-3])
         if shrink_axis_mask == 0:
-            t13 = np.shape(input)[-3]
+            t13 = input.shape[-3]
             t14 = t12 - _slice_start(t13, begin[0], strides[0], _bit(begin_mask, 0))
             t15 = torch.where(t14 % strides[0] == 0, t14 // strides[0], -1)
             grad_input = _gather(t9, t15, -3)
@@ -889,27 +899,27 @@ def strided_slice_vjp(
             t14 = t13[..., None, None]
             grad_input = torch.where(t14, t9, 0)
     elif rank == 4 and shrink_axis_mask in (0, 1):
-        t0 = torch.arange(np.shape(input)[-1])
-        t1 = np.shape(input)[-1]
+        t0 = torch.arange(input.shape[-1])
+        t1 = input.shape[-1]
         t2 = t0 - _slice_start(t1, begin[3], strides[3], _bit(begin_mask, 3))
         t3 = torch.where(t2 % strides[3] == 0, t2 // strides[3], -1)
         t4 = _gather(grad, t3, -1)
-        t5 = torch.arange(np.shape(input)[-2])
-        t6 = np.shape(input)[-2]
+        t5 = torch.arange(input.shape[-2])
+        t6 = input.shape[-2]
         t7 = t5 - _slice_start(t6, begin[2], strides[2], _bit(begin_mask, 2))
         t8 = torch.where(t7 % strides[2] == 0, t7 // strides[2], -1)
         t9 = _gather(t4, t8, -2)
-        t10 = torch.arange(np.shape(input)[-3])
-        t11 = np.shape(input)[-3]
+        t10 = torch.arange(input.shape[-3])
+        t11 = input.shape[-3]
         t12 = t10 - _slice_start(t11, begin[1], strides[1], _bit(begin_mask, 1))
         t13 = torch.where(t12 % strides[1] == 0, t12 // strides[1], -1)
         t14 = _gather(t9, t13, -3)
         if shrink_axis_mask == 1:
-            t15 = np.shape(input)[-4]
+            t15 = input.shape[-4]
             t16 = np.where(begin[0] < 0, begin[0] + t15, begin[0])
-        t17 = torch.arange(np.shape(input)[-4])
+        t17 = torch.arange(input.shape[-4])
         if shrink_axis_mask == 0:
-            t18 = np.shape(input)[-4]
+            t18 = input.shape[-4]
             t19 = t17 - _slice_start(t18, begin[0], strides[0], _bit(begin_mask, 0))
             t20 = torch.where(t19 % strides[0] == 0, t19 // strides[0], -1)
             grad_input = _gather(t14, t20, -4)
@@ -925,7 +935,7 @@ def strided_slice_vjp(
 
 
 _strided_slice_autograd = _autograd_function(
-    "StridedSlice", strided_slice_forward, strided_slice_vjp, "output"
+    "StridedSlice", strided_slice_forward, strided_slice_vjp, "output", shapes_only="input"
 )
 
 
@@ -942,7 +952,7 @@ def strided_slice_backprop(
     begin_mask=0,
     end_mask=0,
 ):
-    """StridedSliceGrad: StridedSlice's gradient: `dy` placed at the entries the slice takes of a zero array of (declared at ops/array.py:203); differentiated by strided_slice_backprop_vjp."""
+    """StridedSliceGrad: StridedSlice's gradient: `dy` placed at the entries the slice takes of a zero array of (declared at ops/array.py:203); differentiated by strided_slice_backprop_vjp, saving the shape of dy."""
     return _strided_slice_backprop_autograd(
         dy,
         shrink_axis_mask=shrink_axis_mask,
@@ -971,7 +981,7 @@ def strided_slice_backprop_forward(
     end_mask=0,
 ):
     """StridedSliceGrad's formula."""
-    rank = np.ndim(dy)
+    rank = dy.ndim
     shape = np.asarray(shape, dtype=np.int64)
     begin = np.asarray(begin, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
@@ -1069,7 +1079,7 @@ def strided_slice_backprop_vjp(
         grad_dy[s0] = grad[strides[0] * s0 + slice_start(shape[0], begin[0], strides[0],
             bit(begin_mask, 0))], i.e. `_gather(grad, t1, -1)`
     """
-    rank = np.ndim(dy)
+    rank = dy.ndim
     shape = np.asarray(shape, dtype=np.int64)
     begin = np.asarray(begin, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
@@ -1078,7 +1088,7 @@ def strided_slice_backprop_vjp(
         raise ValueError(
             f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
         )
-    t0 = torch.arange(np.shape(dy)[-1])
+    t0 = torch.arange(dy.shape[-1])
     if rank == 1 and shrink_axis_mask == 0:
         t1 = strides[0] * t0 + _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
         grad_dy = _gather(grad, t1, -1)
@@ -1090,13 +1100,13 @@ def strided_slice_backprop_vjp(
     elif rank == 2 and shrink_axis_mask == 0:
         t1 = strides[1] * t0 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(dy)[-2])
+        t3 = torch.arange(dy.shape[-2])
         t4 = strides[0] * t3 + _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
         grad_dy = _gather(t2, t4, -2)
     elif rank == 2 and shrink_axis_mask == 1:
         t1 = strides[2] * t0 + _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(dy)[-2])
+        t3 = torch.arange(dy.shape[-2])
         t4 = strides[1] * t3 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
         t5 = _gather(t2, t4, -2)
         t6 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
@@ -1104,19 +1114,19 @@ def strided_slice_backprop_vjp(
     elif rank == 3 and shrink_axis_mask == 0:
         t1 = strides[2] * t0 + _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(dy)[-2])
+        t3 = torch.arange(dy.shape[-2])
         t4 = strides[1] * t3 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
         t5 = _gather(t2, t4, -2)
-        t6 = torch.arange(np.shape(dy)[-3])
+        t6 = torch.arange(dy.shape[-3])
         t7 = strides[0] * t6 + _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
         grad_dy = _gather(t5, t7, -3)
     elif rank == 3 and shrink_axis_mask == 1:
         t1 = strides[3] * t0 + _slice_start(shape[3], begin[3], strides[3], _bit(begin_mask, 3))
         t2 = _gather(grad, t1, -1)
-        t3 = torch.arange(np.shape(dy)[-2])
+        t3 = torch.arange(dy.shape[-2])
         t4 = strides[2] * t3 + _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
         t5 = _gather(t2, t4, -2)
-        t6 = torch.arange(np.shape(dy)[-3])
+        t6 = torch.arange(dy.shape[-3])
         t7 = strides[1] * t6 + _slice_start(shape[1], begin[1], strides[1], _bit(begin_mask, 1))
         t8 = _gather(t5, t7, -3)
         t9 = np.where(begin[0] < 0, begin[0] + shape[0], begin[0])
@@ -1129,7 +1139,11 @@ def strided_slice_backprop_vjp(
 
 
 _strided_slice_backprop_autograd = _autograd_function(
-    "StridedSliceGrad", strided_slice_backprop_forward, strided_slice_backprop_vjp, "output"
+    "StridedSliceGrad",
+    strided_slice_backprop_forward,
+    strided_slice_backprop_vjp,
+    "output",
+    shapes_only="dy",
 )
 
 
@@ -1146,7 +1160,7 @@ def tensor_strided_slice_update(
     begin_mask=0,
     end_mask=0,
 ):
-    """TensorStridedSliceUpdate: `input` with the entries StridedSlice would take replaced by `value`'s (declared at ops/array.py:221); differentiated by tensor_strided_slice_update_vjp."""
+    """TensorStridedSliceUpdate: `input` with the entries StridedSlice would take replaced by `value`'s (declared at ops/array.py:221); differentiated by tensor_strided_slice_update_vjp, saving the shapes of input, value."""
     return _tensor_strided_slice_update_autograd(
         input,
         value,
@@ -1175,7 +1189,7 @@ def tensor_strided_slice_update_forward(
     end_mask=0,
 ):
     """TensorStridedSliceUpdate's formula."""
-    rank = np.ndim(input)
+    rank = input.ndim
     begin = np.asarray(begin, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
@@ -1185,89 +1199,89 @@ def tensor_strided_slice_update_forward(
         )
     t0 = torch.asarray(1, dtype=input.dtype)
     if rank == 1:
-        t1 = np.shape(input)[-1]
-        t2 = torch.arange(np.shape(value)[-1])
+        t1 = input.shape[-1]
+        t2 = torch.arange(value.shape[-1])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
         t4 = _scatter_add(t0, t3, 0, t1)  # no gather form: an explicit scatter-add
-        t5 = torch.arange(np.shape(input)[-1])
+        t5 = torch.arange(input.shape[-1])
         t6 = t5 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
         t7 = torch.where(t6 % strides[0] == 0, t6 // strides[0], -1)
         t8 = _gather(value, t7, -1)
         output = -input * t4 + input + t8
     elif rank == 2:
-        t1 = np.shape(input)[-2]
-        t2 = torch.arange(np.shape(value)[-2])
+        t1 = input.shape[-2]
+        t2 = torch.arange(value.shape[-2])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
         t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
-        t5 = np.shape(input)[-1]
-        t6 = torch.arange(np.shape(value)[-1])
+        t5 = input.shape[-1]
+        t6 = torch.arange(value.shape[-1])
         t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
         t8 = _scatter_add(t0, t7, 0, t5)  # no gather form: an explicit scatter-add
-        t9 = torch.arange(np.shape(input)[-1])
+        t9 = torch.arange(input.shape[-1])
         t10 = t9 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
         t11 = torch.where(t10 % strides[1] == 0, t10 // strides[1], -1)
         t12 = _gather(value, t11, -1)
-        t13 = torch.arange(np.shape(input)[-2])
+        t13 = torch.arange(input.shape[-2])
         t14 = t13 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
         t15 = torch.where(t14 % strides[0] == 0, t14 // strides[0], -1)
         t16 = _gather(t12, t15, -2)
         output = -input * t4 * t8 + input + t16
     elif rank == 3:
-        t1 = np.shape(input)[-3]
-        t2 = torch.arange(np.shape(value)[-3])
+        t1 = input.shape[-3]
+        t2 = torch.arange(value.shape[-3])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
         t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
-        t5 = np.shape(input)[-2]
-        t6 = torch.arange(np.shape(value)[-2])
+        t5 = input.shape[-2]
+        t6 = torch.arange(value.shape[-2])
         t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
         t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
-        t9 = np.shape(input)[-1]
-        t10 = torch.arange(np.shape(value)[-1])
+        t9 = input.shape[-1]
+        t10 = torch.arange(value.shape[-1])
         t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
         t12 = _scatter_add(t0, t11, 0, t9)  # no gather form: an explicit scatter-add
-        t13 = torch.arange(np.shape(input)[-1])
+        t13 = torch.arange(input.shape[-1])
         t14 = t13 - _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
         t15 = torch.where(t14 % strides[2] == 0, t14 // strides[2], -1)
         t16 = _gather(value, t15, -1)
-        t17 = torch.arange(np.shape(input)[-2])
+        t17 = torch.arange(input.shape[-2])
         t18 = t17 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
         t19 = torch.where(t18 % strides[1] == 0, t18 // strides[1], -1)
         t20 = _gather(t16, t19, -2)
-        t21 = torch.arange(np.shape(input)[-3])
+        t21 = torch.arange(input.shape[-3])
         t22 = t21 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
         t23 = torch.where(t22 % strides[0] == 0, t22 // strides[0], -1)
         t24 = _gather(t20, t23, -3)
         output = -input * t12 * t4 * t8 + input + t24
     elif rank == 4:
-        t1 = np.shape(input)[-4]
-        t2 = torch.arange(np.shape(value)[-4])
+        t1 = input.shape[-4]
+        t2 = torch.arange(value.shape[-4])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
         t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
-        t5 = np.shape(input)[-3]
-        t6 = torch.arange(np.shape(value)[-3])
+        t5 = input.shape[-3]
+        t6 = torch.arange(value.shape[-3])
         t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
         t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
-        t9 = np.shape(input)[-2]
-        t10 = torch.arange(np.shape(value)[-2])
+        t9 = input.shape[-2]
+        t10 = torch.arange(value.shape[-2])
         t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
         t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
-        t13 = np.shape(input)[-1]
-        t14 = torch.arange(np.shape(value)[-1])
+        t13 = input.shape[-1]
+        t14 = torch.arange(value.shape[-1])
         t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
         t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
-        t17 = torch.arange(np.shape(input)[-1])
+        t17 = torch.arange(input.shape[-1])
         t18 = t17 - _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
         t19 = torch.where(t18 % strides[3] == 0, t18 // strides[3], -1)
         t20 = _gather(value, t19, -1)
-        t21 = torch.arange(np.shape(input)[-2])
+        t21 = torch.arange(input.shape[-2])
         t22 = t21 - _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
         t23 = torch.where(t22 % strides[2] == 0, t22 // strides[2], -1)
         t24 = _gather(t20, t23, -2)
-        t25 = torch.arange(np.shape(input)[-3])
+        t25 = torch.arange(input.shape[-3])
         t26 = t25 - _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
         t27 = torch.where(t26 % strides[1] == 0, t26 // strides[1], -1)
         t28 = _gather(t24, t27, -3)
-        t29 = torch.arange(np.shape(input)[-4])
+        t29 = torch.arange(input.shape[-4])
         t30 = t29 - _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
         t31 = torch.where(t30 % strides[0] == 0, t30 // strides[0], -1)
         t32 = _gather(t28, t31, -4)
@@ -1293,6 +1307,7 @@ def tensor_strided_slice_update_vjp(
     strides,
     begin_mask=0,
     end_mask=0,
+    needs_grad=(True, True),
 ):
     """Gradient of TensorStridedSliceUpdate: one array per input (input, value).
 
@@ -1305,72 +1320,83 @@ def tensor_strided_slice_update_vjp(
         grad_value[s0] = grad[strides[0] * s0 + slice_start(D0, begin[0], strides[0],
             bit(begin_mask, 0))], i.e. `_gather(grad, t3, -1)`
     """
-    rank = np.ndim(input)
+    rank = input.ndim
     begin = np.asarray(begin, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    if shrink_axis_mask != 0 or ellipsis_mask != 0 or new_axis_mask != 0:
-        raise ValueError(
-            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
-        )
-    t0 = torch.asarray(1, dtype=input.dtype)
-    if rank == 1:
-        t1 = np.shape(input)[-1]
-        t2 = torch.arange(np.shape(value)[-1])
-        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-        t4 = _scatter_add(t0, t3, 0, t1)  # no gather form: an explicit scatter-add
-        grad_input = grad * (1 - t4)
-        grad_value = _gather(grad, t3, -1)
-    elif rank == 2:
-        t1 = np.shape(input)[-2]
-        t2 = torch.arange(np.shape(value)[-2])
-        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-        t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
-        t5 = np.shape(input)[-1]
-        t6 = torch.arange(np.shape(value)[-1])
-        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-        t8 = _scatter_add(t0, t7, 0, t5)  # no gather form: an explicit scatter-add
-        grad_input = grad * (-t4 * t8 + 1)
-        t9 = _gather(grad, t7, -1)
-        grad_value = _gather(t9, t3, -2)
-    elif rank in (3, 4):
-        if rank == 4:
-            t1 = np.shape(input)[-4]
-            t2 = torch.arange(np.shape(value)[-4])
+    if rank in (1, 2, 3, 4) and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+        grad_input = grad_value = None
+        if needs_grad[0]:
+            t0 = torch.asarray(1, dtype=input.dtype)
+        if rank == 2:
+            t1 = input.shape[-2]
+            t2 = torch.arange(value.shape[-2])
             t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-            t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
-        t5 = np.shape(input)[-3]
-        t6 = torch.arange(np.shape(value)[-3])
-        if rank == 3:
-            t7 = strides[0] * t6 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
-        else:
+            if needs_grad[0]:
+                t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
+        elif rank == 3:
+            t1 = input.shape[-3]
+            t2 = torch.arange(value.shape[-3])
+            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            if needs_grad[0]:
+                t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
+            t5 = input.shape[-2]
+            t6 = torch.arange(value.shape[-2])
             t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-        t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
-        t9 = np.shape(input)[-2]
-        t10 = torch.arange(np.shape(value)[-2])
-        if rank == 3:
-            t11 = strides[1] * t10 + _slice_start(t9, begin[1], strides[1], _bit(begin_mask, 1))
-        else:
+            if needs_grad[0]:
+                t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
+        elif rank == 4:
+            t1 = input.shape[-4]
+            t2 = torch.arange(value.shape[-4])
+            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            if needs_grad[0]:
+                t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
+            t5 = input.shape[-3]
+            t6 = torch.arange(value.shape[-3])
+            t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+            if needs_grad[0]:
+                t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
+            t9 = input.shape[-2]
+            t10 = torch.arange(value.shape[-2])
             t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
-        t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
-        t13 = np.shape(input)[-1]
-        t14 = torch.arange(np.shape(value)[-1])
-        if rank == 3:
+            if needs_grad[0]:
+                t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
+        t13 = input.shape[-1]
+        t14 = torch.arange(value.shape[-1])
+        if rank == 1:
+            t15 = strides[0] * t14 + _slice_start(t13, begin[0], strides[0], _bit(begin_mask, 0))
+            if needs_grad[0]:
+                t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+                grad_input = grad * (1 - t16)
+            if needs_grad[1]:
+                grad_value = _gather(grad, t15, -1)
+        elif rank == 2:
+            t15 = strides[1] * t14 + _slice_start(t13, begin[1], strides[1], _bit(begin_mask, 1))
+            if needs_grad[0]:
+                t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+                grad_input = grad * (-t4 * t16 + 1)
+            if needs_grad[1]:
+                t17 = _gather(grad, t15, -1)
+                grad_value = _gather(t17, t3, -2)
+        elif rank == 3:
             t15 = strides[2] * t14 + _slice_start(t13, begin[2], strides[2], _bit(begin_mask, 2))
+            if needs_grad[0]:
+                t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+                grad_input = grad * (-t16 * t4 * t8 + 1)
+            if needs_grad[1]:
+                t17 = _gather(grad, t15, -1)
+                t18 = _gather(t17, t7, -2)
+                grad_value = _gather(t18, t3, -3)
         else:
             t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
-        t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
-        if rank == 3:
-            grad_input = grad * (-t16 * t8 * t12 + 1)
-        else:
-            grad_input = grad * (-t12 * t16 * t4 * t8 + 1)
-        t17 = _gather(grad, t15, -1)
-        t18 = _gather(t17, t11, -2)
-        if rank == 3:
-            grad_value = _gather(t18, t7, -3)
-        else:
-            t19 = _gather(t18, t7, -3)
-            grad_value = _gather(t19, t3, -4)
+            if needs_grad[0]:
+                t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+                grad_input = grad * (-t12 * t16 * t4 * t8 + 1)
+            if needs_grad[1]:
+                t17 = _gather(grad, t15, -1)
+                t18 = _gather(t17, t11, -2)
+                t19 = _gather(t18, t7, -3)
+                grad_value = _gather(t19, t3, -4)
     else:
         raise ValueError(
             f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
@@ -1383,4 +1409,5 @@ _tensor_strided_slice_update_autograd = _autograd_function(
     tensor_strided_slice_update_forward,
     tensor_strided_slice_update_vjp,
     "output",
+    shapes_only="input value",
 )

@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op the adjoint when its flag is set (declared at ops/batch_matmul.py:12); differentiated by batch_mat_mul_v2_vjp."""
+    """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op the adjoint when its flag is set (declared at ops/batch_matmul.py:12); differentiated by batch_mat_mul_v2_vjp, saving x, y."""
     return _batch_mat_mul_v2_autograd(x, y, adj_x=adj_x, adj_y=adj_y)
 
 
@@ -42,7 +42,9 @@ def batch_mat_mul_v2_forward(x, y, *, adj_x=False, adj_y=False):
     return output
 
 
-def batch_mat_mul_v2_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
+def batch_mat_mul_v2_vjp(
+    grad, x, y, *, output=None, adj_x=False, adj_y=False, needs_grad=(True, True)
+):
     """Gradient of BatchMatMulV2: one array per input (x, y).
 
     In index notation, next to the code computing it, per variant:
@@ -66,28 +68,46 @@ def batch_mat_mul_v2_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
                 i.e. `torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)`
     """
     if not adj_x and not adj_y:
+        grad_x = grad_y = None
         x = _conj(x)
         y = _conj(y)
-        grad_x = grad @ torch.swapaxes(y, -1, -2)
-        grad_y = torch.swapaxes(x, -1, -2) @ grad
+        if needs_grad[0]:
+            grad_x = grad @ torch.swapaxes(y, -1, -2)
+            grad_x = _sum_to_shape(grad_x, x.shape)
+        if needs_grad[1]:
+            grad_y = torch.swapaxes(x, -1, -2) @ grad
+            grad_y = _sum_to_shape(grad_y, y.shape)
     elif not adj_x and adj_y:
-        grad_x = grad @ y
-        t0 = _conj(grad)
-        grad_y = torch.swapaxes(t0, -1, -2) @ x
+        grad_x = grad_y = None
+        if needs_grad[0]:
+            grad_x = grad @ y
+            grad_x = _sum_to_shape(grad_x, x.shape)
+        if needs_grad[1]:
+            t0 = _conj(grad)
+            grad_y = torch.swapaxes(t0, -1, -2) @ x
+            grad_y = _sum_to_shape(grad_y, y.shape)
     elif adj_x and not adj_y:
-        t0 = _conj(grad)
-        grad_x = y @ torch.swapaxes(t0, -1, -2)
-        grad_y = x @ grad
+        grad_x = grad_y = None
+        if needs_grad[0]:
+            t0 = _conj(grad)
+            grad_x = y @ torch.swapaxes(t0, -1, -2)
+            grad_x = _sum_to_shape(grad_x, x.shape)
+        if needs_grad[1]:
+            grad_y = x @ grad
+            grad_y = _sum_to_shape(grad_y, y.shape)
     elif adj_x and adj_y:
+        grad_x = grad_y = None
         x = _conj(x)
         y = _conj(y)
         t0 = _conj(grad)
-        grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)
-        grad_y = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)
+        if needs_grad[0]:
+            grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)
+            grad_x = _sum_to_shape(grad_x, x.shape)
+        if needs_grad[1]:
+            grad_y = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)
+            grad_y = _sum_to_shape(grad_y, y.shape)
     else:
         raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
-    grad_x = _sum_to_shape(grad_x, np.shape(x))
-    grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
 
@@ -97,7 +117,7 @@ _batch_mat_mul_v2_autograd = _autograd_function(
 
 
 def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:22); differentiated by batch_mat_mul_vjp."""
+    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:22); differentiated by batch_mat_mul_vjp, saving x, y."""
     return _batch_mat_mul_autograd(x, y, adj_x=adj_x, adj_y=adj_y)
 
 
@@ -120,7 +140,9 @@ def batch_mat_mul_forward(x, y, *, adj_x=False, adj_y=False):
     return output
 
 
-def batch_mat_mul_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
+def batch_mat_mul_vjp(
+    grad, x, y, *, output=None, adj_x=False, adj_y=False, needs_grad=(True, True)
+):
     """Gradient of BatchMatMul: one array per input (x, y).
 
     In index notation, next to the code computing it, per variant:
@@ -144,28 +166,46 @@ def batch_mat_mul_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
                 i.e. `torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)`
     """
     if not adj_x and not adj_y:
+        grad_x = grad_y = None
         x = _conj(x)
         y = _conj(y)
-        grad_x = grad @ torch.swapaxes(y, -1, -2)
-        grad_y = torch.swapaxes(x, -1, -2) @ grad
+        if needs_grad[0]:
+            grad_x = grad @ torch.swapaxes(y, -1, -2)
+            grad_x = _sum_to_shape(grad_x, x.shape)
+        if needs_grad[1]:
+            grad_y = torch.swapaxes(x, -1, -2) @ grad
+            grad_y = _sum_to_shape(grad_y, y.shape)
     elif not adj_x and adj_y:
-        grad_x = grad @ y
-        t0 = _conj(grad)
-        grad_y = torch.swapaxes(t0, -1, -2) @ x
+        grad_x = grad_y = None
+        if needs_grad[0]:
+            grad_x = grad @ y
+            grad_x = _sum_to_shape(grad_x, x.shape)
+        if needs_grad[1]:
+            t0 = _conj(grad)
+            grad_y = torch.swapaxes(t0, -1, -2) @ x
+            grad_y = _sum_to_shape(grad_y, y.shape)
     elif adj_x and not adj_y:
-        t0 = _conj(grad)
-        grad_x = y @ torch.swapaxes(t0, -1, -2)
-        grad_y = x @ grad
+        grad_x = grad_y = None
+        if needs_grad[0]:
+            t0 = _conj(grad)
+            grad_x = y @ torch.swapaxes(t0, -1, -2)
+            grad_x = _sum_to_shape(grad_x, x.shape)
+        if needs_grad[1]:
+            grad_y = x @ grad
+            grad_y = _sum_to_shape(grad_y, y.shape)
     elif adj_x and adj_y:
+        grad_x = grad_y = None
         x = _conj(x)
         y = _conj(y)
         t0 = _conj(grad)
-        grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)
-        grad_y = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)
+        if needs_grad[0]:
+            grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)
+            grad_x = _sum_to_shape(grad_x, x.shape)
+        if needs_grad[1]:
+            grad_y = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)
+            grad_y = _sum_to_shape(grad_y, y.shape)
     else:
         raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
-    grad_x = _sum_to_shape(grad_x, np.shape(x))
-    grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
 
@@ -175,7 +215,7 @@ _batch_mat_mul_autograd = _autograd_function(
 
 
 def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:28); differentiated by batch_mat_mul_v3_vjp."""
+    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:28); differentiated by batch_mat_mul_v3_vjp, saving x, y."""
     return _batch_mat_mul_v3_autograd(x, y, adj_x=adj_x, adj_y=adj_y)
 
 
@@ -198,7 +238,9 @@ def batch_mat_mul_v3_forward(x, y, *, adj_x=False, adj_y=False):
     return output
 
 
-def batch_mat_mul_v3_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
+def batch_mat_mul_v3_vjp(
+    grad, x, y, *, output=None, adj_x=False, adj_y=False, needs_grad=(True, True)
+):
     """Gradient of BatchMatMulV3: one array per input (x, y).
 
     In index notation, next to the code computing it, per variant:
@@ -222,28 +264,46 @@ def batch_mat_mul_v3_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
                 i.e. `torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)`
     """
     if not adj_x and not adj_y:
+        grad_x = grad_y = None
         x = _conj(x)
         y = _conj(y)
-        grad_x = grad @ torch.swapaxes(y, -1, -2)
-        grad_y = torch.swapaxes(x, -1, -2) @ grad
+        if needs_grad[0]:
+            grad_x = grad @ torch.swapaxes(y, -1, -2)
+            grad_x = _sum_to_shape(grad_x, x.shape)
+        if needs_grad[1]:
+            grad_y = torch.swapaxes(x, -1, -2) @ grad
+            grad_y = _sum_to_shape(grad_y, y.shape)
     elif not adj_x and adj_y:
-        grad_x = grad @ y
-        t0 = _conj(grad)
-        grad_y = torch.swapaxes(t0, -1, -2) @ x
+        grad_x = grad_y = None
+        if needs_grad[0]:
+            grad_x = grad @ y
+            grad_x = _sum_to_shape(grad_x, x.shape)
+        if needs_grad[1]:
+            t0 = _conj(grad)
+            grad_y = torch.swapaxes(t0, -1, -2) @ x
+            grad_y = _sum_to_shape(grad_y, y.shape)
     elif adj_x and not adj_y:
-        t0 = _conj(grad)
-        grad_x = y @ torch.swapaxes(t0, -1, -2)
-        grad_y = x @ grad
+        grad_x = grad_y = None
+        if needs_grad[0]:
+            t0 = _conj(grad)
+            grad_x = y @ torch.swapaxes(t0, -1, -2)
+            grad_x = _sum_to_shape(grad_x, x.shape)
+        if needs_grad[1]:
+            grad_y = x @ grad
+            grad_y = _sum_to_shape(grad_y, y.shape)
     elif adj_x and adj_y:
+        grad_x = grad_y = None
         x = _conj(x)
         y = _conj(y)
         t0 = _conj(grad)
-        grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)
-        grad_y = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)
+        if needs_grad[0]:
+            grad_x = torch.swapaxes(y, -1, -2) @ torch.swapaxes(t0, -1, -2)
+            grad_x = _sum_to_shape(grad_x, x.shape)
+        if needs_grad[1]:
+            grad_y = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(x, -1, -2)
+            grad_y = _sum_to_shape(grad_y, y.shape)
     else:
         raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
-    grad_x = _sum_to_shape(grad_x, np.shape(x))
-    grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
 

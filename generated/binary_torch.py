@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def add(x, y):
-    """AddV2: z = x + y (declared at ops/binary.py:16); differentiated by add_vjp."""
+    """AddV2: z = x + y (declared at ops/binary.py:16); differentiated by add_vjp, saving the shapes of x, y."""
     return _add_autograd(x, y)
 
 
@@ -29,23 +29,26 @@ def add_forward(x, y):
     return z
 
 
-def add_vjp(grad, x, y, *, z=None):
+def add_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of AddV2: one array per input (x, y).
 
     In index notation, next to the code computing it:
-        grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
-        grad_y = grad, i.e. `_sum_to_shape(grad, np.shape(y))`
+        grad_x = grad, i.e. `_sum_to_shape(grad, x.shape)`
+        grad_y = grad, i.e. `_sum_to_shape(grad, y.shape)`
     """
-    grad_x = _sum_to_shape(grad, np.shape(x))
-    grad_y = _sum_to_shape(grad, np.shape(y))
+    grad_x = grad_y = None
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad, x.shape)
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(grad, y.shape)
     return grad_x, grad_y
 
 
-_add_autograd = _autograd_function("AddV2", add_forward, add_vjp, "z")
+_add_autograd = _autograd_function("AddV2", add_forward, add_vjp, "z", shapes_only="x y")
 
 
 def add_legacy(x, y):
-    """Add: z = x + y (AddV2's older op type) (declared at ops/binary.py:22); differentiated by add_legacy_vjp."""
+    """Add: z = x + y (AddV2's older op type) (declared at ops/binary.py:22); differentiated by add_legacy_vjp, saving the shapes of x, y."""
     return _add_legacy_autograd(x, y)
 
 
@@ -55,23 +58,28 @@ def add_legacy_forward(x, y):
     return z
 
 
-def add_legacy_vjp(grad, x, y, *, z=None):
+def add_legacy_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Add: one array per input (x, y).
 
     In index notation, next to the code computing it:
-        grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
-        grad_y = grad, i.e. `_sum_to_shape(grad, np.shape(y))`
+        grad_x = grad, i.e. `_sum_to_shape(grad, x.shape)`
+        grad_y = grad, i.e. `_sum_to_shape(grad, y.shape)`
     """
-    grad_x = _sum_to_shape(grad, np.shape(x))
-    grad_y = _sum_to_shape(grad, np.shape(y))
+    grad_x = grad_y = None
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad, x.shape)
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(grad, y.shape)
     return grad_x, grad_y
 
 
-_add_legacy_autograd = _autograd_function("Add", add_legacy_forward, add_legacy_vjp, "z")
+_add_legacy_autograd = _autograd_function(
+    "Add", add_legacy_forward, add_legacy_vjp, "z", shapes_only="x y"
+)
 
 
 def subtract(x, y):
-    """Sub: z = x - y (declared at ops/binary.py:28); differentiated by subtract_vjp."""
+    """Sub: z = x - y (declared at ops/binary.py:28); differentiated by subtract_vjp, saving the shapes of x, y."""
     return _subtract_autograd(x, y)
 
 
@@ -81,23 +89,28 @@ def subtract_forward(x, y):
     return z
 
 
-def subtract_vjp(grad, x, y, *, z=None):
+def subtract_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Sub: one array per input (x, y).
 
     In index notation, next to the code computing it:
-        grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
-        grad_y = -grad, i.e. `_sum_to_shape(-grad, np.shape(y))`
+        grad_x = grad, i.e. `_sum_to_shape(grad, x.shape)`
+        grad_y = -grad, i.e. `_sum_to_shape(-grad, y.shape)`
     """
-    grad_x = _sum_to_shape(grad, np.shape(x))
-    grad_y = _sum_to_shape(-grad, np.shape(y))
+    grad_x = grad_y = None
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad, x.shape)
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(-grad, y.shape)
     return grad_x, grad_y
 
 
-_subtract_autograd = _autograd_function("Sub", subtract_forward, subtract_vjp, "z")
+_subtract_autograd = _autograd_function(
+    "Sub", subtract_forward, subtract_vjp, "z", shapes_only="x y"
+)
 
 
 def multiply(x, y):
-    """Mul: z = x * y (declared at ops/binary.py:34); differentiated by multiply_vjp."""
+    """Mul: z = x * y (declared at ops/binary.py:34); differentiated by multiply_vjp, saving x, y."""
     return _multiply_autograd(x, y)
 
 
@@ -107,17 +120,20 @@ def multiply_forward(x, y):
     return z
 
 
-def multiply_vjp(grad, x, y, *, z=None):
+def multiply_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Mul: one array per input (x, y).
 
     In index notation, next to the code computing it:
-        grad_x = grad * conj(y), i.e. `_sum_to_shape(grad * y, np.shape(x))`
-        grad_y = grad * conj(x), i.e. `_sum_to_shape(grad * x, np.shape(y))`
+        grad_x = grad * conj(y), i.e. `_sum_to_shape(grad * y, x.shape)`
+        grad_y = grad * conj(x), i.e. `_sum_to_shape(grad * x, y.shape)`
     """
     x = _conj(x)
     y = _conj(y)
-    grad_x = _sum_to_shape(grad * y, np.shape(x))
-    grad_y = _sum_to_shape(grad * x, np.shape(y))
+    grad_x = grad_y = None
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad * y, x.shape)
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(grad * x, y.shape)
     return grad_x, grad_y
 
 
@@ -125,7 +141,7 @@ _multiply_autograd = _autograd_function("Mul", multiply_forward, multiply_vjp, "
 
 
 def real_div(x, y):
-    """RealDiv: z = x / y (declared at ops/binary.py:40); differentiated by real_div_vjp."""
+    """RealDiv: z = x / y (declared at ops/binary.py:40); differentiated by real_div_vjp, saving y, z and the shape of x."""
     return _real_div_autograd(x, y)
 
 
@@ -135,28 +151,33 @@ def real_div_forward(x, y):
     return z
 
 
-def real_div_vjp(grad, x, y, *, z=None):
+def real_div_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of RealDiv: one array per input (x, y).
 
     In index notation, next to the code computing it:
-        grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, np.shape(x))`
-        grad_y = -grad * conj(z) / conj(y), i.e. `_sum_to_shape(-tmp0 * z, np.shape(y))`
+        grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, x.shape)`
+        grad_y = -grad * conj(z) / conj(y), i.e. `_sum_to_shape(-tmp0 * z, y.shape)`
     """
     if z is None:
         z = real_div_forward(x, y)
     y = _conj(y)
     z = _conj(z)
+    grad_x = grad_y = None
     tmp0 = grad / y
-    grad_x = _sum_to_shape(tmp0, np.shape(x))
-    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(tmp0, x.shape)
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(-tmp0 * z, y.shape)
     return grad_x, grad_y
 
 
-_real_div_autograd = _autograd_function("RealDiv", real_div_forward, real_div_vjp, "z", read="z")
+_real_div_autograd = _autograd_function(
+    "RealDiv", real_div_forward, real_div_vjp, "z", read="z", shapes_only="x"
+)
 
 
 def div(x, y):
-    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:46); differentiated by div_vjp."""
+    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:46); differentiated by div_vjp, saving y, z and the shape of x."""
     return _div_autograd(x, y)
 
 
@@ -166,28 +187,31 @@ def div_forward(x, y):
     return z
 
 
-def div_vjp(grad, x, y, *, z=None):
+def div_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Div: one array per input (x, y).
 
     In index notation, next to the code computing it:
-        grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, np.shape(x))`
-        grad_y = -grad * conj(z) / conj(y), i.e. `_sum_to_shape(-tmp0 * z, np.shape(y))`
+        grad_x = grad / conj(y), i.e. `_sum_to_shape(tmp0, x.shape)`
+        grad_y = -grad * conj(z) / conj(y), i.e. `_sum_to_shape(-tmp0 * z, y.shape)`
     """
     if z is None:
         z = div_forward(x, y)
     y = _conj(y)
     z = _conj(z)
+    grad_x = grad_y = None
     tmp0 = grad / y
-    grad_x = _sum_to_shape(tmp0, np.shape(x))
-    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(tmp0, x.shape)
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(-tmp0 * z, y.shape)
     return grad_x, grad_y
 
 
-_div_autograd = _autograd_function("Div", div_forward, div_vjp, "z", read="z")
+_div_autograd = _autograd_function("Div", div_forward, div_vjp, "z", read="z", shapes_only="x")
 
 
 def mul_no_nan(x, y):
-    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:52); differentiated by mul_no_nan_vjp."""
+    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:52); differentiated by mul_no_nan_vjp, saving x, y."""
     return _mul_no_nan_autograd(x, y)
 
 
@@ -197,15 +221,18 @@ def mul_no_nan_forward(x, y):
     return z
 
 
-def mul_no_nan_vjp(grad, x, y, *, z=None):
+def mul_no_nan_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of MulNoNan: one array per input (x, y).
 
     In index notation, next to the code computing it:
-        grad_x = grad * y, i.e. `_sum_to_shape(grad * y, np.shape(x))`
-        grad_y = grad * x, i.e. `_sum_to_shape(grad * x, np.shape(y))`
+        grad_x = grad * y, i.e. `_sum_to_shape(grad * y, x.shape)`
+        grad_y = grad * x, i.e. `_sum_to_shape(grad * x, y.shape)`
     """
-    grad_x = _sum_to_shape(grad * y, np.shape(x))
-    grad_y = _sum_to_shape(grad * x, np.shape(y))
+    grad_x = grad_y = None
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad * y, x.shape)
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(grad * x, y.shape)
     return grad_x, grad_y
 
 
@@ -213,7 +240,7 @@ _mul_no_nan_autograd = _autograd_function("MulNoNan", mul_no_nan_forward, mul_no
 
 
 def floor_div(x, y):
-    """FloorDiv: z = floor(x / y) (declared at ops/binary.py:60); differentiated by floor_div_vjp."""
+    """FloorDiv: z = floor(x / y) (declared at ops/binary.py:60); differentiated by floor_div_vjp, saving the shapes of x, y."""
     return _floor_div_autograd(x, y)
 
 
@@ -228,11 +255,13 @@ def floor_div_vjp(grad, x, y, *, z=None):
     return None, None
 
 
-_floor_div_autograd = _autograd_function("FloorDiv", floor_div_forward, floor_div_vjp, "z")
+_floor_div_autograd = _autograd_function(
+    "FloorDiv", floor_div_forward, floor_div_vjp, "z", shapes_only="x y"
+)
 
 
 def truncate_div(x, y):
-    """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:67); differentiated by truncate_div_vjp."""
+    """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:67); differentiated by truncate_div_vjp, saving the shapes of x, y."""
     return _truncate_div_autograd(x, y)
 
 
@@ -249,12 +278,12 @@ def truncate_div_vjp(grad, x, y, *, z=None):
 
 
 _truncate_div_autograd = _autograd_function(
-    "TruncateDiv", truncate_div_forward, truncate_div_vjp, "z"
+    "TruncateDiv", truncate_div_forward, truncate_div_vjp, "z", shapes_only="x y"
 )
 
 
 def floor_mod(x, y):
-    """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:74); differentiated by floor_mod_vjp."""
+    """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:74); differentiated by floor_mod_vjp, saving x, y."""
     return _floor_mod_autograd(x, y)
 
 
@@ -264,15 +293,18 @@ def floor_mod_forward(x, y):
     return z
 
 
-def floor_mod_vjp(grad, x, y, *, z=None):
+def floor_mod_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of FloorMod: one array per input (x, y).
 
     In index notation, next to the code computing it:
-        grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
-        grad_y = -grad * floor(x / y), i.e. `_sum_to_shape(-grad * torch.floor(x / y), np.shape(y))`
+        grad_x = grad, i.e. `_sum_to_shape(grad, x.shape)`
+        grad_y = -grad * floor(x / y), i.e. `_sum_to_shape(-grad * torch.floor(x / y), y.shape)`
     """
-    grad_x = _sum_to_shape(grad, np.shape(x))
-    grad_y = _sum_to_shape(-grad * torch.floor(x / y), np.shape(y))
+    grad_x = grad_y = None
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad, x.shape)
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(-grad * torch.floor(x / y), y.shape)
     return grad_x, grad_y
 
 
@@ -280,7 +312,7 @@ _floor_mod_autograd = _autograd_function("FloorMod", floor_mod_forward, floor_mo
 
 
 def power(x, y):
-    """Pow: z = x ** y (declared at ops/binary.py:81); differentiated by power_vjp."""
+    """Pow: z = x ** y (declared at ops/binary.py:81); differentiated by power_vjp, saving x, y."""
     return _power_autograd(x, y)
 
 
@@ -291,7 +323,7 @@ def power_forward(x, y):
     return z
 
 
-def power_vjp(grad, x, y, *, z=None):
+def power_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Pow: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -301,38 +333,41 @@ def power_vjp(grad, x, y, *, z=None):
         grad_y = (grad * x**y * log(x) if x > 0 else 0)
             i.e. `_sum_to_shape(torch.where(tmp0, torch.where(x <= 0, 1, grad) * ...`
     """
+    grad_x = grad_y = None
     tmp0 = x > 0
-    grad_x = _sum_to_shape(
-        torch.where(
-            tmp0,
-            torch.where(x <= 0, 1, grad)
-            * torch.where(x <= 0, 1, y)
-            * torch.where(x <= 0, 1, x) ** (torch.where(x <= 0, 1, y) - 1),
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(
             torch.where(
-                y == 0,
-                0,
+                tmp0,
+                torch.where(x <= 0, 1, grad)
+                * torch.where(x <= 0, 1, y)
+                * torch.where(x <= 0, 1, x) ** (torch.where(x <= 0, 1, y) - 1),
                 torch.where(
-                    y == 1,
-                    grad,
-                    torch.where(tmp0 | (y == 0) | (y == 1), 1, grad)
-                    * torch.where(tmp0 | (y == 0) | (y == 1), 1, y)
-                    * torch.where(tmp0 | (y == 0) | (y == 1), 1, x)
-                    ** (torch.where(tmp0 | (y == 0) | (y == 1), 1, y) - 1),
+                    y == 0,
+                    0,
+                    torch.where(
+                        y == 1,
+                        grad,
+                        torch.where(tmp0 | (y == 0) | (y == 1), 1, grad)
+                        * torch.where(tmp0 | (y == 0) | (y == 1), 1, y)
+                        * torch.where(tmp0 | (y == 0) | (y == 1), 1, x)
+                        ** (torch.where(tmp0 | (y == 0) | (y == 1), 1, y) - 1),
+                    ),
                 ),
             ),
-        ),
-        np.shape(x),
-    )
-    grad_y = _sum_to_shape(
-        torch.where(
-            tmp0,
-            torch.where(x <= 0, 1, grad)
-            * torch.log(torch.where(x <= 0, 1, x))
-            * torch.where(x <= 0, 1, x) ** torch.where(x <= 0, 1, y),
-            0,
-        ),
-        np.shape(y),
-    )
+            x.shape,
+        )
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(
+            torch.where(
+                tmp0,
+                torch.where(x <= 0, 1, grad)
+                * torch.log(torch.where(x <= 0, 1, x))
+                * torch.where(x <= 0, 1, x) ** torch.where(x <= 0, 1, y),
+                0,
+            ),
+            y.shape,
+        )
     return grad_x, grad_y
 
 
@@ -340,7 +375,7 @@ _power_autograd = _autograd_function("Pow", power_forward, power_vjp, "z")
 
 
 def maximum(x, y):
-    """Maximum: z = max(x, y) (declared at ops/binary.py:91); differentiated by maximum_vjp."""
+    """Maximum: z = max(x, y) (declared at ops/binary.py:91); differentiated by maximum_vjp, saving x, y."""
     return _maximum_autograd(x, y)
 
 
@@ -350,18 +385,19 @@ def maximum_forward(x, y):
     return z
 
 
-def maximum_vjp(grad, x, y, *, z=None):
+def maximum_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Maximum: one array per input (x, y).
 
     In index notation, next to the code computing it:
-        grad_x = (grad if x >= y else 0)
-            i.e. `_sum_to_shape(torch.where(tmp0, grad, 0), np.shape(x))`
-        grad_y = (0 if x >= y else grad)
-            i.e. `_sum_to_shape(torch.where(tmp0, 0, grad), np.shape(y))`
+        grad_x = (grad if x >= y else 0), i.e. `_sum_to_shape(torch.where(tmp0, grad, 0), x.shape)`
+        grad_y = (0 if x >= y else grad), i.e. `_sum_to_shape(torch.where(tmp0, 0, grad), y.shape)`
     """
+    grad_x = grad_y = None
     tmp0 = x >= y
-    grad_x = _sum_to_shape(torch.where(tmp0, grad, 0), np.shape(x))
-    grad_y = _sum_to_shape(torch.where(tmp0, 0, grad), np.shape(y))
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(torch.where(tmp0, grad, 0), x.shape)
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(torch.where(tmp0, 0, grad), y.shape)
     return grad_x, grad_y
 
 
@@ -369,7 +405,7 @@ _maximum_autograd = _autograd_function("Maximum", maximum_forward, maximum_vjp, 
 
 
 def minimum(x, y):
-    """Minimum: z = min(x, y) (declared at ops/binary.py:98); differentiated by minimum_vjp."""
+    """Minimum: z = min(x, y) (declared at ops/binary.py:98); differentiated by minimum_vjp, saving x, y."""
     return _minimum_autograd(x, y)
 
 
@@ -379,18 +415,19 @@ def minimum_forward(x, y):
     return z
 
 
-def minimum_vjp(grad, x, y, *, z=None):
+def minimum_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Minimum: one array per input (x, y).
 
     In index notation, next to the code computing it:
-        grad_x = (grad if x <= y else 0)
-            i.e. `_sum_to_shape(torch.where(tmp0, grad, 0), np.shape(x))`
-        grad_y = (0 if x <= y else grad)
-            i.e. `_sum_to_shape(torch.where(tmp0, 0, grad), np.shape(y))`
+        grad_x = (grad if x <= y else 0), i.e. `_sum_to_shape(torch.where(tmp0, grad, 0), x.shape)`
+        grad_y = (0 if x <= y else grad), i.e. `_sum_to_shape(torch.where(tmp0, 0, grad), y.shape)`
     """
+    grad_x = grad_y = None
     tmp0 = x <= y
-    grad_x = _sum_to_shape(torch.where(tmp0, grad, 0), np.shape(x))
-    grad_y = _sum_to_shape(torch.where(tmp0, 0, grad), np.shape(y))
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(torch.where(tmp0, grad, 0), x.shape)
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(torch.where(tmp0, 0, grad), y.shape)
     return grad_x, grad_y
 
 
@@ -398,7 +435,7 @@ _minimum_autograd = _autograd_function("Minimum", minimum_forward, minimum_vjp, 
 
 
 def squared_difference(x, y):
-    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:105); differentiated by squared_difference_vjp."""
+    """SquaredDifference: z = (x - y) ** 2 (declared at ops/binary.py:105); differentiated by squared_difference_vjp, saving x, y."""
     return _squared_difference_autograd(x, y)
 
 
@@ -408,16 +445,19 @@ def squared_difference_forward(x, y):
     return z
 
 
-def squared_difference_vjp(grad, x, y, *, z=None):
+def squared_difference_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of SquaredDifference: one array per input (x, y).
 
     In index notation, next to the code computing it:
-        grad_x = grad * (2 * x - 2 * y), i.e. `_sum_to_shape(grad * tmp0, np.shape(x))`
-        grad_y = grad * (-2 * x + 2 * y), i.e. `_sum_to_shape(-grad * tmp0, np.shape(y))`
+        grad_x = grad * (2 * x - 2 * y), i.e. `_sum_to_shape(grad * tmp0, x.shape)`
+        grad_y = grad * (-2 * x + 2 * y), i.e. `_sum_to_shape(-grad * tmp0, y.shape)`
     """
+    grad_x = grad_y = None
     tmp0 = 2 * x - 2 * y
-    grad_x = _sum_to_shape(grad * tmp0, np.shape(x))
-    grad_y = _sum_to_shape(-grad * tmp0, np.shape(y))
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad * tmp0, x.shape)
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(-grad * tmp0, y.shape)
     return grad_x, grad_y
 
 
@@ -427,7 +467,7 @@ _squared_difference_autograd = _autograd_function(
 
 
 def atan2(y, x):
-    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:112); differentiated by atan2_vjp."""
+    """Atan2: z = the angle of the point (x, y), in (-pi, pi] (declared at ops/binary.py:112); differentiated by atan2_vjp, saving y, x."""
     return _atan2_autograd(y, x)
 
 
@@ -437,16 +477,19 @@ def atan2_forward(y, x):
     return z
 
 
-def atan2_vjp(grad, y, x, *, z=None):
+def atan2_vjp(grad, y, x, *, z=None, needs_grad=(True, True)):
     """Gradient of Atan2: one array per input (y, x).
 
     In index notation, next to the code computing it:
-        grad_y = grad * x / (x**2 + y**2), i.e. `_sum_to_shape(tmp0 * x, np.shape(y))`
-        grad_x = -grad * y / (x**2 + y**2), i.e. `_sum_to_shape(-tmp0 * y, np.shape(x))`
+        grad_y = grad * x / (x**2 + y**2), i.e. `_sum_to_shape(tmp0 * x, y.shape)`
+        grad_x = -grad * y / (x**2 + y**2), i.e. `_sum_to_shape(-tmp0 * y, x.shape)`
     """
+    grad_y = grad_x = None
     tmp0 = grad / (x**2 + y**2)
-    grad_y = _sum_to_shape(tmp0 * x, np.shape(y))
-    grad_x = _sum_to_shape(-tmp0 * y, np.shape(x))
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(tmp0 * x, y.shape)
+    if needs_grad[1]:
+        grad_x = _sum_to_shape(-tmp0 * y, x.shape)
     return grad_y, grad_x
 
 
@@ -454,7 +497,7 @@ _atan2_autograd = _autograd_function("Atan2", atan2_forward, atan2_vjp, "z")
 
 
 def xlogy(x, y):
-    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:118); differentiated by xlogy_vjp."""
+    """Xlogy: z = x * log(y), and 0 where x == 0 (declared at ops/binary.py:118); differentiated by xlogy_vjp, saving x, y."""
     return _xlogy_autograd(x, y)
 
 
@@ -464,7 +507,7 @@ def xlogy_forward(x, y):
     return z
 
 
-def xlogy_vjp(grad, x, y, *, z=None):
+def xlogy_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Xlogy: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -475,17 +518,22 @@ def xlogy_vjp(grad, x, y, *, z=None):
     """
     x = _conj(x)
     y = _conj(y)
+    grad_x = grad_y = None
     tmp0 = x == 0
-    grad_x = _sum_to_shape(
-        torch.where(tmp0, 0, torch.where(tmp0, 1, grad) * torch.log(torch.where(tmp0, 1, y))),
-        np.shape(x),
-    )
-    grad_y = _sum_to_shape(
-        torch.where(
-            tmp0, 0, torch.where(tmp0, 1, grad) * torch.where(tmp0, 1, x) / torch.where(tmp0, 1, y)
-        ),
-        np.shape(y),
-    )
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(
+            torch.where(tmp0, 0, torch.where(tmp0, 1, grad) * torch.log(torch.where(tmp0, 1, y))),
+            x.shape,
+        )
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(
+            torch.where(
+                tmp0,
+                0,
+                torch.where(tmp0, 1, grad) * torch.where(tmp0, 1, x) / torch.where(tmp0, 1, y),
+            ),
+            y.shape,
+        )
     return grad_x, grad_y
 
 
@@ -493,7 +541,7 @@ _xlogy_autograd = _autograd_function("Xlogy", xlogy_forward, xlogy_vjp, "z")
 
 
 def xdivy(x, y):
-    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:125); differentiated by xdivy_vjp."""
+    """Xdivy: z = x / y, and 0 where x == 0 (declared at ops/binary.py:125); differentiated by xdivy_vjp, saving x, y."""
     return _xdivy_autograd(x, y)
 
 
@@ -503,7 +551,7 @@ def xdivy_forward(x, y):
     return z
 
 
-def xdivy_vjp(grad, x, y, *, z=None):
+def xdivy_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Xdivy: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -514,18 +562,23 @@ def xdivy_vjp(grad, x, y, *, z=None):
     """
     x = _conj(x)
     y = _conj(y)
+    grad_x = grad_y = None
     tmp0 = x == 0
-    grad_x = _sum_to_shape(
-        torch.where(tmp0, 0, torch.where(tmp0, 1, grad) / torch.where(tmp0, 1, y)), np.shape(x)
-    )
-    grad_y = _sum_to_shape(
-        torch.where(
-            tmp0,
-            0,
-            -torch.where(tmp0, 1, grad) * torch.where(tmp0, 1, x) / torch.where(tmp0, 1, y) ** 2,
-        ),
-        np.shape(y),
-    )
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(
+            torch.where(tmp0, 0, torch.where(tmp0, 1, grad) / torch.where(tmp0, 1, y)), x.shape
+        )
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(
+            torch.where(
+                tmp0,
+                0,
+                -torch.where(tmp0, 1, grad)
+                * torch.where(tmp0, 1, x)
+                / torch.where(tmp0, 1, y) ** 2,
+            ),
+            y.shape,
+        )
     return grad_x, grad_y
 
 
@@ -533,7 +586,7 @@ _xdivy_autograd = _autograd_function("Xdivy", xdivy_forward, xdivy_vjp, "z")
 
 
 def xlog1py(x, y):
-    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:132); differentiated by xlog1py_vjp."""
+    """Xlog1py: z = x * log(1 + y), and 0 where x == 0 (declared at ops/binary.py:132); differentiated by xlog1py_vjp, saving x, y."""
     return _xlog1py_autograd(x, y)
 
 
@@ -543,7 +596,7 @@ def xlog1py_forward(x, y):
     return z
 
 
-def xlog1py_vjp(grad, x, y, *, z=None):
+def xlog1py_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Xlog1py: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -552,19 +605,24 @@ def xlog1py_vjp(grad, x, y, *, z=None):
         grad_y = (0 if x == 0 else grad * x / (y + 1))
             i.e. `_sum_to_shape(torch.where(tmp0, 0, torch.where(tmp0, 1, grad) * ...`
     """
+    grad_x = grad_y = None
     tmp0 = x == 0
-    grad_x = _sum_to_shape(
-        torch.where(tmp0, 0, torch.where(tmp0, 1, grad) * torch.log1p(torch.where(tmp0, 1, y))),
-        np.shape(x),
-    )
-    grad_y = _sum_to_shape(
-        torch.where(
-            tmp0,
-            0,
-            torch.where(tmp0, 1, grad) * torch.where(tmp0, 1, x) / (torch.where(tmp0, 1, y) + 1),
-        ),
-        np.shape(y),
-    )
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(
+            torch.where(tmp0, 0, torch.where(tmp0, 1, grad) * torch.log1p(torch.where(tmp0, 1, y))),
+            x.shape,
+        )
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(
+            torch.where(
+                tmp0,
+                0,
+                torch.where(tmp0, 1, grad)
+                * torch.where(tmp0, 1, x)
+                / (torch.where(tmp0, 1, y) + 1),
+            ),
+            y.shape,
+        )
     return grad_x, grad_y
 
 
@@ -572,7 +630,7 @@ _xlog1py_autograd = _autograd_function("Xlog1py", xlog1py_forward, xlog1py_vjp, 
 
 
 def div_no_nan(x, y):
-    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:139); differentiated by div_no_nan_vjp."""
+    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:139); differentiated by div_no_nan_vjp, saving x, y."""
     return _div_no_nan_autograd(x, y)
 
 
@@ -582,7 +640,7 @@ def div_no_nan_forward(x, y):
     return z
 
 
-def div_no_nan_vjp(grad, x, y, *, z=None):
+def div_no_nan_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of DivNoNan: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -593,18 +651,23 @@ def div_no_nan_vjp(grad, x, y, *, z=None):
     """
     x = _conj(x)
     y = _conj(y)
+    grad_x = grad_y = None
     tmp0 = y == 0
-    grad_x = _sum_to_shape(
-        torch.where(tmp0, 0, torch.where(tmp0, 1, grad) / torch.where(tmp0, 1, y)), np.shape(x)
-    )
-    grad_y = _sum_to_shape(
-        torch.where(
-            tmp0,
-            0,
-            -torch.where(tmp0, 1, grad) * torch.where(tmp0, 1, x) / torch.where(tmp0, 1, y) ** 2,
-        ),
-        np.shape(y),
-    )
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(
+            torch.where(tmp0, 0, torch.where(tmp0, 1, grad) / torch.where(tmp0, 1, y)), x.shape
+        )
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(
+            torch.where(
+                tmp0,
+                0,
+                -torch.where(tmp0, 1, grad)
+                * torch.where(tmp0, 1, x)
+                / torch.where(tmp0, 1, y) ** 2,
+            ),
+            y.shape,
+        )
     return grad_x, grad_y
 
 
@@ -612,7 +675,7 @@ _div_no_nan_autograd = _autograd_function("DivNoNan", div_no_nan_forward, div_no
 
 
 def next_after(x1, x2):
-    """NextAfter: output = the next float after x1 towards x2: x1 moved by at most one unit in the last (declared at ops/binary.py:146); differentiated by next_after_vjp."""
+    """NextAfter: output = the next float after x1 towards x2: x1 moved by at most one unit in the last (declared at ops/binary.py:146); differentiated by next_after_vjp, saving the shapes of x1, x2."""
     return _next_after_autograd(x1, x2)
 
 
@@ -626,10 +689,12 @@ def next_after_vjp(grad, x1, x2, *, output=None):
     """Gradient of NextAfter: one array per input (x1, x2).
 
     In index notation, next to the code computing it:
-        grad_x1 = grad, i.e. `_sum_to_shape(grad, np.shape(x1))`
+        grad_x1 = grad, i.e. `_sum_to_shape(grad, x1.shape)`
     """
-    grad_x1 = _sum_to_shape(grad, np.shape(x1))
+    grad_x1 = _sum_to_shape(grad, x1.shape)
     return grad_x1, None
 
 
-_next_after_autograd = _autograd_function("NextAfter", next_after_forward, next_after_vjp, "output")
+_next_after_autograd = _autograd_function(
+    "NextAfter", next_after_forward, next_after_vjp, "output", shapes_only="x1 x2"
+)

@@ -17,6 +17,7 @@ from _symgrad_torch import (
     _as_dtype,
     _autograd_function,
     _conj,
+    _flat,
     _like_dtype,
     _promoted,
     _sum_to_shape,
@@ -26,7 +27,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def real(input):
-    """Real: output = re(input), real (declared at ops/complex_parts.py:15); differentiated by real_vjp."""
+    """Real: output = re(input), real (declared at ops/complex_parts.py:15); differentiated by real_vjp, saving the shape of input."""
     return _real_autograd(input)
 
 
@@ -48,11 +49,11 @@ def real_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-_real_autograd = _autograd_function("Real", real_forward, real_vjp, "output")
+_real_autograd = _autograd_function("Real", real_forward, real_vjp, "output", shapes_only="input")
 
 
 def imag(input):
-    """Imag: output = im(input), real (declared at ops/complex_parts.py:21); differentiated by imag_vjp."""
+    """Imag: output = im(input), real (declared at ops/complex_parts.py:21); differentiated by imag_vjp, saving the shape of input."""
     return _imag_autograd(input)
 
 
@@ -74,11 +75,11 @@ def imag_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-_imag_autograd = _autograd_function("Imag", imag_forward, imag_vjp, "output")
+_imag_autograd = _autograd_function("Imag", imag_forward, imag_vjp, "output", shapes_only="input")
 
 
 def angle(input):
-    """Angle: output = arg(input), real, in (-pi, pi] (declared at ops/complex_parts.py:27); differentiated by angle_vjp."""
+    """Angle: output = arg(input), real, in (-pi, pi] (declared at ops/complex_parts.py:27); differentiated by angle_vjp, saving input."""
     return _angle_autograd(input)
 
 
@@ -105,7 +106,7 @@ _angle_autograd = _autograd_function("Angle", angle_forward, angle_vjp, "output"
 
 
 def complex_abs(x):
-    """ComplexAbs: y = |x|, real; its gradient at 0 is 0, as TensorFlow's (div_no_nan) (declared at ops/complex_parts.py:33); differentiated by complex_abs_vjp."""
+    """ComplexAbs: y = |x|, real; its gradient at 0 is 0, as TensorFlow's (div_no_nan) (declared at ops/complex_parts.py:33); differentiated by complex_abs_vjp, saving x."""
     return _complex_abs_autograd(x)
 
 
@@ -139,7 +140,7 @@ _complex_abs_autograd = _autograd_function("ComplexAbs", complex_abs_forward, co
 
 
 def complex_(real, imag):
-    """Complex: out = real + i imag, from two real tensors (broadcasting) (declared at ops/complex_parts.py:39); differentiated by complex__vjp."""
+    """Complex: out = real + i imag, from two real tensors (broadcasting) (declared at ops/complex_parts.py:39); differentiated by complex__vjp, saving the shapes of real, imag."""
     return _complex__autograd(real, imag)
 
 
@@ -149,25 +150,32 @@ def complex__forward(real, imag):
     return out
 
 
-def complex__vjp(grad, real, imag, *, out=None):
+def complex__vjp(grad, real, imag, *, out=None, needs_grad=(True, True)):
     """Gradient of Complex: one array per input (real, imag).
 
     In index notation, next to the code computing it:
-        grad_real = grad, i.e. `_sum_to_shape(grad, np.shape(real))`
-        grad_imag = -i * grad, i.e. `_sum_to_shape(-1j * grad, np.shape(imag))`
+        grad_real = grad, i.e. `_sum_to_shape(grad, real.shape)`
+        grad_imag = -i * grad, i.e. `_sum_to_shape(-1j * grad, imag.shape)`
     """
-    grad_real = _sum_to_shape(grad, np.shape(real))
-    grad_imag = _sum_to_shape(-1j * grad, np.shape(imag))
-    grad_real = _like_dtype(grad_real, real)
-    grad_imag = _like_dtype(grad_imag, imag)
+    grad_real = grad_imag = None
+    if needs_grad[0]:
+        grad_real = _sum_to_shape(grad, real.shape)
+    if needs_grad[1]:
+        grad_imag = _sum_to_shape(-1j * grad, imag.shape)
+    if needs_grad[0]:
+        grad_real = _like_dtype(grad_real, real)
+    if needs_grad[1]:
+        grad_imag = _like_dtype(grad_imag, imag)
     return grad_real, grad_imag
 
 
-_complex__autograd = _autograd_function("Complex", complex__forward, complex__vjp, "out")
+_complex__autograd = _autograd_function(
+    "Complex", complex__forward, complex__vjp, "out", shapes_only="real imag"
+)
 
 
 def conj(input):
-    """Conj: output = conj(input) (declared at ops/complex_parts.py:45); differentiated by conj_vjp."""
+    """Conj: output = conj(input) (declared at ops/complex_parts.py:45); differentiated by conj_vjp, saving the shape of input."""
     return _conj_autograd(input)
 
 
@@ -188,11 +196,11 @@ def conj_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-_conj_autograd = _autograd_function("Conj", conj_forward, conj_vjp, "output")
+_conj_autograd = _autograd_function("Conj", conj_forward, conj_vjp, "output", shapes_only="input")
 
 
 def cast(x, *, DstT):
-    """Cast: y = x in dtype DstT (the real part, from complex to real) (declared at ops/complex_parts.py:51); differentiated by cast_vjp."""
+    """Cast: y = x in dtype DstT (the real part, from complex to real) (declared at ops/complex_parts.py:51); differentiated by cast_vjp, saving the shape of x."""
     return _cast_autograd(x, DstT=DstT)
 
 
@@ -215,17 +223,17 @@ def cast_vjp(grad, x, *, y=None, DstT):
     return (grad_x,)
 
 
-_cast_autograd = _autograd_function("Cast", cast_forward, cast_vjp, "y")
+_cast_autograd = _autograd_function("Cast", cast_forward, cast_vjp, "y", shapes_only="x")
 
 
 def conjugate_transpose(x, *, perm=(1, 0)):
-    """ConjugateTranspose: Axis n of the output is axis `perm[n]` of the input, conjugated (declared at ops/complex_parts.py:67); differentiated by conjugate_transpose_vjp."""
+    """ConjugateTranspose: Axis n of the output is axis `perm[n]` of the input, conjugated (declared at ops/complex_parts.py:67); differentiated by conjugate_transpose_vjp, saving the shape of x."""
     return _conjugate_transpose_autograd(x, perm=perm)
 
 
 def conjugate_transpose_forward(x, *, perm=(1, 0)):
     """ConjugateTranspose's formula."""
-    perm = tuple(int(a) for a in np.ravel(perm))
+    perm = tuple(int(a) for a in _flat(perm))
     if perm == (1, 0):
         t0 = x.T
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
@@ -245,7 +253,7 @@ def conjugate_transpose_vjp(grad, x, *, y=None, perm=(1, 0)):
     it):
         grad_x[i1, i0] = conj(grad[i0, i1]), i.e. `_conj(t0)`
     """
-    perm = tuple(int(a) for a in np.ravel(perm))
+    perm = tuple(int(a) for a in _flat(perm))
     if perm == (1, 0):
         t0 = grad.T
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
@@ -259,5 +267,5 @@ def conjugate_transpose_vjp(grad, x, *, y=None, perm=(1, 0)):
 
 
 _conjugate_transpose_autograd = _autograd_function(
-    "ConjugateTranspose", conjugate_transpose_forward, conjugate_transpose_vjp, "y"
+    "ConjugateTranspose", conjugate_transpose_forward, conjugate_transpose_vjp, "y", shapes_only="x"
 )

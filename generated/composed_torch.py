@@ -19,14 +19,14 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def layer_norm(x, scale, offset, *, epsilon=0.001):
-    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19); differentiated by layer_norm_vjp."""
+    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19); differentiated by layer_norm_vjp, saving x, scale, sum1, affine1 and the shape of offset."""
     return _layer_norm_autograd(x, scale, offset, epsilon=epsilon)
 
 
 def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNorm's formula."""
     sum1 = torch.sum(x, axis=-1)
-    t0 = np.shape(x)[-1]
+    t0 = x.shape[-1]
     t1 = sum1[..., None]
     t2 = torch.sum((x - t1 / t0) ** 2, axis=-1)
     affine1 = epsilon + t2 / t0
@@ -37,7 +37,18 @@ def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     return y
 
 
-def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, epsilon=0.001):
+def layer_norm_vjp(
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    y=None,
+    sum1=None,
+    affine1=None,
+    epsilon=0.001,
+    needs_grad=(True, True, True)
+):
     """Gradient of LayerNorm: one array per input (x, scale, offset).
 
     In index notation, next to the code computing it:
@@ -52,44 +63,58 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
             sqrt(affine1[batch]), i.e. `torch.einsum("...,...a->a", t12, t8)`
         grad_offset[i] = sum_batch grad[batch, i]
-            i.e. `_over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))`
+            i.e. `_over(torch.sum, grad, tuple(range(grad.ndim - 1)))`
     """
-    if sum1 is None or affine1 is None:
-        sum1 = torch.sum(x, axis=-1)
-        t0 = np.shape(x)[-1]
-        t1 = sum1[..., None]
-        t2 = torch.sum((x - t1 / t0) ** 2, axis=-1)
-        affine1 = epsilon + t2 / t0
-    t3 = affine1[..., None]
-    t4 = np.shape(x)[-1]
-    t5 = torch.einsum("a,...a->...", scale, grad)
-    t6 = t5[..., None]
-    t7 = sum1[..., None]
-    t8 = grad * (x - t7 / t4)
-    t9 = torch.einsum("a,...a->...", scale, t8)
-    t10 = t9[..., None]
-    t11 = 1 / t4
-    grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / torch.sqrt(t3)
-    t12 = 1 / torch.sqrt(affine1)
-    grad_scale = torch.einsum("...,...a->a", t12, t8)
-    grad_offset = _over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))
+    grad_x = grad_scale = grad_offset = None
+    if needs_grad[0] or needs_grad[1]:
+        if sum1 is None or affine1 is None:
+            sum1 = torch.sum(x, axis=-1)
+            t0 = x.shape[-1]
+            t1 = sum1[..., None]
+            t2 = torch.sum((x - t1 / t0) ** 2, axis=-1)
+            affine1 = epsilon + t2 / t0
+    if needs_grad[0]:
+        t3 = affine1[..., None]
+    if needs_grad[0] or needs_grad[1]:
+        t4 = x.shape[-1]
+    if needs_grad[0]:
+        t5 = torch.einsum("a,...a->...", scale, grad)
+        t6 = t5[..., None]
+    if needs_grad[0] or needs_grad[1]:
+        t7 = sum1[..., None]
+        t8 = grad * (x - t7 / t4)
+    if needs_grad[0]:
+        t9 = torch.einsum("a,...a->...", scale, t8)
+        t10 = t9[..., None]
+        t11 = 1 / t4
+        grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / torch.sqrt(t3)
+    if needs_grad[1]:
+        t12 = 1 / torch.sqrt(affine1)
+        grad_scale = torch.einsum("...,...a->a", t12, t8)
+    if needs_grad[2]:
+        grad_offset = _over(torch.sum, grad, tuple(range(grad.ndim - 1)))
     return grad_x, grad_scale, grad_offset
 
 
 _layer_norm_autograd = _autograd_function(
-    "LayerNorm", layer_norm_forward, layer_norm_vjp, "y", stages="sum1 affine1"
+    "LayerNorm",
+    layer_norm_forward,
+    layer_norm_vjp,
+    "y",
+    stages="sum1 affine1",
+    shapes_only="offset",
 )
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
-    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30); differentiated by layer_norm_moments_vjp."""
+    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30); differentiated by layer_norm_moments_vjp, saving x, scale, sum1, affine1 and the shape of offset."""
     return _layer_norm_moments_autograd(x, scale, offset, epsilon=epsilon)
 
 
 def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNormMoments's formula."""
     sum1 = torch.sum(x, axis=-1)
-    t0 = np.shape(x)[-1]
+    t0 = x.shape[-1]
     t1 = torch.sum(x**2, axis=-1)
     affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = affine1[..., None]
@@ -101,7 +126,16 @@ def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages
 
 
 def layer_norm_moments_vjp(
-    grad, x, scale, offset, *, y=None, sum1=None, affine1=None, epsilon=0.001
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    y=None,
+    sum1=None,
+    affine1=None,
+    epsilon=0.001,
+    needs_grad=(True, True, True)
 ):
     """Gradient of LayerNormMoments: one array per input (x, scale, offset).
 
@@ -119,29 +153,34 @@ def layer_norm_moments_vjp(
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
             sqrt(affine1[batch]), i.e. `torch.einsum("...,...a->a", t13, t4)`
         grad_offset[i] = sum_batch grad[batch, i]
-            i.e. `_over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))`
+            i.e. `_over(torch.sum, grad, tuple(range(grad.ndim - 1)))`
     """
-    if sum1 is None or affine1 is None:
-        sum1 = torch.sum(x, axis=-1)
-        t0 = np.shape(x)[-1]
-        t1 = torch.sum(x**2, axis=-1)
-        affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
-    t2 = np.shape(x)[-1]
-    t3 = sum1[..., None]
-    t4 = grad * (x - t3 / t2)
-    t5 = torch.einsum("a,...a->...", scale, t4)
-    grad_affine1 = -1 / 2 * t5 / affine1 ** (3 / 2)
-    t6 = affine1[..., None]
-    t7 = torch.einsum("a,...a->...", scale, grad)
-    t8 = t7[..., None]
-    t9 = grad_affine1[..., None]
-    t10 = 1 / torch.sqrt(t6)
-    t11 = 2 * t9
-    t12 = 1 / t2
-    grad_x = grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2
-    t13 = 1 / torch.sqrt(affine1)
-    grad_scale = torch.einsum("...,...a->a", t13, t4)
-    grad_offset = _over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))
+    grad_x = grad_scale = grad_offset = None
+    if needs_grad[0] or needs_grad[1]:
+        if sum1 is None or affine1 is None:
+            sum1 = torch.sum(x, axis=-1)
+            t0 = x.shape[-1]
+            t1 = torch.sum(x**2, axis=-1)
+            affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
+        t2 = x.shape[-1]
+        t3 = sum1[..., None]
+        t4 = grad * (x - t3 / t2)
+    if needs_grad[0]:
+        t5 = torch.einsum("a,...a->...", scale, t4)
+        grad_affine1 = -1 / 2 * t5 / affine1 ** (3 / 2)
+        t6 = affine1[..., None]
+        t7 = torch.einsum("a,...a->...", scale, grad)
+        t8 = t7[..., None]
+        t9 = grad_affine1[..., None]
+        t10 = 1 / torch.sqrt(t6)
+        t11 = 2 * t9
+        t12 = 1 / t2
+        grad_x = grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2
+    if needs_grad[1]:
+        t13 = 1 / torch.sqrt(affine1)
+        grad_scale = torch.einsum("...,...a->a", t13, t4)
+    if needs_grad[2]:
+        grad_offset = _over(torch.sum, grad, tuple(range(grad.ndim - 1)))
     return grad_x, grad_scale, grad_offset
 
 
@@ -151,19 +190,20 @@ _layer_norm_moments_autograd = _autograd_function(
     layer_norm_moments_vjp,
     "y",
     stages="sum1 affine1",
+    shapes_only="offset",
 )
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001):
-    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41); differentiated by batch_norm_training_vjp."""
+    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41); differentiated by batch_norm_training_vjp, saving x, scale, mean, variance and the shape of offset."""
     return _batch_norm_training_autograd(x, scale, offset, epsilon=epsilon)
 
 
 def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """BatchNormTraining's formula."""
-    t0 = np.shape(x)[-4]
-    t1 = np.shape(x)[-3]
-    t2 = np.shape(x)[-2]
+    t0 = x.shape[-4]
+    t1 = x.shape[-3]
+    t2 = x.shape[-2]
     t3 = torch.sum(x, axis=(-4, -3, -2))
     mean = t3 / (t0 * t1 * t2)
     t4 = torch.sum((-mean + x) ** 2, axis=(-4, -3, -2))
@@ -175,7 +215,16 @@ def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stage
 
 
 def batch_norm_training_vjp(
-    grad, x, scale, offset, *, y=None, mean=None, variance=None, epsilon=0.001
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    y=None,
+    mean=None,
+    variance=None,
+    epsilon=0.001,
+    needs_grad=(True, True, True)
 ):
     """Gradient of BatchNormTraining: one array per input (x, scale, offset).
 
@@ -195,32 +244,37 @@ def batch_norm_training_vjp(
             variance[c]), i.e. `t5 / torch.sqrt(epsilon + variance)`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `torch.sum(grad, axis=(-4, -3, -2))`
     """
-    if mean is None or variance is None:
-        t0 = np.shape(x)[-4]
-        t1 = np.shape(x)[-3]
-        t2 = np.shape(x)[-2]
-        t3 = torch.sum(x, axis=(-4, -3, -2))
-        mean = t3 / (t0 * t1 * t2)
-        t4 = torch.sum((-mean + x) ** 2, axis=(-4, -3, -2))
-        variance = t4 / (t0 * t1 * t2)
-    t5 = torch.sum(grad * (-mean + x), axis=(-4, -3, -2))
-    grad_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
-    t6 = np.shape(x)[-4]
-    t7 = np.shape(x)[-3]
-    t8 = np.shape(x)[-2]
-    t9 = torch.sum(x, axis=(-4, -3, -2))
-    t10 = torch.sum(grad, axis=(-4, -3, -2))
-    t11 = scale / torch.sqrt(epsilon + variance)
-    t12 = 2 * grad_variance
-    t13 = 1 / (t6 * t7 * t8)
-    grad_x = (
-        grad * t11
-        - t10 * t11 * t13
-        + t12 * t13 * (-mean + x)
-        - t12 * (-mean * t6 * t7 * t8 + t9) / (t6**2 * t7**2 * t8**2)
-    )
-    grad_scale = t5 / torch.sqrt(epsilon + variance)
-    grad_offset = torch.sum(grad, axis=(-4, -3, -2))
+    grad_x = grad_scale = grad_offset = None
+    if needs_grad[0] or needs_grad[1]:
+        if mean is None or variance is None:
+            t0 = x.shape[-4]
+            t1 = x.shape[-3]
+            t2 = x.shape[-2]
+            t3 = torch.sum(x, axis=(-4, -3, -2))
+            mean = t3 / (t0 * t1 * t2)
+            t4 = torch.sum((-mean + x) ** 2, axis=(-4, -3, -2))
+            variance = t4 / (t0 * t1 * t2)
+        t5 = torch.sum(grad * (-mean + x), axis=(-4, -3, -2))
+    if needs_grad[0]:
+        grad_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
+        t6 = x.shape[-4]
+        t7 = x.shape[-3]
+        t8 = x.shape[-2]
+        t9 = torch.sum(x, axis=(-4, -3, -2))
+        t10 = torch.sum(grad, axis=(-4, -3, -2))
+        t11 = scale / torch.sqrt(epsilon + variance)
+        t12 = 2 * grad_variance
+        t13 = 1 / (t6 * t7 * t8)
+        grad_x = (
+            grad * t11
+            - t10 * t11 * t13
+            + t12 * t13 * (-mean + x)
+            - t12 * (-mean * t6 * t7 * t8 + t9) / (t6**2 * t7**2 * t8**2)
+        )
+    if needs_grad[1]:
+        grad_scale = t5 / torch.sqrt(epsilon + variance)
+    if needs_grad[2]:
+        grad_offset = torch.sum(grad, axis=(-4, -3, -2))
     return grad_x, grad_scale, grad_offset
 
 
@@ -230,33 +284,34 @@ _batch_norm_training_autograd = _autograd_function(
     batch_norm_training_vjp,
     "y",
     stages="mean variance",
+    shapes_only="offset",
 )
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
-    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55); differentiated by group_norm_vjp."""
+    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55); differentiated by group_norm_vjp, saving x, scale, offset, mean, variance."""
     return _group_norm_autograd(x, scale, offset, epsilon=epsilon, groups=groups)
 
 
 def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
     """GroupNorm's formula."""
-    x_split = torch.reshape(x, np.shape(x)[:-1] + (groups, -1))
-    scale_split = torch.reshape(scale, np.shape(scale)[:-1] + (groups, -1))
-    offset_split = torch.reshape(offset, np.shape(offset)[:-1] + (groups, -1))
-    t0 = np.shape(x_split)[-1]
-    t1 = np.shape(x_split)[-4]
-    t2 = np.shape(x_split)[-3]
+    x_split = torch.reshape(x, x.shape[:-1] + (groups, -1))
+    scale_split = torch.reshape(scale, scale.shape[:-1] + (groups, -1))
+    offset_split = torch.reshape(offset, offset.shape[:-1] + (groups, -1))
+    t0 = x_split.shape[-1]
+    t1 = x_split.shape[-4]
+    t2 = x_split.shape[-3]
     t3 = torch.sum(x_split, axis=(-4, -3, -1))
     mean = t3 / (t0 * t1 * t2)
     t4 = mean[..., None, None, :, None]
     t5 = torch.sum((-t4 + x_split) ** 2, axis=(-4, -3, -1))
     variance = t5 / (t0 * t1 * t2)
     t6 = variance[..., None, None, :, None]
-    t7 = np.shape(x_split)[-5]
-    t8 = np.shape(x_split)[-4]
-    t9 = np.shape(x_split)[-3]
-    t10 = np.shape(x_split)[-2]
-    t11 = np.shape(x_split)[-1]
+    t7 = x_split.shape[-5]
+    t8 = x_split.shape[-4]
+    t9 = x_split.shape[-3]
+    t10 = x_split.shape[-2]
+    t11 = x_split.shape[-1]
     y = torch.reshape(
         offset_split + scale_split * (-t4 + x_split) / torch.sqrt(epsilon + t6),
         (t7, t8, t9, t10 * t11),
@@ -267,7 +322,17 @@ def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stag
 
 
 def group_norm_vjp(
-    grad, x, scale, offset, *, y=None, mean=None, variance=None, epsilon=0.001, groups=2
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    y=None,
+    mean=None,
+    variance=None,
+    epsilon=0.001,
+    groups=2,
+    needs_grad=(True, True, True)
 ):
     """Gradient of GroupNorm: one array per input (x, scale, offset).
 
@@ -290,52 +355,59 @@ def group_norm_vjp(
         grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c]
             i.e. `torch.reshape(t28, (t22 * t0,))`
     """
-    x_split = torch.reshape(x, np.shape(x)[:-1] + (groups, -1))
-    scale_split = torch.reshape(scale, np.shape(scale)[:-1] + (groups, -1))
-    offset_split = torch.reshape(offset, np.shape(offset)[:-1] + (groups, -1))
-    t0 = np.shape(x_split)[-1]
-    grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
-    if mean is None or variance is None:
-        t1 = np.shape(x_split)[-1]
-        t2 = np.shape(x_split)[-4]
-        t3 = np.shape(x_split)[-3]
-        t4 = torch.sum(x_split, axis=(-4, -3, -1))
-        mean = t4 / (t1 * t2 * t3)
-        t5 = mean[..., None, None, :, None]
-        t6 = torch.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
-        variance = t6 / (t1 * t2 * t3)
-    t7 = mean[..., None, None, :, None]
-    t8 = grad * (-t7 + x_split)
-    t9 = torch.einsum("ab,cdeab->ca", scale_split, t8)
-    grad_variance = -1 / 2 * t9 / (epsilon + variance) ** (3 / 2)
-    t10 = variance[..., None, None, :, None]
-    t11 = np.shape(x_split)[-1]
-    t12 = np.shape(x_split)[-4]
-    t13 = np.shape(x_split)[-3]
-    t14 = torch.einsum("ab,cdeab->ca", scale_split, grad)
-    t15 = t14[..., None, None, :, None]
-    t16 = torch.permute(x_split, (0, 4, 2, 3, 1))
-    t17 = torch.sum(t16, axis=(-4, -3, -1), keepdims=True)
-    t18 = grad_variance[..., None, None, :, None]
-    t19 = np.shape(x_split)[-5]
-    t20 = np.shape(x_split)[-4]
-    t21 = np.shape(x_split)[-3]
-    t22 = np.shape(x_split)[-2]
-    t23 = 1 / torch.sqrt(epsilon + t10)
-    t24 = 1 / (t11 * t12 * t13)
-    t25 = 2 * t18
-    grad_x = torch.reshape(
-        grad * scale_split * t23
-        - t15 * t23 * t24
-        + t24 * t25 * (-t7 + x_split)
-        - t25 * (-t11 * t12 * t13 * t7 + t17) / (t11**2 * t12**2 * t13**2),
-        (t19, t20, t21, t22 * t0),
-    )
-    t26 = 1 / torch.sqrt(epsilon + variance)
-    t27 = torch.einsum("ab,acdbe->be", t26, t8)
-    grad_scale = torch.reshape(t27, (t22 * t0,))
-    t28 = torch.sum(grad, axis=(-5, -4, -3))
-    grad_offset = torch.reshape(t28, (t22 * t0,))
+    grad_x = grad_scale = grad_offset = None
+    x_split = torch.reshape(x, x.shape[:-1] + (groups, -1))
+    if needs_grad[0]:
+        scale_split = torch.reshape(scale, scale.shape[:-1] + (groups, -1))
+    offset_split = torch.reshape(offset, offset.shape[:-1] + (groups, -1))
+    t0 = x_split.shape[-1]
+    grad = torch.reshape(grad, grad.shape[:-1] + (-1, t0))
+    if needs_grad[0] or needs_grad[1]:
+        if mean is None or variance is None:
+            t1 = x_split.shape[-1]
+            t2 = x_split.shape[-4]
+            t3 = x_split.shape[-3]
+            t4 = torch.sum(x_split, axis=(-4, -3, -1))
+            mean = t4 / (t1 * t2 * t3)
+            t5 = mean[..., None, None, :, None]
+            t6 = torch.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
+            variance = t6 / (t1 * t2 * t3)
+        t7 = mean[..., None, None, :, None]
+        t8 = grad * (-t7 + x_split)
+    if needs_grad[0]:
+        t9 = torch.einsum("ab,cdeab->ca", scale_split, t8)
+        grad_variance = -1 / 2 * t9 / (epsilon + variance) ** (3 / 2)
+        t10 = variance[..., None, None, :, None]
+        t11 = x_split.shape[-1]
+        t12 = x_split.shape[-4]
+        t13 = x_split.shape[-3]
+        t14 = torch.einsum("ab,cdeab->ca", scale_split, grad)
+        t15 = t14[..., None, None, :, None]
+        t16 = torch.permute(x_split, (0, 4, 2, 3, 1))
+        t17 = torch.sum(t16, axis=(-4, -3, -1), keepdims=True)
+        t18 = grad_variance[..., None, None, :, None]
+        t19 = x_split.shape[-5]
+        t20 = x_split.shape[-4]
+        t21 = x_split.shape[-3]
+    t22 = x_split.shape[-2]
+    if needs_grad[0]:
+        t23 = 1 / torch.sqrt(epsilon + t10)
+        t24 = 1 / (t11 * t12 * t13)
+        t25 = 2 * t18
+        grad_x = torch.reshape(
+            grad * scale_split * t23
+            - t15 * t23 * t24
+            + t24 * t25 * (-t7 + x_split)
+            - t25 * (-t11 * t12 * t13 * t7 + t17) / (t11**2 * t12**2 * t13**2),
+            (t19, t20, t21, t22 * t0),
+        )
+    if needs_grad[1]:
+        t26 = 1 / torch.sqrt(epsilon + variance)
+        t27 = torch.einsum("ab,acdbe->be", t26, t8)
+        grad_scale = torch.reshape(t27, (t22 * t0,))
+    if needs_grad[2]:
+        t28 = torch.sum(grad, axis=(-5, -4, -3))
+        grad_offset = torch.reshape(t28, (t22 * t0,))
     return grad_x, grad_scale, grad_offset
 
 
@@ -345,13 +417,13 @@ _group_norm_autograd = _autograd_function(
 
 
 def scaled_dot_product_attention(q, k, v, mask):
-    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70); differentiated by scaled_dot_product_attention_vjp."""
+    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70); differentiated by scaled_dot_product_attention_vjp, saving q, k, v, mask, weights."""
     return _scaled_dot_product_attention_autograd(q, k, v, mask)
 
 
 def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
     """ScaledDotProductAttention's formula."""
-    t0 = np.shape(q)[-1]
+    t0 = q.shape[-1]
     t1 = q @ torch.swapaxes(k, -1, -2)
     scores = mask + t1 * float(1 / np.sqrt(t0))
     ext1 = torch.amax(scores, axis=-1)
@@ -365,7 +437,9 @@ def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
     return output
 
 
-def scaled_dot_product_attention_vjp(grad, q, k, v, mask, *, output=None, weights=None):
+def scaled_dot_product_attention_vjp(
+    grad, q, k, v, mask, *, output=None, weights=None, needs_grad=(True, True, True, True)
+):
     """Gradient of ScaledDotProductAttention: one array per input (q, k, v, mask).
 
     In index notation, next to the code computing it:
@@ -389,8 +463,9 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, *, output=None, weight
             i.e. `torch.swapaxes(weights, -1, -2) @ grad`
         grad_mask[batch, i, j] = grad_scores[batch, i, j], i.e. `grad_scores`
     """
+    grad_q = grad_k = grad_v = grad_mask = None
     if weights is None:
-        t0 = np.shape(q)[-1]
+        t0 = q.shape[-1]
         t1 = q @ torch.swapaxes(k, -1, -2)
         scores = mask + t1 * float(1 / np.sqrt(t0))
         ext1 = torch.amax(scores, axis=-1)
@@ -398,20 +473,26 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, *, output=None, weight
         sum1 = torch.sum(torch.exp(scores - t2), axis=-1)
         t3 = sum1[..., None]
         weights = torch.exp(scores - t2) / t3
-    grad_weights = grad @ torch.swapaxes(v, -1, -2)
-    t4 = torch.sum(grad_weights * weights, axis=-1, keepdims=True)
-    grad_scores = weights * (grad_weights - t4)
-    t5 = np.shape(q)[-1]
-    t6 = grad_scores @ k
-    grad_q = t6 * float(1 / np.sqrt(t5))
-    grad_q = _sum_to_shape(grad_q, np.shape(q))
-    t7 = torch.swapaxes(grad_scores, -1, -2) @ q
-    grad_k = t7 * float(1 / np.sqrt(t5))
-    grad_k = _sum_to_shape(grad_k, np.shape(k))
-    grad_v = torch.swapaxes(weights, -1, -2) @ grad
-    grad_v = _sum_to_shape(grad_v, np.shape(v))
-    grad_mask = grad_scores
-    grad_mask = _sum_to_shape(grad_mask, np.shape(mask))
+    if needs_grad[0] or needs_grad[1] or needs_grad[3]:
+        grad_weights = grad @ torch.swapaxes(v, -1, -2)
+        t4 = torch.sum(grad_weights * weights, axis=-1, keepdims=True)
+        grad_scores = weights * (grad_weights - t4)
+    if needs_grad[0] or needs_grad[1]:
+        t5 = q.shape[-1]
+    if needs_grad[0]:
+        t6 = grad_scores @ k
+        grad_q = t6 * float(1 / np.sqrt(t5))
+        grad_q = _sum_to_shape(grad_q, q.shape)
+    if needs_grad[1]:
+        t7 = torch.swapaxes(grad_scores, -1, -2) @ q
+        grad_k = t7 * float(1 / np.sqrt(t5))
+        grad_k = _sum_to_shape(grad_k, k.shape)
+    if needs_grad[2]:
+        grad_v = torch.swapaxes(weights, -1, -2) @ grad
+        grad_v = _sum_to_shape(grad_v, v.shape)
+    if needs_grad[3]:
+        grad_mask = grad_scores
+        grad_mask = _sum_to_shape(grad_mask, mask.shape)
     return grad_q, grad_k, grad_v, grad_mask
 
 
@@ -425,7 +506,7 @@ _scaled_dot_product_attention_autograd = _autograd_function(
 
 
 def mlp_block(x, w1, b1, w2, b2):
-    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84); differentiated by mlp_block_vjp."""
+    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84); differentiated by mlp_block_vjp, saving x, w1, b1, w2, affine1 and the shape of b2."""
     return _mlp_block_autograd(x, w1, b1, w2, b2)
 
 
@@ -441,7 +522,9 @@ def mlp_block_forward(x, w1, b1, w2, b2, *, return_stages=False):
     return y
 
 
-def mlp_block_vjp(grad, x, w1, b1, w2, b2, *, y=None, affine1=None):
+def mlp_block_vjp(
+    grad, x, w1, b1, w2, b2, *, y=None, affine1=None, needs_grad=(True, True, True, True, True)
+):
     """Gradient of MlpBlock: one array per input (x, w1, b1, w2, b2).
 
     In index notation, next to the code computing it:
@@ -455,27 +538,35 @@ def mlp_block_vjp(grad, x, w1, b1, w2, b2, *, y=None, affine1=None):
             i.e. `t2.T @ grad`
         grad_b2[e] = sum_i grad[i, e], i.e. `torch.sum(grad, axis=-2)`
     """
-    if affine1 is None:
-        t0 = x @ w1
-        affine1 = b1 + t0
-    t1 = grad @ w2.T
-    grad_affine1 = torch.where(affine1 > 0, t1, 0)
-    grad_x = grad_affine1 @ w1.T
-    grad_w1 = x.T @ grad_affine1
-    grad_b1 = torch.sum(grad_affine1, axis=-2)
-    t2 = torch.where(affine1 > 0, affine1, 0)
-    grad_w2 = t2.T @ grad
-    grad_b2 = torch.sum(grad, axis=-2)
+    grad_x = grad_w1 = grad_b1 = grad_w2 = grad_b2 = None
+    if needs_grad[0] or needs_grad[1] or needs_grad[2] or needs_grad[3]:
+        if affine1 is None:
+            t0 = x @ w1
+            affine1 = b1 + t0
+    if needs_grad[0] or needs_grad[1] or needs_grad[2]:
+        t1 = grad @ w2.T
+        grad_affine1 = torch.where(affine1 > 0, t1, 0)
+    if needs_grad[0]:
+        grad_x = grad_affine1 @ w1.T
+    if needs_grad[1]:
+        grad_w1 = x.T @ grad_affine1
+    if needs_grad[2]:
+        grad_b1 = torch.sum(grad_affine1, axis=-2)
+    if needs_grad[3]:
+        t2 = torch.where(affine1 > 0, affine1, 0)
+        grad_w2 = t2.T @ grad
+    if needs_grad[4]:
+        grad_b2 = torch.sum(grad, axis=-2)
     return grad_x, grad_w1, grad_b1, grad_w2, grad_b2
 
 
 _mlp_block_autograd = _autograd_function(
-    "MlpBlock", mlp_block_forward, mlp_block_vjp, "y", stages="affine1"
+    "MlpBlock", mlp_block_forward, mlp_block_vjp, "y", stages="affine1", shapes_only="b2"
 )
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08):
-    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97); differentiated by cosine_similarity_vjp."""
+    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97); differentiated by cosine_similarity_vjp, saving x, y, output, sum1, sum2."""
     return _cosine_similarity_autograd(x, y, epsilon=epsilon)
 
 
@@ -490,7 +581,9 @@ def cosine_similarity_forward(x, y, *, epsilon=1e-08, return_stages=False):
     return output
 
 
-def cosine_similarity_vjp(grad, x, y, *, output=None, sum1=None, sum2=None, epsilon=1e-08):
+def cosine_similarity_vjp(
+    grad, x, y, *, output=None, sum1=None, sum2=None, epsilon=1e-08, needs_grad=(True, True)
+):
     """Gradient of CosineSimilarity: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -508,6 +601,7 @@ def cosine_similarity_vjp(grad, x, y, *, output=None, sum1=None, sum2=None, epsi
     """
     if output is None:
         output = cosine_similarity_forward(x, y, epsilon=epsilon)
+    grad_x = grad_y = None
     if sum1 is None or sum2 is None:
         sum1 = torch.sum(x**2, axis=-1)
         sum2 = torch.sum(y**2, axis=-1)
@@ -517,10 +611,12 @@ def cosine_similarity_vjp(grad, x, y, *, output=None, sum1=None, sum2=None, epsi
     t2 = sum2[..., None]
     t3 = output[..., None]
     t4 = grad[..., None]
-    grad_x = t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)
-    grad_x = _sum_to_shape(grad_x, np.shape(x))
-    grad_y = t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)
-    grad_y = _sum_to_shape(grad_y, np.shape(y))
+    if needs_grad[0]:
+        grad_x = t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)
+        grad_x = _sum_to_shape(grad_x, x.shape)
+    if needs_grad[1]:
+        grad_y = t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)
+        grad_y = _sum_to_shape(grad_y, y.shape)
     return grad_x, grad_y
 
 
@@ -535,7 +631,7 @@ _cosine_similarity_autograd = _autograd_function(
 
 
 def rbf_kernel(x, y, *, length_scale=1.0):
-    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107); differentiated by rbf_kernel_vjp."""
+    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107); differentiated by rbf_kernel_vjp, saving x, y, kernel."""
     return _rbf_kernel_autograd(x, y, length_scale=length_scale)
 
 
@@ -549,7 +645,7 @@ def rbf_kernel_forward(x, y, *, length_scale=1.0):
     return kernel
 
 
-def rbf_kernel_vjp(grad, x, y, *, kernel=None, length_scale=1.0):
+def rbf_kernel_vjp(grad, x, y, *, kernel=None, length_scale=1.0, needs_grad=(True, True)):
     """Gradient of RbfKernel: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -563,14 +659,17 @@ def rbf_kernel_vjp(grad, x, y, *, kernel=None, length_scale=1.0):
     """
     if kernel is None:
         kernel = rbf_kernel_forward(x, y, length_scale=length_scale)
+    grad_x = grad_y = None
     grad_sum1 = -1 / 2 * grad * kernel / length_scale**2
-    t0 = grad_sum1 @ y
-    t1 = torch.sum(grad_sum1, axis=-1, keepdims=True)
-    grad_x = -2 * t0 + 2 * t1 * x
-    t2 = grad_sum1.T @ x
-    t3 = grad_sum1.T
-    t4 = torch.sum(t3, axis=-1, keepdims=True)
-    grad_y = -2 * t2 + 2 * t4 * y
+    if needs_grad[0]:
+        t0 = grad_sum1 @ y
+        t1 = torch.sum(grad_sum1, axis=-1, keepdims=True)
+        grad_x = -2 * t0 + 2 * t1 * x
+    if needs_grad[1]:
+        t2 = grad_sum1.T @ x
+        t3 = grad_sum1.T
+        t4 = torch.sum(t3, axis=-1, keepdims=True)
+        grad_y = -2 * t2 + 2 * t4 * y
     return grad_x, grad_y
 
 
@@ -580,7 +679,7 @@ _rbf_kernel_autograd = _autograd_function(
 
 
 def log_sum_exp_mat_mul(a, b):
-    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116); differentiated by log_sum_exp_mat_mul_vjp."""
+    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116); differentiated by log_sum_exp_mat_mul_vjp, saving a, b, affine1, sum2."""
     return _log_sum_exp_mat_mul_autograd(a, b)
 
 
@@ -597,7 +696,9 @@ def log_sum_exp_mat_mul_forward(a, b, *, return_stages=False):
     return output
 
 
-def log_sum_exp_mat_mul_vjp(grad, a, b, *, output=None, affine1=None, sum2=None):
+def log_sum_exp_mat_mul_vjp(
+    grad, a, b, *, output=None, affine1=None, sum2=None, needs_grad=(True, True)
+):
     """Gradient of LogSumExpMatMul: one array per input (a, b).
 
     In index notation, next to the code computing it:
@@ -610,6 +711,7 @@ def log_sum_exp_mat_mul_vjp(grad, a, b, *, output=None, affine1=None, sum2=None)
         grad_a[i, k] = sum_{j_1} grad_sum1[i, j_1] * b[k, j_1], i.e. `grad_sum1 @ b.T`
         grad_b[k, j] = sum_i grad_sum1[i, j] * a[i, k], i.e. `a.T @ grad_sum1`
     """
+    grad_a = grad_b = None
     if affine1 is None or sum2 is None:
         sum1 = a @ b
         ext1 = torch.amax(sum1, axis=-1)
@@ -619,8 +721,10 @@ def log_sum_exp_mat_mul_vjp(grad, a, b, *, output=None, affine1=None, sum2=None)
     t1 = sum2[..., None]
     t2 = grad[..., None]
     grad_sum1 = t2 * torch.exp(affine1) / t1
-    grad_a = grad_sum1 @ b.T
-    grad_b = a.T @ grad_sum1
+    if needs_grad[0]:
+        grad_a = grad_sum1 @ b.T
+    if needs_grad[1]:
+        grad_b = a.T @ grad_sum1
     return grad_a, grad_b
 
 
@@ -634,7 +738,7 @@ _log_sum_exp_mat_mul_autograd = _autograd_function(
 
 
 def bias_gelu(x, bias):
-    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126); differentiated by bias_gelu_vjp."""
+    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126); differentiated by bias_gelu_vjp, saving x, bias."""
     return _bias_gelu_autograd(x, bias)
 
 
@@ -645,7 +749,7 @@ def bias_gelu_forward(x, bias):
     return y
 
 
-def bias_gelu_vjp(grad, x, bias, *, y=None):
+def bias_gelu_vjp(grad, x, bias, *, y=None, needs_grad=(True, True)):
     """Gradient of BiasGelu: one array per input (x, bias).
 
     In index notation, next to the code computing it:
@@ -666,14 +770,17 @@ def bias_gelu_vjp(grad, x, bias, *, y=None):
             (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2))
             i.e. `(1 / 400000) * t5`
     """
+    grad_x = grad_bias = None
     t0 = bias + x
     t1 = t0**3
     t2 = torch.tanh(0.7978845608028654 * (t0 + (8943 / 200000) * t1))
     t3 = 0.7978845608028654 * (1 - t2**2)
-    grad_x = (1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
-    t4 = grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
-    t5 = _over(torch.sum, t4, tuple(range(np.ndim(t4) - 1)))
-    grad_bias = (1 / 400000) * t5
+    if needs_grad[0]:
+        grad_x = (1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
+    if needs_grad[1]:
+        t4 = grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
+        t5 = _over(torch.sum, t4, tuple(range(t4.ndim - 1)))
+        grad_bias = (1 / 400000) * t5
     return grad_x, grad_bias
 
 
@@ -681,68 +788,76 @@ _bias_gelu_autograd = _autograd_function("BiasGelu", bias_gelu_forward, bias_gel
 
 
 def rotary_embedding(x, cos, sin):
-    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:136); differentiated by rotary_embedding_vjp."""
+    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:136); differentiated by rotary_embedding_vjp, saving x, cos, sin."""
     return _rotary_embedding_autograd(x, cos, sin)
 
 
 def rotary_embedding_forward(x, cos, sin):
     """RotaryEmbedding's formula."""
     t0 = 2
-    x_split = torch.reshape(x, np.shape(x)[:-1] + (t0, -1))
-    cos_split = torch.reshape(cos, np.shape(cos)[:-1] + (t0, -1))
-    sin_split = torch.reshape(sin, np.shape(sin)[:-1] + (t0, -1))
-    t1 = torch.arange(np.shape(x_split)[-2])
+    x_split = torch.reshape(x, x.shape[:-1] + (t0, -1))
+    cos_split = torch.reshape(cos, cos.shape[:-1] + (t0, -1))
+    sin_split = torch.reshape(sin, sin.shape[:-1] + (t0, -1))
+    t1 = torch.arange(x_split.shape[-2])
     t2 = 1 - t1
     t3 = _gather(x_split, t2, -2)
     t4 = torch.asarray(t1, dtype=x_split.dtype)
     t5 = t4[..., None]
-    t6 = np.shape(x_split)[-3]
-    t7 = np.shape(x_split)[-2]
-    t8 = np.shape(x_split)[-1]
+    t6 = x_split.shape[-3]
+    t7 = x_split.shape[-2]
+    t8 = x_split.shape[-1]
     t9 = sin_split * t3
     t10 = cos_split * x_split + 2 * t5 * t9 - t9
-    y = torch.reshape(t10, np.shape(t10)[:-3] + (t6, t7 * t8))
+    y = torch.reshape(t10, t10.shape[:-3] + (t6, t7 * t8))
     return y
 
 
-def rotary_embedding_vjp(grad, x, cos, sin, *, y=None):
+def rotary_embedding_vjp(grad, x, cos, sin, *, y=None, needs_grad=(True, True, True)):
     """Gradient of RotaryEmbedding: one array per input (x, cos, sin).
 
     In index notation, next to the code computing it:
         grad_x[batch, i, c, d] = grad[batch, i, c, d] * cos[i, c, d]
             - grad[batch, i, 1 - c, d] * sin[i, 1 - c, d]
             + 2 * grad[batch, i, 1 - c, d] * (1 - c) * sin[i, 1 - c, d]
-            i.e. `torch.reshape(t11, np.shape(t11)[:-3] + (t8, t9 * t1))`
+            i.e. `torch.reshape(t11, t11.shape[:-3] + (t8, t9 * t1))`
         grad_cos[i, c, d] = sum_batch grad[batch, i, c, d] * x[batch, i, c, d]
             i.e. `torch.reshape(t13, (t8, t9 * t1))`
         grad_sin[i, c, d] = sum_batch (2 * grad[batch, i, c, d] * c * x[batch, i, 1 - c, d] -
             grad[batch, i, c, d] * x[batch, i, 1 - c, d])
             i.e. `torch.reshape(t16 * (2 * t7 - 1), (t8, t9 * t1))`
     """
+    grad_x = grad_cos = grad_sin = None
     t0 = 2
-    x_split = torch.reshape(x, np.shape(x)[:-1] + (t0, -1))
-    cos_split = torch.reshape(cos, np.shape(cos)[:-1] + (t0, -1))
-    sin_split = torch.reshape(sin, np.shape(sin)[:-1] + (t0, -1))
-    t1 = np.shape(x_split)[-1]
-    grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t1))
-    t2 = torch.arange(np.shape(x_split)[-2])
-    t3 = 1 - t2
-    t4 = _gather(sin_split, t3, -2)
-    t5 = _gather(grad, t3, -2)
-    t6 = torch.asarray(t2, dtype=x_split.dtype)
-    t7 = t6[..., None]
-    t8 = np.shape(x_split)[-3]
-    t9 = np.shape(x_split)[-2]
-    t10 = t4 * t5
-    t11 = cos_split * grad + 2 * t10 * (1 - t7) - t10
-    grad_x = torch.reshape(t11, np.shape(t11)[:-3] + (t8, t9 * t1))
-    t12 = grad * x_split
-    t13 = _over(torch.sum, t12, tuple(range(np.ndim(t12) - 3)))
-    grad_cos = torch.reshape(t13, (t8, t9 * t1))
-    t14 = _gather(x_split, t3, -2)
-    t15 = grad * t14
-    t16 = _over(torch.sum, t15, tuple(range(np.ndim(t15) - 3)))
-    grad_sin = torch.reshape(t16 * (2 * t7 - 1), (t8, t9 * t1))
+    x_split = torch.reshape(x, x.shape[:-1] + (t0, -1))
+    if needs_grad[0]:
+        cos_split = torch.reshape(cos, cos.shape[:-1] + (t0, -1))
+        sin_split = torch.reshape(sin, sin.shape[:-1] + (t0, -1))
+    t1 = x_split.shape[-1]
+    grad = torch.reshape(grad, grad.shape[:-1] + (-1, t1))
+    if needs_grad[0] or needs_grad[2]:
+        t2 = torch.arange(x_split.shape[-2])
+        t3 = 1 - t2
+    if needs_grad[0]:
+        t4 = _gather(sin_split, t3, -2)
+        t5 = _gather(grad, t3, -2)
+    if needs_grad[0] or needs_grad[2]:
+        t6 = torch.asarray(t2, dtype=x_split.dtype)
+        t7 = t6[..., None]
+    t8 = x_split.shape[-3]
+    t9 = x_split.shape[-2]
+    if needs_grad[0]:
+        t10 = t4 * t5
+        t11 = cos_split * grad + 2 * t10 * (1 - t7) - t10
+        grad_x = torch.reshape(t11, t11.shape[:-3] + (t8, t9 * t1))
+    if needs_grad[1]:
+        t12 = grad * x_split
+        t13 = _over(torch.sum, t12, tuple(range(t12.ndim - 3)))
+        grad_cos = torch.reshape(t13, (t8, t9 * t1))
+    if needs_grad[2]:
+        t14 = _gather(x_split, t3, -2)
+        t15 = grad * t14
+        t16 = _over(torch.sum, t15, tuple(range(t15.ndim - 3)))
+        grad_sin = torch.reshape(t16 * (2 * t7 - 1), (t8, t9 * t1))
     return grad_x, grad_cos, grad_sin
 
 

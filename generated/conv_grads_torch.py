@@ -48,7 +48,7 @@ def conv2d_backprop_input(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Conv2DBackpropInput: Conv2D's gradient in its input, of shape `input_sizes`: each entry of out_backprop (declared at ops/conv_grads.py:35); differentiated by conv2d_backprop_input_vjp."""
+    """Conv2DBackpropInput: Conv2D's gradient in its input, of shape `input_sizes`: each entry of out_backprop (declared at ops/conv_grads.py:35); differentiated by conv2d_backprop_input_vjp, saving filter, out_backprop."""
     return _conv2d_backprop_input_autograd(
         filter,
         out_backprop,
@@ -87,8 +87,8 @@ def conv2d_backprop_input_forward(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+                _same_padding(input_sizes[1], filter.shape[-4], strides[1], dilations[1]),
+                _same_padding(input_sizes[2], filter.shape[-3], strides[2], dilations[2]),
             ),
             sizes=(input_sizes[1], input_sizes[2]),
         )
@@ -117,6 +117,7 @@ def conv2d_backprop_input_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv2DBackpropInput: one array per input (filter, out_backprop).
 
@@ -130,84 +131,93 @@ def conv2d_backprop_input_vjp(
             i.e. `_conv(grad, filter, strides=(strides[1], strides[2]), ...`
     """
     if padding == "VALID":
-        grad_filter = _conv_backprop_filter(
-            grad,
-            out_backprop,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        grad_out_backprop = _conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(
-                (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1] + 1,
-                (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2] + 1,
-            ),
-        )
+        grad_filter = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_filter = _conv_backprop_filter(
+                grad,
+                out_backprop,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(filter.shape[-4], filter.shape[-3]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(
+                    (-dilations[1] * (filter.shape[-4] - 1) + input_sizes[1] - 1) // strides[1] + 1,
+                    (-dilations[2] * (filter.shape[-3] - 1) + input_sizes[2] - 1) // strides[2] + 1,
+                ),
+            )
     elif padding == "SAME":
-        grad_filter = _conv_backprop_filter(
-            grad,
-            out_backprop,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        grad_out_backprop = _conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
-        )
+        grad_filter = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_filter = _conv_backprop_filter(
+                grad,
+                out_backprop,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], filter.shape[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], filter.shape[-3], strides[2], dilations[2]),
+                ),
+                sizes=(filter.shape[-4], filter.shape[-3]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], filter.shape[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], filter.shape[-3], strides[2], dilations[2]),
+                ),
+                sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
+            )
     elif padding == "EXPLICIT":
-        grad_filter = _conv_backprop_filter(
-            grad,
-            out_backprop,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        grad_out_backprop = _conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(
-                (
-                    -dilations[1] * (np.shape(filter)[-4] - 1)
-                    + explicit_paddings[2]
-                    + explicit_paddings[3]
-                    + input_sizes[1]
-                    - 1
-                )
-                // strides[1]
-                + 1,
-                (
-                    -dilations[2] * (np.shape(filter)[-3] - 1)
-                    + explicit_paddings[4]
-                    + explicit_paddings[5]
-                    + input_sizes[2]
-                    - 1
-                )
-                // strides[2]
-                + 1,
-            ),
-        )
+        grad_filter = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_filter = _conv_backprop_filter(
+                grad,
+                out_backprop,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(filter.shape[-4], filter.shape[-3]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(
+                    (
+                        -dilations[1] * (filter.shape[-4] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + input_sizes[1]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (filter.shape[-3] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + input_sizes[2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ),
+            )
     else:
         raise ValueError(f"Conv2DBackpropInput: unsupported attributes padding={padding!r}")
     return grad_filter, grad_out_backprop
@@ -228,7 +238,7 @@ def conv2d_backprop_filter(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Conv2DBackpropFilter: Conv2D's gradient in its filter, of shape `filter_sizes`: each window of the input (declared at ops/conv_grads.py:54); differentiated by conv2d_backprop_filter_vjp."""
+    """Conv2DBackpropFilter: Conv2D's gradient in its filter, of shape `filter_sizes`: each window of the input (declared at ops/conv_grads.py:54); differentiated by conv2d_backprop_filter_vjp, saving input, out_backprop."""
     return _conv2d_backprop_filter_autograd(
         input,
         out_backprop,
@@ -267,8 +277,8 @@ def conv2d_backprop_filter_forward(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
+                _same_padding(input.shape[-3], filter_sizes[0], strides[1], dilations[1]),
+                _same_padding(input.shape[-2], filter_sizes[1], strides[2], dilations[2]),
             ),
             sizes=(filter_sizes[0], filter_sizes[1]),
         )
@@ -297,6 +307,7 @@ def conv2d_backprop_filter_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv2DBackpropFilter: one array per input (input, out_backprop).
 
@@ -310,87 +321,93 @@ def conv2d_backprop_filter_vjp(
             i.e. `_conv(input, grad, strides=(strides[1], strides[2]), ...`
     """
     if padding == "VALID":
-        grad_input = _conv_backprop_input(
-            out_backprop,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_out_backprop = _conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(
-                (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-3] - 1) // strides[1] + 1,
-                (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-2] - 1) // strides[2] + 1,
-            ),
-        )
+        grad_input = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                out_backprop,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(input.shape[-3], input.shape[-2]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(
+                    (-dilations[1] * (filter_sizes[0] - 1) + input.shape[-3] - 1) // strides[1] + 1,
+                    (-dilations[2] * (filter_sizes[1] - 1) + input.shape[-2] - 1) // strides[2] + 1,
+                ),
+            )
     elif padding == "SAME":
-        grad_input = _conv_backprop_input(
-            out_backprop,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_out_backprop = _conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
-            ),
-            sizes=(
-                -((-np.shape(input)[-3]) // strides[1]),
-                -((-np.shape(input)[-2]) // strides[2]),
-            ),
-        )
+        grad_input = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                out_backprop,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input.shape[-3], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(input.shape[-2], filter_sizes[1], strides[2], dilations[2]),
+                ),
+                sizes=(input.shape[-3], input.shape[-2]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input.shape[-3], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(input.shape[-2], filter_sizes[1], strides[2], dilations[2]),
+                ),
+                sizes=(-((-input.shape[-3]) // strides[1]), -((-input.shape[-2]) // strides[2])),
+            )
     elif padding == "EXPLICIT":
-        grad_input = _conv_backprop_input(
-            out_backprop,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_out_backprop = _conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(
-                (
-                    -dilations[1] * (filter_sizes[0] - 1)
-                    + explicit_paddings[2]
-                    + explicit_paddings[3]
-                    + np.shape(input)[-3]
-                    - 1
-                )
-                // strides[1]
-                + 1,
-                (
-                    -dilations[2] * (filter_sizes[1] - 1)
-                    + explicit_paddings[4]
-                    + explicit_paddings[5]
-                    + np.shape(input)[-2]
-                    - 1
-                )
-                // strides[2]
-                + 1,
-            ),
-        )
+        grad_input = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                out_backprop,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(input.shape[-3], input.shape[-2]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(
+                    (
+                        -dilations[1] * (filter_sizes[0] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + input.shape[-3]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (filter_sizes[1] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + input.shape[-2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ),
+            )
     else:
         raise ValueError(f"Conv2DBackpropFilter: unsupported attributes padding={padding!r}")
     return grad_input, grad_out_backprop
@@ -411,7 +428,7 @@ def depthwise_conv2d_native_backprop_input(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """DepthwiseConv2dNativeBackpropInput: DepthwiseConv2dNative's gradient in its input, of shape `input_sizes`: channel c of (declared at ops/conv_grads.py:72); differentiated by depthwise_conv2d_native_backprop_input_vjp."""
+    """DepthwiseConv2dNativeBackpropInput: DepthwiseConv2dNative's gradient in its input, of shape `input_sizes`: channel c of (declared at ops/conv_grads.py:72); differentiated by depthwise_conv2d_native_backprop_input_vjp, saving filter, out_backprop."""
     return _depthwise_conv2d_native_backprop_input_autograd(
         filter,
         out_backprop,
@@ -434,9 +451,7 @@ def depthwise_conv2d_native_backprop_input_forward(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropInput's formula."""
-    out_backprop_split = torch.reshape(
-        out_backprop, np.shape(out_backprop)[:-1] + (input_sizes[3], -1)
-    )
+    out_backprop_split = torch.reshape(out_backprop, out_backprop.shape[:-1] + (input_sizes[3], -1))
     if padding == "VALID":
         output = _depthwise_conv_backprop_input(
             out_backprop_split,
@@ -453,8 +468,8 @@ def depthwise_conv2d_native_backprop_input_forward(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+                _same_padding(input_sizes[1], filter.shape[-4], strides[1], dilations[1]),
+                _same_padding(input_sizes[2], filter.shape[-3], strides[2], dilations[2]),
             ),
             sizes=(input_sizes[1], input_sizes[2]),
         )
@@ -485,6 +500,7 @@ def depthwise_conv2d_native_backprop_input_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of DepthwiseConv2dNativeBackpropInput: one array per input (filter, out_backprop).
 
@@ -497,69 +513,121 @@ def depthwise_conv2d_native_backprop_input_vjp(
             dilations[2] + j * strides[2], c] * filter[a, b, c, m]
             i.e. `torch.reshape(t0, (t1, t2, t3, t4 * t5))`
     """
-    if padding in ("VALID", "SAME", "EXPLICIT"):
+    if padding == "VALID":
+        grad_filter = grad_out_backprop = None
         out_backprop_split = torch.reshape(
-            out_backprop, np.shape(out_backprop)[:-1] + (input_sizes[3], -1)
+            out_backprop, out_backprop.shape[:-1] + (input_sizes[3], -1)
         )
-        if padding == "VALID":
-            pads = (0, 0)
-        elif padding == "SAME":
-            pads = (
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+        if needs_grad[0]:
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                out_backprop_split,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(filter.shape[-4], filter.shape[-3]),
             )
-        else:
-            pads = (explicit_paddings[2], explicit_paddings[4])
-        grad_filter = _depthwise_conv_backprop_filter(
-            grad,
-            out_backprop_split,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=pads,
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        if needs_grad[1]:
+            t0 = _depthwise_conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(
+                    (-dilations[1] * (filter.shape[-4] - 1) + input_sizes[1] - 1) // strides[1] + 1,
+                    (-dilations[2] * (filter.shape[-3] - 1) + input_sizes[2] - 1) // strides[2] + 1,
+                ),
+            )
+            t1 = out_backprop_split.shape[-5]
+            t2 = out_backprop_split.shape[-4]
+            t3 = out_backprop_split.shape[-3]
+            t4 = filter.shape[-2]
+            t5 = filter.shape[-1]
+            grad_out_backprop = torch.reshape(t0, (t1, t2, t3, t4 * t5))
+    elif padding == "SAME":
+        grad_filter = grad_out_backprop = None
+        out_backprop_split = torch.reshape(
+            out_backprop, out_backprop.shape[:-1] + (input_sizes[3], -1)
         )
-        if padding == "VALID":
-            sizes = (
-                (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1] + 1,
-                (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2] + 1,
+        if needs_grad[0]:
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                out_backprop_split,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], filter.shape[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], filter.shape[-3], strides[2], dilations[2]),
+                ),
+                sizes=(filter.shape[-4], filter.shape[-3]),
             )
-        elif padding == "SAME":
-            sizes = (-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2]))
-        else:
-            sizes = (
-                (
-                    -dilations[1] * (np.shape(filter)[-4] - 1)
-                    + explicit_paddings[2]
-                    + explicit_paddings[3]
-                    + input_sizes[1]
-                    - 1
-                )
-                // strides[1]
-                + 1,
-                (
-                    -dilations[2] * (np.shape(filter)[-3] - 1)
-                    + explicit_paddings[4]
-                    + explicit_paddings[5]
-                    + input_sizes[2]
-                    - 1
-                )
-                // strides[2]
-                + 1,
+        if needs_grad[1]:
+            t0 = _depthwise_conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], filter.shape[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], filter.shape[-3], strides[2], dilations[2]),
+                ),
+                sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
             )
-        t0 = _depthwise_conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=pads,
-            sizes=sizes,
+            t1 = out_backprop_split.shape[-5]
+            t2 = out_backprop_split.shape[-4]
+            t3 = out_backprop_split.shape[-3]
+            t4 = filter.shape[-2]
+            t5 = filter.shape[-1]
+            grad_out_backprop = torch.reshape(t0, (t1, t2, t3, t4 * t5))
+    elif padding == "EXPLICIT":
+        grad_filter = grad_out_backprop = None
+        out_backprop_split = torch.reshape(
+            out_backprop, out_backprop.shape[:-1] + (input_sizes[3], -1)
         )
-        t1 = np.shape(out_backprop_split)[-5]
-        t2 = np.shape(out_backprop_split)[-4]
-        t3 = np.shape(out_backprop_split)[-3]
-        t4 = np.shape(filter)[-2]
-        t5 = np.shape(filter)[-1]
-        grad_out_backprop = torch.reshape(t0, (t1, t2, t3, t4 * t5))
+        if needs_grad[0]:
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                out_backprop_split,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(filter.shape[-4], filter.shape[-3]),
+            )
+        if needs_grad[1]:
+            t0 = _depthwise_conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(
+                    (
+                        -dilations[1] * (filter.shape[-4] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + input_sizes[1]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (filter.shape[-3] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + input_sizes[2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ),
+            )
+            t1 = out_backprop_split.shape[-5]
+            t2 = out_backprop_split.shape[-4]
+            t3 = out_backprop_split.shape[-3]
+            t4 = filter.shape[-2]
+            t5 = filter.shape[-1]
+            grad_out_backprop = torch.reshape(t0, (t1, t2, t3, t4 * t5))
     else:
         raise ValueError(
             f"DepthwiseConv2dNativeBackpropInput: unsupported attributes padding={padding!r}"
@@ -585,7 +653,7 @@ def depthwise_conv2d_native_backprop_filter(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """DepthwiseConv2dNativeBackpropFilter: DepthwiseConv2dNative's gradient in its filter, of shape `filter_sizes`: each window (declared at ops/conv_grads.py:91); differentiated by depthwise_conv2d_native_backprop_filter_vjp."""
+    """DepthwiseConv2dNativeBackpropFilter: DepthwiseConv2dNative's gradient in its filter, of shape `filter_sizes`: each window (declared at ops/conv_grads.py:91); differentiated by depthwise_conv2d_native_backprop_filter_vjp, saving input, out_backprop."""
     return _depthwise_conv2d_native_backprop_filter_autograd(
         input,
         out_backprop,
@@ -609,7 +677,7 @@ def depthwise_conv2d_native_backprop_filter_forward(
 ):
     """DepthwiseConv2dNativeBackpropFilter's formula."""
     out_backprop_split = torch.reshape(
-        out_backprop, np.shape(out_backprop)[:-1] + (-1, filter_sizes[3])
+        out_backprop, out_backprop.shape[:-1] + (-1, filter_sizes[3])
     )
     if padding == "VALID":
         output = _depthwise_conv_backprop_filter(
@@ -627,8 +695,8 @@ def depthwise_conv2d_native_backprop_filter_forward(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
+                _same_padding(input.shape[-3], filter_sizes[0], strides[1], dilations[1]),
+                _same_padding(input.shape[-2], filter_sizes[1], strides[2], dilations[2]),
             ),
             sizes=(filter_sizes[0], filter_sizes[1]),
         )
@@ -659,6 +727,7 @@ def depthwise_conv2d_native_backprop_filter_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of DepthwiseConv2dNativeBackpropFilter: one array per input (input, out_backprop).
 
@@ -671,72 +740,121 @@ def depthwise_conv2d_native_backprop_filter_vjp(
             i * strides[1], b * dilations[2] + j * strides[2], c]
             i.e. `torch.reshape(t0, (t1, t2, t3, t4 * t5))`
     """
-    if padding in ("VALID", "SAME", "EXPLICIT"):
+    if padding == "VALID":
+        grad_input = grad_out_backprop = None
         out_backprop_split = torch.reshape(
-            out_backprop, np.shape(out_backprop)[:-1] + (-1, filter_sizes[3])
+            out_backprop, out_backprop.shape[:-1] + (-1, filter_sizes[3])
         )
-        if padding == "VALID":
-            pads = (0, 0)
-        elif padding == "SAME":
-            pads = (
-                _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
+        if needs_grad[0]:
+            grad_input = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(input.shape[-3], input.shape[-2]),
             )
-        else:
-            pads = (explicit_paddings[2], explicit_paddings[4])
-        grad_input = _depthwise_conv_backprop_input(
-            out_backprop_split,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=pads,
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        if needs_grad[1]:
+            t0 = _depthwise_conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(
+                    (-dilations[1] * (filter_sizes[0] - 1) + input.shape[-3] - 1) // strides[1] + 1,
+                    (-dilations[2] * (filter_sizes[1] - 1) + input.shape[-2] - 1) // strides[2] + 1,
+                ),
+            )
+            t1 = input.shape[-4]
+            t2 = out_backprop_split.shape[-4]
+            t3 = out_backprop_split.shape[-3]
+            t4 = input.shape[-1]
+            t5 = out_backprop_split.shape[-1]
+            grad_out_backprop = torch.reshape(t0, (t1, t2, t3, t4 * t5))
+    elif padding == "SAME":
+        grad_input = grad_out_backprop = None
+        out_backprop_split = torch.reshape(
+            out_backprop, out_backprop.shape[:-1] + (-1, filter_sizes[3])
         )
-        if padding == "VALID":
-            sizes = (
-                (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-3] - 1) // strides[1] + 1,
-                (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-2] - 1) // strides[2] + 1,
+        if needs_grad[0]:
+            grad_input = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input.shape[-3], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(input.shape[-2], filter_sizes[1], strides[2], dilations[2]),
+                ),
+                sizes=(input.shape[-3], input.shape[-2]),
             )
-        elif padding == "SAME":
-            sizes = (
-                -((-np.shape(input)[-3]) // strides[1]),
-                -((-np.shape(input)[-2]) // strides[2]),
+        if needs_grad[1]:
+            t0 = _depthwise_conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input.shape[-3], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(input.shape[-2], filter_sizes[1], strides[2], dilations[2]),
+                ),
+                sizes=(-((-input.shape[-3]) // strides[1]), -((-input.shape[-2]) // strides[2])),
             )
-        else:
-            sizes = (
-                (
-                    -dilations[1] * (filter_sizes[0] - 1)
-                    + explicit_paddings[2]
-                    + explicit_paddings[3]
-                    + np.shape(input)[-3]
-                    - 1
-                )
-                // strides[1]
-                + 1,
-                (
-                    -dilations[2] * (filter_sizes[1] - 1)
-                    + explicit_paddings[4]
-                    + explicit_paddings[5]
-                    + np.shape(input)[-2]
-                    - 1
-                )
-                // strides[2]
-                + 1,
-            )
-        t0 = _depthwise_conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=pads,
-            sizes=sizes,
+            t1 = input.shape[-4]
+            t2 = out_backprop_split.shape[-4]
+            t3 = out_backprop_split.shape[-3]
+            t4 = input.shape[-1]
+            t5 = out_backprop_split.shape[-1]
+            grad_out_backprop = torch.reshape(t0, (t1, t2, t3, t4 * t5))
+    elif padding == "EXPLICIT":
+        grad_input = grad_out_backprop = None
+        out_backprop_split = torch.reshape(
+            out_backprop, out_backprop.shape[:-1] + (-1, filter_sizes[3])
         )
-        t1 = np.shape(input)[-4]
-        t2 = np.shape(out_backprop_split)[-4]
-        t3 = np.shape(out_backprop_split)[-3]
-        t4 = np.shape(input)[-1]
-        t5 = np.shape(out_backprop_split)[-1]
-        grad_out_backprop = torch.reshape(t0, (t1, t2, t3, t4 * t5))
+        if needs_grad[0]:
+            grad_input = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(input.shape[-3], input.shape[-2]),
+            )
+        if needs_grad[1]:
+            t0 = _depthwise_conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(
+                    (
+                        -dilations[1] * (filter_sizes[0] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + input.shape[-3]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (filter_sizes[1] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + input.shape[-2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ),
+            )
+            t1 = input.shape[-4]
+            t2 = out_backprop_split.shape[-4]
+            t3 = out_backprop_split.shape[-3]
+            t4 = input.shape[-1]
+            t5 = out_backprop_split.shape[-1]
+            grad_out_backprop = torch.reshape(t0, (t1, t2, t3, t4 * t5))
     else:
         raise ValueError(
             f"DepthwiseConv2dNativeBackpropFilter: unsupported attributes padding={padding!r}"
@@ -755,7 +873,7 @@ _depthwise_conv2d_native_backprop_filter_autograd = _autograd_function(
 def conv3d_backprop_input_v2(
     filter, out_backprop, *, padding="VALID", input_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
-    """Conv3DBackpropInputV2: Conv3D's gradient in its input, of shape `input_sizes` (declared at ops/conv_grads.py:113); differentiated by conv3d_backprop_input_v2_vjp."""
+    """Conv3DBackpropInputV2: Conv3D's gradient in its input, of shape `input_sizes` (declared at ops/conv_grads.py:113); differentiated by conv3d_backprop_input_v2_vjp, saving filter, out_backprop."""
     return _conv3d_backprop_input_v2_autograd(
         filter,
         out_backprop,
@@ -786,9 +904,9 @@ def conv3d_backprop_input_v2_forward(
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(input_sizes[3], np.shape(filter)[-3], strides[3], dilations[3]),
+                _same_padding(input_sizes[1], filter.shape[-5], strides[1], dilations[1]),
+                _same_padding(input_sizes[2], filter.shape[-4], strides[2], dilations[2]),
+                _same_padding(input_sizes[3], filter.shape[-3], strides[3], dilations[3]),
             ),
             sizes=(input_sizes[1], input_sizes[2], input_sizes[3]),
         )
@@ -807,6 +925,7 @@ def conv3d_backprop_input_v2_vjp(
     input_sizes,
     strides,
     dilations=(1, 1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv3DBackpropInputV2: one array per input (filter, out_backprop).
 
@@ -822,55 +941,61 @@ def conv3d_backprop_input_v2_vjp(
             i.e. `_conv(grad, filter, strides=(strides[1], strides[2], strides[3]), ...`
     """
     if padding == "VALID":
-        grad_filter = _conv_backprop_filter(
-            grad,
-            out_backprop,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        grad_out_backprop = _conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(
-                (-dilations[1] * (np.shape(filter)[-5] - 1) + input_sizes[1] - 1) // strides[1] + 1,
-                (-dilations[2] * (np.shape(filter)[-4] - 1) + input_sizes[2] - 1) // strides[2] + 1,
-                (-dilations[3] * (np.shape(filter)[-3] - 1) + input_sizes[3] - 1) // strides[3] + 1,
-            ),
-        )
+        grad_filter = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_filter = _conv_backprop_filter(
+                grad,
+                out_backprop,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(0, 0, 0),
+                sizes=(filter.shape[-5], filter.shape[-4], filter.shape[-3]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(0, 0, 0),
+                sizes=(
+                    (-dilations[1] * (filter.shape[-5] - 1) + input_sizes[1] - 1) // strides[1] + 1,
+                    (-dilations[2] * (filter.shape[-4] - 1) + input_sizes[2] - 1) // strides[2] + 1,
+                    (-dilations[3] * (filter.shape[-3] - 1) + input_sizes[3] - 1) // strides[3] + 1,
+                ),
+            )
     elif padding == "SAME":
-        grad_filter = _conv_backprop_filter(
-            grad,
-            out_backprop,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(input_sizes[3], np.shape(filter)[-3], strides[3], dilations[3]),
-            ),
-            sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        grad_out_backprop = _conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(input_sizes[3], np.shape(filter)[-3], strides[3], dilations[3]),
-            ),
-            sizes=(
-                -((-input_sizes[1]) // strides[1]),
-                -((-input_sizes[2]) // strides[2]),
-                -((-input_sizes[3]) // strides[3]),
-            ),
-        )
+        grad_filter = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_filter = _conv_backprop_filter(
+                grad,
+                out_backprop,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(
+                    _same_padding(input_sizes[1], filter.shape[-5], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], filter.shape[-4], strides[2], dilations[2]),
+                    _same_padding(input_sizes[3], filter.shape[-3], strides[3], dilations[3]),
+                ),
+                sizes=(filter.shape[-5], filter.shape[-4], filter.shape[-3]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(
+                    _same_padding(input_sizes[1], filter.shape[-5], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], filter.shape[-4], strides[2], dilations[2]),
+                    _same_padding(input_sizes[3], filter.shape[-3], strides[3], dilations[3]),
+                ),
+                sizes=(
+                    -((-input_sizes[1]) // strides[1]),
+                    -((-input_sizes[2]) // strides[2]),
+                    -((-input_sizes[3]) // strides[3]),
+                ),
+            )
     else:
         raise ValueError(f"Conv3DBackpropInputV2: unsupported attributes padding={padding!r}")
     return grad_filter, grad_out_backprop
@@ -887,7 +1012,7 @@ _conv3d_backprop_input_v2_autograd = _autograd_function(
 def conv3d_backprop_filter_v2(
     input, out_backprop, *, padding="VALID", filter_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
-    """Conv3DBackpropFilterV2: Conv3D's gradient in its filter, of shape `filter_sizes` (declared at ops/conv_grads.py:136); differentiated by conv3d_backprop_filter_v2_vjp."""
+    """Conv3DBackpropFilterV2: Conv3D's gradient in its filter, of shape `filter_sizes` (declared at ops/conv_grads.py:136); differentiated by conv3d_backprop_filter_v2_vjp, saving input, out_backprop."""
     return _conv3d_backprop_filter_v2_autograd(
         input,
         out_backprop,
@@ -918,9 +1043,9 @@ def conv3d_backprop_filter_v2_forward(
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                _same_padding(np.shape(input)[-4], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-3], filter_sizes[1], strides[2], dilations[2]),
-                _same_padding(np.shape(input)[-2], filter_sizes[2], strides[3], dilations[3]),
+                _same_padding(input.shape[-4], filter_sizes[0], strides[1], dilations[1]),
+                _same_padding(input.shape[-3], filter_sizes[1], strides[2], dilations[2]),
+                _same_padding(input.shape[-2], filter_sizes[2], strides[3], dilations[3]),
             ),
             sizes=(filter_sizes[0], filter_sizes[1], filter_sizes[2]),
         )
@@ -939,6 +1064,7 @@ def conv3d_backprop_filter_v2_vjp(
     filter_sizes,
     strides,
     dilations=(1, 1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv3DBackpropFilterV2: one array per input (input, out_backprop).
 
@@ -954,55 +1080,61 @@ def conv3d_backprop_filter_v2_vjp(
             i.e. `_conv(input, grad, strides=(strides[1], strides[2], strides[3]), ...`
     """
     if padding == "VALID":
-        grad_input = _conv_backprop_input(
-            out_backprop,
-            grad,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_out_backprop = _conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(
-                (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-4] - 1) // strides[1] + 1,
-                (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-3] - 1) // strides[2] + 1,
-                (-dilations[3] * (filter_sizes[2] - 1) + np.shape(input)[-2] - 1) // strides[3] + 1,
-            ),
-        )
+        grad_input = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                out_backprop,
+                grad,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(0, 0, 0),
+                sizes=(input.shape[-4], input.shape[-3], input.shape[-2]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(0, 0, 0),
+                sizes=(
+                    (-dilations[1] * (filter_sizes[0] - 1) + input.shape[-4] - 1) // strides[1] + 1,
+                    (-dilations[2] * (filter_sizes[1] - 1) + input.shape[-3] - 1) // strides[2] + 1,
+                    (-dilations[3] * (filter_sizes[2] - 1) + input.shape[-2] - 1) // strides[3] + 1,
+                ),
+            )
     elif padding == "SAME":
-        grad_input = _conv_backprop_input(
-            out_backprop,
-            grad,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(np.shape(input)[-4], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-3], filter_sizes[1], strides[2], dilations[2]),
-                _same_padding(np.shape(input)[-2], filter_sizes[2], strides[3], dilations[3]),
-            ),
-            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_out_backprop = _conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(np.shape(input)[-4], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-3], filter_sizes[1], strides[2], dilations[2]),
-                _same_padding(np.shape(input)[-2], filter_sizes[2], strides[3], dilations[3]),
-            ),
-            sizes=(
-                -((-np.shape(input)[-4]) // strides[1]),
-                -((-np.shape(input)[-3]) // strides[2]),
-                -((-np.shape(input)[-2]) // strides[3]),
-            ),
-        )
+        grad_input = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                out_backprop,
+                grad,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(
+                    _same_padding(input.shape[-4], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(input.shape[-3], filter_sizes[1], strides[2], dilations[2]),
+                    _same_padding(input.shape[-2], filter_sizes[2], strides[3], dilations[3]),
+                ),
+                sizes=(input.shape[-4], input.shape[-3], input.shape[-2]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(
+                    _same_padding(input.shape[-4], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(input.shape[-3], filter_sizes[1], strides[2], dilations[2]),
+                    _same_padding(input.shape[-2], filter_sizes[2], strides[3], dilations[3]),
+                ),
+                sizes=(
+                    -((-input.shape[-4]) // strides[1]),
+                    -((-input.shape[-3]) // strides[2]),
+                    -((-input.shape[-2]) // strides[3]),
+                ),
+            )
     else:
         raise ValueError(f"Conv3DBackpropFilterV2: unsupported attributes padding={padding!r}")
     return grad_input, grad_out_backprop
@@ -1017,7 +1149,7 @@ _conv3d_backprop_filter_v2_autograd = _autograd_function(
 
 
 def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
-    """AvgPoolGrad: AvgPool's gradient in its input, of shape `orig_input_shape`: each entry of grad (declared at ops/conv_grads.py:160); differentiated by avg_pool_grad_vjp."""
+    """AvgPoolGrad: AvgPool's gradient in its input, of shape `orig_input_shape`: each entry of grad (declared at ops/conv_grads.py:160); differentiated by avg_pool_grad_vjp, saving the shape of grad."""
     return _avg_pool_grad_autograd(
         grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
     )
@@ -1026,9 +1158,9 @@ def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
 def avg_pool_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPoolGrad's formula."""
     if padding in ("VALID", "SAME"):
-        t0 = torch.arange(np.shape(grad)[-3])
+        t0 = torch.arange(grad.shape[-3])
         t1 = t0[..., None, None, None]
-        t2 = torch.arange(np.shape(grad)[-2])
+        t2 = torch.arange(grad.shape[-2])
         t3 = t2[..., None, None]
         t4 = torch.arange(int(ksize[2]))
         t5 = t4[..., None]
@@ -1110,9 +1242,9 @@ def avg_pool_grad_vjp(
             i.e. `t17 / t9`
     """
     if padding in ("VALID", "SAME"):
-        t0 = torch.arange(np.shape(grad)[-3])
+        t0 = torch.arange(grad.shape[-3])
         t1 = t0[..., None, None, None]
-        t2 = torch.arange(np.shape(grad)[-2])
+        t2 = torch.arange(grad.shape[-2])
         t3 = t2[..., None, None]
         t4 = torch.arange(int(ksize[1]))
         t5 = t4[..., None]
@@ -1178,12 +1310,12 @@ def avg_pool_grad_vjp(
 
 
 _avg_pool_grad_autograd = _autograd_function(
-    "AvgPoolGrad", avg_pool_grad_forward, avg_pool_grad_vjp, "output"
+    "AvgPoolGrad", avg_pool_grad_forward, avg_pool_grad_vjp, "output", shapes_only="grad"
 )
 
 
 def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
-    """AvgPool3DGrad: AvgPool3D's gradient in its input, of shape `orig_input_shape` (declared at ops/conv_grads.py:180); differentiated by avg_pool3d_grad_vjp."""
+    """AvgPool3DGrad: AvgPool3D's gradient in its input, of shape `orig_input_shape` (declared at ops/conv_grads.py:180); differentiated by avg_pool3d_grad_vjp, saving the shape of grad."""
     return _avg_pool3d_grad_autograd(
         grad, padding=padding, orig_input_shape=orig_input_shape, ksize=ksize, strides=strides
     )
@@ -1192,13 +1324,13 @@ def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
 def avg_pool3d_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPool3DGrad's formula."""
     if padding in ("VALID", "SAME"):
-        t0 = torch.arange(np.shape(grad)[-4])
+        t0 = torch.arange(grad.shape[-4])
         t1 = t0[..., None, None, None, None, None]
-        t2 = torch.arange(np.shape(grad)[-3])
+        t2 = torch.arange(grad.shape[-3])
         t3 = t2[..., None, None, None, None]
         t4 = torch.arange(int(ksize[3]))
         t5 = t4[..., None, None, None]
-        t6 = torch.arange(np.shape(grad)[-2])
+        t6 = torch.arange(grad.shape[-2])
         t7 = t6[..., None, None]
         t8 = torch.arange(int(ksize[2]))
         t9 = t8[..., None]
@@ -1305,11 +1437,11 @@ def avg_pool3d_grad_vjp(
             and e + strides[1] * z <= orig_input_shape[1] - 1)), i.e. `t24 / t13`
     """
     if padding in ("VALID", "SAME"):
-        t0 = torch.arange(np.shape(grad)[-4])
+        t0 = torch.arange(grad.shape[-4])
         t1 = t0[..., None, None, None, None, None]
-        t2 = torch.arange(np.shape(grad)[-3])
+        t2 = torch.arange(grad.shape[-3])
         t3 = t2[..., None, None, None, None]
-        t4 = torch.arange(np.shape(grad)[-2])
+        t4 = torch.arange(grad.shape[-2])
         t5 = t4[..., None, None, None]
         t6 = torch.arange(int(ksize[1]))
         t7 = t6[..., None, None]
@@ -1399,14 +1531,14 @@ def avg_pool3d_grad_vjp(
 
 
 _avg_pool3d_grad_autograd = _autograd_function(
-    "AvgPool3DGrad", avg_pool3d_grad_forward, avg_pool3d_grad_vjp, "output"
+    "AvgPool3DGrad", avg_pool3d_grad_forward, avg_pool3d_grad_vjp, "output", shapes_only="grad"
 )
 
 
 def max_pool_grad(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
 ):
-    """MaxPoolGrad: MaxPool's gradient in its input `orig_input`: each window's `grad` added at the first (declared at ops/conv_grads.py:241); differentiated by max_pool_grad_vjp."""
+    """MaxPoolGrad: MaxPool's gradient in its input `orig_input`: each window's `grad` added at the first (declared at ops/conv_grads.py:241); differentiated by max_pool_grad_vjp, saving orig_input, orig_output, affine1 and the shape of grad."""
     return _max_pool_grad_autograd(
         orig_input,
         orig_output,
@@ -1433,20 +1565,20 @@ def max_pool_grad_forward(
     if padding in ("VALID", "SAME") and data_format == "NHWC":
         t0 = torch.arange(int(ksize[2]))
         t1 = t0[..., None]
-        t2 = torch.arange(np.shape(orig_output)[-2])
+        t2 = torch.arange(orig_output.shape[-2])
         if padding == "VALID":
             t3 = strides[2] * t2 + t1
         else:
-            t4 = np.shape(orig_input)[-2]
+            t4 = orig_input.shape[-2]
             t3 = strides[2] * t2 + t1 - _same_padding(t4, ksize[2], strides[2], 1)
         t5 = _gather(orig_input, t3, -2, fill=-torch.inf)
         t6 = torch.arange(int(ksize[1]))
         t7 = t6[..., None]
-        t8 = torch.arange(np.shape(orig_output)[-3])
+        t8 = torch.arange(orig_output.shape[-3])
         if padding == "VALID":
             t9 = strides[1] * t8 + t7
         else:
-            t10 = np.shape(orig_input)[-3]
+            t10 = orig_input.shape[-3]
             t9 = strides[1] * t8 + t7 - _same_padding(t10, ksize[1], strides[1], 1)
         t11 = _gather(t5, t9, -4, fill=-torch.inf)
         t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
@@ -1466,7 +1598,7 @@ def max_pool_grad_forward(
                 window=(ksize[1], ksize[2]),
                 strides=(strides[1], strides[2]),
                 pads=(0, 0),
-                sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+                sizes=(orig_input.shape[-3], orig_input.shape[-2]),
             )
         else:
             output = _max_pool_backprop(
@@ -1476,10 +1608,10 @@ def max_pool_grad_forward(
                 window=(ksize[1], ksize[2]),
                 strides=(strides[1], strides[2]),
                 pads=(
-                    _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
-                    _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+                    _same_padding(orig_input.shape[-3], ksize[1], strides[1], 1),
+                    _same_padding(orig_input.shape[-2], ksize[2], strides[2], 1),
                 ),
-                sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+                sizes=(orig_input.shape[-3], orig_input.shape[-2]),
             )
     else:
         raise ValueError(
@@ -1521,21 +1653,21 @@ def max_pool_grad_vjp(
             t0 = ksize[2]
             t1 = torch.arange(int(t0))
             t2 = t1[..., None]
-            t3 = torch.arange(np.shape(orig_output)[-2])
+            t3 = torch.arange(orig_output.shape[-2])
             if padding == "VALID":
                 t4 = strides[2] * t3 + t2
             else:
-                t5 = np.shape(orig_input)[-2]
+                t5 = orig_input.shape[-2]
                 t4 = strides[2] * t3 + t2 - _same_padding(t5, ksize[2], strides[2], 1)
             t6 = _gather(orig_input, t4, -2, fill=-torch.inf)
             t7 = ksize[1]
             t8 = torch.arange(int(t7))
             t9 = t8[..., None]
-            t10 = torch.arange(np.shape(orig_output)[-3])
+            t10 = torch.arange(orig_output.shape[-3])
             if padding == "VALID":
                 t11 = strides[1] * t10 + t9
             else:
-                t12 = np.shape(orig_input)[-3]
+                t12 = orig_input.shape[-3]
                 t11 = strides[1] * t10 + t9 - _same_padding(t12, ksize[1], strides[1], 1)
             t13 = _gather(t6, t11, -4, fill=-torch.inf)
             t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
@@ -1551,22 +1683,22 @@ def max_pool_grad_vjp(
             )
             t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
             affine1 = t17 + t19
-        t20 = torch.arange(np.shape(orig_output)[-2])
+        t20 = torch.arange(orig_output.shape[-2])
         t21 = t20[..., None]
         t22 = torch.arange(int(ksize[2]))
         if padding == "VALID":
             t23 = strides[2] * t21 + t22
         else:
-            t24 = np.shape(orig_input)[-2]
+            t24 = orig_input.shape[-2]
             t23 = strides[2] * t21 + t22 - _same_padding(t24, ksize[2], strides[2], 1)
         t25 = _gather(grad_output, t23, -2)
-        t26 = torch.arange(np.shape(orig_output)[-3])
+        t26 = torch.arange(orig_output.shape[-3])
         t27 = t26[..., None]
         t28 = torch.arange(int(ksize[1]))
         if padding == "VALID":
             t29 = strides[1] * t27 + t28
         else:
-            t30 = np.shape(orig_input)[-3]
+            t30 = orig_input.shape[-3]
             t29 = strides[1] * t27 + t28 - _same_padding(t30, ksize[1], strides[1], 1)
         t31 = _gather(t25, t29, -4)
         t32 = torch.permute(t31, (0, 1, 3, 5, 2, 4))
@@ -1584,12 +1716,17 @@ def max_pool_grad_vjp(
 
 
 _max_pool_grad_autograd = _autograd_function(
-    "MaxPoolGrad", max_pool_grad_forward, max_pool_grad_vjp, "output", stages="affine1"
+    "MaxPoolGrad",
+    max_pool_grad_forward,
+    max_pool_grad_vjp,
+    "output",
+    stages="affine1",
+    shapes_only="grad",
 )
 
 
 def max_pool_grad_v2(orig_input, orig_output, grad, *, padding="VALID", ksize, strides):
-    """MaxPoolGradV2: MaxPoolGrad with the window and strides passed as constant inputs (declared at ops/conv_grads.py:251); differentiated by max_pool_grad_v2_vjp."""
+    """MaxPoolGradV2: MaxPoolGrad with the window and strides passed as constant inputs (declared at ops/conv_grads.py:251); differentiated by max_pool_grad_v2_vjp, saving orig_input, orig_output, affine1 and the shape of grad."""
     return _max_pool_grad_v2_autograd(
         orig_input, orig_output, grad, padding=padding, ksize=ksize, strides=strides
     )
@@ -1604,20 +1741,20 @@ def max_pool_grad_v2_forward(
     if padding in ("VALID", "SAME"):
         t0 = torch.arange(int(ksize[2]))
         t1 = t0[..., None]
-        t2 = torch.arange(np.shape(orig_output)[-2])
+        t2 = torch.arange(orig_output.shape[-2])
         if padding == "VALID":
             t3 = strides[2] * t2 + t1
         else:
-            t4 = np.shape(orig_input)[-2]
+            t4 = orig_input.shape[-2]
             t3 = strides[2] * t2 + t1 - _same_padding(t4, ksize[2], strides[2], 1)
         t5 = _gather(orig_input, t3, -2, fill=-torch.inf)
         t6 = torch.arange(int(ksize[1]))
         t7 = t6[..., None]
-        t8 = torch.arange(np.shape(orig_output)[-3])
+        t8 = torch.arange(orig_output.shape[-3])
         if padding == "VALID":
             t9 = strides[1] * t8 + t7
         else:
-            t10 = np.shape(orig_input)[-3]
+            t10 = orig_input.shape[-3]
             t9 = strides[1] * t8 + t7 - _same_padding(t10, ksize[1], strides[1], 1)
         t11 = _gather(t5, t9, -4, fill=-torch.inf)
         t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
@@ -1637,7 +1774,7 @@ def max_pool_grad_v2_forward(
                 window=(ksize[1], ksize[2]),
                 strides=(strides[1], strides[2]),
                 pads=(0, 0),
-                sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+                sizes=(orig_input.shape[-3], orig_input.shape[-2]),
             )
         else:
             output = _max_pool_backprop(
@@ -1647,10 +1784,10 @@ def max_pool_grad_v2_forward(
                 window=(ksize[1], ksize[2]),
                 strides=(strides[1], strides[2]),
                 pads=(
-                    _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
-                    _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+                    _same_padding(orig_input.shape[-3], ksize[1], strides[1], 1),
+                    _same_padding(orig_input.shape[-2], ksize[2], strides[2], 1),
                 ),
-                sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+                sizes=(orig_input.shape[-3], orig_input.shape[-2]),
             )
     else:
         raise ValueError(f"MaxPoolGradV2: unsupported attributes padding={padding!r}")
@@ -1691,21 +1828,21 @@ def max_pool_grad_v2_vjp(
             t0 = ksize[2]
             t1 = torch.arange(int(t0))
             t2 = t1[..., None]
-            t3 = torch.arange(np.shape(orig_output)[-2])
+            t3 = torch.arange(orig_output.shape[-2])
             if padding == "VALID":
                 t4 = strides[2] * t3 + t2
             else:
-                t5 = np.shape(orig_input)[-2]
+                t5 = orig_input.shape[-2]
                 t4 = strides[2] * t3 + t2 - _same_padding(t5, ksize[2], strides[2], 1)
             t6 = _gather(orig_input, t4, -2, fill=-torch.inf)
             t7 = ksize[1]
             t8 = torch.arange(int(t7))
             t9 = t8[..., None]
-            t10 = torch.arange(np.shape(orig_output)[-3])
+            t10 = torch.arange(orig_output.shape[-3])
             if padding == "VALID":
                 t11 = strides[1] * t10 + t9
             else:
-                t12 = np.shape(orig_input)[-3]
+                t12 = orig_input.shape[-3]
                 t11 = strides[1] * t10 + t9 - _same_padding(t12, ksize[1], strides[1], 1)
             t13 = _gather(t6, t11, -4, fill=-torch.inf)
             t14 = torch.permute(t13, (0, 5, 1, 3, 2, 4))
@@ -1721,22 +1858,22 @@ def max_pool_grad_v2_vjp(
             )
             t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
             affine1 = t17 + t19
-        t20 = torch.arange(np.shape(orig_output)[-2])
+        t20 = torch.arange(orig_output.shape[-2])
         t21 = t20[..., None]
         t22 = torch.arange(int(ksize[2]))
         if padding == "VALID":
             t23 = strides[2] * t21 + t22
         else:
-            t24 = np.shape(orig_input)[-2]
+            t24 = orig_input.shape[-2]
             t23 = strides[2] * t21 + t22 - _same_padding(t24, ksize[2], strides[2], 1)
         t25 = _gather(grad_output, t23, -2)
-        t26 = torch.arange(np.shape(orig_output)[-3])
+        t26 = torch.arange(orig_output.shape[-3])
         t27 = t26[..., None]
         t28 = torch.arange(int(ksize[1]))
         if padding == "VALID":
             t29 = strides[1] * t27 + t28
         else:
-            t30 = np.shape(orig_input)[-3]
+            t30 = orig_input.shape[-3]
             t29 = strides[1] * t27 + t28 - _same_padding(t30, ksize[1], strides[1], 1)
         t31 = _gather(t25, t29, -4)
         t32 = torch.permute(t31, (0, 1, 3, 5, 2, 4))
@@ -1752,14 +1889,19 @@ def max_pool_grad_v2_vjp(
 
 
 _max_pool_grad_v2_autograd = _autograd_function(
-    "MaxPoolGradV2", max_pool_grad_v2_forward, max_pool_grad_v2_vjp, "output", stages="affine1"
+    "MaxPoolGradV2",
+    max_pool_grad_v2_forward,
+    max_pool_grad_v2_vjp,
+    "output",
+    stages="affine1",
+    shapes_only="grad",
 )
 
 
 def max_pool_gradgrad(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
 ):
-    """MaxPoolGradGrad: MaxPoolGrad's gradient in its `grad`: `grad` (shaped as `orig_input`) read at each (declared at ops/conv_grads.py:257); differentiated by max_pool_gradgrad_vjp."""
+    """MaxPoolGradGrad: MaxPoolGrad's gradient in its `grad`: `grad` (shaped as `orig_input`) read at each (declared at ops/conv_grads.py:257); differentiated by max_pool_gradgrad_vjp, saving orig_input, orig_output and the shape of grad."""
     return _max_pool_gradgrad_autograd(
         orig_input,
         orig_output,
@@ -1776,22 +1918,22 @@ def max_pool_gradgrad_forward(
 ):
     """MaxPoolGradGrad's formula."""
     if padding in ("VALID", "SAME") and data_format == "NHWC":
-        t0 = torch.arange(np.shape(orig_output)[-2])
+        t0 = torch.arange(orig_output.shape[-2])
         t1 = t0[..., None]
         t2 = torch.arange(int(ksize[2]))
         if padding == "VALID":
             t3 = strides[2] * t1 + t2
         else:
-            t4 = np.shape(orig_input)[-2]
+            t4 = orig_input.shape[-2]
             t3 = strides[2] * t1 + t2 - _same_padding(t4, ksize[2], strides[2], 1)
         t5 = _gather(orig_input, t3, -2, fill=-torch.inf)
-        t6 = torch.arange(np.shape(orig_output)[-3])
+        t6 = torch.arange(orig_output.shape[-3])
         t7 = t6[..., None]
         t8 = torch.arange(int(ksize[1]))
         if padding == "VALID":
             t9 = strides[1] * t7 + t8
         else:
-            t10 = np.shape(orig_input)[-3]
+            t10 = orig_input.shape[-3]
             t9 = strides[1] * t7 + t8 - _same_padding(t10, ksize[1], strides[1], 1)
         t11 = _gather(t5, t9, -4, fill=-torch.inf)
         t12 = torch.permute(t11, (0, 1, 3, 5, 2, 4))
@@ -1851,7 +1993,7 @@ def max_pool_gradgrad_vjp(
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(0, 0),
-            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+            sizes=(orig_input.shape[-3], orig_input.shape[-2]),
         )
     elif padding == "SAME":
         grad_grad = _max_pool_backprop(
@@ -1861,10 +2003,10 @@ def max_pool_gradgrad_vjp(
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(
-                _same_padding(np.shape(orig_input)[-3], ksize[1], strides[1], 1),
-                _same_padding(np.shape(orig_input)[-2], ksize[2], strides[2], 1),
+                _same_padding(orig_input.shape[-3], ksize[1], strides[1], 1),
+                _same_padding(orig_input.shape[-2], ksize[2], strides[2], 1),
             ),
-            sizes=(np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+            sizes=(orig_input.shape[-3], orig_input.shape[-2]),
         )
     else:
         raise ValueError(
@@ -1874,14 +2016,18 @@ def max_pool_gradgrad_vjp(
 
 
 _max_pool_gradgrad_autograd = _autograd_function(
-    "MaxPoolGradGrad", max_pool_gradgrad_forward, max_pool_gradgrad_vjp, "output"
+    "MaxPoolGradGrad",
+    max_pool_gradgrad_forward,
+    max_pool_gradgrad_vjp,
+    "output",
+    shapes_only="grad",
 )
 
 
 def max_pool3d_grad(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
 ):
-    """MaxPool3DGrad: MaxPool3D's gradient in its input `orig_input`, as MaxPoolGrad's (declared at ops/conv_grads.py:264); differentiated by max_pool3d_grad_vjp."""
+    """MaxPool3DGrad: MaxPool3D's gradient in its input `orig_input`, as MaxPoolGrad's (declared at ops/conv_grads.py:264); differentiated by max_pool3d_grad_vjp, saving orig_input, orig_output, affine1 and the shape of grad."""
     return _max_pool3d_grad_autograd(
         orig_input,
         orig_output,
@@ -1908,29 +2054,29 @@ def max_pool3d_grad_forward(
     if padding in ("VALID", "SAME") and data_format == "NDHWC":
         t0 = torch.arange(int(ksize[3]))
         t1 = t0[..., None]
-        t2 = torch.arange(np.shape(orig_output)[-2])
+        t2 = torch.arange(orig_output.shape[-2])
         if padding == "VALID":
             t3 = strides[3] * t2 + t1
         else:
-            t4 = np.shape(orig_input)[-2]
+            t4 = orig_input.shape[-2]
             t3 = strides[3] * t2 + t1 - _same_padding(t4, ksize[3], strides[3], 1)
         t5 = _gather(orig_input, t3, -2, fill=-torch.inf)
         t6 = torch.arange(int(ksize[2]))
         t7 = t6[..., None]
-        t8 = torch.arange(np.shape(orig_output)[-3])
+        t8 = torch.arange(orig_output.shape[-3])
         if padding == "VALID":
             t9 = strides[2] * t8 + t7
         else:
-            t10 = np.shape(orig_input)[-3]
+            t10 = orig_input.shape[-3]
             t9 = strides[2] * t8 + t7 - _same_padding(t10, ksize[2], strides[2], 1)
         t11 = _gather(t5, t9, -4, fill=-torch.inf)
         t12 = torch.arange(int(ksize[1]))
         t13 = t12[..., None]
-        t14 = torch.arange(np.shape(orig_output)[-4])
+        t14 = torch.arange(orig_output.shape[-4])
         if padding == "VALID":
             t15 = strides[1] * t14 + t13
         else:
-            t16 = np.shape(orig_input)[-4]
+            t16 = orig_input.shape[-4]
             t15 = strides[1] * t14 + t13 - _same_padding(t16, ksize[1], strides[1], 1)
         t17 = _gather(t11, t15, -6, fill=-torch.inf)
         t18 = torch.permute(t17, (0, 7, 1, 3, 5, 2, 4, 6))
@@ -1955,11 +2101,7 @@ def max_pool3d_grad_forward(
                 window=(ksize[1], ksize[2], ksize[3]),
                 strides=(strides[1], strides[2], strides[3]),
                 pads=(0, 0, 0),
-                sizes=(
-                    np.shape(orig_input)[-4],
-                    np.shape(orig_input)[-3],
-                    np.shape(orig_input)[-2],
-                ),
+                sizes=(orig_input.shape[-4], orig_input.shape[-3], orig_input.shape[-2]),
             )
         else:
             output = _max_pool_backprop(
@@ -1969,15 +2111,11 @@ def max_pool3d_grad_forward(
                 window=(ksize[1], ksize[2], ksize[3]),
                 strides=(strides[1], strides[2], strides[3]),
                 pads=(
-                    _same_padding(np.shape(orig_input)[-4], ksize[1], strides[1], 1),
-                    _same_padding(np.shape(orig_input)[-3], ksize[2], strides[2], 1),
-                    _same_padding(np.shape(orig_input)[-2], ksize[3], strides[3], 1),
+                    _same_padding(orig_input.shape[-4], ksize[1], strides[1], 1),
+                    _same_padding(orig_input.shape[-3], ksize[2], strides[2], 1),
+                    _same_padding(orig_input.shape[-2], ksize[3], strides[3], 1),
                 ),
-                sizes=(
-                    np.shape(orig_input)[-4],
-                    np.shape(orig_input)[-3],
-                    np.shape(orig_input)[-2],
-                ),
+                sizes=(orig_input.shape[-4], orig_input.shape[-3], orig_input.shape[-2]),
             )
     else:
         raise ValueError(
@@ -2025,31 +2163,31 @@ def max_pool3d_grad_vjp(
             t0 = ksize[3]
             t1 = torch.arange(int(t0))
             t2 = t1[..., None]
-            t3 = torch.arange(np.shape(orig_output)[-2])
+            t3 = torch.arange(orig_output.shape[-2])
             if padding == "VALID":
                 t4 = strides[3] * t3 + t2
             else:
-                t5 = np.shape(orig_input)[-2]
+                t5 = orig_input.shape[-2]
                 t4 = strides[3] * t3 + t2 - _same_padding(t5, ksize[3], strides[3], 1)
             t6 = _gather(orig_input, t4, -2, fill=-torch.inf)
             t7 = ksize[2]
             t8 = torch.arange(int(t7))
             t9 = t8[..., None]
-            t10 = torch.arange(np.shape(orig_output)[-3])
+            t10 = torch.arange(orig_output.shape[-3])
             if padding == "VALID":
                 t11 = strides[2] * t10 + t9
             else:
-                t12 = np.shape(orig_input)[-3]
+                t12 = orig_input.shape[-3]
                 t11 = strides[2] * t10 + t9 - _same_padding(t12, ksize[2], strides[2], 1)
             t13 = _gather(t6, t11, -4, fill=-torch.inf)
             t14 = ksize[1]
             t15 = torch.arange(int(t14))
             t16 = t15[..., None]
-            t17 = torch.arange(np.shape(orig_output)[-4])
+            t17 = torch.arange(orig_output.shape[-4])
             if padding == "VALID":
                 t18 = strides[1] * t17 + t16
             else:
-                t19 = np.shape(orig_input)[-4]
+                t19 = orig_input.shape[-4]
                 t18 = strides[1] * t17 + t16 - _same_padding(t19, ksize[1], strides[1], 1)
             t20 = _gather(t13, t18, -6, fill=-torch.inf)
             t21 = torch.permute(t20, (0, 7, 1, 3, 5, 2, 4, 6))
@@ -2070,31 +2208,31 @@ def max_pool3d_grad_vjp(
             )
             t29 = _shift_right(torch.cumsum(t28, dim=-6), axis=-6, fill=0)
             affine1 = t24 + t26 + t29
-        t30 = torch.arange(np.shape(orig_output)[-2])
+        t30 = torch.arange(orig_output.shape[-2])
         t31 = t30[..., None]
         t32 = torch.arange(int(ksize[3]))
         if padding == "VALID":
             t33 = strides[3] * t31 + t32
         else:
-            t34 = np.shape(orig_input)[-2]
+            t34 = orig_input.shape[-2]
             t33 = strides[3] * t31 + t32 - _same_padding(t34, ksize[3], strides[3], 1)
         t35 = _gather(grad_output, t33, -2)
-        t36 = torch.arange(np.shape(orig_output)[-3])
+        t36 = torch.arange(orig_output.shape[-3])
         t37 = t36[..., None]
         t38 = torch.arange(int(ksize[2]))
         if padding == "VALID":
             t39 = strides[2] * t37 + t38
         else:
-            t40 = np.shape(orig_input)[-3]
+            t40 = orig_input.shape[-3]
             t39 = strides[2] * t37 + t38 - _same_padding(t40, ksize[2], strides[2], 1)
         t41 = _gather(t35, t39, -4)
-        t42 = torch.arange(np.shape(orig_output)[-4])
+        t42 = torch.arange(orig_output.shape[-4])
         t43 = t42[..., None]
         t44 = torch.arange(int(ksize[1]))
         if padding == "VALID":
             t45 = strides[1] * t43 + t44
         else:
-            t46 = np.shape(orig_input)[-4]
+            t46 = orig_input.shape[-4]
             t45 = strides[1] * t43 + t44 - _same_padding(t46, ksize[1], strides[1], 1)
         t47 = _gather(t41, t45, -6)
         t48 = torch.permute(t47, (0, 1, 3, 5, 7, 2, 4, 6))
@@ -2113,14 +2251,19 @@ def max_pool3d_grad_vjp(
 
 
 _max_pool3d_grad_autograd = _autograd_function(
-    "MaxPool3DGrad", max_pool3d_grad_forward, max_pool3d_grad_vjp, "output", stages="affine1"
+    "MaxPool3DGrad",
+    max_pool3d_grad_forward,
+    max_pool3d_grad_vjp,
+    "output",
+    stages="affine1",
+    shapes_only="grad",
 )
 
 
 def max_pool3d_gradgrad(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
 ):
-    """MaxPool3DGradGrad: MaxPool3DGrad's gradient in its `grad`, as MaxPoolGradGrad's (declared at ops/conv_grads.py:270); differentiated by max_pool3d_gradgrad_vjp."""
+    """MaxPool3DGradGrad: MaxPool3DGrad's gradient in its `grad`, as MaxPoolGradGrad's (declared at ops/conv_grads.py:270); differentiated by max_pool3d_gradgrad_vjp, saving orig_input, orig_output and the shape of grad."""
     return _max_pool3d_gradgrad_autograd(
         orig_input,
         orig_output,
@@ -2137,31 +2280,31 @@ def max_pool3d_gradgrad_forward(
 ):
     """MaxPool3DGradGrad's formula."""
     if padding in ("VALID", "SAME") and data_format == "NDHWC":
-        t0 = torch.arange(np.shape(orig_output)[-2])
+        t0 = torch.arange(orig_output.shape[-2])
         t1 = t0[..., None]
         t2 = torch.arange(int(ksize[3]))
         if padding == "VALID":
             t3 = strides[3] * t1 + t2
         else:
-            t4 = np.shape(orig_input)[-2]
+            t4 = orig_input.shape[-2]
             t3 = strides[3] * t1 + t2 - _same_padding(t4, ksize[3], strides[3], 1)
         t5 = _gather(orig_input, t3, -2, fill=-torch.inf)
-        t6 = torch.arange(np.shape(orig_output)[-3])
+        t6 = torch.arange(orig_output.shape[-3])
         t7 = t6[..., None]
         t8 = torch.arange(int(ksize[2]))
         if padding == "VALID":
             t9 = strides[2] * t7 + t8
         else:
-            t10 = np.shape(orig_input)[-3]
+            t10 = orig_input.shape[-3]
             t9 = strides[2] * t7 + t8 - _same_padding(t10, ksize[2], strides[2], 1)
         t11 = _gather(t5, t9, -4, fill=-torch.inf)
-        t12 = torch.arange(np.shape(orig_output)[-4])
+        t12 = torch.arange(orig_output.shape[-4])
         t13 = t12[..., None]
         t14 = torch.arange(int(ksize[1]))
         if padding == "VALID":
             t15 = strides[1] * t13 + t14
         else:
-            t16 = np.shape(orig_input)[-4]
+            t16 = orig_input.shape[-4]
             t15 = strides[1] * t13 + t14 - _same_padding(t16, ksize[1], strides[1], 1)
         t17 = _gather(t11, t15, -6, fill=-torch.inf)
         t18 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 4, 6))
@@ -2231,7 +2374,7 @@ def max_pool3d_gradgrad_vjp(
             window=(ksize[1], ksize[2], ksize[3]),
             strides=(strides[1], strides[2], strides[3]),
             pads=(0, 0, 0),
-            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+            sizes=(orig_input.shape[-4], orig_input.shape[-3], orig_input.shape[-2]),
         )
     elif padding == "SAME":
         grad_grad = _max_pool_backprop(
@@ -2241,11 +2384,11 @@ def max_pool3d_gradgrad_vjp(
             window=(ksize[1], ksize[2], ksize[3]),
             strides=(strides[1], strides[2], strides[3]),
             pads=(
-                _same_padding(np.shape(orig_input)[-4], ksize[1], strides[1], 1),
-                _same_padding(np.shape(orig_input)[-3], ksize[2], strides[2], 1),
-                _same_padding(np.shape(orig_input)[-2], ksize[3], strides[3], 1),
+                _same_padding(orig_input.shape[-4], ksize[1], strides[1], 1),
+                _same_padding(orig_input.shape[-3], ksize[2], strides[2], 1),
+                _same_padding(orig_input.shape[-2], ksize[3], strides[3], 1),
             ),
-            sizes=(np.shape(orig_input)[-4], np.shape(orig_input)[-3], np.shape(orig_input)[-2]),
+            sizes=(orig_input.shape[-4], orig_input.shape[-3], orig_input.shape[-2]),
         )
     else:
         raise ValueError(
@@ -2255,5 +2398,9 @@ def max_pool3d_gradgrad_vjp(
 
 
 _max_pool3d_gradgrad_autograd = _autograd_function(
-    "MaxPool3DGradGrad", max_pool3d_gradgrad_forward, max_pool3d_gradgrad_vjp, "output"
+    "MaxPool3DGradGrad",
+    max_pool3d_gradgrad_forward,
+    max_pool3d_gradgrad_vjp,
+    "output",
+    shapes_only="grad",
 )

@@ -41,7 +41,7 @@ def _same_padding(size, kernel, stride, dilation):
 def conv2d(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:42); differentiated by conv2d_vjp."""
+    """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:42); differentiated by conv2d_vjp, saving input, filter."""
     return _conv2d_autograd(
         input,
         filter,
@@ -64,10 +64,8 @@ def conv2d_forward(
             dilations=(dilations[1], dilations[2]),
             pads=(0, 0),
             sizes=(
-                (-dilations[1] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1) // strides[1]
-                + 1,
-                (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1) // strides[2]
-                + 1,
+                (-dilations[1] * (filter.shape[-4] - 1) + input.shape[-3] - 1) // strides[1] + 1,
+                (-dilations[2] * (filter.shape[-3] - 1) + input.shape[-2] - 1) // strides[2] + 1,
             ),
         )
     elif padding == "SAME":
@@ -77,13 +75,10 @@ def conv2d_forward(
             strides=(strides[1], strides[2]),
             dilations=(dilations[1], dilations[2]),
             pads=(
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
+                _same_padding(input.shape[-3], filter.shape[-4], strides[1], dilations[1]),
+                _same_padding(input.shape[-2], filter.shape[-3], strides[2], dilations[2]),
             ),
-            sizes=(
-                -((-np.shape(input)[-3]) // strides[1]),
-                -((-np.shape(input)[-2]) // strides[2]),
-            ),
+            sizes=(-((-input.shape[-3]) // strides[1]), -((-input.shape[-2]) // strides[2])),
         )
     elif padding == "EXPLICIT":
         output = _conv(
@@ -94,19 +89,19 @@ def conv2d_forward(
             pads=(explicit_paddings[2], explicit_paddings[4]),
             sizes=(
                 (
-                    -dilations[1] * (np.shape(filter)[-4] - 1)
+                    -dilations[1] * (filter.shape[-4] - 1)
                     + explicit_paddings[2]
                     + explicit_paddings[3]
-                    + np.shape(input)[-3]
+                    + input.shape[-3]
                     - 1
                 )
                 // strides[1]
                 + 1,
                 (
-                    -dilations[2] * (np.shape(filter)[-3] - 1)
+                    -dilations[2] * (filter.shape[-3] - 1)
                     + explicit_paddings[4]
                     + explicit_paddings[5]
-                    + np.shape(input)[-2]
+                    + input.shape[-2]
                     - 1
                 )
                 // strides[2]
@@ -128,6 +123,7 @@ def conv2d_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv2D: one array per input (input, filter).
 
@@ -141,62 +137,71 @@ def conv2d_vjp(
             i.e. `_conv_backprop_filter(input, grad, strides=(strides[1], strides[2]), ...`
     """
     if padding == "VALID":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(input.shape[-3], input.shape[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(filter.shape[-4], filter.shape[-3]),
+            )
     elif padding == "SAME":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input.shape[-3], filter.shape[-4], strides[1], dilations[1]),
+                    _same_padding(input.shape[-2], filter.shape[-3], strides[2], dilations[2]),
+                ),
+                sizes=(input.shape[-3], input.shape[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input.shape[-3], filter.shape[-4], strides[1], dilations[1]),
+                    _same_padding(input.shape[-2], filter.shape[-3], strides[2], dilations[2]),
+                ),
+                sizes=(filter.shape[-4], filter.shape[-3]),
+            )
     elif padding == "EXPLICIT":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(input.shape[-3], input.shape[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(filter.shape[-4], filter.shape[-3]),
+            )
     else:
         raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter
@@ -208,7 +213,7 @@ _conv2d_autograd = _autograd_function("Conv2D", conv2d_forward, conv2d_vjp, "out
 def depthwise_conv2d_native(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:63); differentiated by depthwise_conv2d_native_vjp."""
+    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:63); differentiated by depthwise_conv2d_native_vjp, saving input, filter."""
     return _depthwise_conv2d_native_autograd(
         input,
         filter,
@@ -232,11 +237,9 @@ def depthwise_conv2d_native_forward(
                 dilations=(dilations[1], dilations[2]),
                 pads=(0, 0),
                 sizes=(
-                    (-dilations[1] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1)
-                    // strides[1]
+                    (-dilations[1] * (filter.shape[-4] - 1) + input.shape[-3] - 1) // strides[1]
                     + 1,
-                    (-dilations[2] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1)
-                    // strides[2]
+                    (-dilations[2] * (filter.shape[-3] - 1) + input.shape[-2] - 1) // strides[2]
                     + 1,
                 ),
             )
@@ -247,17 +250,10 @@ def depthwise_conv2d_native_forward(
                 strides=(strides[1], strides[2]),
                 dilations=(dilations[1], dilations[2]),
                 pads=(
-                    _same_padding(
-                        np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]
-                    ),
-                    _same_padding(
-                        np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]
-                    ),
+                    _same_padding(input.shape[-3], filter.shape[-4], strides[1], dilations[1]),
+                    _same_padding(input.shape[-2], filter.shape[-3], strides[2], dilations[2]),
                 ),
-                sizes=(
-                    -((-np.shape(input)[-3]) // strides[1]),
-                    -((-np.shape(input)[-2]) // strides[2]),
-                ),
+                sizes=(-((-input.shape[-3]) // strides[1]), -((-input.shape[-2]) // strides[2])),
             )
         else:
             t0 = _depthwise_conv(
@@ -268,42 +264,42 @@ def depthwise_conv2d_native_forward(
                 pads=(explicit_paddings[2], explicit_paddings[4]),
                 sizes=(
                     (
-                        -dilations[1] * (np.shape(filter)[-4] - 1)
+                        -dilations[1] * (filter.shape[-4] - 1)
                         + explicit_paddings[2]
                         + explicit_paddings[3]
-                        + np.shape(input)[-3]
+                        + input.shape[-3]
                         - 1
                     )
                     // strides[1]
                     + 1,
                     (
-                        -dilations[2] * (np.shape(filter)[-3] - 1)
+                        -dilations[2] * (filter.shape[-3] - 1)
                         + explicit_paddings[4]
                         + explicit_paddings[5]
-                        + np.shape(input)[-2]
+                        + input.shape[-2]
                         - 1
                     )
                     // strides[2]
                     + 1,
                 ),
             )
-        t1 = np.shape(input)[-4]
-        t2 = np.shape(input)[-3]
+        t1 = input.shape[-4]
+        t2 = input.shape[-3]
         if padding == "VALID":
-            t3 = np.shape(filter)[-4]
+            t3 = filter.shape[-4]
             t4 = (-dilations[1] * (t3 - 1) + t2 - 1) // strides[1]
             t5 = t4 + 1
-            t6 = np.shape(filter)[-3]
+            t6 = filter.shape[-3]
         elif padding == "SAME":
             t5 = -((-t2) // strides[1])
         else:
-            t3 = np.shape(filter)[-4]
+            t3 = filter.shape[-4]
             t4 = (
                 -dilations[1] * (t3 - 1) + explicit_paddings[2] + explicit_paddings[3] + t2 - 1
             ) // strides[1]
             t5 = t4 + 1
-            t6 = np.shape(filter)[-3]
-        t7 = np.shape(input)[-2]
+            t6 = filter.shape[-3]
+        t7 = input.shape[-2]
         if padding == "VALID":
             t8 = (-dilations[2] * (t6 - 1) + t7 - 1) // strides[2]
             t9 = t8 + 1
@@ -314,8 +310,8 @@ def depthwise_conv2d_native_forward(
                 -dilations[2] * (t6 - 1) + explicit_paddings[4] + explicit_paddings[5] + t7 - 1
             ) // strides[2]
             t9 = t8 + 1
-        t10 = np.shape(input)[-1]
-        t11 = np.shape(filter)[-1]
+        t10 = input.shape[-1]
+        t11 = filter.shape[-1]
         output = torch.reshape(t0, (t1, t5, t9, t10 * t11))
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
@@ -332,6 +328,7 @@ def depthwise_conv2d_native_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of DepthwiseConv2dNative: one array per input (input, filter).
 
@@ -345,33 +342,72 @@ def depthwise_conv2d_native_vjp(
             i.e. `_depthwise_conv_backprop_filter(input, grad, strides=(strides[1], ...`
     """
     if padding in ("VALID", "SAME", "EXPLICIT"):
-        t0 = np.shape(filter)[-1]
-        grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0))
+        grad_input = grad_filter = None
+        t0 = filter.shape[-1]
+        grad = torch.reshape(grad, grad.shape[:-1] + (-1, t0))
         if padding == "VALID":
-            pads = (0, 0)
+            if needs_grad[0]:
+                grad_input = _depthwise_conv_backprop_input(
+                    grad,
+                    filter,
+                    strides=(strides[1], strides[2]),
+                    dilations=(dilations[1], dilations[2]),
+                    pads=(0, 0),
+                    sizes=(input.shape[-3], input.shape[-2]),
+                )
+            if needs_grad[1]:
+                grad_filter = _depthwise_conv_backprop_filter(
+                    input,
+                    grad,
+                    strides=(strides[1], strides[2]),
+                    dilations=(dilations[1], dilations[2]),
+                    pads=(0, 0),
+                    sizes=(filter.shape[-4], filter.shape[-3]),
+                )
         elif padding == "SAME":
-            pads = (
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            )
+            if needs_grad[0]:
+                grad_input = _depthwise_conv_backprop_input(
+                    grad,
+                    filter,
+                    strides=(strides[1], strides[2]),
+                    dilations=(dilations[1], dilations[2]),
+                    pads=(
+                        _same_padding(input.shape[-3], filter.shape[-4], strides[1], dilations[1]),
+                        _same_padding(input.shape[-2], filter.shape[-3], strides[2], dilations[2]),
+                    ),
+                    sizes=(input.shape[-3], input.shape[-2]),
+                )
+            if needs_grad[1]:
+                grad_filter = _depthwise_conv_backprop_filter(
+                    input,
+                    grad,
+                    strides=(strides[1], strides[2]),
+                    dilations=(dilations[1], dilations[2]),
+                    pads=(
+                        _same_padding(input.shape[-3], filter.shape[-4], strides[1], dilations[1]),
+                        _same_padding(input.shape[-2], filter.shape[-3], strides[2], dilations[2]),
+                    ),
+                    sizes=(filter.shape[-4], filter.shape[-3]),
+                )
         else:
-            pads = (explicit_paddings[2], explicit_paddings[4])
-        grad_input = _depthwise_conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=pads,
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _depthwise_conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=pads,
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+            if needs_grad[0]:
+                grad_input = _depthwise_conv_backprop_input(
+                    grad,
+                    filter,
+                    strides=(strides[1], strides[2]),
+                    dilations=(dilations[1], dilations[2]),
+                    pads=(explicit_paddings[2], explicit_paddings[4]),
+                    sizes=(input.shape[-3], input.shape[-2]),
+                )
+            if needs_grad[1]:
+                grad_filter = _depthwise_conv_backprop_filter(
+                    input,
+                    grad,
+                    strides=(strides[1], strides[2]),
+                    dilations=(dilations[1], dilations[2]),
+                    pads=(explicit_paddings[2], explicit_paddings[4]),
+                    sizes=(filter.shape[-4], filter.shape[-3]),
+                )
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter
@@ -383,7 +419,7 @@ _depthwise_conv2d_native_autograd = _autograd_function(
 
 
 def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
-    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:80); differentiated by extract_image_patches_vjp."""
+    """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:80); differentiated by extract_image_patches_vjp, saving the shape of images."""
     return _extract_image_patches_autograd(
         images, padding=padding, ksizes=ksizes, strides=strides, rates=rates
     )
@@ -392,7 +428,7 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
 def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches's formula."""
     if padding in ("VALID", "SAME"):
-        t0 = np.shape(images)[-2]
+        t0 = images.shape[-2]
         if padding == "VALID":
             t1 = (-rates[2] * (ksizes[2] - 1) + t0 - 1) // strides[2]
             t2 = t1 + 1
@@ -408,7 +444,7 @@ def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, r
                 rates[2] * t5 + strides[2] * t4 - _same_padding(t0, ksizes[2], strides[2], rates[2])
             )
         t7 = _gather(images, t6, -2)
-        t8 = np.shape(images)[-3]
+        t8 = images.shape[-3]
         if padding == "VALID":
             t9 = (-rates[1] * (ksizes[1] - 1) + t8 - 1) // strides[1]
             t10 = t9 + 1
@@ -427,8 +463,8 @@ def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, r
             )
         t15 = _gather(t7, t14, -4)
         t16 = torch.permute(t15, (0, 1, 3, 2, 4, 5))
-        t17 = np.shape(images)[-4]
-        t18 = np.shape(images)[-1]
+        t17 = images.shape[-4]
+        t18 = images.shape[-1]
         patches = torch.reshape(t16, (t17, t10, t2, ksizes[1] * ksizes[2] * t18))
     else:
         raise ValueError(f"ExtractImagePatches: unsupported attributes padding={padding!r}")
@@ -446,25 +482,25 @@ def extract_image_patches_vjp(
             exact_div(-b * rates[2] + k, strides[2]), a, b, l], i.e. `torch.sum(t14, axis=(-2, -1))`
     """
     if padding in ("VALID", "SAME"):
-        t0 = np.shape(images)[-1]
-        grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], t0))
-        t1 = torch.arange(np.shape(images)[-2])
+        t0 = images.shape[-1]
+        grad = torch.reshape(grad, grad.shape[:-1] + (-1, ksizes[2], t0))
+        t1 = torch.arange(images.shape[-2])
         t2 = t1[..., None]
         t3 = torch.arange(int(ksizes[2]))
         if padding == "VALID":
             t4 = -rates[2] * t3 + t2
         else:
-            t5 = np.shape(images)[-2]
+            t5 = images.shape[-2]
             t4 = -rates[2] * t3 + t2 + _same_padding(t5, ksizes[2], strides[2], rates[2])
         t6 = torch.where(t4 % strides[2] == 0, t4 // strides[2], -1)
         t7 = _gather(grad, t6, -4)
-        t8 = torch.arange(np.shape(images)[-3])
+        t8 = torch.arange(images.shape[-3])
         t9 = t8[..., None]
         t10 = torch.arange(int(ksizes[1]))
         if padding == "VALID":
             t11 = -rates[1] * t10 + t9
         else:
-            t12 = np.shape(images)[-3]
+            t12 = images.shape[-3]
             t11 = -rates[1] * t10 + t9 + _same_padding(t12, ksizes[1], strides[1], rates[1])
         t13 = torch.where(t11 % strides[1] == 0, t11 // strides[1], -1)
         t14 = _gather(t7, t13, -6)
@@ -477,12 +513,16 @@ def extract_image_patches_vjp(
 
 
 _extract_image_patches_autograd = _autograd_function(
-    "ExtractImagePatches", extract_image_patches_forward, extract_image_patches_vjp, "patches"
+    "ExtractImagePatches",
+    extract_image_patches_forward,
+    extract_image_patches_vjp,
+    "patches",
+    shapes_only="images",
 )
 
 
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:90); differentiated by conv3d_vjp."""
+    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:90); differentiated by conv3d_vjp, saving input, filter."""
     return _conv3d_autograd(input, filter, padding=padding, strides=strides, dilations=dilations)
 
 
@@ -496,12 +536,9 @@ def conv3d_forward(input, filter, *, padding="VALID", strides, dilations=(1, 1, 
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(0, 0, 0),
             sizes=(
-                (-dilations[1] * (np.shape(filter)[-5] - 1) + np.shape(input)[-4] - 1) // strides[1]
-                + 1,
-                (-dilations[2] * (np.shape(filter)[-4] - 1) + np.shape(input)[-3] - 1) // strides[2]
-                + 1,
-                (-dilations[3] * (np.shape(filter)[-3] - 1) + np.shape(input)[-2] - 1) // strides[3]
-                + 1,
+                (-dilations[1] * (filter.shape[-5] - 1) + input.shape[-4] - 1) // strides[1] + 1,
+                (-dilations[2] * (filter.shape[-4] - 1) + input.shape[-3] - 1) // strides[2] + 1,
+                (-dilations[3] * (filter.shape[-3] - 1) + input.shape[-2] - 1) // strides[3] + 1,
             ),
         )
     elif padding == "SAME":
@@ -511,14 +548,14 @@ def conv3d_forward(input, filter, *, padding="VALID", strides, dilations=(1, 1, 
             strides=(strides[1], strides[2], strides[3]),
             dilations=(dilations[1], dilations[2], dilations[3]),
             pads=(
-                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
+                _same_padding(input.shape[-4], filter.shape[-5], strides[1], dilations[1]),
+                _same_padding(input.shape[-3], filter.shape[-4], strides[2], dilations[2]),
+                _same_padding(input.shape[-2], filter.shape[-3], strides[3], dilations[3]),
             ),
             sizes=(
-                -((-np.shape(input)[-4]) // strides[1]),
-                -((-np.shape(input)[-3]) // strides[2]),
-                -((-np.shape(input)[-2]) // strides[3]),
+                -((-input.shape[-4]) // strides[1]),
+                -((-input.shape[-3]) // strides[2]),
+                -((-input.shape[-2]) // strides[3]),
             ),
         )
     else:
@@ -527,7 +564,15 @@ def conv3d_forward(input, filter, *, padding="VALID", strides, dilations=(1, 1, 
 
 
 def conv3d_vjp(
-    grad, input, filter, *, output=None, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
+    grad,
+    input,
+    filter,
+    *,
+    output=None,
+    padding="VALID",
+    strides,
+    dilations=(1, 1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv3D: one array per input (input, filter).
 
@@ -543,47 +588,53 @@ def conv3d_vjp(
             i.e. `_conv_backprop_filter(input, grad, strides=(strides[1], strides[2], ...`
     """
     if padding == "VALID":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(0, 0, 0),
+                sizes=(input.shape[-4], input.shape[-3], input.shape[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(0, 0, 0),
+                sizes=(filter.shape[-5], filter.shape[-4], filter.shape[-3]),
+            )
     elif padding == "SAME":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
-            ),
-            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
-            ),
-            sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(
+                    _same_padding(input.shape[-4], filter.shape[-5], strides[1], dilations[1]),
+                    _same_padding(input.shape[-3], filter.shape[-4], strides[2], dilations[2]),
+                    _same_padding(input.shape[-2], filter.shape[-3], strides[3], dilations[3]),
+                ),
+                sizes=(input.shape[-4], input.shape[-3], input.shape[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(
+                    _same_padding(input.shape[-4], filter.shape[-5], strides[1], dilations[1]),
+                    _same_padding(input.shape[-3], filter.shape[-4], strides[2], dilations[2]),
+                    _same_padding(input.shape[-2], filter.shape[-3], strides[3], dilations[3]),
+                ),
+                sizes=(filter.shape[-5], filter.shape[-4], filter.shape[-3]),
+            )
     else:
         raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter
@@ -593,14 +644,14 @@ _conv3d_autograd = _autograd_function("Conv3D", conv3d_forward, conv3d_vjp, "out
 
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
-    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:131); differentiated by avg_pool_vjp."""
+    """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:131); differentiated by avg_pool_vjp, saving the shape of value."""
     return _avg_pool_autograd(value, padding=padding, ksize=ksize, strides=strides)
 
 
 def avg_pool_forward(value, *, padding="VALID", ksize, strides):
     """AvgPool's formula."""
     if padding in ("VALID", "SAME"):
-        t0 = np.shape(value)[-3]
+        t0 = value.shape[-3]
         if padding == "VALID":
             t1 = (-ksize[1] + t0) // strides[1]
             t2 = t1 + 1
@@ -608,7 +659,7 @@ def avg_pool_forward(value, *, padding="VALID", ksize, strides):
             t2 = -((-t0) // strides[1])
         t3 = torch.arange(int(t2))
         t4 = t3[..., None, None, None]
-        t5 = np.shape(value)[-2]
+        t5 = value.shape[-2]
         if padding == "VALID":
             t6 = (-ksize[2] + t5) // strides[2]
             t7 = t6 + 1
@@ -666,15 +717,15 @@ def avg_pool_vjp(grad, value, *, output=None, padding="VALID", ksize, strides):
             i.e. `_scatter_add(t16, t18, 2, t7)`
     """
     if padding in ("VALID", "SAME"):
-        t0 = torch.arange(np.shape(grad)[-3])
+        t0 = torch.arange(grad.shape[-3])
         t1 = t0[..., None, None, None]
-        t2 = torch.arange(np.shape(grad)[-2])
+        t2 = torch.arange(grad.shape[-2])
         t3 = t2[..., None, None]
         t4 = torch.arange(int(ksize[2]))
         t5 = t4[..., None]
         t6 = torch.arange(int(ksize[1]))
-        t7 = np.shape(value)[-3]
-        t8 = np.shape(value)[-2]
+        t7 = value.shape[-3]
+        t8 = value.shape[-2]
         if padding == "VALID":
             t9 = (
                 (strides[1] * t1 + t6 >= 0)
@@ -710,11 +761,13 @@ def avg_pool_vjp(grad, value, *, output=None, padding="VALID", ksize, strides):
     return (grad_value,)
 
 
-_avg_pool_autograd = _autograd_function("AvgPool", avg_pool_forward, avg_pool_vjp, "output")
+_avg_pool_autograd = _autograd_function(
+    "AvgPool", avg_pool_forward, avg_pool_vjp, "output", shapes_only="value"
+)
 
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
-    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:139); differentiated by max_pool_vjp."""
+    """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:139); differentiated by max_pool_vjp, saving input, output."""
     return _max_pool_autograd(
         input, padding=padding, data_format=data_format, ksize=ksize, strides=strides
     )
@@ -723,7 +776,7 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool's formula."""
     if padding in ("VALID", "SAME") and data_format == "NHWC":
-        t0 = np.shape(input)[-2]
+        t0 = input.shape[-2]
         if padding == "VALID":
             t1 = (-ksize[2] + t0) // strides[2]
             t2 = t1 + 1
@@ -737,7 +790,7 @@ def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strid
         else:
             t6 = strides[2] * t4 + t5 - _same_padding(t0, ksize[2], strides[2], 1)
         t7 = _gather(input, t6, -2, fill=-torch.inf)
-        t8 = np.shape(input)[-3]
+        t8 = input.shape[-3]
         if padding == "VALID":
             t9 = (-ksize[1] + t8) // strides[1]
             t10 = t9 + 1
@@ -790,7 +843,7 @@ def max_pool_vjp(grad, input, *, output=None, padding="VALID", data_format="NHWC
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(0, 0),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            sizes=(input.shape[-3], input.shape[-2]),
         )
     elif padding == "SAME":
         grad_input = _max_pool_backprop(
@@ -800,10 +853,10 @@ def max_pool_vjp(grad, input, *, output=None, padding="VALID", data_format="NHWC
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(
-                _same_padding(np.shape(input)[-3], ksize[1], strides[1], 1),
-                _same_padding(np.shape(input)[-2], ksize[2], strides[2], 1),
+                _same_padding(input.shape[-3], ksize[1], strides[1], 1),
+                _same_padding(input.shape[-2], ksize[2], strides[2], 1),
             ),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            sizes=(input.shape[-3], input.shape[-2]),
         )
     else:
         raise ValueError(
@@ -818,14 +871,14 @@ _max_pool_autograd = _autograd_function(
 
 
 def max_pool3d(input, *, padding="VALID", ksize, strides):
-    """MaxPool3D: Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum (declared at ops/conv.py:164); differentiated by max_pool3d_vjp."""
+    """MaxPool3D: Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum (declared at ops/conv.py:164); differentiated by max_pool3d_vjp, saving input, output."""
     return _max_pool3d_autograd(input, padding=padding, ksize=ksize, strides=strides)
 
 
 def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """MaxPool3D's formula."""
     if padding in ("VALID", "SAME"):
-        t0 = np.shape(input)[-2]
+        t0 = input.shape[-2]
         if padding == "VALID":
             t1 = (-ksize[3] + t0) // strides[3]
             t2 = t1 + 1
@@ -839,7 +892,7 @@ def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
         else:
             t6 = strides[3] * t4 + t5 - _same_padding(t0, ksize[3], strides[3], 1)
         t7 = _gather(input, t6, -2, fill=-torch.inf)
-        t8 = np.shape(input)[-3]
+        t8 = input.shape[-3]
         if padding == "VALID":
             t9 = (-ksize[2] + t8) // strides[2]
             t10 = t9 + 1
@@ -853,7 +906,7 @@ def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
         else:
             t14 = strides[2] * t12 + t13 - _same_padding(t8, ksize[2], strides[2], 1)
         t15 = _gather(t7, t14, -4, fill=-torch.inf)
-        t16 = np.shape(input)[-4]
+        t16 = input.shape[-4]
         if padding == "VALID":
             t17 = (-ksize[1] + t16) // strides[1]
             t18 = t17 + 1
@@ -899,7 +952,7 @@ def max_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
             window=(ksize[1], ksize[2], ksize[3]),
             strides=(strides[1], strides[2], strides[3]),
             pads=(0, 0, 0),
-            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
+            sizes=(input.shape[-4], input.shape[-3], input.shape[-2]),
         )
     elif padding == "SAME":
         grad_input = _max_pool_backprop(
@@ -909,11 +962,11 @@ def max_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
             window=(ksize[1], ksize[2], ksize[3]),
             strides=(strides[1], strides[2], strides[3]),
             pads=(
-                _same_padding(np.shape(input)[-4], ksize[1], strides[1], 1),
-                _same_padding(np.shape(input)[-3], ksize[2], strides[2], 1),
-                _same_padding(np.shape(input)[-2], ksize[3], strides[3], 1),
+                _same_padding(input.shape[-4], ksize[1], strides[1], 1),
+                _same_padding(input.shape[-3], ksize[2], strides[2], 1),
+                _same_padding(input.shape[-2], ksize[3], strides[3], 1),
             ),
-            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
+            sizes=(input.shape[-4], input.shape[-3], input.shape[-2]),
         )
     else:
         raise ValueError(f"MaxPool3D: unsupported attributes padding={padding!r}")
@@ -926,14 +979,14 @@ _max_pool3d_autograd = _autograd_function(
 
 
 def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
-    """ExtractVolumePatches: Each 3-D window as one channel axis, ordered (plane, row, column, channel) (declared at ops/conv.py:171); differentiated by extract_volume_patches_vjp."""
+    """ExtractVolumePatches: Each 3-D window as one channel axis, ordered (plane, row, column, channel) (declared at ops/conv.py:171); differentiated by extract_volume_patches_vjp, saving the shape of input."""
     return _extract_volume_patches_autograd(input, padding=padding, ksizes=ksizes, strides=strides)
 
 
 def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches's formula."""
     if padding in ("VALID", "SAME"):
-        t0 = np.shape(input)[-2]
+        t0 = input.shape[-2]
         if padding == "VALID":
             t1 = (-ksizes[3] + t0) // strides[3]
             t2 = t1 + 1
@@ -947,7 +1000,7 @@ def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
         else:
             t6 = strides[3] * t4 + t5 - _same_padding(t0, ksizes[3], strides[3], 1)
         t7 = _gather(input, t6, -2)
-        t8 = np.shape(input)[-3]
+        t8 = input.shape[-3]
         if padding == "VALID":
             t9 = (-ksizes[2] + t8) // strides[2]
             t10 = t9 + 1
@@ -961,7 +1014,7 @@ def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
         else:
             t14 = strides[2] * t12 + t13 - _same_padding(t8, ksizes[2], strides[2], 1)
         t15 = _gather(t7, t14, -4)
-        t16 = np.shape(input)[-4]
+        t16 = input.shape[-4]
         if padding == "VALID":
             t17 = (-ksizes[1] + t16) // strides[1]
             t18 = t17 + 1
@@ -976,8 +1029,8 @@ def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
             t22 = strides[1] * t20 + t21 - _same_padding(t16, ksizes[1], strides[1], 1)
         t23 = _gather(t15, t22, -6)
         t24 = torch.permute(t23, (0, 1, 3, 5, 2, 4, 6, 7))
-        t25 = np.shape(input)[-5]
-        t26 = np.shape(input)[-1]
+        t25 = input.shape[-5]
+        t26 = input.shape[-1]
         patches = torch.reshape(t24, (t25, t18, t10, t2, ksizes[1] * ksizes[2] * ksizes[3] * t26))
     else:
         raise ValueError(f"ExtractVolumePatches: unsupported attributes padding={padding!r}")
@@ -994,35 +1047,35 @@ def extract_volume_patches_vjp(grad, input, *, patches=None, padding="VALID", ks
             i.e. `torch.sum(t20, axis=(-3, -2, -1))`
     """
     if padding in ("VALID", "SAME"):
-        t0 = np.shape(input)[-1]
-        grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, ksizes[2], ksizes[3], t0))
-        t1 = torch.arange(np.shape(input)[-2])
+        t0 = input.shape[-1]
+        grad = torch.reshape(grad, grad.shape[:-1] + (-1, ksizes[2], ksizes[3], t0))
+        t1 = torch.arange(input.shape[-2])
         t2 = t1[..., None]
         t3 = torch.arange(int(ksizes[3]))
         if padding == "VALID":
             t4 = t2 - t3
         else:
-            t5 = np.shape(input)[-2]
+            t5 = input.shape[-2]
             t4 = t2 - t3 + _same_padding(t5, ksizes[3], strides[3], 1)
         t6 = torch.where(t4 % strides[3] == 0, t4 // strides[3], -1)
         t7 = _gather(grad, t6, -5)
-        t8 = torch.arange(np.shape(input)[-3])
+        t8 = torch.arange(input.shape[-3])
         t9 = t8[..., None]
         t10 = torch.arange(int(ksizes[2]))
         if padding == "VALID":
             t11 = t9 - t10
         else:
-            t12 = np.shape(input)[-3]
+            t12 = input.shape[-3]
             t11 = -t10 + t9 + _same_padding(t12, ksizes[2], strides[2], 1)
         t13 = torch.where(t11 % strides[2] == 0, t11 // strides[2], -1)
         t14 = _gather(t7, t13, -7)
-        t15 = torch.arange(np.shape(input)[-4])
+        t15 = torch.arange(input.shape[-4])
         t16 = t15[..., None]
         t17 = torch.arange(int(ksizes[1]))
         if padding == "VALID":
             t18 = t16 - t17
         else:
-            t19 = np.shape(input)[-4]
+            t19 = input.shape[-4]
             t18 = t16 - t17 + _same_padding(t19, ksizes[1], strides[1], 1)
         t20 = torch.where(t18 % strides[1] == 0, t18 // strides[1], -1)
         t21 = _gather(t14, t20, -9)
@@ -1035,12 +1088,16 @@ def extract_volume_patches_vjp(grad, input, *, patches=None, padding="VALID", ks
 
 
 _extract_volume_patches_autograd = _autograd_function(
-    "ExtractVolumePatches", extract_volume_patches_forward, extract_volume_patches_vjp, "patches"
+    "ExtractVolumePatches",
+    extract_volume_patches_forward,
+    extract_volume_patches_vjp,
+    "patches",
+    shapes_only="input",
 )
 
 
 def dilation2d(input, filter, *, padding="VALID", strides, rates):
-    """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC (declared at ops/conv.py:178); differentiated by dilation2d_vjp."""
+    """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC (declared at ops/conv.py:178); differentiated by dilation2d_vjp, saving input, filter, output."""
     return _dilation2d_autograd(input, filter, padding=padding, strides=strides, rates=rates)
 
 
@@ -1049,8 +1106,8 @@ def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
     if padding in ("VALID", "SAME"):
         t0 = torch.permute(filter, (2, 0, 1))
         if padding == "VALID":
-            t1 = np.shape(filter)[-2]
-        t2 = np.shape(input)[-2]
+            t1 = filter.shape[-2]
+        t2 = input.shape[-2]
         if padding == "VALID":
             t3 = (-rates[2] * (t1 - 1) + t2 - 1) // strides[2]
             t4 = t3 + 1
@@ -1058,27 +1115,27 @@ def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
             t4 = -((-t2) // strides[2])
         t5 = torch.arange(int(t4))
         t6 = t5[..., None]
-        t7 = torch.arange(np.shape(filter)[-2])
+        t7 = torch.arange(filter.shape[-2])
         if padding == "VALID":
             t8 = rates[2] * t7 + strides[2] * t6
         else:
-            t9 = np.shape(filter)[-2]
+            t9 = filter.shape[-2]
             t8 = rates[2] * t7 + strides[2] * t6 - _same_padding(t2, t9, strides[2], rates[2])
         t10 = _gather(input, t8, -2, fill=-torch.inf)
-        t11 = np.shape(input)[-3]
+        t11 = input.shape[-3]
         if padding == "VALID":
-            t12 = np.shape(filter)[-3]
+            t12 = filter.shape[-3]
             t13 = (-rates[1] * (t12 - 1) + t11 - 1) // strides[1]
             t14 = t13 + 1
         else:
             t14 = -((-t11) // strides[1])
         t15 = torch.arange(int(t14))
         t16 = t15[..., None]
-        t17 = torch.arange(np.shape(filter)[-3])
+        t17 = torch.arange(filter.shape[-3])
         if padding == "VALID":
             t18 = rates[1] * t17 + strides[1] * t16
         else:
-            t19 = np.shape(filter)[-3]
+            t19 = filter.shape[-3]
             t18 = rates[1] * t17 + strides[1] * t16 - _same_padding(t11, t19, strides[1], rates[1])
         t20 = _gather(t10, t18, -4, fill=-torch.inf)
         t21 = torch.permute(t20, (0, 1, 3, 5, 2, 4))
@@ -1088,7 +1145,9 @@ def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
     return output
 
 
-def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides, rates):
+def dilation2d_vjp(
+    grad, input, filter, *, output=None, padding="VALID", strides, rates, needs_grad=(True, True)
+):
     """Gradient of Dilation2D: one array per input (input, filter).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
@@ -1114,65 +1173,122 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
     if output is None:
         output = dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
     if padding in ("VALID", "SAME"):
-        t0 = grad[..., None, :, None, :]
-        t1 = filter[..., None, :, :]
-        t2 = torch.arange(np.shape(grad)[-2])
-        t3 = t2[..., None]
-        t4 = torch.arange(np.shape(filter)[-2])
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            t0 = grad[..., None, :, None, :]
+            t1 = filter[..., None, :, :]
+        t2 = torch.arange(grad.shape[-2])
+        if needs_grad[0]:
+            t3 = t2[..., None]
+        t4 = torch.arange(filter.shape[-2])
         if padding == "VALID":
-            t5 = rates[2] * t4 + strides[2] * t3
+            if needs_grad[0]:
+                t5 = rates[2] * t4 + strides[2] * t3
+                t6 = _gather(input, t5, -2, fill=-torch.inf)
         else:
-            t6 = np.shape(filter)[-2]
-            t7 = np.shape(input)[-2]
-            t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t7, t6, strides[2], rates[2])
-        t8 = _gather(input, t5, -2, fill=-torch.inf)
-        t9 = torch.arange(np.shape(grad)[-3])
-        t10 = t9[..., None]
-        t11 = torch.arange(np.shape(filter)[-3])
+            t5 = filter.shape[-2]
+            t6 = input.shape[-2]
+            if needs_grad[0]:
+                t7 = rates[2] * t4 + strides[2] * t3 - _same_padding(t6, t5, strides[2], rates[2])
+                t8 = _gather(input, t7, -2, fill=-torch.inf)
+        t9 = torch.arange(grad.shape[-3])
+        if needs_grad[0]:
+            t10 = t9[..., None]
+        t11 = torch.arange(filter.shape[-3])
         if padding == "VALID":
-            t12 = rates[1] * t11 + strides[1] * t10
+            if needs_grad[0]:
+                t12 = rates[1] * t11 + strides[1] * t10
+                t13 = _gather(t6, t12, -4, fill=-torch.inf)
+                t14 = output[..., None, :, None, :]
+                t15 = _shift_right(
+                    torch.cumsum(torch.asarray(t14 == t1 + t13, dtype=grad.dtype), dim=-2),
+                    axis=-2,
+                    fill=0,
+                )
+                t16 = torch.sum(
+                    torch.asarray(t14 == t1 + t13, dtype=grad.dtype), axis=-2, keepdims=True
+                )
+                t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
+                t18 = torch.where((t14 == t1 + t13) & (t15 + t17 == 0), t0, 0)
+                t19 = input.shape[-2]
+                t20 = _scatter_add(t18, t5, 1, t19)  # no gather form: an explicit scatter-add
+                t21 = input.shape[-3]
+                grad_input = _scatter_add(
+                    t20, t12, 2, t21
+                )  # no gather form: an explicit scatter-add
+            if needs_grad[1]:
+                t22 = torch.permute(grad, (3, 0, 1, 2))
+                t23 = filter[..., None, None, None]
+                t24 = t4[..., None]
+                t25 = rates[2] * t24 + strides[2] * t2
+                t26 = _gather(input, t25, -2, fill=-torch.inf)
+                t27 = t11[..., None]
+                t28 = rates[1] * t27 + strides[1] * t9
+                t29 = _gather(t26, t28, -4, fill=-torch.inf)
+                t30 = torch.permute(t29, (1, 3, 5, 0, 2, 4))
+                t31 = torch.permute(output, (3, 0, 1, 2))
+                t32 = _shift_right(
+                    torch.cumsum(torch.asarray(t31 == t23 + t30, dtype=grad.dtype), dim=-5),
+                    axis=-5,
+                    fill=0,
+                )
+                t33 = torch.sum(
+                    torch.asarray(t31 == t23 + t30, dtype=grad.dtype), axis=-5, keepdims=True
+                )
+                t34 = _shift_right(torch.cumsum(t33, dim=-6), axis=-6, fill=0)
+                grad_filter = torch.sum(
+                    torch.where((t31 == t23 + t30) & (t32 + t34 == 0), t22, 0), axis=(-3, -2, -1)
+                )
         else:
-            t13 = np.shape(input)[-3]
-            t14 = np.shape(filter)[-3]
-            t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t13, t14, strides[1], rates[1])
-        t15 = _gather(t8, t12, -4, fill=-torch.inf)
-        t16 = output[..., None, :, None, :]
-        t17 = _shift_right(
-            torch.cumsum(torch.asarray(t16 == t1 + t15, dtype=grad.dtype), dim=-2), axis=-2, fill=0
-        )
-        t18 = torch.sum(torch.asarray(t16 == t1 + t15, dtype=grad.dtype), axis=-2, keepdims=True)
-        t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
-        t20 = torch.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
-        if padding == "VALID":
-            t7 = np.shape(input)[-2]
-        t21 = _scatter_add(t20, t5, 1, t7)  # no gather form: an explicit scatter-add
-        if padding == "VALID":
-            t13 = np.shape(input)[-3]
-        grad_input = _scatter_add(t21, t12, 2, t13)  # no gather form: an explicit scatter-add
-        t22 = torch.permute(grad, (3, 0, 1, 2))
-        t23 = filter[..., None, None, None]
-        t24 = t4[..., None]
-        if padding == "VALID":
-            t25 = rates[2] * t24 + strides[2] * t2
-        else:
-            t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t7, t6, strides[2], rates[2])
-        t26 = _gather(input, t25, -2, fill=-torch.inf)
-        t27 = t11[..., None]
-        if padding == "VALID":
-            t28 = rates[1] * t27 + strides[1] * t9
-        else:
-            t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t13, t14, strides[1], rates[1])
-        t29 = _gather(t26, t28, -4, fill=-torch.inf)
-        t30 = torch.permute(t29, (1, 3, 5, 0, 2, 4))
-        t31 = torch.permute(output, (3, 0, 1, 2))
-        t32 = _shift_right(
-            torch.cumsum(torch.asarray(t31 == t23 + t30, dtype=grad.dtype), dim=-5), axis=-5, fill=0
-        )
-        t33 = torch.sum(torch.asarray(t31 == t23 + t30, dtype=grad.dtype), axis=-5, keepdims=True)
-        t34 = _shift_right(torch.cumsum(t33, dim=-6), axis=-6, fill=0)
-        grad_filter = torch.sum(
-            torch.where((t31 == t23 + t30) & (t32 + t34 == 0), t22, 0), axis=(-3, -2, -1)
-        )
+            t12 = input.shape[-3]
+            t13 = filter.shape[-3]
+            if needs_grad[0]:
+                t14 = (
+                    rates[1] * t11
+                    + strides[1] * t10
+                    - _same_padding(t12, t13, strides[1], rates[1])
+                )
+                t15 = _gather(t8, t14, -4, fill=-torch.inf)
+                t16 = output[..., None, :, None, :]
+                t17 = _shift_right(
+                    torch.cumsum(torch.asarray(t16 == t1 + t15, dtype=grad.dtype), dim=-2),
+                    axis=-2,
+                    fill=0,
+                )
+                t18 = torch.sum(
+                    torch.asarray(t16 == t1 + t15, dtype=grad.dtype), axis=-2, keepdims=True
+                )
+                t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
+                t20 = torch.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
+                t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
+                grad_input = _scatter_add(
+                    t21, t14, 2, t12
+                )  # no gather form: an explicit scatter-add
+            if needs_grad[1]:
+                t22 = torch.permute(grad, (3, 0, 1, 2))
+                t23 = filter[..., None, None, None]
+                t24 = t4[..., None]
+                t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+                t26 = _gather(input, t25, -2, fill=-torch.inf)
+                t27 = t11[..., None]
+                t28 = (
+                    rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+                )
+                t29 = _gather(t26, t28, -4, fill=-torch.inf)
+                t30 = torch.permute(t29, (1, 3, 5, 0, 2, 4))
+                t31 = torch.permute(output, (3, 0, 1, 2))
+                t32 = _shift_right(
+                    torch.cumsum(torch.asarray(t31 == t23 + t30, dtype=grad.dtype), dim=-5),
+                    axis=-5,
+                    fill=0,
+                )
+                t33 = torch.sum(
+                    torch.asarray(t31 == t23 + t30, dtype=grad.dtype), axis=-5, keepdims=True
+                )
+                t34 = _shift_right(torch.cumsum(t33, dim=-6), axis=-6, fill=0)
+                grad_filter = torch.sum(
+                    torch.where((t31 == t23 + t30) & (t32 + t34 == 0), t22, 0), axis=(-3, -2, -1)
+                )
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter
@@ -1184,14 +1300,14 @@ _dilation2d_autograd = _autograd_function(
 
 
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
-    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:196); differentiated by avg_pool3d_vjp."""
+    """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:196); differentiated by avg_pool3d_vjp, saving the shape of input."""
     return _avg_pool3d_autograd(input, padding=padding, ksize=ksize, strides=strides)
 
 
 def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """AvgPool3D's formula."""
     if padding in ("VALID", "SAME"):
-        t0 = np.shape(input)[-4]
+        t0 = input.shape[-4]
         if padding == "VALID":
             t1 = (-ksize[1] + t0) // strides[1]
             t2 = t1 + 1
@@ -1199,7 +1315,7 @@ def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
             t2 = -((-t0) // strides[1])
         t3 = torch.arange(int(t2))
         t4 = t3[..., None, None, None, None, None]
-        t5 = np.shape(input)[-3]
+        t5 = input.shape[-3]
         if padding == "VALID":
             t6 = (-ksize[2] + t5) // strides[2]
             t7 = t6 + 1
@@ -1207,7 +1323,7 @@ def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
             t7 = -((-t5) // strides[2])
         t8 = torch.arange(int(t7))
         t9 = t8[..., None, None, None, None]
-        t10 = np.shape(input)[-2]
+        t10 = input.shape[-2]
         if padding == "VALID":
             t11 = (-ksize[3] + t10) // strides[3]
             t12 = t11 + 1
@@ -1278,20 +1394,20 @@ def avg_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
             strides[1] * z <= D - 1)), i.e. `_scatter_add(t24, t26, 3, t11)`
     """
     if padding in ("VALID", "SAME"):
-        t0 = torch.arange(np.shape(grad)[-4])
+        t0 = torch.arange(grad.shape[-4])
         t1 = t0[..., None, None, None, None, None]
-        t2 = torch.arange(np.shape(grad)[-3])
+        t2 = torch.arange(grad.shape[-3])
         t3 = t2[..., None, None, None, None]
         t4 = torch.arange(int(ksize[3]))
         t5 = t4[..., None, None, None]
-        t6 = torch.arange(np.shape(grad)[-2])
+        t6 = torch.arange(grad.shape[-2])
         t7 = t6[..., None, None]
         t8 = torch.arange(int(ksize[2]))
         t9 = t8[..., None]
         t10 = torch.arange(int(ksize[1]))
-        t11 = np.shape(input)[-4]
-        t12 = np.shape(input)[-3]
-        t13 = np.shape(input)[-2]
+        t11 = input.shape[-4]
+        t12 = input.shape[-3]
+        t13 = input.shape[-2]
         if padding == "VALID":
             t14 = (
                 (strides[1] * t1 + t10 >= 0)
@@ -1337,11 +1453,13 @@ def avg_pool3d_vjp(grad, input, *, output=None, padding="VALID", ksize, strides)
     return (grad_input,)
 
 
-_avg_pool3d_autograd = _autograd_function("AvgPool3D", avg_pool3d_forward, avg_pool3d_vjp, "output")
+_avg_pool3d_autograd = _autograd_function(
+    "AvgPool3D", avg_pool3d_forward, avg_pool3d_vjp, "output", shapes_only="input"
+)
 
 
 def max_pool_v2(input, *, padding="VALID", ksize, strides):
-    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:215); differentiated by max_pool_v2_vjp."""
+    """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:215); differentiated by max_pool_v2_vjp, saving input, output."""
     return _max_pool_v2_autograd(input, padding=padding, ksize=ksize, strides=strides)
 
 
@@ -1350,7 +1468,7 @@ def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
     if padding in ("VALID", "SAME"):
-        t0 = np.shape(input)[-2]
+        t0 = input.shape[-2]
         if padding == "VALID":
             t1 = (-ksize[2] + t0) // strides[2]
             t2 = t1 + 1
@@ -1364,7 +1482,7 @@ def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
         else:
             t6 = strides[2] * t4 + t5 - _same_padding(t0, ksize[2], strides[2], 1)
         t7 = _gather(input, t6, -2, fill=-torch.inf)
-        t8 = np.shape(input)[-3]
+        t8 = input.shape[-3]
         if padding == "VALID":
             t9 = (-ksize[1] + t8) // strides[1]
             t10 = t9 + 1
@@ -1411,7 +1529,7 @@ def max_pool_v2_vjp(grad, input, *, output=None, padding="VALID", ksize, strides
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(0, 0),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            sizes=(input.shape[-3], input.shape[-2]),
         )
     elif padding == "SAME":
         grad_input = _max_pool_backprop(
@@ -1421,10 +1539,10 @@ def max_pool_v2_vjp(grad, input, *, output=None, padding="VALID", ksize, strides
             window=(ksize[1], ksize[2]),
             strides=(strides[1], strides[2]),
             pads=(
-                _same_padding(np.shape(input)[-3], ksize[1], strides[1], 1),
-                _same_padding(np.shape(input)[-2], ksize[2], strides[2], 1),
+                _same_padding(input.shape[-3], ksize[1], strides[1], 1),
+                _same_padding(input.shape[-2], ksize[2], strides[2], 1),
             ),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            sizes=(input.shape[-3], input.shape[-2]),
         )
     else:
         raise ValueError(f"MaxPoolV2: unsupported attributes padding={padding!r}")

@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def trace(x):
-    """Trace: Sum of the diagonal of the last two axes (TensorFlow composes it: tf.linalg.trace) (declared at ops/diagonals.py:11); differentiated by trace_vjp."""
+    """Trace: Sum of the diagonal of the last two axes (TensorFlow composes it: tf.linalg.trace) (declared at ops/diagonals.py:11); differentiated by trace_vjp, saving the shape of x."""
     return _trace_autograd(x)
 
 
@@ -37,16 +37,16 @@ def trace_vjp(grad, x, *, y=None):
         grad_x[batch, i, j] = grad[batch] * delta(i, j), i.e. `t0 * t1`
     """
     t0 = grad[..., None, None]
-    t1 = torch.eye(np.shape(x)[-2], dtype=x.dtype)
+    t1 = torch.eye(x.shape[-2], dtype=x.dtype)
     grad_x = t0 * t1
     return (grad_x,)
 
 
-_trace_autograd = _autograd_function("Trace", trace_forward, trace_vjp, "y")
+_trace_autograd = _autograd_function("Trace", trace_forward, trace_vjp, "y", shapes_only="x")
 
 
 def matrix_diag_part(input):
-    """MatrixDiagPart: The diagonal of the last two axes (declared at ops/diagonals.py:18); differentiated by matrix_diag_part_vjp."""
+    """MatrixDiagPart: The diagonal of the last two axes (declared at ops/diagonals.py:18); differentiated by matrix_diag_part_vjp, saving the shape of input."""
     return _matrix_diag_part_autograd(input)
 
 
@@ -63,25 +63,29 @@ def matrix_diag_part_vjp(grad, input, *, diagonal=None):
         grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
     """
     t0 = grad[..., None]
-    t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
+    t1 = torch.eye(input.shape[-2], dtype=input.dtype)
     grad_input = t0 * t1
     return (grad_input,)
 
 
 _matrix_diag_part_autograd = _autograd_function(
-    "MatrixDiagPart", matrix_diag_part_forward, matrix_diag_part_vjp, "diagonal"
+    "MatrixDiagPart",
+    matrix_diag_part_forward,
+    matrix_diag_part_vjp,
+    "diagonal",
+    shapes_only="input",
 )
 
 
 def matrix_diag(diagonal):
-    """MatrixDiag: A batch of diagonal matrices with the given diagonals (declared at ops/diagonals.py:25); differentiated by matrix_diag_vjp."""
+    """MatrixDiag: A batch of diagonal matrices with the given diagonals (declared at ops/diagonals.py:25); differentiated by matrix_diag_vjp, saving the shape of diagonal."""
     return _matrix_diag_autograd(diagonal)
 
 
 def matrix_diag_forward(diagonal):
     """MatrixDiag's formula."""
     t0 = diagonal[..., None]
-    t1 = torch.eye(np.shape(diagonal)[-1], dtype=diagonal.dtype)
+    t1 = torch.eye(diagonal.shape[-1], dtype=diagonal.dtype)
     output = t0 * t1
     return output
 
@@ -97,24 +101,24 @@ def matrix_diag_vjp(grad, diagonal, *, output=None):
 
 
 _matrix_diag_autograd = _autograd_function(
-    "MatrixDiag", matrix_diag_forward, matrix_diag_vjp, "output"
+    "MatrixDiag", matrix_diag_forward, matrix_diag_vjp, "output", shapes_only="diagonal"
 )
 
 
 def matrix_set_diag(input, diagonal):
-    """MatrixSetDiag: input with the diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:32); differentiated by matrix_set_diag_vjp."""
+    """MatrixSetDiag: input with the diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:32); differentiated by matrix_set_diag_vjp, saving the shapes of input, diagonal."""
     return _matrix_set_diag_autograd(input, diagonal)
 
 
 def matrix_set_diag_forward(input, diagonal):
     """MatrixSetDiag's formula."""
     t0 = diagonal[..., None]
-    t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
+    t1 = torch.eye(input.shape[-2], dtype=input.dtype)
     output = -input * t1 + input + t0 * t1
     return output
 
 
-def matrix_set_diag_vjp(grad, input, diagonal, *, output=None):
+def matrix_set_diag_vjp(grad, input, diagonal, *, output=None, needs_grad=(True, True)):
     """Gradient of MatrixSetDiag: one array per input (input, diagonal).
 
     In index notation, next to the code computing it:
@@ -122,30 +126,37 @@ def matrix_set_diag_vjp(grad, input, diagonal, *, output=None):
             i.e. `grad - t1 * t2`
         grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
     """
+    grad_input = grad_diagonal = None
     t0 = torch.diagonal(grad, dim1=-2, dim2=-1)
-    t1 = t0[..., None]
-    t2 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
-    grad_input = grad - t1 * t2
-    grad_input = _sum_to_shape(grad_input, np.shape(input))
-    grad_diagonal = t0
-    grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    if needs_grad[0]:
+        t1 = t0[..., None]
+        t2 = torch.eye(input.shape[-2], dtype=input.dtype)
+        grad_input = grad - t1 * t2
+        grad_input = _sum_to_shape(grad_input, input.shape)
+    if needs_grad[1]:
+        grad_diagonal = t0
+        grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
     return grad_input, grad_diagonal
 
 
 _matrix_set_diag_autograd = _autograd_function(
-    "MatrixSetDiag", matrix_set_diag_forward, matrix_set_diag_vjp, "output"
+    "MatrixSetDiag",
+    matrix_set_diag_forward,
+    matrix_set_diag_vjp,
+    "output",
+    shapes_only="input diagonal",
 )
 
 
 def diag(diagonal):
-    """Diag: A square matrix with the given vector as its diagonal (rank 1 only) (declared at ops/diagonals.py:41); differentiated by diag_vjp."""
+    """Diag: A square matrix with the given vector as its diagonal (rank 1 only) (declared at ops/diagonals.py:41); differentiated by diag_vjp, saving the shape of diagonal."""
     return _diag_autograd(diagonal)
 
 
 def diag_forward(diagonal):
     """Diag's formula."""
     t0 = diagonal[..., None]
-    t1 = torch.eye(np.shape(diagonal)[-1], dtype=diagonal.dtype)
+    t1 = torch.eye(diagonal.shape[-1], dtype=diagonal.dtype)
     output = t0 * t1
     return output
 
@@ -160,11 +171,13 @@ def diag_vjp(grad, diagonal, *, output=None):
     return (grad_diagonal,)
 
 
-_diag_autograd = _autograd_function("Diag", diag_forward, diag_vjp, "output")
+_diag_autograd = _autograd_function(
+    "Diag", diag_forward, diag_vjp, "output", shapes_only="diagonal"
+)
 
 
 def diag_part(input):
-    """DiagPart: The diagonal of a square matrix (rank 2 only) (declared at ops/diagonals.py:48); differentiated by diag_part_vjp."""
+    """DiagPart: The diagonal of a square matrix (rank 2 only) (declared at ops/diagonals.py:48); differentiated by diag_part_vjp, saving the shape of input."""
     return _diag_part_autograd(input)
 
 
@@ -181,24 +194,26 @@ def diag_part_vjp(grad, input, *, diagonal=None):
         grad_input[i, j] = grad[i] * delta(i, j), i.e. `t0 * t1`
     """
     t0 = grad[..., None]
-    t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
+    t1 = torch.eye(input.shape[-2], dtype=input.dtype)
     grad_input = t0 * t1
     return (grad_input,)
 
 
-_diag_part_autograd = _autograd_function("DiagPart", diag_part_forward, diag_part_vjp, "diagonal")
+_diag_part_autograd = _autograd_function(
+    "DiagPart", diag_part_forward, diag_part_vjp, "diagonal", shapes_only="input"
+)
 
 
 def matrix_band_part(input, *, num_lower, num_upper):
-    """MatrixBandPart: The band of the last two axes: num_lower diagonals below, num_upper above (negative: all) (declared at ops/diagonals.py:55); differentiated by matrix_band_part_vjp."""
+    """MatrixBandPart: The band of the last two axes: num_lower diagonals below, num_upper above (negative: all) (declared at ops/diagonals.py:55); differentiated by matrix_band_part_vjp, saving the shape of input."""
     return _matrix_band_part_autograd(input, num_lower=num_lower, num_upper=num_upper)
 
 
 def matrix_band_part_forward(input, *, num_lower, num_upper):
     """MatrixBandPart's formula."""
-    t0 = torch.arange(np.shape(input)[-2])
+    t0 = torch.arange(input.shape[-2])
     t1 = t0[..., None]
-    t2 = torch.arange(np.shape(input)[-1])
+    t2 = torch.arange(input.shape[-1])
     t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2))
     band = torch.where(t3, input, 0)
     return band
@@ -211,21 +226,21 @@ def matrix_band_part_vjp(grad, input, *, band=None, num_lower, num_upper):
         grad_input[batch, i, j] = grad[batch, i, j] * (1 if (num_lower < 0 or num_lower >= i - j)
             and (num_upper < 0 or num_upper >= -i + j) else 0), i.e. `torch.where(t3, grad, 0)`
     """
-    t0 = torch.arange(np.shape(input)[-2])
+    t0 = torch.arange(input.shape[-2])
     t1 = t0[..., None]
-    t2 = torch.arange(np.shape(input)[-1])
+    t2 = torch.arange(input.shape[-1])
     t3 = ((num_lower < 0) | (num_lower >= t1 - t2)) & ((num_upper < 0) | (num_upper >= -t1 + t2))
     grad_input = torch.where(t3, grad, 0)
     return (grad_input,)
 
 
 _matrix_band_part_autograd = _autograd_function(
-    "MatrixBandPart", matrix_band_part_forward, matrix_band_part_vjp, "band"
+    "MatrixBandPart", matrix_band_part_forward, matrix_band_part_vjp, "band", shapes_only="input"
 )
 
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
-    """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:92); differentiated by matrix_diag_part_v2_vjp."""
+    """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:92); differentiated by matrix_diag_part_v2_vjp, saving the shape of input."""
     return _matrix_diag_part_v2_autograd(input, k=k, padding_value=padding_value)
 
 
@@ -238,9 +253,9 @@ def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
     if k == 0:
         diagonal = torch.diagonal(input, dim1=-2, dim2=-1)
     elif k == 1:
-        t0 = np.shape(input)[-2]
-        t1 = np.shape(input)[-1]
-        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t0 = input.shape[-2]
+        t1 = input.shape[-1]
+        t2 = torch.reshape(input, input.shape[:-2] + (t0 * t1,))
         t3 = t0 - 1
         t4 = torch.arange(int(t3))
         t5 = t4 + 1
@@ -249,9 +264,9 @@ def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
     elif k == -2:
-        t0 = np.shape(input)[-2]
-        t1 = np.shape(input)[-1]
-        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t0 = input.shape[-2]
+        t1 = input.shape[-1]
+        t2 = torch.reshape(input, input.shape[:-2] + (t0 * t1,))
         t3 = t0 - 2
         t4 = torch.arange(int(t3))
         t5 = t4 + 2
@@ -274,10 +289,10 @@ def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0)
             grad_input[batch, i, j] = grad[batch, i] * delta(i, j), i.e. `t0 * t1`
         k=1, padding_value=0:
             grad_input[batch, i, j] = grad[batch, i] * delta(j, i + 1)
-                i.e. `torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
+                i.e. `torch.reshape(t8, t8.shape[:-1] + (-1, t2))`
         k=-2, padding_value=0:
             grad_input[batch, i, j] = grad[batch, j] * delta(i, j + 2)
-                i.e. `torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))`
+                i.e. `torch.reshape(t8, t8.shape[:-1] + (-1, t2))`
     """
     if padding_value != 0:
         raise ValueError(
@@ -285,30 +300,30 @@ def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0)
         )
     if k == 0:
         t0 = grad[..., None]
-        t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
+        t1 = torch.eye(input.shape[-2], dtype=input.dtype)
         grad_input = t0 * t1
     elif k == 1:
-        t0 = torch.arange(np.shape(input)[-2])
+        t0 = torch.arange(input.shape[-2])
         t1 = _gather(grad, t0, -1)
-        t2 = np.shape(input)[-2]
+        t2 = input.shape[-2]
         t3 = t0 + 1
         t4 = torch.as_tensor(t0, dtype=torch.int64)
         t5 = torch.as_tensor(t3, dtype=torch.int64)
         t6 = torch.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
-        grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        grad_input = torch.reshape(t8, t8.shape[:-1] + (-1, t2))
     elif k == -2:
-        t0 = torch.arange(np.shape(input)[-2])
+        t0 = torch.arange(input.shape[-2])
         t1 = _gather(grad, t0, -1)
-        t2 = np.shape(input)[-2]
+        t2 = input.shape[-2]
         t3 = t0 + 2
         t4 = torch.as_tensor(t3, dtype=torch.int64)
         t5 = torch.as_tensor(t0, dtype=torch.int64)
         t6 = t2 * t4 + t5
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
-        grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        grad_input = torch.reshape(t8, t8.shape[:-1] + (-1, t2))
     else:
         raise ValueError(
             f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -317,12 +332,16 @@ def matrix_diag_part_v2_vjp(grad, input, *, diagonal=None, k=0, padding_value=0)
 
 
 _matrix_diag_part_v2_autograd = _autograd_function(
-    "MatrixDiagPartV2", matrix_diag_part_v2_forward, matrix_diag_part_v2_vjp, "diagonal"
+    "MatrixDiagPartV2",
+    matrix_diag_part_v2_forward,
+    matrix_diag_part_v2_vjp,
+    "diagonal",
+    shapes_only="input",
 )
 
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:158); differentiated by matrix_diag_part_v3_vjp."""
+    """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:158); differentiated by matrix_diag_part_v3_vjp, saving the shape of input."""
     return _matrix_diag_part_v3_autograd(input, k=k, padding_value=padding_value, align=align)
 
 
@@ -335,9 +354,9 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
     if k == 0 and align == "RIGHT_LEFT":
         diagonal = torch.diagonal(input, dim1=-2, dim2=-1)
     elif k == 1 and align == "RIGHT_LEFT":
-        t0 = np.shape(input)[-2]
-        t1 = np.shape(input)[-1]
-        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t0 = input.shape[-2]
+        t1 = input.shape[-1]
+        t2 = torch.reshape(input, input.shape[:-2] + (t0 * t1,))
         t3 = t0 - 1
         t4 = torch.arange(int(t3))
         t5 = t4 + 1
@@ -346,9 +365,9 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         diagonal = _gather(t2, t8, -1)
     elif k == -2 and align == "RIGHT_LEFT":
-        t0 = np.shape(input)[-2]
-        t1 = np.shape(input)[-1]
-        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t0 = input.shape[-2]
+        t1 = input.shape[-1]
+        t2 = torch.reshape(input, input.shape[:-2] + (t0 * t1,))
         t3 = t0 - 2
         t4 = torch.arange(int(t3))
         t5 = t4 + 2
@@ -362,9 +381,9 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         "LEFT_LEFT",
         "RIGHT_RIGHT",
     ):
-        t0 = np.shape(input)[-2]
-        t1 = np.shape(input)[-1]
-        t2 = torch.reshape(input, np.shape(input)[:-2] + (t0 * t1,))
+        t0 = input.shape[-2]
+        t1 = input.shape[-1]
+        t2 = torch.reshape(input, input.shape[:-2] + (t0 * t1,))
         if k == (-1, 1):
             t3 = 3
         else:
@@ -372,7 +391,7 @@ def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEF
         t4 = torch.arange(int(t3))
         t5 = t4[..., None]
         if k == (-1, 1):
-            t6 = torch.arange(np.shape(input)[-2])
+            t6 = torch.arange(input.shape[-2])
             if align == "RIGHT_LEFT":
                 t7 = t6 + _maximum(t5 - 1, 0) - torch.where(t5 <= 1, torch.abs(t5 - 1), 0)
                 t8 = t6 + _maximum(1 - t5, 0) - torch.where(t5 <= 1, torch.abs(t5 - 1), 0)
@@ -426,41 +445,41 @@ def matrix_diag_part_v3_vjp(
         )
     if k == 0 and align == "RIGHT_LEFT":
         t0 = grad[..., None]
-        t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
+        t1 = torch.eye(input.shape[-2], dtype=input.dtype)
         grad_input = t0 * t1
     elif k == 1 and align == "RIGHT_LEFT":
-        t0 = torch.arange(np.shape(input)[-2])
+        t0 = torch.arange(input.shape[-2])
         t1 = _gather(grad, t0, -1)
-        t2 = np.shape(input)[-2]
+        t2 = input.shape[-2]
         t3 = t0 + 1
         t4 = torch.as_tensor(t0, dtype=torch.int64)
         t5 = torch.as_tensor(t3, dtype=torch.int64)
         t6 = torch.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
-        grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        grad_input = torch.reshape(t8, t8.shape[:-1] + (-1, t2))
     elif k == -2 and align == "RIGHT_LEFT":
-        t0 = torch.arange(np.shape(input)[-2])
+        t0 = torch.arange(input.shape[-2])
         t1 = _gather(grad, t0, -1)
-        t2 = np.shape(input)[-2]
+        t2 = input.shape[-2]
         t3 = t0 + 2
         t4 = torch.as_tensor(t3, dtype=torch.int64)
         t5 = torch.as_tensor(t0, dtype=torch.int64)
         t6 = t2 * t4 + t5
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
-        grad_input = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        grad_input = torch.reshape(t8, t8.shape[:-1] + (-1, t2))
     elif k in ((-1, 1), (1, 2)) and align in (
         "RIGHT_LEFT",
         "LEFT_RIGHT",
         "LEFT_LEFT",
         "RIGHT_RIGHT",
     ):
-        t0 = np.shape(input)[-2]
-        t1 = torch.arange(np.shape(grad)[-2])
+        t0 = input.shape[-2]
+        t1 = torch.arange(grad.shape[-2])
         t2 = t1[..., None]
         if k == (-1, 1):
-            t3 = torch.arange(np.shape(input)[-2])
+            t3 = torch.arange(input.shape[-2])
             if align == "RIGHT_LEFT":
                 t4 = t3 + _maximum(t2 - 1, 0) - torch.where(t2 <= 1, torch.abs(t2 - 1), 0)
                 t5 = t3 + _maximum(1 - t2, 0) - torch.where(t2 <= 1, torch.abs(t2 - 1), 0)
@@ -474,7 +493,7 @@ def matrix_diag_part_v3_vjp(
                 t4 = t3 + _maximum(t2 - 1, 0) - torch.abs(t2 - 1)
                 t5 = t3 + _maximum(1 - t2, 0) - torch.abs(t2 - 1)
         else:
-            t3 = torch.arange(np.shape(grad)[-1])
+            t3 = torch.arange(grad.shape[-1])
             if align == "RIGHT_LEFT":
                 t4 = t3 + _maximum(t2 - 2, 0) - torch.where(t2 <= 2, torch.abs(t2 - 2) - 1, 0)
                 t5 = t3 + _maximum(2 - t2, 0) - torch.where(t2 <= 2, torch.abs(t2 - 2) - 1, 0)
@@ -492,7 +511,7 @@ def matrix_diag_part_v3_vjp(
         t8 = torch.where((t7 >= 0) & (t0 > t7), t0 * t6 + t7, -1)
         t9 = t0**2
         t10 = _scatter_add(grad, t8, 0, t9)  # no gather form: an explicit scatter-add
-        grad_input = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t0))
+        grad_input = torch.reshape(t10, t10.shape[:-1] + (-1, t0))
     else:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -501,12 +520,16 @@ def matrix_diag_part_v3_vjp(
 
 
 _matrix_diag_part_v3_autograd = _autograd_function(
-    "MatrixDiagPartV3", matrix_diag_part_v3_forward, matrix_diag_part_v3_vjp, "diagonal"
+    "MatrixDiagPartV3",
+    matrix_diag_part_v3_forward,
+    matrix_diag_part_v3_vjp,
+    "diagonal",
+    shapes_only="input",
 )
 
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
-    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:176); differentiated by matrix_diag_v2_vjp."""
+    """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:176); differentiated by matrix_diag_v2_vjp, saving the shape of diagonal."""
     return _matrix_diag_v2_autograd(
         diagonal, k=k, num_rows=num_rows, num_cols=num_cols, padding_value=padding_value
     )
@@ -520,10 +543,10 @@ def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_v
         )
     if k == 0:
         t0 = diagonal[..., None]
-        t1 = torch.eye(np.shape(diagonal)[-1], dtype=diagonal.dtype)
+        t1 = torch.eye(diagonal.shape[-1], dtype=diagonal.dtype)
         output = t0 * t1
     elif k == 1:
-        t0 = np.shape(diagonal)[-1]
+        t0 = diagonal.shape[-1]
         t1 = t0 + 1
         t2 = torch.arange(int(t1))
         t3 = _gather(diagonal, t2, -1)
@@ -533,9 +556,9 @@ def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_v
         t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         t8 = t1**2
         t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
-        output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
+        output = torch.reshape(t9, t9.shape[:-1] + (-1, t1))
     elif k == -2:
-        t0 = np.shape(diagonal)[-1]
+        t0 = diagonal.shape[-1]
         t1 = t0 + 2
         t2 = torch.arange(int(t1))
         t3 = t2 - 2
@@ -545,7 +568,7 @@ def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_v
         t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         t8 = t1**2
         t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
-        output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
+        output = torch.reshape(t9, t9.shape[:-1] + (-1, t1))
     else:
         raise ValueError(
             f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -574,10 +597,10 @@ def matrix_diag_v2_vjp(
     if k == 0:
         grad_diagonal = torch.diagonal(grad, dim1=-2, dim2=-1)
     elif k in (1, -2):
-        t0 = np.shape(grad)[-2]
-        t1 = np.shape(grad)[-1]
-        t2 = torch.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
-        t3 = torch.arange(np.shape(diagonal)[-1])
+        t0 = grad.shape[-2]
+        t1 = grad.shape[-1]
+        t2 = torch.reshape(grad, grad.shape[:-2] + (t0 * t1,))
+        t3 = torch.arange(diagonal.shape[-1])
         if k == 1:
             t4 = t3 + 1
             t5 = torch.as_tensor(t3, dtype=torch.int64)
@@ -596,12 +619,12 @@ def matrix_diag_v2_vjp(
 
 
 _matrix_diag_v2_autograd = _autograd_function(
-    "MatrixDiagV2", matrix_diag_v2_forward, matrix_diag_v2_vjp, "output"
+    "MatrixDiagV2", matrix_diag_v2_forward, matrix_diag_v2_vjp, "output", shapes_only="diagonal"
 )
 
 
 def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
-    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonal k or band k = (low, high) (declared at ops/diagonals.py:182); differentiated by matrix_diag_v3_vjp."""
+    """MatrixDiagV3: A batch of square matrices, zero but for the given diagonal k or band k = (low, high) (declared at ops/diagonals.py:182); differentiated by matrix_diag_v3_vjp, saving the shape of diagonal."""
     return _matrix_diag_v3_autograd(
         diagonal,
         k=k,
@@ -622,10 +645,10 @@ def matrix_diag_v3_forward(
         )
     if k == 0 and align == "RIGHT_LEFT":
         t0 = diagonal[..., None]
-        t1 = torch.eye(np.shape(diagonal)[-1], dtype=diagonal.dtype)
+        t1 = torch.eye(diagonal.shape[-1], dtype=diagonal.dtype)
         output = t0 * t1
     elif k == 1 and align == "RIGHT_LEFT":
-        t0 = np.shape(diagonal)[-1]
+        t0 = diagonal.shape[-1]
         t1 = t0 + 1
         t2 = torch.arange(int(t1))
         t3 = _gather(diagonal, t2, -1)
@@ -635,9 +658,9 @@ def matrix_diag_v3_forward(
         t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         t8 = t1**2
         t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
-        output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
+        output = torch.reshape(t9, t9.shape[:-1] + (-1, t1))
     elif k == -2 and align == "RIGHT_LEFT":
-        t0 = np.shape(diagonal)[-1]
+        t0 = diagonal.shape[-1]
         t1 = t0 + 2
         t2 = torch.arange(int(t1))
         t3 = t2 - 2
@@ -647,18 +670,18 @@ def matrix_diag_v3_forward(
         t7 = torch.where((t6 >= 0) & (t1 > t6), t1 * t5 + t6, -1)
         t8 = t1**2
         t9 = _scatter_add(t4, t7, 0, t8)  # no gather form: an explicit scatter-add
-        output = torch.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
+        output = torch.reshape(t9, t9.shape[:-1] + (-1, t1))
     elif k in ((-1, 1), (1, 2)) and align in (
         "RIGHT_LEFT",
         "LEFT_RIGHT",
         "LEFT_LEFT",
         "RIGHT_RIGHT",
     ):
-        t0 = np.shape(diagonal)[-2]
-        t1 = np.shape(diagonal)[-1]
-        t2 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
+        t0 = diagonal.shape[-2]
+        t1 = diagonal.shape[-1]
+        t2 = torch.reshape(diagonal, diagonal.shape[:-2] + (t0 * t1,))
         if k == (-1, 1):
-            t3 = torch.arange(np.shape(diagonal)[-1])
+            t3 = torch.arange(diagonal.shape[-1])
         else:
             t4 = t1 + 1
             t3 = torch.arange(int(t4))
@@ -730,10 +753,10 @@ def matrix_diag_v3_vjp(
     if k == 0 and align == "RIGHT_LEFT":
         grad_diagonal = torch.diagonal(grad, dim1=-2, dim2=-1)
     elif k in (1, -2) and align == "RIGHT_LEFT":
-        t0 = np.shape(grad)[-2]
-        t1 = np.shape(grad)[-1]
-        t2 = torch.reshape(grad, np.shape(grad)[:-2] + (t0 * t1,))
-        t3 = torch.arange(np.shape(diagonal)[-1])
+        t0 = grad.shape[-2]
+        t1 = grad.shape[-1]
+        t2 = torch.reshape(grad, grad.shape[:-2] + (t0 * t1,))
+        t3 = torch.arange(diagonal.shape[-1])
         if k == 1:
             t4 = t3 + 1
             t5 = torch.as_tensor(t3, dtype=torch.int64)
@@ -750,7 +773,7 @@ def matrix_diag_v3_vjp(
         "LEFT_LEFT",
         "RIGHT_RIGHT",
     ):
-        t0 = torch.arange(np.shape(diagonal)[-2])
+        t0 = torch.arange(diagonal.shape[-2])
         if k == (-1, 1):
             t1 = (t0 >= 0) & (t0 <= 2)
         else:
@@ -758,15 +781,15 @@ def matrix_diag_v3_vjp(
         t2 = t1[..., None]
         t3 = t0[..., None]
         if k == (-1, 1):
-            t4 = torch.arange(np.shape(diagonal)[-1])
+            t4 = torch.arange(diagonal.shape[-1])
             t5 = t3 + t4 - 1
         else:
-            t4 = torch.arange(np.shape(grad)[-2])
+            t4 = torch.arange(grad.shape[-2])
             t5 = t3 + t4 - 2
         t6 = _gather(grad, t5, -2)
         t7 = torch.diagonal(t6, dim1=-2, dim2=-1)
-        t8 = np.shape(diagonal)[-2]
-        t9 = np.shape(diagonal)[-1]
+        t8 = diagonal.shape[-2]
+        t9 = diagonal.shape[-1]
         if k == (-1, 1):
             if align == "RIGHT_LEFT":
                 t10 = t3 + t4 - _maximum(t3 - 1, 0) + torch.where(t3 <= 1, torch.abs(t3 - 1), 0) - 1
@@ -802,7 +825,7 @@ def matrix_diag_v3_vjp(
         t13 = torch.where((t12 >= 0) & (t12 < t9), t11 * t9 + t12, -1)
         t14 = t8 * t9
         t15 = _scatter_add(t7, t13, 0, t14)  # no gather form: an explicit scatter-add
-        t16 = torch.reshape(t15, np.shape(t15)[:-1] + (-1, t9))
+        t16 = torch.reshape(t15, t15.shape[:-1] + (-1, t9))
         grad_diagonal = torch.where(t2, t16, 0)
     else:
         raise ValueError(
@@ -812,12 +835,12 @@ def matrix_diag_v3_vjp(
 
 
 _matrix_diag_v3_autograd = _autograd_function(
-    "MatrixDiagV3", matrix_diag_v3_forward, matrix_diag_v3_vjp, "output"
+    "MatrixDiagV3", matrix_diag_v3_forward, matrix_diag_v3_vjp, "output", shapes_only="diagonal"
 )
 
 
 def matrix_set_diag_v2(input, diagonal, *, k=0):
-    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:188); differentiated by matrix_set_diag_v2_vjp."""
+    """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:188); differentiated by matrix_set_diag_v2_vjp, saving the shapes of input, diagonal."""
     return _matrix_set_diag_v2_autograd(input, diagonal, k=k)
 
 
@@ -825,44 +848,44 @@ def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
     """MatrixSetDiagV2's formula."""
     if k == 0:
         t0 = diagonal[..., None]
-        t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
+        t1 = torch.eye(input.shape[-2], dtype=input.dtype)
         output = -input * t1 + input + t0 * t1
     elif k == 1:
-        t0 = torch.arange(np.shape(input)[-2])
+        t0 = torch.arange(input.shape[-2])
         t1 = _gather(diagonal, t0, -1)
-        t2 = np.shape(input)[-2]
+        t2 = input.shape[-2]
         t3 = t0 + 1
         t4 = torch.as_tensor(t0, dtype=torch.int64)
         t5 = torch.as_tensor(t3, dtype=torch.int64)
         t6 = torch.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        t9 = torch.reshape(t8, t8.shape[:-1] + (-1, t2))
         t10 = torch.asarray(1, dtype=input.dtype)
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
+        t12 = torch.reshape(t11, t11.shape[:-1] + (-1, t2))
         output = -input * t12 + input + t9
     elif k == -2:
-        t0 = torch.arange(np.shape(input)[-2])
+        t0 = torch.arange(input.shape[-2])
         t1 = t0 - 2
         t2 = _gather(diagonal, t1, -1)
-        t3 = np.shape(input)[-2]
+        t3 = input.shape[-2]
         t4 = torch.as_tensor(t0, dtype=torch.int64)
         t5 = torch.as_tensor(t1, dtype=torch.int64)
         t6 = torch.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, -1)
         t7 = t3**2
         t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t3))
+        t9 = torch.reshape(t8, t8.shape[:-1] + (-1, t3))
         t10 = torch.asarray(1, dtype=input.dtype)
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t3))
+        t12 = torch.reshape(t11, t11.shape[:-1] + (-1, t3))
         output = -input * t12 + input + t9
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
     return output
 
 
-def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
+def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0, needs_grad=(True, True)):
     """Gradient of MatrixSetDiagV2: one array per input (input, diagonal).
 
     In index notation, next to the code computing it, per variant:
@@ -880,55 +903,84 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
             grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
     """
     if k == 0:
+        grad_input = grad_diagonal = None
         t0 = torch.diagonal(grad, dim1=-2, dim2=-1)
-        t1 = t0[..., None]
-        t2 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
-        grad_input = grad - t1 * t2
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        grad_diagonal = t0
-    elif k in (1, -2):
-        t0 = torch.asarray(-1, dtype=input.dtype)
-        t1 = np.shape(input)[-2]
-        t2 = torch.arange(np.shape(input)[-2])
-        if k == 1:
+        if needs_grad[0]:
+            t1 = t0[..., None]
+            t2 = torch.eye(input.shape[-2], dtype=input.dtype)
+            grad_input = grad - t1 * t2
+            grad_input = _sum_to_shape(grad_input, input.shape)
+        if needs_grad[1]:
+            grad_diagonal = t0
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
+    elif k == 1:
+        grad_input = grad_diagonal = None
+        if needs_grad[0]:
+            t0 = torch.asarray(-1, dtype=input.dtype)
+            t1 = input.shape[-2]
+            t2 = torch.arange(input.shape[-2])
             t3 = t2 + 1
-        else:
-            t3 = t2 - 2
-        t4 = torch.as_tensor(t2, dtype=torch.int64)
-        t5 = torch.as_tensor(t3, dtype=torch.int64)
-        t6 = torch.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
-        t7 = t1**2
-        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t1))
-        grad_input = grad * (t9 + 1)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t10 = np.shape(grad)[-2]
-        t11 = np.shape(grad)[-1]
-        t12 = torch.reshape(grad, np.shape(grad)[:-2] + (t10 * t11,))
-        t13 = torch.arange(np.shape(diagonal)[-1])
-        if k == 1:
+            t4 = torch.as_tensor(t2, dtype=torch.int64)
+            t5 = torch.as_tensor(t3, dtype=torch.int64)
+            t6 = torch.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+            t7 = t1**2
+            t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t9 = torch.reshape(t8, t8.shape[:-1] + (-1, t1))
+            grad_input = grad * (t9 + 1)
+            grad_input = _sum_to_shape(grad_input, input.shape)
+        if needs_grad[1]:
+            t10 = grad.shape[-2]
+            t11 = grad.shape[-1]
+            t12 = torch.reshape(grad, grad.shape[:-2] + (t10 * t11,))
+            t13 = torch.arange(diagonal.shape[-1])
             t14 = t13 + 1
             t15 = torch.as_tensor(t13, dtype=torch.int64)
             t16 = torch.as_tensor(t14, dtype=torch.int64)
-        else:
+            t17 = torch.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+            grad_diagonal = _gather(t12, t17, -1)
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
+    elif k == -2:
+        grad_input = grad_diagonal = None
+        if needs_grad[0]:
+            t0 = torch.asarray(-1, dtype=input.dtype)
+            t1 = input.shape[-2]
+            t2 = torch.arange(input.shape[-2])
+            t3 = t2 - 2
+            t4 = torch.as_tensor(t2, dtype=torch.int64)
+            t5 = torch.as_tensor(t3, dtype=torch.int64)
+            t6 = torch.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+            t7 = t1**2
+            t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t9 = torch.reshape(t8, t8.shape[:-1] + (-1, t1))
+            grad_input = grad * (t9 + 1)
+            grad_input = _sum_to_shape(grad_input, input.shape)
+        if needs_grad[1]:
+            t10 = grad.shape[-2]
+            t11 = grad.shape[-1]
+            t12 = torch.reshape(grad, grad.shape[:-2] + (t10 * t11,))
+            t13 = torch.arange(diagonal.shape[-1])
             t14 = t13 + 2
             t15 = torch.as_tensor(t14, dtype=torch.int64)
             t16 = torch.as_tensor(t13, dtype=torch.int64)
-        t17 = torch.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
-        grad_diagonal = _gather(t12, t17, -1)
+            t17 = torch.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+            grad_diagonal = _gather(t12, t17, -1)
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
-    grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     return grad_input, grad_diagonal
 
 
 _matrix_set_diag_v2_autograd = _autograd_function(
-    "MatrixSetDiagV2", matrix_set_diag_v2_forward, matrix_set_diag_v2_vjp, "output"
+    "MatrixSetDiagV2",
+    matrix_set_diag_v2_forward,
+    matrix_set_diag_v2_vjp,
+    "output",
+    shapes_only="input diagonal",
 )
 
 
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
-    """MatrixSetDiagV3: input with diagonal k, or the band k = (low, high), of its last two axes replaced (declared at ops/diagonals.py:194); differentiated by matrix_set_diag_v3_vjp."""
+    """MatrixSetDiagV3: input with diagonal k, or the band k = (low, high), of its last two axes replaced (declared at ops/diagonals.py:194); differentiated by matrix_set_diag_v3_vjp, saving the shapes of input, diagonal."""
     return _matrix_set_diag_v3_autograd(input, diagonal, k=k, align=align)
 
 
@@ -936,48 +988,48 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
     """MatrixSetDiagV3's formula."""
     if k == 0 and align == "RIGHT_LEFT":
         t0 = diagonal[..., None]
-        t1 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
+        t1 = torch.eye(input.shape[-2], dtype=input.dtype)
         output = -input * t1 + input + t0 * t1
     elif k == 1 and align == "RIGHT_LEFT":
-        t0 = torch.arange(np.shape(input)[-2])
+        t0 = torch.arange(input.shape[-2])
         t1 = _gather(diagonal, t0, -1)
-        t2 = np.shape(input)[-2]
+        t2 = input.shape[-2]
         t3 = t0 + 1
         t4 = torch.as_tensor(t0, dtype=torch.int64)
         t5 = torch.as_tensor(t3, dtype=torch.int64)
         t6 = torch.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
         t7 = t2**2
         t8 = _scatter_add(t1, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+        t9 = torch.reshape(t8, t8.shape[:-1] + (-1, t2))
         t10 = torch.asarray(1, dtype=input.dtype)
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
+        t12 = torch.reshape(t11, t11.shape[:-1] + (-1, t2))
         output = -input * t12 + input + t9
     elif k == -2 and align == "RIGHT_LEFT":
-        t0 = torch.arange(np.shape(input)[-2])
+        t0 = torch.arange(input.shape[-2])
         t1 = t0 - 2
         t2 = _gather(diagonal, t1, -1)
-        t3 = np.shape(input)[-2]
+        t3 = input.shape[-2]
         t4 = torch.as_tensor(t0, dtype=torch.int64)
         t5 = torch.as_tensor(t1, dtype=torch.int64)
         t6 = torch.where((t5 >= 0) & (t3 > t5), t3 * t4 + t5, -1)
         t7 = t3**2
         t8 = _scatter_add(t2, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t3))
+        t9 = torch.reshape(t8, t8.shape[:-1] + (-1, t3))
         t10 = torch.asarray(1, dtype=input.dtype)
         t11 = _scatter_add(t10, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t3))
+        t12 = torch.reshape(t11, t11.shape[:-1] + (-1, t3))
         output = -input * t12 + input + t9
     elif k in ((-1, 1), (1, 2)) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
-        t0 = torch.arange(np.shape(input)[-2])
+        t0 = torch.arange(input.shape[-2])
         t1 = t0[..., None]
         if k == (-1, 1):
             t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
         else:
             t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        t3 = np.shape(diagonal)[-2]
-        t4 = np.shape(diagonal)[-1]
-        t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t3 = diagonal.shape[-2]
+        t4 = diagonal.shape[-1]
+        t5 = torch.reshape(diagonal, diagonal.shape[:-2] + (t3 * t4,))
         if k == (-1, 1):
             t6 = -t0 + t1 + 1
             if align == "RIGHT_LEFT":
@@ -1006,12 +1058,12 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t11 = _gather(t5, t10, -1)
         output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
     elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
-        t0 = torch.arange(np.shape(input)[-2])
+        t0 = torch.arange(input.shape[-2])
         t1 = t0[..., None]
         t2 = (-t0 + t1 >= -k[1]) & (-t0 + t1 <= -k[0])
-        t3 = np.shape(diagonal)[-2]
-        t4 = np.shape(diagonal)[-1]
-        t5 = torch.reshape(diagonal, np.shape(diagonal)[:-2] + (t3 * t4,))
+        t3 = diagonal.shape[-2]
+        t4 = diagonal.shape[-1]
+        t5 = torch.reshape(diagonal, diagonal.shape[:-2] + (t3 * t4,))
         t6 = -t0 + t1 + k[1]
         t7 = t1 - _maximum(-t0 + t1, 0)
         t8 = torch.as_tensor(t6, dtype=torch.int64)
@@ -1024,7 +1076,9 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
     return output
 
 
-def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RIGHT_LEFT"):
+def matrix_set_diag_v3_vjp(
+    grad, input, diagonal, *, output=None, k=0, align="RIGHT_LEFT", needs_grad=(True, True)
+):
     """Gradient of MatrixSetDiagV3: one array per input (input, diagonal).
 
     In index notation, next to the code computing it, for k=0, align='RIGHT_LEFT' (other values of
@@ -1034,115 +1088,273 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
     """
     if k == 0 and align == "RIGHT_LEFT":
+        grad_input = grad_diagonal = None
         t0 = torch.diagonal(grad, dim1=-2, dim2=-1)
-        t1 = t0[..., None]
-        t2 = torch.eye(np.shape(input)[-2], dtype=input.dtype)
-        grad_input = grad - t1 * t2
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        grad_diagonal = t0
-    elif k in (1, -2) and align == "RIGHT_LEFT":
-        t0 = torch.asarray(-1, dtype=input.dtype)
-        t1 = np.shape(input)[-2]
-        t2 = torch.arange(np.shape(input)[-2])
-        if k == 1:
+        if needs_grad[0]:
+            t1 = t0[..., None]
+            t2 = torch.eye(input.shape[-2], dtype=input.dtype)
+            grad_input = grad - t1 * t2
+            grad_input = _sum_to_shape(grad_input, input.shape)
+        if needs_grad[1]:
+            grad_diagonal = t0
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
+    elif k == 1 and align == "RIGHT_LEFT":
+        grad_input = grad_diagonal = None
+        if needs_grad[0]:
+            t0 = torch.asarray(-1, dtype=input.dtype)
+            t1 = input.shape[-2]
+            t2 = torch.arange(input.shape[-2])
             t3 = t2 + 1
-        else:
-            t3 = t2 - 2
-        t4 = torch.as_tensor(t2, dtype=torch.int64)
-        t5 = torch.as_tensor(t3, dtype=torch.int64)
-        t6 = torch.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
-        t7 = t1**2
-        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t1))
-        grad_input = grad * (t9 + 1)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t10 = np.shape(grad)[-2]
-        t11 = np.shape(grad)[-1]
-        t12 = torch.reshape(grad, np.shape(grad)[:-2] + (t10 * t11,))
-        t13 = torch.arange(np.shape(diagonal)[-1])
-        if k == 1:
+            t4 = torch.as_tensor(t2, dtype=torch.int64)
+            t5 = torch.as_tensor(t3, dtype=torch.int64)
+            t6 = torch.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+            t7 = t1**2
+            t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t9 = torch.reshape(t8, t8.shape[:-1] + (-1, t1))
+            grad_input = grad * (t9 + 1)
+            grad_input = _sum_to_shape(grad_input, input.shape)
+        if needs_grad[1]:
+            t10 = grad.shape[-2]
+            t11 = grad.shape[-1]
+            t12 = torch.reshape(grad, grad.shape[:-2] + (t10 * t11,))
+            t13 = torch.arange(diagonal.shape[-1])
             t14 = t13 + 1
             t15 = torch.as_tensor(t13, dtype=torch.int64)
             t16 = torch.as_tensor(t14, dtype=torch.int64)
-        else:
+            t17 = torch.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+            grad_diagonal = _gather(t12, t17, -1)
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
+    elif k == -2 and align == "RIGHT_LEFT":
+        grad_input = grad_diagonal = None
+        if needs_grad[0]:
+            t0 = torch.asarray(-1, dtype=input.dtype)
+            t1 = input.shape[-2]
+            t2 = torch.arange(input.shape[-2])
+            t3 = t2 - 2
+            t4 = torch.as_tensor(t2, dtype=torch.int64)
+            t5 = torch.as_tensor(t3, dtype=torch.int64)
+            t6 = torch.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+            t7 = t1**2
+            t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t9 = torch.reshape(t8, t8.shape[:-1] + (-1, t1))
+            grad_input = grad * (t9 + 1)
+            grad_input = _sum_to_shape(grad_input, input.shape)
+        if needs_grad[1]:
+            t10 = grad.shape[-2]
+            t11 = grad.shape[-1]
+            t12 = torch.reshape(grad, grad.shape[:-2] + (t10 * t11,))
+            t13 = torch.arange(diagonal.shape[-1])
             t14 = t13 + 2
             t15 = torch.as_tensor(t14, dtype=torch.int64)
             t16 = torch.as_tensor(t13, dtype=torch.int64)
-        t17 = torch.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
-        grad_diagonal = _gather(t12, t17, -1)
-    elif k in ((-1, 1), (1, 2)) and align in (
-        "RIGHT_LEFT",
-        "LEFT_RIGHT",
-        "LEFT_LEFT",
-        "RIGHT_RIGHT",
-    ):
-        t0 = torch.arange(np.shape(input)[-2])
-        t1 = t0[..., None]
-        if k == (-1, 1):
-            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
-        else:
-            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t3 = torch.arange(np.shape(diagonal)[-2])
-        if k == (-1, 1):
-            t4 = (t3 >= 0) & (t3 <= 2)
-        else:
-            t4 = (t3 >= 0) & (t3 <= 1)
-        t5 = t4[..., None]
-        t6 = t3[..., None]
-        if k == (-1, 1):
-            t7 = t0 + t6 - 1
-        else:
-            t7 = t0 + t6 - 2
-        t8 = _gather(grad, t7, -2)
-        t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
-        t10 = np.shape(diagonal)[-2]
-        if k == (-1, 1):
-            t11 = np.shape(input)[-2]
-            if align == "RIGHT_LEFT":
-                t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.where(t6 <= 1, torch.abs(t6 - 1), 0) - 1
-            elif align == "LEFT_RIGHT":
-                t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.where(t6 > 1, torch.abs(t6 - 1), 0) - 1
-            elif align == "LEFT_LEFT":
-                t12 = t0 + t6 - _maximum(t6 - 1, 0) - 1
-            else:
-                t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.abs(t6 - 1) - 1
-        else:
-            t11 = np.shape(diagonal)[-1]
-            if align == "RIGHT_LEFT":
-                t12 = (
-                    t0
-                    + t6
-                    - _maximum(t6 - 2, 0)
-                    + torch.where(t6 <= 2, torch.abs(t6 - 2) - 1, 0)
-                    - 2
-                )
-            elif align == "LEFT_RIGHT":
-                t12 = (
-                    t0
-                    + t6
-                    - _maximum(t6 - 2, 0)
-                    + torch.where(t6 > 2, torch.abs(t6 - 2) - 1, 0)
-                    - 2
-                )
-            elif align == "LEFT_LEFT":
-                t12 = t0 + t6 - _maximum(t6 - 2, 0) - 2
-            else:
-                t12 = t0 + t6 - _maximum(t6 - 2, 0) + torch.abs(t6 - 2) - 3
-        t13 = torch.as_tensor(t6, dtype=torch.int64)
-        t14 = torch.as_tensor(t12, dtype=torch.int64)
-        t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
-        t16 = t10 * t11
-        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
-        t18 = torch.reshape(t17, np.shape(t17)[:-1] + (-1, t11))
-        grad_diagonal = torch.where(t5, t18, 0)
+            t17 = torch.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+            grad_diagonal = _gather(t12, t17, -1)
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
+    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+        return _matrix_set_diag_v3_vjp_k_1_1_and_align_in_right_left_left_right(
+            grad, input, diagonal, align, needs_grad
+        )
+    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+        return _matrix_set_diag_v3_vjp_k_1_2_and_align_in_right_left_left_right(
+            grad, input, diagonal, align, needs_grad
+        )
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
-    grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    return grad_input, grad_diagonal
+
+
+def _matrix_set_diag_v3_vjp_k_1_1_and_align_in_right_left_left_right(
+    grad, input, diagonal, align, needs_grad
+):
+    """matrix_set_diag_v3_vjp where k == (-1, 1) and align in ('RIGHT_LEFT', 'LEFT_RIGHT', 'LEFT_LEFT', 'RIGHT_RIGHT'): that branch, as a function of its own."""
+    grad_input = grad_diagonal = None
+    t0 = torch.arange(input.shape[-2])
+    if needs_grad[0]:
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
+        grad_input = _sum_to_shape(grad_input, input.shape)
+    if align == "RIGHT_LEFT":
+        if needs_grad[1]:
+            t3 = torch.arange(diagonal.shape[-2])
+            t4 = (t3 >= 0) & (t3 <= 2)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 1
+            t8 = _gather(grad, t7, -2)
+            t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+            t10 = diagonal.shape[-2]
+            t11 = input.shape[-2]
+            t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.where(t6 <= 1, torch.abs(t6 - 1), 0) - 1
+            t13 = torch.as_tensor(t6, dtype=torch.int64)
+            t14 = torch.as_tensor(t12, dtype=torch.int64)
+            t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = torch.reshape(t17, t17.shape[:-1] + (-1, t11))
+            grad_diagonal = torch.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
+    elif align == "LEFT_RIGHT":
+        if needs_grad[1]:
+            t3 = torch.arange(diagonal.shape[-2])
+            t4 = (t3 >= 0) & (t3 <= 2)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 1
+            t8 = _gather(grad, t7, -2)
+            t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+            t10 = diagonal.shape[-2]
+            t11 = input.shape[-2]
+            t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.where(t6 > 1, torch.abs(t6 - 1), 0) - 1
+            t13 = torch.as_tensor(t6, dtype=torch.int64)
+            t14 = torch.as_tensor(t12, dtype=torch.int64)
+            t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = torch.reshape(t17, t17.shape[:-1] + (-1, t11))
+            grad_diagonal = torch.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
+    elif align == "LEFT_LEFT":
+        if needs_grad[1]:
+            t3 = torch.arange(diagonal.shape[-2])
+            t4 = (t3 >= 0) & (t3 <= 2)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 1
+            t8 = _gather(grad, t7, -2)
+            t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+            t10 = diagonal.shape[-2]
+            t11 = input.shape[-2]
+            t12 = t0 + t6 - _maximum(t6 - 1, 0) - 1
+            t13 = torch.as_tensor(t6, dtype=torch.int64)
+            t14 = torch.as_tensor(t12, dtype=torch.int64)
+            t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = torch.reshape(t17, t17.shape[:-1] + (-1, t11))
+            grad_diagonal = torch.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
+    else:
+        if needs_grad[1]:
+            t3 = torch.arange(diagonal.shape[-2])
+            t4 = (t3 >= 0) & (t3 <= 2)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 1
+            t8 = _gather(grad, t7, -2)
+            t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+            t10 = diagonal.shape[-2]
+            t11 = input.shape[-2]
+            t12 = t0 + t6 - _maximum(t6 - 1, 0) + torch.abs(t6 - 1) - 1
+            t13 = torch.as_tensor(t6, dtype=torch.int64)
+            t14 = torch.as_tensor(t12, dtype=torch.int64)
+            t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = torch.reshape(t17, t17.shape[:-1] + (-1, t11))
+            grad_diagonal = torch.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
+    return grad_input, grad_diagonal
+
+
+def _matrix_set_diag_v3_vjp_k_1_2_and_align_in_right_left_left_right(
+    grad, input, diagonal, align, needs_grad
+):
+    """matrix_set_diag_v3_vjp where k == (1, 2) and align in ('RIGHT_LEFT', 'LEFT_RIGHT', 'LEFT_LEFT', 'RIGHT_RIGHT'): that branch, as a function of its own."""
+    grad_input = grad_diagonal = None
+    t0 = torch.arange(input.shape[-2])
+    if needs_grad[0]:
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * torch.asarray(torch.where(t2, 0, 1), dtype=grad.dtype)
+        grad_input = _sum_to_shape(grad_input, input.shape)
+    if align == "RIGHT_LEFT":
+        if needs_grad[1]:
+            t3 = torch.arange(diagonal.shape[-2])
+            t4 = (t3 >= 0) & (t3 <= 1)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 2
+            t8 = _gather(grad, t7, -2)
+            t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+            t10 = diagonal.shape[-2]
+            t11 = diagonal.shape[-1]
+            t12 = t0 + t6 - _maximum(t6 - 2, 0) + torch.where(t6 <= 2, torch.abs(t6 - 2) - 1, 0) - 2
+            t13 = torch.as_tensor(t6, dtype=torch.int64)
+            t14 = torch.as_tensor(t12, dtype=torch.int64)
+            t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = torch.reshape(t17, t17.shape[:-1] + (-1, t11))
+            grad_diagonal = torch.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
+    elif align == "LEFT_RIGHT":
+        if needs_grad[1]:
+            t3 = torch.arange(diagonal.shape[-2])
+            t4 = (t3 >= 0) & (t3 <= 1)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 2
+            t8 = _gather(grad, t7, -2)
+            t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+            t10 = diagonal.shape[-2]
+            t11 = diagonal.shape[-1]
+            t12 = t0 + t6 - _maximum(t6 - 2, 0) + torch.where(t6 > 2, torch.abs(t6 - 2) - 1, 0) - 2
+            t13 = torch.as_tensor(t6, dtype=torch.int64)
+            t14 = torch.as_tensor(t12, dtype=torch.int64)
+            t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = torch.reshape(t17, t17.shape[:-1] + (-1, t11))
+            grad_diagonal = torch.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
+    elif align == "LEFT_LEFT":
+        if needs_grad[1]:
+            t3 = torch.arange(diagonal.shape[-2])
+            t4 = (t3 >= 0) & (t3 <= 1)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 2
+            t8 = _gather(grad, t7, -2)
+            t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+            t10 = diagonal.shape[-2]
+            t11 = diagonal.shape[-1]
+            t12 = t0 + t6 - _maximum(t6 - 2, 0) - 2
+            t13 = torch.as_tensor(t6, dtype=torch.int64)
+            t14 = torch.as_tensor(t12, dtype=torch.int64)
+            t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = torch.reshape(t17, t17.shape[:-1] + (-1, t11))
+            grad_diagonal = torch.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
+    else:
+        if needs_grad[1]:
+            t3 = torch.arange(diagonal.shape[-2])
+            t4 = (t3 >= 0) & (t3 <= 1)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 2
+            t8 = _gather(grad, t7, -2)
+            t9 = torch.diagonal(t8, dim1=-2, dim2=-1)
+            t10 = diagonal.shape[-2]
+            t11 = diagonal.shape[-1]
+            t12 = t0 + t6 - _maximum(t6 - 2, 0) + torch.abs(t6 - 2) - 3
+            t13 = torch.as_tensor(t6, dtype=torch.int64)
+            t14 = torch.as_tensor(t12, dtype=torch.int64)
+            t15 = torch.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = torch.reshape(t17, t17.shape[:-1] + (-1, t11))
+            grad_diagonal = torch.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, diagonal.shape)
     return grad_input, grad_diagonal
 
 
 _matrix_set_diag_v3_autograd = _autograd_function(
-    "MatrixSetDiagV3", matrix_set_diag_v3_forward, matrix_set_diag_v3_vjp, "output"
+    "MatrixSetDiagV3",
+    matrix_set_diag_v3_forward,
+    matrix_set_diag_v3_vjp,
+    "output",
+    shapes_only="input diagonal",
 )

@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def einsum(*inputs, equation="ij,jk->ik"):
-    """Einsum: Sum of products of the operands over the indices missing from the output (declared at ops/einsum.py:25); differentiated by einsum_vjp."""
+    """Einsum: Sum of products of the operands over the indices missing from the output (declared at ops/einsum.py:25); differentiated by einsum_vjp, saving *inputs."""
     return _einsum_autograd(*inputs, equation=equation)
 
 
@@ -117,17 +117,17 @@ def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
         grads = (grad_inputs_0,)
     elif equation == "ii->":
         (inputs_0,) = inputs
-        t0 = torch.eye(np.shape(inputs_0)[-2], dtype=inputs_0.dtype)
+        t0 = torch.eye(inputs_0.shape[-2], dtype=inputs_0.dtype)
         grad_inputs_0 = grad * t0
         grads = (grad_inputs_0,)
     elif equation in ("ii->i", "ij->i"):
         (inputs_0,) = inputs
         t0 = grad[..., None]
         if equation == "ii->i":
-            t1 = torch.eye(np.shape(inputs_0)[-2], dtype=inputs_0.dtype)
+            t1 = torch.eye(inputs_0.shape[-2], dtype=inputs_0.dtype)
             grad_inputs_0 = t0 * t1
         else:
-            grad_inputs_0 = torch.broadcast_to(t0, np.shape(inputs_0))
+            grad_inputs_0 = torch.broadcast_to(t0, inputs_0.shape)
         grads = (grad_inputs_0,)
     elif equation in ("i,i->", "ij,ij->ij"):
         inputs_0, inputs_1 = inputs
@@ -147,7 +147,7 @@ def einsum_vjp(grad, *inputs, output=None, equation="ij,jk->ik"):
         grad_inputs_0 = t0 * t1
         t2 = torch.einsum("a,ab->b", grad, inputs_0)
         t3 = t2[..., None]
-        grad_inputs_1 = torch.broadcast_to(t3, np.shape(inputs_1))
+        grad_inputs_1 = torch.broadcast_to(t3, inputs_1.shape)
         grads = (grad_inputs_0, grad_inputs_1)
     else:
         raise ValueError(f"Einsum: unsupported attributes equation={equation!r}")

@@ -26,7 +26,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def gather_v2(params, indices, *, axis=0, batch_dims=0):
-    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:20); differentiated by gather_v2_vjp."""
+    """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:20); differentiated by gather_v2_vjp, saving indices and the shape of params."""
     return _gather_v2_autograd(params, indices, axis=axis, batch_dims=batch_dims)
 
 
@@ -35,11 +35,11 @@ def gather_v2_forward(params, indices, *, axis=0, batch_dims=0):
     if axis in (0, 1) and batch_dims == 0:
         output = _gather(params, indices, -2)
     elif axis == 1 and batch_dims == 1:
-        t0 = np.shape(params)[-3]
-        t1 = np.shape(params)[-2]
-        t2 = np.shape(params)[-1]
+        t0 = params.shape[-3]
+        t1 = params.shape[-2]
+        t2 = params.shape[-1]
         t3 = torch.reshape(params, (t0 * t1, t2))
-        t4 = torch.arange(np.shape(params)[-3])
+        t4 = torch.arange(params.shape[-3])
         t5 = t4[..., None]
         t6 = torch.as_tensor(t5, dtype=torch.int64)
         t7 = torch.as_tensor(indices, dtype=torch.int64)
@@ -64,22 +64,22 @@ def gather_v2_vjp(grad, params, indices, *, output=None, axis=0, batch_dims=0):
                 i.e. `_scatter_add(grad, indices, 1, t0)`
         axis=1, batch_dims=1:
             grad_params[i, j, k] = sum_q grad[i, q, k] * delta(j, indices[i, q])
-                i.e. `torch.reshape(t8, np.shape(t8)[:-2] + (-1, t1) + np.shape(t8)[-1:])`
+                i.e. `torch.reshape(t8, t8.shape[:-2] + (-1, t1) + t8.shape[-1:])`
     """
     if axis in (0, 1) and batch_dims == 0:
-        t0 = np.shape(params)[-2]
+        t0 = params.shape[-2]
         grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
     elif axis == 1 and batch_dims == 1:
-        t0 = np.shape(params)[-3]
-        t1 = np.shape(params)[-2]
-        t2 = torch.arange(np.shape(params)[-3])
+        t0 = params.shape[-3]
+        t1 = params.shape[-2]
+        t2 = torch.arange(params.shape[-3])
         t3 = t2[..., None]
         t4 = torch.as_tensor(t3, dtype=torch.int64)
         t5 = torch.as_tensor(indices, dtype=torch.int64)
         t6 = torch.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
         t7 = t0 * t1
         t8 = _scatter_add(grad, t6, 1, t7)  # no gather form: an explicit scatter-add
-        grad_params = torch.reshape(t8, np.shape(t8)[:-2] + (-1, t1) + np.shape(t8)[-1:])
+        grad_params = torch.reshape(t8, t8.shape[:-2] + (-1, t1) + t8.shape[-1:])
     else:
         raise ValueError(
             f"GatherV2: unsupported attributes axis={axis!r}, batch_dims={batch_dims!r}"
@@ -87,11 +87,13 @@ def gather_v2_vjp(grad, params, indices, *, output=None, axis=0, batch_dims=0):
     return grad_params, None
 
 
-_gather_v2_autograd = _autograd_function("GatherV2", gather_v2_forward, gather_v2_vjp, "output")
+_gather_v2_autograd = _autograd_function(
+    "GatherV2", gather_v2_forward, gather_v2_vjp, "output", shapes_only="params"
+)
 
 
 def gather(params, indices):
-    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:42); differentiated by gather_vjp."""
+    """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:42); differentiated by gather_vjp, saving indices and the shape of params."""
     return _gather_autograd(params, indices)
 
 
@@ -108,29 +110,31 @@ def gather_vjp(grad, params, indices, *, output=None):
         grad_params[i, j] = sum_batch grad[batch, j] * delta(i, indices[batch])
             i.e. `_scatter_add(grad, indices, 1, t0)`
     """
-    t0 = np.shape(params)[-2]
+    t0 = params.shape[-2]
     grad_params = _scatter_add(grad, indices, 1, t0)  # no gather form: an explicit scatter-add
     return grad_params, None
 
 
-_gather_autograd = _autograd_function("Gather", gather_forward, gather_vjp, "output")
+_gather_autograd = _autograd_function(
+    "Gather", gather_forward, gather_vjp, "output", shapes_only="params"
+)
 
 
 def gather_nd(params, indices):
-    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:50); differentiated by gather_nd_vjp."""
+    """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:50); differentiated by gather_nd_vjp, saving indices and the shape of params."""
     return _gather_nd_autograd(params, indices)
 
 
 def gather_nd_forward(params, indices):
     """GatherNd's formula."""
-    depth = np.shape(indices)[-1]
+    depth = indices.shape[-1]
     if depth == 1:
         t0 = torch.squeeze(indices, axis=-1)
         output = _gather(params, t0, -3)
     elif depth == 2:
-        t0 = np.shape(params)[-3]
-        t1 = np.shape(params)[-2]
-        t2 = np.shape(params)[-1]
+        t0 = params.shape[-3]
+        t1 = params.shape[-2]
+        t2 = params.shape[-1]
         t3 = torch.reshape(params, (t0 * t1, t2))
         t4 = 0
         t5 = _gather(indices, t4, -1)
@@ -152,13 +156,13 @@ def gather_nd_vjp(grad, params, indices, *, output=None):
         grad_params[i, j, k] = sum_batch grad[batch, j, k] * delta(i, indices[batch, 0])
             i.e. `_scatter_add(grad, t1, 2, t0)`
     """
-    depth = np.shape(indices)[-1]
-    t0 = np.shape(params)[-3]
+    depth = indices.shape[-1]
+    t0 = params.shape[-3]
     if depth == 1:
         t1 = torch.squeeze(indices, axis=-1)
         grad_params = _scatter_add(grad, t1, 2, t0)  # no gather form: an explicit scatter-add
     elif depth == 2:
-        t1 = np.shape(params)[-2]
+        t1 = params.shape[-2]
         t2 = 0
         t3 = _gather(indices, t2, -1)
         t4 = 1
@@ -168,17 +172,19 @@ def gather_nd_vjp(grad, params, indices, *, output=None):
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         t9 = t0 * t1
         t10 = _scatter_add(grad, t8, 1, t9)  # no gather form: an explicit scatter-add
-        grad_params = torch.reshape(t10, np.shape(t10)[:-2] + (-1, t1) + np.shape(t10)[-1:])
+        grad_params = torch.reshape(t10, t10.shape[:-2] + (-1, t1) + t10.shape[-1:])
     else:
         raise ValueError(f"GatherNd: unsupported attributes depth={depth!r}")
     return grad_params, None
 
 
-_gather_nd_autograd = _autograd_function("GatherNd", gather_nd_forward, gather_nd_vjp, "output")
+_gather_nd_autograd = _autograd_function(
+    "GatherNd", gather_nd_forward, gather_nd_vjp, "output", shapes_only="params"
+)
 
 
 def scatter_nd(indices, updates, *, shape):
-    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:61); differentiated by scatter_nd_vjp."""
+    """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:61); differentiated by scatter_nd_vjp, saving indices and the shape of updates."""
     return _scatter_nd_autograd(indices, updates, shape=shape)
 
 
@@ -202,11 +208,13 @@ def scatter_nd_vjp(grad, indices, updates, *, output=None, shape):
     return None, grad_updates
 
 
-_scatter_nd_autograd = _autograd_function("ScatterNd", scatter_nd_forward, scatter_nd_vjp, "output")
+_scatter_nd_autograd = _autograd_function(
+    "ScatterNd", scatter_nd_forward, scatter_nd_vjp, "output", shapes_only="updates"
+)
 
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
-    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:70); differentiated by unsorted_segment_sum_vjp."""
+    """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:70); differentiated by unsorted_segment_sum_vjp, saving segment_ids and the shape of data."""
     return _unsorted_segment_sum_autograd(data, segment_ids, num_segments=num_segments)
 
 
@@ -229,18 +237,22 @@ def unsorted_segment_sum_vjp(grad, data, segment_ids, *, output=None, num_segmen
 
 
 _unsorted_segment_sum_autograd = _autograd_function(
-    "UnsortedSegmentSum", unsorted_segment_sum_forward, unsorted_segment_sum_vjp, "output"
+    "UnsortedSegmentSum",
+    unsorted_segment_sum_forward,
+    unsorted_segment_sum_vjp,
+    "output",
+    shapes_only="data",
 )
 
 
 def segment_sum(data, segment_ids):
-    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:79); differentiated by segment_sum_vjp."""
+    """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:79); differentiated by segment_sum_vjp, saving segment_ids and the shape of data."""
     return _segment_sum_autograd(data, segment_ids)
 
 
 def segment_sum_forward(data, segment_ids):
     """SegmentSum's formula."""
-    t0 = np.shape(data)[-2]
+    t0 = data.shape[-2]
     t1 = segment_ids[t0 - 1] + 1
     output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
     return output
@@ -257,12 +269,12 @@ def segment_sum_vjp(grad, data, segment_ids, *, output=None):
 
 
 _segment_sum_autograd = _autograd_function(
-    "SegmentSum", segment_sum_forward, segment_sum_vjp, "output"
+    "SegmentSum", segment_sum_forward, segment_sum_vjp, "output", shapes_only="data"
 )
 
 
 def unsorted_segment_max(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:99); differentiated by unsorted_segment_max_vjp."""
+    """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:99); differentiated by unsorted_segment_max_vjp, saving data, segment_ids, output."""
     return _unsorted_segment_max_autograd(data, segment_ids, num_segments=num_segments)
 
 
@@ -284,7 +296,7 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, *, output=None, num_segmen
         output = unsorted_segment_max_forward(data, segment_ids, num_segments=num_segments)
     t0 = _gather(output, segment_ids, -2)
     t1 = torch.asarray(data == t0, dtype=grad.dtype)
-    t2 = np.shape(grad)[-2]
+    t2 = grad.shape[-2]
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
@@ -302,7 +314,7 @@ _unsorted_segment_max_autograd = _autograd_function(
 
 
 def unsorted_segment_min(data, segment_ids, *, num_segments):
-    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:106); differentiated by unsorted_segment_min_vjp."""
+    """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:106); differentiated by unsorted_segment_min_vjp, saving data, segment_ids, output."""
     return _unsorted_segment_min_autograd(data, segment_ids, num_segments=num_segments)
 
 
@@ -324,7 +336,7 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, *, output=None, num_segmen
         output = unsorted_segment_min_forward(data, segment_ids, num_segments=num_segments)
     t0 = _gather(output, segment_ids, -2)
     t1 = torch.asarray(data == t0, dtype=grad.dtype)
-    t2 = np.shape(grad)[-2]
+    t2 = grad.shape[-2]
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
@@ -342,7 +354,7 @@ _unsorted_segment_min_autograd = _autograd_function(
 
 
 def unsorted_segment_prod(data, segment_ids, *, num_segments):
-    """UnsortedSegmentProd: The product of the rows of `data` with equal `segment_ids` (1 where a segment has none) (declared at ops/gather.py:113); differentiated by unsorted_segment_prod_vjp."""
+    """UnsortedSegmentProd: The product of the rows of `data` with equal `segment_ids` (1 where a segment has none) (declared at ops/gather.py:113); differentiated by unsorted_segment_prod_vjp, saving data, segment_ids, output."""
     return _unsorted_segment_prod_autograd(data, segment_ids, num_segments=num_segments)
 
 
@@ -371,7 +383,7 @@ def unsorted_segment_prod_vjp(grad, data, segment_ids, *, output=None, num_segme
     t0 = _gather(grad, segment_ids, -2)
     t1 = _gather(output, segment_ids, -2)
     t2 = torch.where(data != 0, data, 1)
-    t3 = np.shape(grad)[-2]
+    t3 = grad.shape[-2]
     t4 = _scatter_product(t2, segment_ids, 1, t3)
     t5 = _gather(t4, segment_ids, -2)
     t6 = torch.asarray(data == 0, dtype=grad.dtype)
@@ -398,13 +410,13 @@ _unsorted_segment_prod_autograd = _autograd_function(
 
 
 def segment_max(data, segment_ids):
-    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:131); differentiated by segment_max_vjp."""
+    """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:131); differentiated by segment_max_vjp, saving data, segment_ids, ext1."""
     return _segment_max_autograd(data, segment_ids)
 
 
 def segment_max_forward(data, segment_ids, *, return_stages=False):
     """SegmentMax's formula."""
-    t0 = np.shape(data)[-2]
+    t0 = data.shape[-2]
     t1 = segment_ids[t0 - 1] + 1
     ext1 = _scatter_extremum(data, segment_ids, 1, t1, "max")
     t2 = torch.asarray(1, dtype=data.dtype)
@@ -428,10 +440,10 @@ def segment_max_vjp(grad, data, segment_ids, *, output=None, ext1=None):
             ext1[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t4, t8 / t7, 0)`
     """
     if ext1 is None:
-        t0 = np.shape(grad)[-2]
+        t0 = grad.shape[-2]
         ext1 = _scatter_extremum(data, segment_ids, 1, t0, "max")
     t1 = torch.asarray(1, dtype=grad.dtype)
-    t2 = np.shape(grad)[-2]
+    t2 = grad.shape[-2]
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     grad_ext1 = torch.where(t3 > 0, grad, 0)
     t4 = _gather(ext1, segment_ids, -2)
@@ -449,13 +461,13 @@ _segment_max_autograd = _autograd_function(
 
 
 def segment_min(data, segment_ids):
-    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:138); differentiated by segment_min_vjp."""
+    """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:138); differentiated by segment_min_vjp, saving data, segment_ids, ext1."""
     return _segment_min_autograd(data, segment_ids)
 
 
 def segment_min_forward(data, segment_ids, *, return_stages=False):
     """SegmentMin's formula."""
-    t0 = np.shape(data)[-2]
+    t0 = data.shape[-2]
     t1 = segment_ids[t0 - 1] + 1
     ext1 = _scatter_extremum(data, segment_ids, 1, t1, "min")
     t2 = torch.asarray(1, dtype=data.dtype)
@@ -479,10 +491,10 @@ def segment_min_vjp(grad, data, segment_ids, *, output=None, ext1=None):
             ext1[s, p]) at s = segment_ids[j]), i.e. `torch.where(data == t4, t8 / t7, 0)`
     """
     if ext1 is None:
-        t0 = np.shape(grad)[-2]
+        t0 = grad.shape[-2]
         ext1 = _scatter_extremum(data, segment_ids, 1, t0, "min")
     t1 = torch.asarray(1, dtype=grad.dtype)
-    t2 = np.shape(grad)[-2]
+    t2 = grad.shape[-2]
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     grad_ext1 = torch.where(t3 > 0, grad, 0)
     t4 = _gather(ext1, segment_ids, -2)
@@ -500,14 +512,14 @@ _segment_min_autograd = _autograd_function(
 
 
 def segment_mean(data, segment_ids):
-    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:145); differentiated by segment_mean_vjp."""
+    """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:145); differentiated by segment_mean_vjp, saving segment_ids and the shape of data."""
     return _segment_mean_autograd(data, segment_ids)
 
 
 def segment_mean_forward(data, segment_ids):
     """SegmentMean's formula."""
     t0 = torch.asarray(1, dtype=data.dtype)
-    t1 = np.shape(data)[-2]
+    t1 = data.shape[-2]
     t2 = segment_ids[t1 - 1] + 1
     t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _scatter_add(data, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
@@ -523,7 +535,7 @@ def segment_mean_vjp(grad, data, segment_ids, *, output=None):
             segment_ids[j])), i.e. `t5 / _maximum(1, t4)`
     """
     t0 = torch.asarray(1, dtype=grad.dtype)
-    t1 = np.shape(grad)[-2]
+    t1 = grad.shape[-2]
     t2 = _scatter_add(t0, segment_ids, 0, t1)  # no gather form: an explicit scatter-add
     t3 = _gather(t2, segment_ids, -1)
     t4 = t3[..., None]
@@ -533,18 +545,18 @@ def segment_mean_vjp(grad, data, segment_ids, *, output=None):
 
 
 _segment_mean_autograd = _autograd_function(
-    "SegmentMean", segment_mean_forward, segment_mean_vjp, "output"
+    "SegmentMean", segment_mean_forward, segment_mean_vjp, "output", shapes_only="data"
 )
 
 
 def segment_prod(data, segment_ids):
-    """SegmentProd: The product of the rows of `data` with equal ascending `segment_ids` (1 where none) (declared at ops/gather.py:152); differentiated by segment_prod_vjp."""
+    """SegmentProd: The product of the rows of `data` with equal ascending `segment_ids` (1 where none) (declared at ops/gather.py:152); differentiated by segment_prod_vjp, saving data, segment_ids, output."""
     return _segment_prod_autograd(data, segment_ids)
 
 
 def segment_prod_forward(data, segment_ids):
     """SegmentProd's formula."""
-    t0 = np.shape(data)[-2]
+    t0 = data.shape[-2]
     t1 = segment_ids[t0 - 1] + 1
     output = _scatter_product(data, segment_ids, 1, t1)
     return output
@@ -569,7 +581,7 @@ def segment_prod_vjp(grad, data, segment_ids, *, output=None):
     t0 = _gather(grad, segment_ids, -2)
     t1 = _gather(output, segment_ids, -2)
     t2 = torch.where(data != 0, data, 1)
-    t3 = np.shape(grad)[-2]
+    t3 = grad.shape[-2]
     t4 = _scatter_product(t2, segment_ids, 1, t3)
     t5 = _gather(t4, segment_ids, -2)
     t6 = torch.asarray(data == 0, dtype=grad.dtype)

@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def sigmoid_grad(y, dy):
-    """SigmoidGrad: z = dy * y * (1 - y), Sigmoid's backprop from its output y (declared at ops/grad_ops.py:18); differentiated by sigmoid_grad_vjp."""
+    """SigmoidGrad: z = dy * y * (1 - y), Sigmoid's backprop from its output y (declared at ops/grad_ops.py:18); differentiated by sigmoid_grad_vjp, saving y, dy."""
     return _sigmoid_grad_autograd(y, dy)
 
 
@@ -29,17 +29,20 @@ def sigmoid_grad_forward(y, dy):
     return z
 
 
-def sigmoid_grad_vjp(grad, y, dy, *, z=None):
+def sigmoid_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     """Gradient of SigmoidGrad: one array per input (y, dy).
 
     In index notation, next to the code computing it:
         grad_y = grad * (-dy * y + dy * (1 - y))
-            i.e. `_sum_to_shape(grad * (dy * tmp0 - dy * y), np.shape(y))`
-        grad_dy = grad * y * (1 - y), i.e. `_sum_to_shape(grad * tmp0 * y, np.shape(dy))`
+            i.e. `_sum_to_shape(grad * (dy * tmp0 - dy * y), y.shape)`
+        grad_dy = grad * y * (1 - y), i.e. `_sum_to_shape(grad * tmp0 * y, dy.shape)`
     """
+    grad_y = grad_dy = None
     tmp0 = 1 - y
-    grad_y = _sum_to_shape(grad * (dy * tmp0 - dy * y), np.shape(y))
-    grad_dy = _sum_to_shape(grad * tmp0 * y, np.shape(dy))
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(grad * (dy * tmp0 - dy * y), y.shape)
+    if needs_grad[1]:
+        grad_dy = _sum_to_shape(grad * tmp0 * y, dy.shape)
     return grad_y, grad_dy
 
 
@@ -49,7 +52,7 @@ _sigmoid_grad_autograd = _autograd_function(
 
 
 def tanh_grad(y, dy):
-    """TanhGrad: z = dy * (1 - y**2), Tanh's backprop from its output y (declared at ops/grad_ops.py:24); differentiated by tanh_grad_vjp."""
+    """TanhGrad: z = dy * (1 - y**2), Tanh's backprop from its output y (declared at ops/grad_ops.py:24); differentiated by tanh_grad_vjp, saving y, dy."""
     return _tanh_grad_autograd(y, dy)
 
 
@@ -59,15 +62,18 @@ def tanh_grad_forward(y, dy):
     return z
 
 
-def tanh_grad_vjp(grad, y, dy, *, z=None):
+def tanh_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     """Gradient of TanhGrad: one array per input (y, dy).
 
     In index notation, next to the code computing it:
-        grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, np.shape(y))`
-        grad_dy = grad * (1 - y**2), i.e. `_sum_to_shape(grad * (1 - y**2), np.shape(dy))`
+        grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, y.shape)`
+        grad_dy = grad * (1 - y**2), i.e. `_sum_to_shape(grad * (1 - y**2), dy.shape)`
     """
-    grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
-    grad_dy = _sum_to_shape(grad * (1 - y**2), np.shape(dy))
+    grad_y = grad_dy = None
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(-2 * dy * grad * y, y.shape)
+    if needs_grad[1]:
+        grad_dy = _sum_to_shape(grad * (1 - y**2), dy.shape)
     return grad_y, grad_dy
 
 
@@ -75,7 +81,7 @@ _tanh_grad_autograd = _autograd_function("TanhGrad", tanh_grad_forward, tanh_gra
 
 
 def sqrt_grad(y, dy):
-    """SqrtGrad: z = dy / (2 y), Sqrt's backprop from its output y (declared at ops/grad_ops.py:30); differentiated by sqrt_grad_vjp."""
+    """SqrtGrad: z = dy / (2 y), Sqrt's backprop from its output y (declared at ops/grad_ops.py:30); differentiated by sqrt_grad_vjp, saving y, z and the shape of dy."""
     return _sqrt_grad_autograd(y, dy)
 
 
@@ -85,28 +91,31 @@ def sqrt_grad_forward(y, dy):
     return z
 
 
-def sqrt_grad_vjp(grad, y, dy, *, z=None):
+def sqrt_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     """Gradient of SqrtGrad: one array per input (y, dy).
 
     In index notation, next to the code computing it:
-        grad_y = -grad * z / y, i.e. `_sum_to_shape(-tmp0 * z, np.shape(y))`
-        grad_dy = grad / (2 * y), i.e. `_sum_to_shape((1 / 2) * tmp0, np.shape(dy))`
+        grad_y = -grad * z / y, i.e. `_sum_to_shape(-tmp0 * z, y.shape)`
+        grad_dy = grad / (2 * y), i.e. `_sum_to_shape((1 / 2) * tmp0, dy.shape)`
     """
     if z is None:
         z = sqrt_grad_forward(y, dy)
+    grad_y = grad_dy = None
     tmp0 = grad / y
-    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
-    grad_dy = _sum_to_shape((1 / 2) * tmp0, np.shape(dy))
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(-tmp0 * z, y.shape)
+    if needs_grad[1]:
+        grad_dy = _sum_to_shape((1 / 2) * tmp0, dy.shape)
     return grad_y, grad_dy
 
 
 _sqrt_grad_autograd = _autograd_function(
-    "SqrtGrad", sqrt_grad_forward, sqrt_grad_vjp, "z", read="z"
+    "SqrtGrad", sqrt_grad_forward, sqrt_grad_vjp, "z", read="z", shapes_only="dy"
 )
 
 
 def rsqrt_grad(y, dy):
-    """RsqrtGrad: z = -dy * y**3 / 2, Rsqrt's backprop from its output y (declared at ops/grad_ops.py:36); differentiated by rsqrt_grad_vjp."""
+    """RsqrtGrad: z = -dy * y**3 / 2, Rsqrt's backprop from its output y (declared at ops/grad_ops.py:36); differentiated by rsqrt_grad_vjp, saving y, dy."""
     return _rsqrt_grad_autograd(y, dy)
 
 
@@ -116,16 +125,18 @@ def rsqrt_grad_forward(y, dy):
     return z
 
 
-def rsqrt_grad_vjp(grad, y, dy, *, z=None):
+def rsqrt_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     """Gradient of RsqrtGrad: one array per input (y, dy).
 
     In index notation, next to the code computing it:
-        grad_y = -3 * grad * dy * y**2 / 2
-            i.e. `_sum_to_shape(-3 / 2 * dy * grad * y**2, np.shape(y))`
-        grad_dy = -grad * y**3 / 2, i.e. `_sum_to_shape(-1 / 2 * grad * y**3, np.shape(dy))`
+        grad_y = -3 * grad * dy * y**2 / 2, i.e. `_sum_to_shape(-3 / 2 * dy * grad * y**2, y.shape)`
+        grad_dy = -grad * y**3 / 2, i.e. `_sum_to_shape(-1 / 2 * grad * y**3, dy.shape)`
     """
-    grad_y = _sum_to_shape(-3 / 2 * dy * grad * y**2, np.shape(y))
-    grad_dy = _sum_to_shape(-1 / 2 * grad * y**3, np.shape(dy))
+    grad_y = grad_dy = None
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(-3 / 2 * dy * grad * y**2, y.shape)
+    if needs_grad[1]:
+        grad_dy = _sum_to_shape(-1 / 2 * grad * y**3, dy.shape)
     return grad_y, grad_dy
 
 
@@ -133,7 +144,7 @@ _rsqrt_grad_autograd = _autograd_function("RsqrtGrad", rsqrt_grad_forward, rsqrt
 
 
 def reciprocal_grad(y, dy):
-    """ReciprocalGrad: z = -dy * y**2, Reciprocal's backprop from its output y (declared at ops/grad_ops.py:42); differentiated by reciprocal_grad_vjp."""
+    """ReciprocalGrad: z = -dy * y**2, Reciprocal's backprop from its output y (declared at ops/grad_ops.py:42); differentiated by reciprocal_grad_vjp, saving y, dy."""
     return _reciprocal_grad_autograd(y, dy)
 
 
@@ -143,15 +154,18 @@ def reciprocal_grad_forward(y, dy):
     return z
 
 
-def reciprocal_grad_vjp(grad, y, dy, *, z=None):
+def reciprocal_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     """Gradient of ReciprocalGrad: one array per input (y, dy).
 
     In index notation, next to the code computing it:
-        grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, np.shape(y))`
-        grad_dy = -grad * y**2, i.e. `_sum_to_shape(-grad * y**2, np.shape(dy))`
+        grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, y.shape)`
+        grad_dy = -grad * y**2, i.e. `_sum_to_shape(-grad * y**2, dy.shape)`
     """
-    grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
-    grad_dy = _sum_to_shape(-grad * y**2, np.shape(dy))
+    grad_y = grad_dy = None
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(-2 * dy * grad * y, y.shape)
+    if needs_grad[1]:
+        grad_dy = _sum_to_shape(-grad * y**2, dy.shape)
     return grad_y, grad_dy
 
 
@@ -161,7 +175,7 @@ _reciprocal_grad_autograd = _autograd_function(
 
 
 def inv_grad(y, dy):
-    """InvGrad: z = -dy * y**2, Inv's backprop from its output y (declared at ops/grad_ops.py:48); differentiated by inv_grad_vjp."""
+    """InvGrad: z = -dy * y**2, Inv's backprop from its output y (declared at ops/grad_ops.py:48); differentiated by inv_grad_vjp, saving y, dy."""
     return _inv_grad_autograd(y, dy)
 
 
@@ -171,15 +185,18 @@ def inv_grad_forward(y, dy):
     return z
 
 
-def inv_grad_vjp(grad, y, dy, *, z=None):
+def inv_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     """Gradient of InvGrad: one array per input (y, dy).
 
     In index notation, next to the code computing it:
-        grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, np.shape(y))`
-        grad_dy = -grad * y**2, i.e. `_sum_to_shape(-grad * y**2, np.shape(dy))`
+        grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, y.shape)`
+        grad_dy = -grad * y**2, i.e. `_sum_to_shape(-grad * y**2, dy.shape)`
     """
-    grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
-    grad_dy = _sum_to_shape(-grad * y**2, np.shape(dy))
+    grad_y = grad_dy = None
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(-2 * dy * grad * y, y.shape)
+    if needs_grad[1]:
+        grad_dy = _sum_to_shape(-grad * y**2, dy.shape)
     return grad_y, grad_dy
 
 
@@ -187,7 +204,7 @@ _inv_grad_autograd = _autograd_function("InvGrad", inv_grad_forward, inv_grad_vj
 
 
 def relu_grad(gradients, features):
-    """ReluGrad: backprops = gradients where features > 0, else 0 (declared at ops/grad_ops.py:54); differentiated by relu_grad_vjp."""
+    """ReluGrad: backprops = gradients where features > 0, else 0 (declared at ops/grad_ops.py:54); differentiated by relu_grad_vjp, saving features and the shape of gradients."""
     return _relu_grad_autograd(gradients, features)
 
 
@@ -202,17 +219,19 @@ def relu_grad_vjp(grad, gradients, features, *, backprops=None):
 
     In index notation, next to the code computing it:
         grad_gradients = (grad if features > 0 else 0)
-            i.e. `_sum_to_shape(torch.where(features > 0, grad, 0), np.shape(gradients))`
+            i.e. `_sum_to_shape(torch.where(features > 0, grad, 0), gradients.shape)`
     """
-    grad_gradients = _sum_to_shape(torch.where(features > 0, grad, 0), np.shape(gradients))
+    grad_gradients = _sum_to_shape(torch.where(features > 0, grad, 0), gradients.shape)
     return grad_gradients, None
 
 
-_relu_grad_autograd = _autograd_function("ReluGrad", relu_grad_forward, relu_grad_vjp, "backprops")
+_relu_grad_autograd = _autograd_function(
+    "ReluGrad", relu_grad_forward, relu_grad_vjp, "backprops", shapes_only="gradients"
+)
 
 
 def relu6_grad(gradients, features):
-    """Relu6Grad: backprops = gradients where 0 < features < 6, else 0 (declared at ops/grad_ops.py:61); differentiated by relu6_grad_vjp."""
+    """Relu6Grad: backprops = gradients where 0 < features < 6, else 0 (declared at ops/grad_ops.py:61); differentiated by relu6_grad_vjp, saving features and the shape of gradients."""
     return _relu6_grad_autograd(gradients, features)
 
 
@@ -230,18 +249,18 @@ def relu6_grad_vjp(grad, gradients, features, *, backprops=None):
             i.e. `_sum_to_shape(torch.where((features > 0) & (features < 6), grad, 0), ...`
     """
     grad_gradients = _sum_to_shape(
-        torch.where((features > 0) & (features < 6), grad, 0), np.shape(gradients)
+        torch.where((features > 0) & (features < 6), grad, 0), gradients.shape
     )
     return grad_gradients, None
 
 
 _relu6_grad_autograd = _autograd_function(
-    "Relu6Grad", relu6_grad_forward, relu6_grad_vjp, "backprops"
+    "Relu6Grad", relu6_grad_forward, relu6_grad_vjp, "backprops", shapes_only="gradients"
 )
 
 
 def leaky_relu_grad(gradients, features, *, alpha=0.2):
-    """LeakyReluGrad: backprops = gradients where features > 0, else alpha * gradients (declared at ops/grad_ops.py:67); differentiated by leaky_relu_grad_vjp."""
+    """LeakyReluGrad: backprops = gradients where features > 0, else alpha * gradients (declared at ops/grad_ops.py:67); differentiated by leaky_relu_grad_vjp, saving features and the shape of gradients."""
     return _leaky_relu_grad_autograd(gradients, features, alpha=alpha)
 
 
@@ -256,21 +275,23 @@ def leaky_relu_grad_vjp(grad, gradients, features, *, backprops=None, alpha=0.2)
 
     In index notation, next to the code computing it:
         grad_gradients = (grad if features > 0 else grad * alpha)
-            i.e. `_sum_to_shape(torch.where(features > 0, grad, alpha * grad), np.shape(gradients))`
+            i.e. `_sum_to_shape(torch.where(features > 0, grad, alpha * grad), gradients.shape)`
     """
-    grad_gradients = _sum_to_shape(
-        torch.where(features > 0, grad, alpha * grad), np.shape(gradients)
-    )
+    grad_gradients = _sum_to_shape(torch.where(features > 0, grad, alpha * grad), gradients.shape)
     return grad_gradients, None
 
 
 _leaky_relu_grad_autograd = _autograd_function(
-    "LeakyReluGrad", leaky_relu_grad_forward, leaky_relu_grad_vjp, "backprops"
+    "LeakyReluGrad",
+    leaky_relu_grad_forward,
+    leaky_relu_grad_vjp,
+    "backprops",
+    shapes_only="gradients",
 )
 
 
 def elu_grad(gradients, outputs):
-    """EluGrad: backprops = gradients where Elu's outputs > 0, else gradients * (outputs + 1) (declared at ops/grad_ops.py:73); differentiated by elu_grad_vjp."""
+    """EluGrad: backprops = gradients where Elu's outputs > 0, else gradients * (outputs + 1) (declared at ops/grad_ops.py:73); differentiated by elu_grad_vjp, saving gradients, outputs."""
     return _elu_grad_autograd(gradients, outputs)
 
 
@@ -280,20 +301,23 @@ def elu_grad_forward(gradients, outputs):
     return backprops
 
 
-def elu_grad_vjp(grad, gradients, outputs, *, backprops=None):
+def elu_grad_vjp(grad, gradients, outputs, *, backprops=None, needs_grad=(True, True)):
     """Gradient of EluGrad: one array per input (gradients, outputs).
 
     In index notation, next to the code computing it:
         grad_gradients = (grad if outputs >= 0 else grad * (outputs + 1))
-            i.e. `_sum_to_shape(torch.where(tmp0, grad, grad * (outputs + 1)), np.shape(gradients))`
+            i.e. `_sum_to_shape(torch.where(tmp0, grad, grad * (outputs + 1)), gradients.shape)`
         grad_outputs = (0 if outputs >= 0 else grad * gradients)
-            i.e. `_sum_to_shape(torch.where(tmp0, 0, grad * gradients), np.shape(outputs))`
+            i.e. `_sum_to_shape(torch.where(tmp0, 0, grad * gradients), outputs.shape)`
     """
+    grad_gradients = grad_outputs = None
     tmp0 = outputs >= 0
-    grad_gradients = _sum_to_shape(
-        torch.where(tmp0, grad, grad * (outputs + 1)), np.shape(gradients)
-    )
-    grad_outputs = _sum_to_shape(torch.where(tmp0, 0, grad * gradients), np.shape(outputs))
+    if needs_grad[0]:
+        grad_gradients = _sum_to_shape(
+            torch.where(tmp0, grad, grad * (outputs + 1)), gradients.shape
+        )
+    if needs_grad[1]:
+        grad_outputs = _sum_to_shape(torch.where(tmp0, 0, grad * gradients), outputs.shape)
     return grad_gradients, grad_outputs
 
 
@@ -301,7 +325,7 @@ _elu_grad_autograd = _autograd_function("EluGrad", elu_grad_forward, elu_grad_vj
 
 
 def selu_grad(gradients, outputs):
-    """SeluGrad: backprops = gradients * scale where Selu's outputs >= 0, else gradients * (outputs + scale * alpha) (declared at ops/grad_ops.py:81); differentiated by selu_grad_vjp."""
+    """SeluGrad: backprops = gradients * scale where Selu's outputs >= 0, else gradients * (outputs + scale * alpha) (declared at ops/grad_ops.py:81); differentiated by selu_grad_vjp, saving gradients, outputs."""
     return _selu_grad_autograd(gradients, outputs)
 
 
@@ -313,7 +337,7 @@ def selu_grad_forward(gradients, outputs):
     return backprops
 
 
-def selu_grad_vjp(grad, gradients, outputs, *, backprops=None):
+def selu_grad_vjp(grad, gradients, outputs, *, backprops=None, needs_grad=(True, True)):
     """Gradient of SeluGrad: one array per input (gradients, outputs).
 
     In index notation, next to the code computing it:
@@ -321,14 +345,17 @@ def selu_grad_vjp(grad, gradients, outputs, *, backprops=None):
             1.0507009873554805 * grad)
             i.e. `_sum_to_shape(torch.where(tmp0, grad * (outputs + 1.7580993408473768), ...`
         grad_outputs = (grad * gradients if outputs < 0 else 0)
-            i.e. `_sum_to_shape(torch.where(tmp0, grad * gradients, 0), np.shape(outputs))`
+            i.e. `_sum_to_shape(torch.where(tmp0, grad * gradients, 0), outputs.shape)`
     """
+    grad_gradients = grad_outputs = None
     tmp0 = outputs < 0
-    grad_gradients = _sum_to_shape(
-        torch.where(tmp0, grad * (outputs + 1.7580993408473768), 1.0507009873554805 * grad),
-        np.shape(gradients),
-    )
-    grad_outputs = _sum_to_shape(torch.where(tmp0, grad * gradients, 0), np.shape(outputs))
+    if needs_grad[0]:
+        grad_gradients = _sum_to_shape(
+            torch.where(tmp0, grad * (outputs + 1.7580993408473768), 1.0507009873554805 * grad),
+            gradients.shape,
+        )
+    if needs_grad[1]:
+        grad_outputs = _sum_to_shape(torch.where(tmp0, grad * gradients, 0), outputs.shape)
     return grad_gradients, grad_outputs
 
 
@@ -336,7 +363,7 @@ _selu_grad_autograd = _autograd_function("SeluGrad", selu_grad_forward, selu_gra
 
 
 def softplus_grad(gradients, features):
-    """SoftplusGrad: backprops = gradients * sigmoid(features), Softplus's backprop (declared at ops/grad_ops.py:90); differentiated by softplus_grad_vjp."""
+    """SoftplusGrad: backprops = gradients * sigmoid(features), Softplus's backprop (declared at ops/grad_ops.py:90); differentiated by softplus_grad_vjp, saving gradients, features."""
     return _softplus_grad_autograd(gradients, features)
 
 
@@ -346,20 +373,23 @@ def softplus_grad_forward(gradients, features):
     return backprops
 
 
-def softplus_grad_vjp(grad, gradients, features, *, backprops=None):
+def softplus_grad_vjp(grad, gradients, features, *, backprops=None, needs_grad=(True, True)):
     """Gradient of SoftplusGrad: one array per input (gradients, features).
 
     In index notation, next to the code computing it:
         grad_gradients = grad * (tanh(features / 2) / 2 + 1/2)
-            i.e. `_sum_to_shape(grad * ((1 / 2) * tmp0 + 1 / 2), np.shape(gradients))`
+            i.e. `_sum_to_shape(grad * ((1 / 2) * tmp0 + 1 / 2), gradients.shape)`
         grad_features = grad * gradients * (1/2 - tanh(features / 2)**2 / 2) / 2
             i.e. `_sum_to_shape((1 / 2) * grad * gradients * (1 / 2 - 1 / 2 * tmp0**2), ...`
     """
+    grad_gradients = grad_features = None
     tmp0 = torch.tanh((1 / 2) * features)
-    grad_gradients = _sum_to_shape(grad * ((1 / 2) * tmp0 + 1 / 2), np.shape(gradients))
-    grad_features = _sum_to_shape(
-        (1 / 2) * grad * gradients * (1 / 2 - 1 / 2 * tmp0**2), np.shape(features)
-    )
+    if needs_grad[0]:
+        grad_gradients = _sum_to_shape(grad * ((1 / 2) * tmp0 + 1 / 2), gradients.shape)
+    if needs_grad[1]:
+        grad_features = _sum_to_shape(
+            (1 / 2) * grad * gradients * (1 / 2 - 1 / 2 * tmp0**2), features.shape
+        )
     return grad_gradients, grad_features
 
 

@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def identity(input):
-    """Identity: output = input (declared at ops/identity.py:8); differentiated by identity_vjp."""
+    """Identity: output = input (declared at ops/identity.py:8); differentiated by identity_vjp, saving the shape of input."""
     return _identity_autograd(input)
 
 
@@ -39,11 +39,13 @@ def identity_vjp(grad, input, *, output=None):
     return (grad_input,)
 
 
-_identity_autograd = _autograd_function("Identity", identity_forward, identity_vjp, "output")
+_identity_autograd = _autograd_function(
+    "Identity", identity_forward, identity_vjp, "output", shapes_only="input"
+)
 
 
 def check_numerics(tensor, *, message="symgrad"):
-    """CheckNumerics: output = tensor, raising where an entry is NaN or infinite (declared at ops/identity.py:14); differentiated by check_numerics_vjp."""
+    """CheckNumerics: output = tensor, raising where an entry is NaN or infinite (declared at ops/identity.py:14); differentiated by check_numerics_vjp, saving the shape of tensor."""
     return _check_numerics_autograd(tensor, message=message)
 
 
@@ -71,12 +73,12 @@ def check_numerics_vjp(grad, tensor, *, output=None, message="symgrad"):
 
 
 _check_numerics_autograd = _autograd_function(
-    "CheckNumerics", check_numerics_forward, check_numerics_vjp, "output"
+    "CheckNumerics", check_numerics_forward, check_numerics_vjp, "output", shapes_only="tensor"
 )
 
 
 def check_numerics_v2(tensor, *, message="symgrad"):
-    """CheckNumericsV2: output = tensor, raising where an entry is NaN or infinite (also -0 against +0) (declared at ops/identity.py:20); differentiated by check_numerics_v2_vjp."""
+    """CheckNumericsV2: output = tensor, raising where an entry is NaN or infinite (also -0 against +0) (declared at ops/identity.py:20); differentiated by check_numerics_v2_vjp, saving the shape of tensor."""
     return _check_numerics_v2_autograd(tensor, message=message)
 
 
@@ -104,12 +106,16 @@ def check_numerics_v2_vjp(grad, tensor, *, output=None, message="symgrad"):
 
 
 _check_numerics_v2_autograd = _autograd_function(
-    "CheckNumericsV2", check_numerics_v2_forward, check_numerics_v2_vjp, "output"
+    "CheckNumericsV2",
+    check_numerics_v2_forward,
+    check_numerics_v2_vjp,
+    "output",
+    shapes_only="tensor",
 )
 
 
 def placeholder_with_default(input):
-    """PlaceholderWithDefault: output = input: a graph placeholder's value where nothing is fed (declared at ops/identity.py:26); differentiated by placeholder_with_default_vjp."""
+    """PlaceholderWithDefault: output = input: a graph placeholder's value where nothing is fed (declared at ops/identity.py:26); differentiated by placeholder_with_default_vjp, saving the shape of input."""
     return _placeholder_with_default_autograd(input)
 
 
@@ -134,4 +140,5 @@ _placeholder_with_default_autograd = _autograd_function(
     placeholder_with_default_forward,
     placeholder_with_default_vjp,
     "output",
+    shapes_only="input",
 )

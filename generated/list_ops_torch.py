@@ -13,31 +13,31 @@ formula, which PyTorch's autograd would differentiate by itself. Inputs are tens
 import numpy as np
 import torch
 
-from _symgrad_torch import _autograd_function, _gather, _sum_to_shape
+from _symgrad_torch import _autograd_function, _gather, _scalar, _sum_to_shape
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def concat_v2(*values, axis=-1):
-    """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:28); differentiated by concat_v2_vjp."""
+    """ConcatV2: The tensors of `values` joined along `axis`: entry k shifted by the sizes before it (declared at ops/list_ops.py:28); differentiated by concat_v2_vjp, saving *values."""
     return _concat_v2_autograd(*values, axis=axis)
 
 
 def concat_v2_forward(*values, axis=-1):
     """ConcatV2's formula."""
     N = len(values)
-    axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - np.ndim(values[0]) if _scalar(axis) and axis >= 0 else axis
     if N in (2, 3) and axis in (-1, -2):
         if N == 2:
             values_0, values_1 = values
         else:
             values_0, values_1, values_2 = values
-        t0 = np.shape(values_0)[axis]
-        t1 = np.shape(values_1)[axis]
+        t0 = values_0.shape[axis]
+        t1 = values_1.shape[axis]
         if N == 2:
             t2 = t0 + t1
         else:
-            t3 = np.shape(values_2)[axis]
+            t3 = values_2.shape[axis]
             t2 = t0 + t1 + t3
         t4 = torch.arange(int(t2))
         t5 = _gather(values_0, t4, axis)
@@ -74,28 +74,28 @@ def concat_v2_vjp(grad, *values, output=None, axis=-1):
             grad_values_2[batch, i, j] = grad[batch, D0 + D1 + i, j], i.e. `_gather(grad, t6, -2)`
     """
     N = len(values)
-    axis = axis - np.ndim(values[0]) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - np.ndim(values[0]) if _scalar(axis) and axis >= 0 else axis
     if N in (2, 3) and axis in (-1, -2):
         if N == 2:
             values_0, values_1 = values
         else:
             values_0, values_1, values_2 = values
-        t0 = torch.arange(np.shape(values_0)[axis])
+        t0 = torch.arange(values_0.shape[axis])
         grad_values_0 = _gather(grad, t0, axis)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = torch.arange(np.shape(values_1)[axis])
-        t2 = np.shape(values_0)[axis]
+        grad_values_0 = _sum_to_shape(grad_values_0, values_0.shape)
+        t1 = torch.arange(values_1.shape[axis])
+        t2 = values_0.shape[axis]
         t3 = t1 + t2
         grad_values_1 = _gather(grad, t3, axis)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, values_1.shape)
         if N == 2:
             grads = (grad_values_0, grad_values_1)
         else:
-            t4 = torch.arange(np.shape(values_2)[axis])
-            t5 = np.shape(values_1)[axis]
+            t4 = torch.arange(values_2.shape[axis])
+            t5 = values_1.shape[axis]
             t6 = t2 + t4 + t5
             grad_values_2 = _gather(grad, t6, axis)
-            grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+            grad_values_2 = _sum_to_shape(grad_values_2, values_2.shape)
             grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
         raise ValueError(f"ConcatV2: unsupported attributes N={N!r}, axis={axis!r}")
@@ -106,16 +106,14 @@ _concat_v2_autograd = _autograd_function("ConcatV2", concat_v2_forward, concat_v
 
 
 def concat(*values, concat_dim=-1):
-    """Concat: ConcatV2 with the axis passed first, as `concat_dim` (declared at ops/list_ops.py:43); differentiated by concat_vjp."""
+    """Concat: ConcatV2 with the axis passed first, as `concat_dim` (declared at ops/list_ops.py:43); differentiated by concat_vjp, saving *values."""
     return _concat_autograd(*values, concat_dim=concat_dim)
 
 
 def concat_forward(*values, concat_dim=-1):
     """Concat's formula."""
     concat_dim = (
-        concat_dim - np.ndim(values[0])
-        if np.ndim(concat_dim) == 0 and concat_dim >= 0
-        else concat_dim
+        concat_dim - np.ndim(values[0]) if _scalar(concat_dim) and concat_dim >= 0 else concat_dim
     )
     N = len(values)
     if concat_dim in (-1, -2) and N in (2, 3):
@@ -123,12 +121,12 @@ def concat_forward(*values, concat_dim=-1):
             values_0, values_1 = values
         else:
             values_0, values_1, values_2 = values
-        t0 = np.shape(values_0)[concat_dim]
-        t1 = np.shape(values_1)[concat_dim]
+        t0 = values_0.shape[concat_dim]
+        t1 = values_1.shape[concat_dim]
         if N == 2:
             t2 = t0 + t1
         else:
-            t3 = np.shape(values_2)[concat_dim]
+            t3 = values_2.shape[concat_dim]
             t2 = t0 + t1 + t3
         t4 = torch.arange(int(t2))
         t5 = _gather(values_0, t4, concat_dim)
@@ -165,9 +163,7 @@ def concat_vjp(grad, *values, output=None, concat_dim=-1):
             grad_values_2[batch, i, j] = grad[batch, D0 + D1 + i, j], i.e. `_gather(grad, t6, -2)`
     """
     concat_dim = (
-        concat_dim - np.ndim(values[0])
-        if np.ndim(concat_dim) == 0 and concat_dim >= 0
-        else concat_dim
+        concat_dim - np.ndim(values[0]) if _scalar(concat_dim) and concat_dim >= 0 else concat_dim
     )
     N = len(values)
     if concat_dim in (-1, -2) and N in (2, 3):
@@ -175,22 +171,22 @@ def concat_vjp(grad, *values, output=None, concat_dim=-1):
             values_0, values_1 = values
         else:
             values_0, values_1, values_2 = values
-        t0 = torch.arange(np.shape(values_0)[concat_dim])
+        t0 = torch.arange(values_0.shape[concat_dim])
         grad_values_0 = _gather(grad, t0, concat_dim)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
-        t1 = torch.arange(np.shape(values_1)[concat_dim])
-        t2 = np.shape(values_0)[concat_dim]
+        grad_values_0 = _sum_to_shape(grad_values_0, values_0.shape)
+        t1 = torch.arange(values_1.shape[concat_dim])
+        t2 = values_0.shape[concat_dim]
         t3 = t1 + t2
         grad_values_1 = _gather(grad, t3, concat_dim)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, values_1.shape)
         if N == 2:
             grads = (grad_values_0, grad_values_1)
         else:
-            t4 = torch.arange(np.shape(values_2)[concat_dim])
-            t5 = np.shape(values_1)[concat_dim]
+            t4 = torch.arange(values_2.shape[concat_dim])
+            t5 = values_1.shape[concat_dim]
             t6 = t2 + t4 + t5
             grad_values_2 = _gather(grad, t6, concat_dim)
-            grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+            grad_values_2 = _sum_to_shape(grad_values_2, values_2.shape)
             grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
         raise ValueError(f"Concat: unsupported attributes concat_dim={concat_dim!r}, N={N!r}")
@@ -201,15 +197,15 @@ _concat_autograd = _autograd_function("Concat", concat_forward, concat_vjp, "out
 
 
 def split(value, *, num_split=2, axis=-1):
-    """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:65); differentiated by split_vjp."""
+    """Split: `value` cut along `axis` into `num_split` pieces of equal size (declared at ops/list_ops.py:65); differentiated by split_vjp, saving the shape of value."""
     return _split_autograd(value, num_split=num_split, axis=axis)
 
 
 def split_forward(value, *, num_split=2, axis=-1):
     """Split's formula."""
-    axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - value.ndim if _scalar(axis) and axis >= 0 else axis
     if num_split in (2, 3) and axis in (-1, -2):
-        t0 = np.shape(value)[axis]
+        t0 = value.shape[axis]
         if num_split == 2:
             t1 = t0 // 2
         else:
@@ -237,21 +233,21 @@ def split_vjp(grad_output, value, *, output=None, num_split=2, axis=-1):
         grad_value[batch, p, j0] = grad_output_0[batch, p, j0]
             + grad_output_1[batch, p, j0 - floor(D0 / 2)], i.e. `t1 + t5`
     """
-    axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - value.ndim if _scalar(axis) and axis >= 0 else axis
     if num_split == 2 and axis in (-1, -2):
         grad_output_0, grad_output_1 = grad_output
-        t0 = torch.arange(np.shape(value)[axis])
+        t0 = torch.arange(value.shape[axis])
         t1 = _gather(grad_output_0, t0, axis)
-        t2 = np.shape(value)[axis]
+        t2 = value.shape[axis]
         t3 = t2 // 2
         t4 = t0 - t3
         t5 = _gather(grad_output_1, t4, axis)
         grad_value = t1 + t5
     elif num_split == 3 and axis in (-1, -2):
         grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = torch.arange(np.shape(value)[axis])
+        t0 = torch.arange(value.shape[axis])
         t1 = _gather(grad_output_0, t0, axis)
-        t2 = np.shape(value)[axis]
+        t2 = value.shape[axis]
         t3 = t2 // 3
         t4 = t0 - t3
         t5 = _gather(grad_output_1, t4, axis)
@@ -263,20 +259,22 @@ def split_vjp(grad_output, value, *, output=None, num_split=2, axis=-1):
     return (grad_value,)
 
 
-_split_autograd = _autograd_function("Split", split_forward, split_vjp, "*output")
+_split_autograd = _autograd_function(
+    "Split", split_forward, split_vjp, "*output", shapes_only="value"
+)
 
 
 def split_v(value, *, num_split=2, axis=-1, size_splits):
-    """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:74); differentiated by split_v_vjp."""
+    """SplitV: `value` cut along `axis` into pieces of `size_splits[k]` entries (one may be -1: the rest) (declared at ops/list_ops.py:74); differentiated by split_v_vjp, saving the shape of value."""
     return _split_v_autograd(value, num_split=num_split, axis=axis, size_splits=size_splits)
 
 
 def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
     """SplitV's formula."""
     size_splits = np.asarray(size_splits, dtype=np.int64)
-    axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - value.ndim if _scalar(axis) and axis >= 0 else axis
     if num_split == 2 and axis in (-1, -2):
-        t0 = np.shape(value)[axis]
+        t0 = value.shape[axis]
         t1 = np.where(size_splits[0] == -1, -size_splits[1] + t0, size_splits[0])
         t2 = torch.arange(int(t1))
         output_0 = _gather(value, t2, axis)
@@ -286,7 +284,7 @@ def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
         output_1 = _gather(value, t5, axis)
         output = (output_0, output_1)
     elif num_split == 3 and axis in (-1, -2):
-        t0 = np.shape(value)[axis]
+        t0 = value.shape[axis]
         t1 = np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0])
         t2 = torch.arange(int(t1))
         output_0 = _gather(value, t2, axis)
@@ -320,20 +318,20 @@ def split_v_vjp(grad_output, value, *, output=None, num_split=2, axis=-1, size_s
                 size_splits[0])], i.e. `t1 + t4`
     """
     size_splits = np.asarray(size_splits, dtype=np.int64)
-    axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - value.ndim if _scalar(axis) and axis >= 0 else axis
     if num_split == 2 and axis in (-1, -2):
         grad_output_0, grad_output_1 = grad_output
-        t0 = torch.arange(np.shape(value)[axis])
+        t0 = torch.arange(value.shape[axis])
         t1 = _gather(grad_output_0, t0, axis)
-        t2 = np.shape(value)[axis]
+        t2 = value.shape[axis]
         t3 = t0 - np.where(size_splits[0] == -1, -size_splits[1] + t2, size_splits[0])
         t4 = _gather(grad_output_1, t3, axis)
         grad_value = t1 + t4
     elif num_split == 3 and axis in (-1, -2):
         grad_output_0, grad_output_1, grad_output_2 = grad_output
-        t0 = torch.arange(np.shape(value)[axis])
+        t0 = torch.arange(value.shape[axis])
         t1 = _gather(grad_output_0, t0, axis)
-        t2 = np.shape(value)[axis]
+        t2 = value.shape[axis]
         t3 = t0 - np.where(
             size_splits[0] == -1, -size_splits[1] - size_splits[2] + t2, size_splits[0]
         )
@@ -350,18 +348,20 @@ def split_v_vjp(grad_output, value, *, output=None, num_split=2, axis=-1, size_s
     return (grad_value,)
 
 
-_split_v_autograd = _autograd_function("SplitV", split_v_forward, split_v_vjp, "*output")
+_split_v_autograd = _autograd_function(
+    "SplitV", split_v_forward, split_v_vjp, "*output", shapes_only="value"
+)
 
 
 def pack(*values, axis=-1):
-    """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:108); differentiated by pack_vjp."""
+    """Pack: The tensors of `values`, of one shape, stacked along a new axis `axis` (declared at ops/list_ops.py:108); differentiated by pack_vjp, saving *values."""
     return _pack_autograd(*values, axis=axis)
 
 
 def pack_forward(*values, axis=-1):
     """Pack's formula."""
     N = len(values)
-    axis = axis - (np.ndim(values[0]) + 1) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - (np.ndim(values[0]) + 1) if _scalar(axis) and axis >= 0 else axis
     if N == 2 and axis in (-1, -2, -3):
         values_0, values_1 = values
         output = torch.stack([values_0, values_1], axis=axis)
@@ -382,7 +382,7 @@ def pack_vjp(grad, *values, output=None, axis=-1):
         grad_values_1[batch] = grad[batch, 1], i.e. `_gather(grad, t1, -1)`
     """
     N = len(values)
-    axis = axis - (np.ndim(values[0]) + 1) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - (np.ndim(values[0]) + 1) if _scalar(axis) and axis >= 0 else axis
     if N in (2, 3) and axis in (-1, -2, -3):
         if N == 2:
             values_0, values_1 = values
@@ -390,16 +390,16 @@ def pack_vjp(grad, *values, output=None, axis=-1):
             values_0, values_1, values_2 = values
         t0 = 0
         grad_values_0 = _gather(grad, t0, axis)
-        grad_values_0 = _sum_to_shape(grad_values_0, np.shape(values_0))
+        grad_values_0 = _sum_to_shape(grad_values_0, values_0.shape)
         t1 = 1
         grad_values_1 = _gather(grad, t1, axis)
-        grad_values_1 = _sum_to_shape(grad_values_1, np.shape(values_1))
+        grad_values_1 = _sum_to_shape(grad_values_1, values_1.shape)
         if N == 2:
             grads = (grad_values_0, grad_values_1)
         else:
             t2 = 2
             grad_values_2 = _gather(grad, t2, axis)
-            grad_values_2 = _sum_to_shape(grad_values_2, np.shape(values_2))
+            grad_values_2 = _sum_to_shape(grad_values_2, values_2.shape)
             grads = (grad_values_0, grad_values_1, grad_values_2)
     else:
         raise ValueError(f"Pack: unsupported attributes N={N!r}, axis={axis!r}")
@@ -410,13 +410,13 @@ _pack_autograd = _autograd_function("Pack", pack_forward, pack_vjp, "output")
 
 
 def unpack(value, *, num=2, axis=-1):
-    """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:126); differentiated by unpack_vjp."""
+    """Unpack: `value` taken apart along axis `axis` (of `num` entries), that axis dropped (declared at ops/list_ops.py:126); differentiated by unpack_vjp, saving the shape of value."""
     return _unpack_autograd(value, num=num, axis=axis)
 
 
 def unpack_forward(value, *, num=2, axis=-1):
     """Unpack's formula."""
-    axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - value.ndim if _scalar(axis) and axis >= 0 else axis
     if num in (2, 3) and axis in (-1, -2, -3):
         t0 = 0
         output_0 = _gather(value, t0, axis)
@@ -442,7 +442,7 @@ def unpack_vjp(grad_output, value, *, output=None, num=2, axis=-1):
             + grad_output_1[batch] * delta(1, i)
             i.e. `torch.stack([grad_output_0, grad_output_1], axis=-1)`
     """
-    axis = axis - np.ndim(value) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - value.ndim if _scalar(axis) and axis >= 0 else axis
     if num == 2 and axis in (-1, -2, -3):
         grad_output_0, grad_output_1 = grad_output
         grad_value = torch.stack([grad_output_0, grad_output_1], axis=axis)
@@ -454,11 +454,13 @@ def unpack_vjp(grad_output, value, *, output=None, num=2, axis=-1):
     return (grad_value,)
 
 
-_unpack_autograd = _autograd_function("Unpack", unpack_forward, unpack_vjp, "*output")
+_unpack_autograd = _autograd_function(
+    "Unpack", unpack_forward, unpack_vjp, "*output", shapes_only="value"
+)
 
 
 def add_n(*inputs):
-    """AddN: The sum of the tensors of `inputs`, all of one shape (declared at ops/list_ops.py:138); differentiated by add_n_vjp."""
+    """AddN: The sum of the tensors of `inputs`, all of one shape (declared at ops/list_ops.py:138); differentiated by add_n_vjp, saving *inputs."""
     return _add_n_autograd(*inputs)
 
 
@@ -495,14 +497,14 @@ def add_n_vjp(grad, *inputs, sum=None):
         else:
             inputs_0, inputs_1, inputs_2 = inputs
         grad_inputs_0 = grad
-        grad_inputs_0 = _sum_to_shape(grad_inputs_0, np.shape(inputs_0))
+        grad_inputs_0 = _sum_to_shape(grad_inputs_0, inputs_0.shape)
         grad_inputs_1 = grad
-        grad_inputs_1 = _sum_to_shape(grad_inputs_1, np.shape(inputs_1))
+        grad_inputs_1 = _sum_to_shape(grad_inputs_1, inputs_1.shape)
         if N == 2:
             grads = (grad_inputs_0, grad_inputs_1)
         else:
             grad_inputs_2 = grad
-            grad_inputs_2 = _sum_to_shape(grad_inputs_2, np.shape(inputs_2))
+            grad_inputs_2 = _sum_to_shape(grad_inputs_2, inputs_2.shape)
             grads = (grad_inputs_0, grad_inputs_1, grad_inputs_2)
     else:
         raise ValueError(f"AddN: unsupported attributes N={N!r}")
@@ -513,7 +515,7 @@ _add_n_autograd = _autograd_function("AddN", add_n_forward, add_n_vjp, "sum")
 
 
 def identity_n(*input):
-    """IdentityN: Each tensor of `input` as it is, a list of any shapes (an index per output: each its (declared at ops/list_ops.py:145); differentiated by identity_n_vjp."""
+    """IdentityN: Each tensor of `input` as it is, a list of any shapes (an index per output: each its (declared at ops/list_ops.py:145); differentiated by identity_n_vjp, saving *input."""
     return _identity_n_autograd(*input)
 
 
@@ -568,14 +570,14 @@ def identity_n_vjp(grad_output, *input, output=None):
             input_0, input_1, input_2 = input
             grad_output_0, grad_output_1, grad_output_2 = grad_output
         grad_input_0 = grad_output_0
-        grad_input_0 = _sum_to_shape(grad_input_0, np.shape(input_0))
+        grad_input_0 = _sum_to_shape(grad_input_0, input_0.shape)
         grad_input_1 = grad_output_1
-        grad_input_1 = _sum_to_shape(grad_input_1, np.shape(input_1))
+        grad_input_1 = _sum_to_shape(grad_input_1, input_1.shape)
         if N == 2:
             grads = (grad_input_0, grad_input_1)
         else:
             grad_input_2 = grad_output_2
-            grad_input_2 = _sum_to_shape(grad_input_2, np.shape(input_2))
+            grad_input_2 = _sum_to_shape(grad_input_2, input_2.shape)
             grads = (grad_input_0, grad_input_1, grad_input_2)
     else:
         raise ValueError(f"IdentityN: unsupported attributes N={N!r}")

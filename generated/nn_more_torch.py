@@ -21,7 +21,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 def batch_norm_with_global_normalization(
     t, m, v, beta, gamma, *, scale_after_normalization=False, variance_epsilon=0.001
 ):
-    """BatchNormWithGlobalNormalization: (t - m) / sqrt(v + variance_epsilon), times gamma if scale_after_normalization, plus beta: (declared at ops/nn_more.py:15); differentiated by batch_norm_with_global_normalization_vjp."""
+    """BatchNormWithGlobalNormalization: (t - m) / sqrt(v + variance_epsilon), times gamma if scale_after_normalization, plus beta: (declared at ops/nn_more.py:15); differentiated by batch_norm_with_global_normalization_vjp, saving t, m, v, beta, gamma, result."""
     return _batch_norm_with_global_normalization_autograd(
         t,
         m,
@@ -55,6 +55,7 @@ def batch_norm_with_global_normalization_vjp(
     result=None,
     scale_after_normalization=False,
     variance_epsilon=0.001,
+    needs_grad=(True, True, True, True, True),
 ):
     """Gradient of BatchNormWithGlobalNormalization: one array per input (t, m, v, beta, gamma).
 
@@ -78,20 +79,37 @@ def batch_norm_with_global_normalization_vjp(
             scale_after_normalization=scale_after_normalization,
             variance_epsilon=variance_epsilon,
         )
-    t0 = torch.sum(grad, axis=(-4, -3, -2))
-    grad_beta = t0
     if not scale_after_normalization:
-        grad_t = grad / torch.sqrt(v + variance_epsilon)
-        grad_m = -t0 / torch.sqrt(v + variance_epsilon)
-        t1 = torch.sum(grad * (-beta + result), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * t1 / (v + variance_epsilon)
-        grad_gamma = None
+        grad_t = grad_m = grad_v = grad_beta = grad_gamma = None
+        if needs_grad[0]:
+            grad_t = grad / torch.sqrt(v + variance_epsilon)
+        if needs_grad[1] or needs_grad[3]:
+            t0 = torch.sum(grad, axis=(-4, -3, -2))
+        if needs_grad[1]:
+            grad_m = -t0 / torch.sqrt(v + variance_epsilon)
+        if needs_grad[2]:
+            t1 = torch.sum(grad * (-beta + result), axis=(-4, -3, -2))
+            grad_v = -1 / 2 * t1 / (v + variance_epsilon)
+        if needs_grad[3]:
+            grad_beta = t0
+        if needs_grad[4]:
+            grad_gamma = None
     else:
-        grad_t = gamma * grad / torch.sqrt(v + variance_epsilon)
-        grad_m = -gamma * t0 / torch.sqrt(v + variance_epsilon)
-        t1 = torch.sum(grad * (-m + t), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
-        grad_gamma = t1 / torch.sqrt(v + variance_epsilon)
+        grad_t = grad_m = grad_v = grad_beta = grad_gamma = None
+        if needs_grad[0]:
+            grad_t = gamma * grad / torch.sqrt(v + variance_epsilon)
+        if needs_grad[1] or needs_grad[3]:
+            t0 = torch.sum(grad, axis=(-4, -3, -2))
+        if needs_grad[1]:
+            grad_m = -gamma * t0 / torch.sqrt(v + variance_epsilon)
+        if needs_grad[2] or needs_grad[4]:
+            t1 = torch.sum(grad * (-m + t), axis=(-4, -3, -2))
+        if needs_grad[2]:
+            grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
+        if needs_grad[3]:
+            grad_beta = t0
+        if needs_grad[4]:
+            grad_gamma = t1 / torch.sqrt(v + variance_epsilon)
     return grad_t, grad_m, grad_v, grad_beta, grad_gamma
 
 
@@ -105,13 +123,13 @@ _batch_norm_with_global_normalization_autograd = _autograd_function(
 
 
 def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
-    """LRN: Local response normalisation: each entry divided by (bias + alpha * the sum of squares (declared at ops/nn_more.py:30); differentiated by lrn_vjp."""
+    """LRN: Local response normalisation: each entry divided by (bias + alpha * the sum of squares (declared at ops/nn_more.py:30); differentiated by lrn_vjp, saving input, output, affine1."""
     return _lrn_autograd(input, depth_radius=depth_radius, bias=bias, alpha=alpha, beta=beta)
 
 
 def lrn_forward(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, return_stages=False):
     """LRN's formula."""
-    t0 = torch.arange(np.shape(input)[-1])
+    t0 = torch.arange(input.shape[-1])
     t1 = t0[..., None]
     t2 = 2 * depth_radius + 1
     t3 = torch.arange(int(t2))
@@ -142,7 +160,7 @@ def lrn_vjp(
     if output is None:
         output = lrn_forward(input, depth_radius=depth_radius, bias=bias, alpha=alpha, beta=beta)
     if affine1 is None:
-        t0 = torch.arange(np.shape(input)[-1])
+        t0 = torch.arange(input.shape[-1])
         t1 = t0[..., None]
         t2 = 2 * depth_radius + 1
         t3 = torch.arange(int(t2))
@@ -151,7 +169,7 @@ def lrn_vjp(
         t6 = torch.sum(t5**2, axis=-1)
         affine1 = alpha * t6 + bias
     grad_affine1 = -beta * grad * output / affine1
-    t7 = torch.arange(np.shape(input)[-1])
+    t7 = torch.arange(input.shape[-1])
     t8 = t7[..., None]
     t9 = 2 * depth_radius + 1
     t10 = torch.arange(int(t9))
@@ -179,7 +197,7 @@ def fused_batch_norm(
     epsilon=0.0001,
     exponential_avg_factor=1.0,
 ):
-    """FusedBatchNorm: Batch normalisation, scaled and offset per channel, with its statistics as outputs (declared at ops/nn_more.py:83); differentiated by fused_batch_norm_vjp."""
+    """FusedBatchNorm: Batch normalisation, scaled and offset per channel, with its statistics as outputs (declared at ops/nn_more.py:83); differentiated by fused_batch_norm_vjp, saving x, scale, reserve_space_1, reserve_space_2, batch_mean_ and the shapes of offset, mean, variance."""
     return _fused_batch_norm_autograd(
         x,
         scale,
@@ -219,9 +237,9 @@ def fused_batch_norm_forward(
         reserve_space_1 = mean
         reserve_space_2 = variance
     else:
-        t0 = np.shape(x)[-4]
-        t1 = np.shape(x)[-3]
-        t2 = np.shape(x)[-2]
+        t0 = x.shape[-4]
+        t1 = x.shape[-3]
+        t2 = x.shape[-2]
         t3 = torch.sum(x, axis=(-4, -3, -2))
         batch_mean_ = t3 / (t0 * t1 * t2)
         t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
@@ -263,6 +281,7 @@ def fused_batch_norm_vjp(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    needs_grad=(True, True, True, True, True),
 ):
     """Gradient of FusedBatchNorm: one array per input (x, scale, offset, mean, variance).
 
@@ -322,54 +341,69 @@ def fused_batch_norm_vjp(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
-        t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
-        grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = (
-            grad_batch_mean
-            - grad_offset * scale / torch.sqrt(epsilon + reserve_space_2)
-            + grad_reserve_space_1
-        )
-        grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
+        grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0]:
+            grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
+        if needs_grad[1] or needs_grad[4]:
+            t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        if needs_grad[1]:
+            grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
+        if needs_grad[2] or needs_grad[3]:
+            grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
+        if needs_grad[3]:
+            grad_mean = (
+                grad_batch_mean
+                - grad_offset * scale / torch.sqrt(epsilon + reserve_space_2)
+                + grad_reserve_space_1
+            )
+        if needs_grad[4]:
+            grad_variance = (
+                grad_batch_variance
+                + grad_reserve_space_2
+                - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            )
     else:
-        if batch_mean_ is None:
-            t0 = np.shape(x)[-4]
-            t1 = np.shape(x)[-3]
-            t2 = np.shape(x)[-2]
-            t3 = torch.sum(x, axis=(-4, -3, -2))
-            batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t5 = np.shape(x)[-4]
-        t6 = np.shape(x)[-3]
-        t7 = np.shape(x)[-2]
-        t8 = t5 * t6 * t7
-        grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
-        t9 = torch.sum(x, axis=(-4, -3, -2))
-        t10 = torch.sum(grad_y, axis=(-4, -3, -2))
-        t11 = scale / torch.sqrt(epsilon + reserve_space_2)
-        t12 = 1 / (t5 * t6 * t7)
-        t13 = 2 * grad_batch_variance_
-        grad_x = (
-            exponential_avg_factor * grad_batch_mean * t12
-            + grad_reserve_space_1 * t12
-            + grad_y * t11
-            - t10 * t11 * t12
-            + t12 * t13 * (-batch_mean_ + x)
-            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
-        )
-        grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
-        grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0]:
+            if batch_mean_ is None:
+                t0 = x.shape[-4]
+                t1 = x.shape[-3]
+                t2 = x.shape[-2]
+                t3 = torch.sum(x, axis=(-4, -3, -2))
+                batch_mean_ = t3 / (t0 * t1 * t2)
+        if needs_grad[0] or needs_grad[1]:
+            t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        if needs_grad[0]:
+            t5 = x.shape[-4]
+            t6 = x.shape[-3]
+            t7 = x.shape[-2]
+            t8 = t5 * t6 * t7
+            grad_batch_variance_ = (
+                exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
+                + grad_reserve_space_2
+                - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            )
+            t9 = torch.sum(x, axis=(-4, -3, -2))
+            t10 = torch.sum(grad_y, axis=(-4, -3, -2))
+            t11 = scale / torch.sqrt(epsilon + reserve_space_2)
+            t12 = 1 / (t5 * t6 * t7)
+            t13 = 2 * grad_batch_variance_
+            grad_x = (
+                exponential_avg_factor * grad_batch_mean * t12
+                + grad_reserve_space_1 * t12
+                + grad_y * t11
+                - t10 * t11 * t12
+                + t12 * t13 * (-batch_mean_ + x)
+                - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+            )
+        if needs_grad[1]:
+            grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
+        if needs_grad[2]:
+            grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
+        if needs_grad[3]:
+            grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+        if needs_grad[4]:
+            grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -380,6 +414,7 @@ _fused_batch_norm_autograd = _autograd_function(
     "y batch_mean batch_variance reserve_space_1 reserve_space_2",
     read="reserve_space_1 reserve_space_2",
     stages="batch_mean_",
+    shapes_only="offset mean variance",
 )
 
 
@@ -395,7 +430,7 @@ def fused_batch_norm_v2(
     epsilon=0.0001,
     exponential_avg_factor=1.0,
 ):
-    """FusedBatchNormV2: FusedBatchNorm whose scale, offset and statistics may have another dtype than x (declared at ops/nn_more.py:89); differentiated by fused_batch_norm_v2_vjp."""
+    """FusedBatchNormV2: FusedBatchNorm whose scale, offset and statistics may have another dtype than x (declared at ops/nn_more.py:89); differentiated by fused_batch_norm_v2_vjp, saving x, scale, reserve_space_1, reserve_space_2, batch_mean_ and the shapes of offset, mean, variance."""
     return _fused_batch_norm_v2_autograd(
         x,
         scale,
@@ -435,9 +470,9 @@ def fused_batch_norm_v2_forward(
         reserve_space_1 = mean
         reserve_space_2 = variance
     else:
-        t0 = np.shape(x)[-4]
-        t1 = np.shape(x)[-3]
-        t2 = np.shape(x)[-2]
+        t0 = x.shape[-4]
+        t1 = x.shape[-3]
+        t2 = x.shape[-2]
         t3 = torch.sum(x, axis=(-4, -3, -2))
         batch_mean_ = t3 / (t0 * t1 * t2)
         t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
@@ -479,6 +514,7 @@ def fused_batch_norm_v2_vjp(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    needs_grad=(True, True, True, True, True),
 ):
     """Gradient of FusedBatchNormV2: one array per input (x, scale, offset, mean, variance).
 
@@ -538,54 +574,69 @@ def fused_batch_norm_v2_vjp(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
-        t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
-        grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = (
-            grad_batch_mean
-            - grad_offset * scale / torch.sqrt(epsilon + reserve_space_2)
-            + grad_reserve_space_1
-        )
-        grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
+        grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0]:
+            grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
+        if needs_grad[1] or needs_grad[4]:
+            t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        if needs_grad[1]:
+            grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
+        if needs_grad[2] or needs_grad[3]:
+            grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
+        if needs_grad[3]:
+            grad_mean = (
+                grad_batch_mean
+                - grad_offset * scale / torch.sqrt(epsilon + reserve_space_2)
+                + grad_reserve_space_1
+            )
+        if needs_grad[4]:
+            grad_variance = (
+                grad_batch_variance
+                + grad_reserve_space_2
+                - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            )
     else:
-        if batch_mean_ is None:
-            t0 = np.shape(x)[-4]
-            t1 = np.shape(x)[-3]
-            t2 = np.shape(x)[-2]
-            t3 = torch.sum(x, axis=(-4, -3, -2))
-            batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t5 = np.shape(x)[-4]
-        t6 = np.shape(x)[-3]
-        t7 = np.shape(x)[-2]
-        t8 = t5 * t6 * t7
-        grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
-        t9 = torch.sum(x, axis=(-4, -3, -2))
-        t10 = torch.sum(grad_y, axis=(-4, -3, -2))
-        t11 = scale / torch.sqrt(epsilon + reserve_space_2)
-        t12 = 1 / (t5 * t6 * t7)
-        t13 = 2 * grad_batch_variance_
-        grad_x = (
-            exponential_avg_factor * grad_batch_mean * t12
-            + grad_reserve_space_1 * t12
-            + grad_y * t11
-            - t10 * t11 * t12
-            + t12 * t13 * (-batch_mean_ + x)
-            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
-        )
-        grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
-        grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0]:
+            if batch_mean_ is None:
+                t0 = x.shape[-4]
+                t1 = x.shape[-3]
+                t2 = x.shape[-2]
+                t3 = torch.sum(x, axis=(-4, -3, -2))
+                batch_mean_ = t3 / (t0 * t1 * t2)
+        if needs_grad[0] or needs_grad[1]:
+            t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        if needs_grad[0]:
+            t5 = x.shape[-4]
+            t6 = x.shape[-3]
+            t7 = x.shape[-2]
+            t8 = t5 * t6 * t7
+            grad_batch_variance_ = (
+                exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
+                + grad_reserve_space_2
+                - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            )
+            t9 = torch.sum(x, axis=(-4, -3, -2))
+            t10 = torch.sum(grad_y, axis=(-4, -3, -2))
+            t11 = scale / torch.sqrt(epsilon + reserve_space_2)
+            t12 = 1 / (t5 * t6 * t7)
+            t13 = 2 * grad_batch_variance_
+            grad_x = (
+                exponential_avg_factor * grad_batch_mean * t12
+                + grad_reserve_space_1 * t12
+                + grad_y * t11
+                - t10 * t11 * t12
+                + t12 * t13 * (-batch_mean_ + x)
+                - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+            )
+        if needs_grad[1]:
+            grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
+        if needs_grad[2]:
+            grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
+        if needs_grad[3]:
+            grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+        if needs_grad[4]:
+            grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -596,6 +647,7 @@ _fused_batch_norm_v2_autograd = _autograd_function(
     "y batch_mean batch_variance reserve_space_1 reserve_space_2",
     read="reserve_space_1 reserve_space_2",
     stages="batch_mean_",
+    shapes_only="offset mean variance",
 )
 
 
@@ -611,7 +663,7 @@ def fused_batch_norm_v3(
     epsilon=0.0001,
     exponential_avg_factor=1.0,
 ):
-    """FusedBatchNormV3: FusedBatchNormV2 with a third reserve space, empty on the CPU (declared at ops/nn_more.py:95); differentiated by fused_batch_norm_v3_vjp."""
+    """FusedBatchNormV3: FusedBatchNormV2 with a third reserve space, empty on the CPU (declared at ops/nn_more.py:95); differentiated by fused_batch_norm_v3_vjp, saving x, scale, reserve_space_1, reserve_space_2, batch_mean_ and the shapes of offset, mean, variance."""
     return _fused_batch_norm_v3_autograd(
         x,
         scale,
@@ -648,9 +700,9 @@ def fused_batch_norm_v3_forward(
             reserve_space_1 = mean
             reserve_space_2 = variance
         else:
-            t0 = np.shape(x)[-4]
-            t1 = np.shape(x)[-3]
-            t2 = np.shape(x)[-2]
+            t0 = x.shape[-4]
+            t1 = x.shape[-3]
+            t2 = x.shape[-2]
             t3 = torch.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
             t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
@@ -701,6 +753,7 @@ def fused_batch_norm_v3_vjp(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    needs_grad=(True, True, True, True, True),
 ):
     """Gradient of FusedBatchNormV3: one array per input (x, scale, offset, mean, variance).
 
@@ -760,54 +813,69 @@ def fused_batch_norm_v3_vjp(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
-        t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
-        grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = (
-            grad_batch_mean
-            - grad_offset * scale / torch.sqrt(epsilon + reserve_space_2)
-            + grad_reserve_space_1
-        )
-        grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
+        grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0]:
+            grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
+        if needs_grad[1] or needs_grad[4]:
+            t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        if needs_grad[1]:
+            grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
+        if needs_grad[2] or needs_grad[3]:
+            grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
+        if needs_grad[3]:
+            grad_mean = (
+                grad_batch_mean
+                - grad_offset * scale / torch.sqrt(epsilon + reserve_space_2)
+                + grad_reserve_space_1
+            )
+        if needs_grad[4]:
+            grad_variance = (
+                grad_batch_variance
+                + grad_reserve_space_2
+                - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            )
     else:
-        if batch_mean_ is None:
-            t0 = np.shape(x)[-4]
-            t1 = np.shape(x)[-3]
-            t2 = np.shape(x)[-2]
-            t3 = torch.sum(x, axis=(-4, -3, -2))
-            batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t5 = np.shape(x)[-4]
-        t6 = np.shape(x)[-3]
-        t7 = np.shape(x)[-2]
-        t8 = t5 * t6 * t7
-        grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
-        t9 = torch.sum(x, axis=(-4, -3, -2))
-        t10 = torch.sum(grad_y, axis=(-4, -3, -2))
-        t11 = scale / torch.sqrt(epsilon + reserve_space_2)
-        t12 = 1 / (t5 * t6 * t7)
-        t13 = 2 * grad_batch_variance_
-        grad_x = (
-            exponential_avg_factor * grad_batch_mean * t12
-            + grad_reserve_space_1 * t12
-            + grad_y * t11
-            - t10 * t11 * t12
-            + t12 * t13 * (-batch_mean_ + x)
-            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
-        )
-        grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
-        grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0]:
+            if batch_mean_ is None:
+                t0 = x.shape[-4]
+                t1 = x.shape[-3]
+                t2 = x.shape[-2]
+                t3 = torch.sum(x, axis=(-4, -3, -2))
+                batch_mean_ = t3 / (t0 * t1 * t2)
+        if needs_grad[0] or needs_grad[1]:
+            t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        if needs_grad[0]:
+            t5 = x.shape[-4]
+            t6 = x.shape[-3]
+            t7 = x.shape[-2]
+            t8 = t5 * t6 * t7
+            grad_batch_variance_ = (
+                exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
+                + grad_reserve_space_2
+                - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
+            )
+            t9 = torch.sum(x, axis=(-4, -3, -2))
+            t10 = torch.sum(grad_y, axis=(-4, -3, -2))
+            t11 = scale / torch.sqrt(epsilon + reserve_space_2)
+            t12 = 1 / (t5 * t6 * t7)
+            t13 = 2 * grad_batch_variance_
+            grad_x = (
+                exponential_avg_factor * grad_batch_mean * t12
+                + grad_reserve_space_1 * t12
+                + grad_y * t11
+                - t10 * t11 * t12
+                + t12 * t13 * (-batch_mean_ + x)
+                - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+            )
+        if needs_grad[1]:
+            grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
+        if needs_grad[2]:
+            grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
+        if needs_grad[3]:
+            grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+        if needs_grad[4]:
+            grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -818,4 +886,5 @@ _fused_batch_norm_v3_autograd = _autograd_function(
     "y batch_mean batch_variance reserve_space_1 reserve_space_2 reserve_space_3",
     read="reserve_space_1 reserve_space_2",
     stages="batch_mean_",
+    shapes_only="offset mean variance",
 )

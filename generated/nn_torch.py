@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def softmax(logits):
-    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17); differentiated by softmax_vjp."""
+    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17); differentiated by softmax_vjp, saving softmax and the shape of logits."""
     return _softmax_autograd(logits)
 
 
@@ -51,12 +51,12 @@ def softmax_vjp(grad, logits, *, softmax=None):
 
 
 _softmax_autograd = _autograd_function(
-    "Softmax", softmax_forward, softmax_vjp, "softmax", read="softmax"
+    "Softmax", softmax_forward, softmax_vjp, "softmax", read="softmax", shapes_only="logits"
 )
 
 
 def log_softmax(logits):
-    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:26); differentiated by log_softmax_vjp."""
+    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:26); differentiated by log_softmax_vjp, saving logsoftmax and the shape of logits."""
     return _log_softmax_autograd(logits)
 
 
@@ -87,12 +87,17 @@ def log_softmax_vjp(grad, logits, *, logsoftmax=None):
 
 
 _log_softmax_autograd = _autograd_function(
-    "LogSoftmax", log_softmax_forward, log_softmax_vjp, "logsoftmax", read="logsoftmax"
+    "LogSoftmax",
+    log_softmax_forward,
+    log_softmax_vjp,
+    "logsoftmax",
+    read="logsoftmax",
+    shapes_only="logits",
 )
 
 
 def l2_loss(t):
-    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:35); differentiated by l2_loss_vjp."""
+    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:35); differentiated by l2_loss_vjp, saving t."""
     return _l2_loss_autograd(t)
 
 
@@ -117,7 +122,7 @@ _l2_loss_autograd = _autograd_function("L2Loss", l2_loss_forward, l2_loss_vjp, "
 
 
 def softmax_cross_entropy_with_logits(features, labels):
-    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42); differentiated by softmax_cross_entropy_with_logits_vjp."""
+    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42); differentiated by softmax_cross_entropy_with_logits_vjp, saving features, labels, backprop, ext1, sum1."""
     return _softmax_cross_entropy_with_logits_autograd(features, labels)
 
 
@@ -138,7 +143,16 @@ def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages
 
 
 def softmax_cross_entropy_with_logits_vjp(
-    grad_loss, grad_backprop, features, labels, *, loss=None, backprop=None, ext1=None, sum1=None
+    grad_loss,
+    grad_backprop,
+    features,
+    labels,
+    *,
+    loss=None,
+    backprop=None,
+    ext1=None,
+    sum1=None,
+    needs_grad=(True, True),
 ):
     """Gradient of SoftmaxCrossEntropyWithLogits: one array per input (features, labels).
 
@@ -156,17 +170,21 @@ def softmax_cross_entropy_with_logits_vjp(
     """
     if backprop is None:
         backprop = softmax_cross_entropy_with_logits_forward(features, labels)[1]
-    if ext1 is None or sum1 is None:
-        ext1 = torch.amax(features, axis=-1)
-        t0 = ext1[..., None]
-        sum1 = torch.sum(torch.exp(features - t0), axis=-1)
+    grad_features = grad_labels = None
+    if needs_grad[1]:
+        if ext1 is None or sum1 is None:
+            ext1 = torch.amax(features, axis=-1)
+            t0 = ext1[..., None]
+            sum1 = torch.sum(torch.exp(features - t0), axis=-1)
     t1 = grad_loss[..., None]
-    t2 = torch.sum(-grad_backprop * (backprop + labels) + labels * t1, axis=-1, keepdims=True)
-    t3 = backprop + labels
-    grad_features = grad_backprop * t3 - labels * t1 + t2 * t3
-    t4 = ext1[..., None]
-    t5 = sum1[..., None]
-    grad_labels = -grad_backprop - t1 * (features - t4 - torch.log(t5))
+    if needs_grad[0]:
+        t2 = torch.sum(-grad_backprop * (backprop + labels) + labels * t1, axis=-1, keepdims=True)
+        t3 = backprop + labels
+        grad_features = grad_backprop * t3 - labels * t1 + t2 * t3
+    if needs_grad[1]:
+        t4 = ext1[..., None]
+        t5 = sum1[..., None]
+        grad_labels = -grad_backprop - t1 * (features - t4 - torch.log(t5))
     return grad_features, grad_labels
 
 
@@ -181,7 +199,7 @@ _softmax_cross_entropy_with_logits_autograd = _autograd_function(
 
 
 def sparse_softmax_cross_entropy_with_logits(features, labels):
-    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56); differentiated by sparse_softmax_cross_entropy_with_logits_vjp."""
+    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56); differentiated by sparse_softmax_cross_entropy_with_logits_vjp, saving labels, backprop and the shape of features."""
     return _sparse_softmax_cross_entropy_with_logits_autograd(features, labels)
 
 
@@ -190,10 +208,10 @@ def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     ext1 = torch.amax(features, axis=-1)
     t0 = ext1[..., None]
     sum1 = torch.sum(torch.exp(features - t0), axis=-1)
-    t1 = np.shape(features)[-2]
-    t2 = np.shape(features)[-1]
+    t1 = features.shape[-2]
+    t2 = features.shape[-1]
     t3 = torch.reshape(features, (t1 * t2,))
-    t4 = torch.arange(np.shape(features)[-2])
+    t4 = torch.arange(features.shape[-2])
     t5 = torch.as_tensor(t4, dtype=torch.int64)
     t6 = torch.as_tensor(labels, dtype=torch.int64)
     t7 = torch.where((t6 >= 0) & (t2 > t6), t2 * t5 + t6, -1)
@@ -202,7 +220,7 @@ def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     t9 = torch.asarray(-1, dtype=features.dtype)
     t10 = t1 * t2
     t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
-    t12 = torch.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
+    t12 = torch.reshape(t11, t11.shape[:-1] + (-1, t2))
     t13 = sum1[..., None]
     backprop = t12 + torch.exp(features - t0) / t13
     return (loss, backprop)
@@ -226,20 +244,20 @@ def sparse_softmax_cross_entropy_with_logits_vjp(
     if backprop is None:
         backprop = sparse_softmax_cross_entropy_with_logits_forward(features, labels)[1]
     t0 = torch.asarray(1, dtype=features.dtype)
-    t1 = np.shape(features)[-2]
-    t2 = np.shape(features)[-1]
-    t3 = torch.arange(np.shape(features)[-2])
+    t1 = features.shape[-2]
+    t2 = features.shape[-1]
+    t3 = torch.arange(features.shape[-2])
     t4 = torch.as_tensor(t3, dtype=torch.int64)
     t5 = torch.as_tensor(labels, dtype=torch.int64)
     t6 = torch.where((t5 >= 0) & (t2 > t5), t2 * t4 + t5, -1)
     t7 = t1 * t2
     t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
-    t9 = torch.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
+    t9 = torch.reshape(t8, t8.shape[:-1] + (-1, t2))
     t10 = grad_loss[..., None]
     t11 = torch.sum(grad_backprop * (backprop + t9), axis=-1, keepdims=True)
     t12 = -grad_loss
     t13 = _scatter_add(t12, t6, 0, t7)  # no gather form: an explicit scatter-add
-    t14 = torch.reshape(t13, np.shape(t13)[:-1] + (-1, t2))
+    t14 = torch.reshape(t13, t13.shape[:-1] + (-1, t2))
     t15 = backprop + t9
     grad_features = grad_backprop * t15 + t10 * t15 - t11 * t15 + t14
     return grad_features, None
@@ -251,11 +269,12 @@ _sparse_softmax_cross_entropy_with_logits_autograd = _autograd_function(
     sparse_softmax_cross_entropy_with_logits_vjp,
     "loss backprop",
     read="backprop",
+    shapes_only="features",
 )
 
 
 def bias_add(value, bias, *, data_format="NHWC"):
-    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:71); differentiated by bias_add_vjp."""
+    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:71); differentiated by bias_add_vjp, saving the shapes of value, bias."""
     return _bias_add_autograd(value, bias, data_format=data_format)
 
 
@@ -271,33 +290,42 @@ def bias_add_forward(value, bias, *, data_format="NHWC"):
     return output
 
 
-def bias_add_vjp(grad, value, bias, *, output=None, data_format="NHWC"):
+def bias_add_vjp(grad, value, bias, *, output=None, data_format="NHWC", needs_grad=(True, True)):
     """Gradient of BiasAdd: one array per input (value, bias).
 
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
             grad_value[batch, c] = grad[batch, c], i.e. `grad`
             grad_bias[c] = sum_batch grad[batch, c]
-                i.e. `_over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))`
+                i.e. `_over(torch.sum, grad, tuple(range(grad.ndim - 1)))`
         data_format='NCHW':
             grad_value[b, c, h, w] = grad[b, c, h, w], i.e. `grad`
             grad_bias[c] = sum_{b, h, w} grad[b, c, h, w], i.e. `torch.sum(grad, axis=(-4, -2, -1))`
     """
-    grad_value = grad
     if data_format == "NHWC":
-        grad_bias = _over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))
+        grad_value = grad_bias = None
+        if needs_grad[0]:
+            grad_value = grad
+        if needs_grad[1]:
+            grad_bias = _over(torch.sum, grad, tuple(range(grad.ndim - 1)))
     elif data_format == "NCHW":
-        grad_bias = torch.sum(grad, axis=(-4, -2, -1))
+        grad_value = grad_bias = None
+        if needs_grad[0]:
+            grad_value = grad
+        if needs_grad[1]:
+            grad_bias = torch.sum(grad, axis=(-4, -2, -1))
     else:
         raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
     return grad_value, grad_bias
 
 
-_bias_add_autograd = _autograd_function("BiasAdd", bias_add_forward, bias_add_vjp, "output")
+_bias_add_autograd = _autograd_function(
+    "BiasAdd", bias_add_forward, bias_add_vjp, "output", shapes_only="value bias"
+)
 
 
 def cross(a, b):
-    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86); differentiated by cross_vjp."""
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86); differentiated by cross_vjp, saving a, b."""
     return _cross_autograd(a, b)
 
 
@@ -315,7 +343,7 @@ def cross_forward(a, b):
     return product
 
 
-def cross_vjp(grad, a, b, *, product=None):
+def cross_vjp(grad, a, b, *, product=None, needs_grad=(True, True)):
     """Gradient of Cross: one array per input (a, b).
 
     In index notation, next to the code computing it:
@@ -324,6 +352,7 @@ def cross_vjp(grad, a, b, *, product=None):
         grad_b[batch, c] = sum_{a, b} grad[batch, a] * LeviCivita(a, b, c) * a[batch, b]
             i.e. `torch.einsum("...a,...b,abc->...c", grad, a, t0)`
     """
+    grad_a = grad_b = None
     t0 = torch.asarray(
         [
             [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -332,10 +361,12 @@ def cross_vjp(grad, a, b, *, product=None):
         ],
         dtype=a.dtype,
     )
-    grad_a = torch.einsum("...a,...b,acb->...c", grad, b, t0)
-    grad_a = _sum_to_shape(grad_a, np.shape(a))
-    grad_b = torch.einsum("...a,...b,abc->...c", grad, a, t0)
-    grad_b = _sum_to_shape(grad_b, np.shape(b))
+    if needs_grad[0]:
+        grad_a = torch.einsum("...a,...b,acb->...c", grad, b, t0)
+        grad_a = _sum_to_shape(grad_a, a.shape)
+    if needs_grad[1]:
+        grad_b = torch.einsum("...a,...b,abc->...c", grad, a, t0)
+        grad_b = _sum_to_shape(grad_b, b.shape)
     return grad_a, grad_b
 
 
@@ -343,7 +374,7 @@ _cross_autograd = _autograd_function("Cross", cross_forward, cross_vjp, "product
 
 
 def bias_add_v1(value, bias):
-    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:96); differentiated by bias_add_v1_vjp."""
+    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:96); differentiated by bias_add_v1_vjp, saving the shapes of value, bias."""
     return _bias_add_v1_autograd(value, bias)
 
 
@@ -353,33 +384,36 @@ def bias_add_v1_forward(value, bias):
     return output
 
 
-def bias_add_v1_vjp(grad, value, bias, *, output=None):
+def bias_add_v1_vjp(grad, value, bias, *, output=None, needs_grad=(True, True)):
     """Gradient of BiasAddV1: one array per input (value, bias).
 
     In index notation, next to the code computing it:
         grad_value[batch, c] = grad[batch, c], i.e. `grad`
         grad_bias[c] = sum_batch grad[batch, c]
-            i.e. `_over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))`
+            i.e. `_over(torch.sum, grad, tuple(range(grad.ndim - 1)))`
     """
-    grad_value = grad
-    grad_bias = _over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))
+    grad_value = grad_bias = None
+    if needs_grad[0]:
+        grad_value = grad
+    if needs_grad[1]:
+        grad_bias = _over(torch.sum, grad, tuple(range(grad.ndim - 1)))
     return grad_value, grad_bias
 
 
 _bias_add_v1_autograd = _autograd_function(
-    "BiasAddV1", bias_add_v1_forward, bias_add_v1_vjp, "output"
+    "BiasAddV1", bias_add_v1_forward, bias_add_v1_vjp, "output", shapes_only="value bias"
 )
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
-    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:106); differentiated by bias_add_backprop_vjp."""
+    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:106); differentiated by bias_add_backprop_vjp, saving the shape of out_backprop."""
     return _bias_add_backprop_autograd(out_backprop, data_format=data_format)
 
 
 def bias_add_backprop_forward(out_backprop, *, data_format="NHWC"):
     """BiasAddGrad's formula."""
     if data_format == "NHWC":
-        output = _over(torch.sum, out_backprop, tuple(range(np.ndim(out_backprop) - 1)))
+        output = _over(torch.sum, out_backprop, tuple(range(out_backprop.ndim - 1)))
     elif data_format == "NCHW":
         output = torch.sum(out_backprop, axis=(-4, -2, -1))
     else:
@@ -393,21 +427,25 @@ def bias_add_backprop_vjp(grad, out_backprop, *, output=None, data_format="NHWC"
     In index notation, next to the code computing it, per variant:
         data_format='NHWC':
             grad_out_backprop[batch, c] = grad[c]
-                i.e. `torch.broadcast_to(grad, np.shape(out_backprop))`
+                i.e. `torch.broadcast_to(grad, out_backprop.shape)`
         data_format='NCHW':
             grad_out_backprop[b, c, h, w] = grad[c]
-                i.e. `torch.broadcast_to(t0, np.shape(out_backprop))`
+                i.e. `torch.broadcast_to(t0, out_backprop.shape)`
     """
     if data_format == "NHWC":
-        grad_out_backprop = torch.broadcast_to(grad, np.shape(out_backprop))
+        grad_out_backprop = torch.broadcast_to(grad, out_backprop.shape)
     elif data_format == "NCHW":
         t0 = grad[..., None, None]
-        grad_out_backprop = torch.broadcast_to(t0, np.shape(out_backprop))
+        grad_out_backprop = torch.broadcast_to(t0, out_backprop.shape)
     else:
         raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")
     return (grad_out_backprop,)
 
 
 _bias_add_backprop_autograd = _autograd_function(
-    "BiasAddGrad", bias_add_backprop_forward, bias_add_backprop_vjp, "output"
+    "BiasAddGrad",
+    bias_add_backprop_forward,
+    bias_add_backprop_vjp,
+    "output",
+    shapes_only="out_backprop",
 )

@@ -29,7 +29,7 @@ def quantize_and_dequantize(
     input_min=-1.0,
     input_max=1.0,
 ):
-    """QuantizeAndDequantize: output = input rounded to the levels of [input_min, input_max] (attributes); gradient (declared at ops/quantize.py:53); differentiated by quantize_and_dequantize_vjp."""
+    """QuantizeAndDequantize: output = input rounded to the levels of [input_min, input_max] (attributes); gradient (declared at ops/quantize.py:53); differentiated by quantize_and_dequantize_vjp, saving the shape of input."""
     return _quantize_and_dequantize_autograd(
         input,
         signed_input=signed_input,
@@ -145,7 +145,11 @@ def quantize_and_dequantize_vjp(
 
 
 _quantize_and_dequantize_autograd = _autograd_function(
-    "QuantizeAndDequantize", quantize_and_dequantize_forward, quantize_and_dequantize_vjp, "output"
+    "QuantizeAndDequantize",
+    quantize_and_dequantize_forward,
+    quantize_and_dequantize_vjp,
+    "output",
+    shapes_only="input",
 )
 
 
@@ -161,7 +165,7 @@ def quantize_and_dequantize_v2(
     round_mode="HALF_TO_EVEN",
     num_bits=8,
 ):
-    """QuantizeAndDequantizeV2: output = input rounded to the levels of [input_min, input_max] (scalar inputs), ties (declared at ops/quantize.py:66); differentiated by quantize_and_dequantize_v2_vjp."""
+    """QuantizeAndDequantizeV2: output = input rounded to the levels of [input_min, input_max] (scalar inputs), ties (declared at ops/quantize.py:66); differentiated by quantize_and_dequantize_v2_vjp, saving the shapes of input, input_min, input_max."""
     return _quantize_and_dequantize_v2_autograd(
         input,
         input_min,
@@ -289,7 +293,7 @@ def quantize_and_dequantize_v2_vjp(
     In index notation, next to the code computing it, for signed_input=True, narrow_range=False,
     range_given=True, axis=-1, round_mode='HALF_TO_EVEN' (other values of signed_input,
     narrow_range, range_given, axis, round_mode change it):
-        grad_input = grad, i.e. `_sum_to_shape(grad, np.shape(input))`
+        grad_input = grad, i.e. `_sum_to_shape(grad, input.shape)`
     """
     if (
         signed_input in (False, True)
@@ -298,7 +302,7 @@ def quantize_and_dequantize_v2_vjp(
         and axis == -1
         and round_mode in ("HALF_TO_EVEN", "HALF_UP")
     ):
-        grad_input = _sum_to_shape(grad, np.shape(input))
+        grad_input = _sum_to_shape(grad, input.shape)
     else:
         raise ValueError(
             f"QuantizeAndDequantizeV2: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}, round_mode={round_mode!r}"
@@ -311,6 +315,7 @@ _quantize_and_dequantize_v2_autograd = _autograd_function(
     quantize_and_dequantize_v2_forward,
     quantize_and_dequantize_v2_vjp,
     "output",
+    shapes_only="input input_min input_max",
 )
 
 
@@ -325,7 +330,7 @@ def quantize_and_dequantize_v3(
     axis=-1,
     num_bits,
 ):
-    """QuantizeAndDequantizeV3: output = input rounded to the levels of [input_min, input_max], the bit count an input; (declared at ops/quantize.py:80); differentiated by quantize_and_dequantize_v3_vjp."""
+    """QuantizeAndDequantizeV3: output = input rounded to the levels of [input_min, input_max], the bit count an input; (declared at ops/quantize.py:80); differentiated by quantize_and_dequantize_v3_vjp, saving the shapes of input, input_min, input_max."""
     return _quantize_and_dequantize_v3_autograd(
         input,
         input_min,
@@ -418,13 +423,13 @@ def quantize_and_dequantize_v3_vjp(
 
     In index notation, next to the code computing it, per variant:
         signed_input=False, narrow_range=False, range_given=True, axis=-1:
-            grad_input = grad, i.e. `_sum_to_shape(grad, np.shape(input))`
+            grad_input = grad, i.e. `_sum_to_shape(grad, input.shape)`
         signed_input=False, narrow_range=True, range_given=True, axis=-1:
-            grad_input = grad, i.e. `_sum_to_shape(grad, np.shape(input))`
+            grad_input = grad, i.e. `_sum_to_shape(grad, input.shape)`
         signed_input=True, narrow_range=False, range_given=True, axis=-1:
-            grad_input = grad, i.e. `_sum_to_shape(grad, np.shape(input))`
+            grad_input = grad, i.e. `_sum_to_shape(grad, input.shape)`
         signed_input=True, narrow_range=True, range_given=True, axis=-1:
-            grad_input = grad, i.e. `_sum_to_shape(grad, np.shape(input))`
+            grad_input = grad, i.e. `_sum_to_shape(grad, input.shape)`
     """
     if (
         signed_input in (False, True)
@@ -432,7 +437,7 @@ def quantize_and_dequantize_v3_vjp(
         and range_given
         and axis == -1
     ):
-        grad_input = _sum_to_shape(grad, np.shape(input))
+        grad_input = _sum_to_shape(grad, input.shape)
     else:
         raise ValueError(
             f"QuantizeAndDequantizeV3: unsupported attributes signed_input={signed_input!r}, narrow_range={narrow_range!r}, range_given={range_given!r}, axis={axis!r}"
@@ -445,4 +450,5 @@ _quantize_and_dequantize_v3_autograd = _autograd_function(
     quantize_and_dequantize_v3_forward,
     quantize_and_dequantize_v3_vjp,
     "output",
+    shapes_only="input input_min input_max",
 )

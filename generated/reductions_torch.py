@@ -13,19 +13,27 @@ formula, which PyTorch's autograd would differentiate by itself. Inputs are tens
 import numpy as np
 import torch
 
-from _symgrad_torch import _as_dtype, _autograd_function, _gather, _linear_scan, _prod, _shift_right
+from _symgrad_torch import (
+    _as_dtype,
+    _autograd_function,
+    _gather,
+    _linear_scan,
+    _prod,
+    _scalar,
+    _shift_right,
+)
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
-    """Sum: Sum over one axis (declared at ops/reductions.py:35); differentiated by reduce_sum_vjp."""
+    """Sum: Sum over one axis (declared at ops/reductions.py:35); differentiated by reduce_sum_vjp, saving the shape of input."""
     return _reduce_sum_autograd(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_sum_forward(input, *, axis=-1, keep_dims=False):
     """Sum's formula."""
-    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
         output = torch.sum(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
@@ -40,43 +48,45 @@ def reduce_sum_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
 
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
-        grad_input[batch, k] = grad[batch], i.e. `torch.broadcast_to(t0, np.shape(input))`
+        grad_input[batch, k] = grad[batch], i.e. `torch.broadcast_to(t0, input.shape)`
     """
-    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
-        grad_input = torch.broadcast_to(t0, np.shape(input))
+        grad_input = torch.broadcast_to(t0, input.shape)
     elif axis in (-1, -2, -3) and keep_dims:
-        grad_input = torch.broadcast_to(grad, np.shape(input))
+        grad_input = torch.broadcast_to(grad, input.shape)
     elif axis == -2 and not keep_dims:
         t0 = grad[..., None, :]
-        grad_input = torch.broadcast_to(t0, np.shape(input))
+        grad_input = torch.broadcast_to(t0, input.shape)
     elif axis == -3 and not keep_dims:
         t0 = grad[..., None, :, :]
-        grad_input = torch.broadcast_to(t0, np.shape(input))
+        grad_input = torch.broadcast_to(t0, input.shape)
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
 
 
-_reduce_sum_autograd = _autograd_function("Sum", reduce_sum_forward, reduce_sum_vjp, "output")
+_reduce_sum_autograd = _autograd_function(
+    "Sum", reduce_sum_forward, reduce_sum_vjp, "output", shapes_only="input"
+)
 
 
 def reduce_mean(input, *, axis=-1, keep_dims=False):
-    """Mean: Mean over one axis (declared at ops/reductions.py:43); differentiated by reduce_mean_vjp."""
+    """Mean: Mean over one axis (declared at ops/reductions.py:43); differentiated by reduce_mean_vjp, saving the shape of input."""
     return _reduce_mean_autograd(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
     """Mean's formula."""
-    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
         t1 = torch.sum(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
         t1 = torch.sum(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
-    t0 = np.shape(input)[axis]
+    t0 = input.shape[axis]
     output = t1 / t0
     return output
 
@@ -86,40 +96,42 @@ def reduce_mean_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
 
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
-        grad_input[batch, k] = grad[batch] / N, i.e. `torch.broadcast_to(t1 / t0, np.shape(input))`
+        grad_input[batch, k] = grad[batch] / N, i.e. `torch.broadcast_to(t1 / t0, input.shape)`
     """
-    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
-        t0 = np.shape(input)[-1]
+        t0 = input.shape[-1]
         t1 = grad[..., None]
-        grad_input = torch.broadcast_to(t1 / t0, np.shape(input))
+        grad_input = torch.broadcast_to(t1 / t0, input.shape)
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = np.shape(input)[axis]
-        grad_input = torch.broadcast_to(grad / t0, np.shape(input))
+        t0 = input.shape[axis]
+        grad_input = torch.broadcast_to(grad / t0, input.shape)
     elif axis == -2 and not keep_dims:
-        t0 = np.shape(input)[-2]
+        t0 = input.shape[-2]
         t1 = grad[..., None, :]
-        grad_input = torch.broadcast_to(t1 / t0, np.shape(input))
+        grad_input = torch.broadcast_to(t1 / t0, input.shape)
     elif axis == -3 and not keep_dims:
-        t0 = np.shape(input)[-3]
+        t0 = input.shape[-3]
         t1 = grad[..., None, :, :]
-        grad_input = torch.broadcast_to(t1 / t0, np.shape(input))
+        grad_input = torch.broadcast_to(t1 / t0, input.shape)
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
 
 
-_reduce_mean_autograd = _autograd_function("Mean", reduce_mean_forward, reduce_mean_vjp, "output")
+_reduce_mean_autograd = _autograd_function(
+    "Mean", reduce_mean_forward, reduce_mean_vjp, "output", shapes_only="input"
+)
 
 
 def euclidean_norm(input, *, axis=-1, keep_dims=False):
-    """EuclideanNorm: Square root of the sum of squares over one axis; at 0 its gradient is 0 (a subgradient) (declared at ops/reductions.py:51); differentiated by euclidean_norm_vjp."""
+    """EuclideanNorm: Square root of the sum of squares over one axis; at 0 its gradient is 0 (a subgradient) (declared at ops/reductions.py:51); differentiated by euclidean_norm_vjp, saving input, output."""
     return _euclidean_norm_autograd(input, axis=axis, keep_dims=keep_dims)
 
 
 def euclidean_norm_forward(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm's formula."""
-    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
         sum1 = torch.sum(input**2, axis=axis)
         output = torch.sqrt(sum1)
@@ -154,7 +166,7 @@ def euclidean_norm_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     """
     if output is None:
         output = euclidean_norm_forward(input, axis=axis, keep_dims=keep_dims)
-    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = grad[..., None]
         t1 = output[..., None]
@@ -187,7 +199,7 @@ _euclidean_norm_autograd = _autograd_function(
 
 
 def reduce_log_sum_exp(input):
-    """ReduceLogSumExp: log(sum(exp(x))) over the last axis, the maximum subtracted (no overflow) (declared at ops/reductions.py:62); differentiated by reduce_log_sum_exp_vjp."""
+    """ReduceLogSumExp: log(sum(exp(x))) over the last axis, the maximum subtracted (no overflow) (declared at ops/reductions.py:62); differentiated by reduce_log_sum_exp_vjp, saving input, output."""
     return _reduce_log_sum_exp_autograd(input)
 
 
@@ -223,13 +235,13 @@ _reduce_log_sum_exp_autograd = _autograd_function(
 
 
 def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:72); differentiated by cumsum_vjp."""
+    """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:72); differentiated by cumsum_vjp, saving the shape of x."""
     return _cumsum_autograd(x, axis=axis, exclusive=exclusive, reverse=reverse)
 
 
 def cumsum_forward(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumsum's formula."""
-    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - x.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
         out = torch.cumsum(x, dim=axis)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
@@ -256,7 +268,7 @@ def cumsum_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
         grad_x[batch, k] = sum_{i = k..N - 1} grad[batch, i]
             i.e. `torch.flip(torch.cumsum(torch.flip(grad, dims=(-1,)), dim=-1), dims=(-1,))`
     """
-    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - x.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
         grad_x = torch.flip(torch.cumsum(torch.flip(grad, dims=(axis,)), dim=axis), dims=(axis,))
     elif axis in (-1, -2, -3) and not exclusive and reverse:
@@ -275,17 +287,17 @@ def cumsum_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     return (grad_x,)
 
 
-_cumsum_autograd = _autograd_function("Cumsum", cumsum_forward, cumsum_vjp, "out")
+_cumsum_autograd = _autograd_function("Cumsum", cumsum_forward, cumsum_vjp, "out", shapes_only="x")
 
 
 def reduce_prod(input, *, axis=-1, keep_dims=False):
-    """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:83); differentiated by reduce_prod_vjp."""
+    """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:83); differentiated by reduce_prod_vjp, saving input."""
     return _reduce_prod_autograd(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_prod_forward(input, *, axis=-1, keep_dims=False):
     """Prod's formula."""
-    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
         output = _prod(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
@@ -303,7 +315,7 @@ def reduce_prod_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
         grad_input[batch, i] = grad[batch] * (prod_{k = 0..i - 1} input[batch, k]) * (prod_{k = i +
             1..N - 1} input[batch, k]), i.e. `t0 * t1 * t2`
     """
-    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
         if axis == -1:
             t0 = grad[..., None]
@@ -337,13 +349,13 @@ _reduce_prod_autograd = _autograd_function("Prod", reduce_prod_forward, reduce_p
 
 
 def reduce_max(input, *, axis=-1, keep_dims=False):
-    """Max: Maximum over one axis; tied maxima share the gradient equally (declared at ops/reductions.py:90); differentiated by reduce_max_vjp."""
+    """Max: Maximum over one axis; tied maxima share the gradient equally (declared at ops/reductions.py:90); differentiated by reduce_max_vjp, saving input, output."""
     return _reduce_max_autograd(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_max_forward(input, *, axis=-1, keep_dims=False):
     """Max's formula."""
-    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
         output = torch.amax(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
@@ -364,7 +376,7 @@ def reduce_max_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     """
     if output is None:
         output = reduce_max_forward(input, axis=axis, keep_dims=keep_dims)
-    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
         t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-1, keepdims=True)
@@ -394,13 +406,13 @@ _reduce_max_autograd = _autograd_function(
 
 
 def reduce_min(input, *, axis=-1, keep_dims=False):
-    """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:97); differentiated by reduce_min_vjp."""
+    """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:97); differentiated by reduce_min_vjp, saving input, output."""
     return _reduce_min_autograd(input, axis=axis, keep_dims=keep_dims)
 
 
 def reduce_min_forward(input, *, axis=-1, keep_dims=False):
     """Min's formula."""
-    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
         output = torch.amin(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
@@ -421,7 +433,7 @@ def reduce_min_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     """
     if output is None:
         output = reduce_min_forward(input, axis=axis, keep_dims=keep_dims)
-    axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
         t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-1, keepdims=True)
@@ -451,15 +463,13 @@ _reduce_min_autograd = _autograd_function(
 
 
 def arg_max(input, *, dimension=-1, output_type="int64"):
-    """ArgMax: The position of the maximum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:110); differentiated by arg_max_vjp."""
+    """ArgMax: The position of the maximum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:110); differentiated by arg_max_vjp, saving the shape of input."""
     return _arg_max_autograd(input, dimension=dimension, output_type=output_type)
 
 
 def arg_max_forward(input, *, dimension=-1, output_type="int64"):
     """ArgMax's formula."""
-    dimension = (
-        dimension - np.ndim(input) if np.ndim(dimension) == 0 and dimension >= 0 else dimension
-    )
+    dimension = dimension - input.ndim if _scalar(dimension) and dimension >= 0 else dimension
     if dimension in (-1, -2, -3):
         output = torch.argmax(input, axis=dimension)
         output = _as_dtype(output, output_type)
@@ -473,19 +483,19 @@ def arg_max_vjp(grad, input, *, output=None, dimension=-1, output_type="int64"):
     return (None,)
 
 
-_arg_max_autograd = _autograd_function("ArgMax", arg_max_forward, arg_max_vjp, "output")
+_arg_max_autograd = _autograd_function(
+    "ArgMax", arg_max_forward, arg_max_vjp, "output", shapes_only="input"
+)
 
 
 def arg_min(input, *, dimension=-1, output_type="int64"):
-    """ArgMin: The position of the minimum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:117); differentiated by arg_min_vjp."""
+    """ArgMin: The position of the minimum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:117); differentiated by arg_min_vjp, saving the shape of input."""
     return _arg_min_autograd(input, dimension=dimension, output_type=output_type)
 
 
 def arg_min_forward(input, *, dimension=-1, output_type="int64"):
     """ArgMin's formula."""
-    dimension = (
-        dimension - np.ndim(input) if np.ndim(dimension) == 0 and dimension >= 0 else dimension
-    )
+    dimension = dimension - input.ndim if _scalar(dimension) and dimension >= 0 else dimension
     if dimension in (-1, -2, -3):
         output = torch.argmin(input, axis=dimension)
         output = _as_dtype(output, output_type)
@@ -499,17 +509,19 @@ def arg_min_vjp(grad, input, *, output=None, dimension=-1, output_type="int64"):
     return (None,)
 
 
-_arg_min_autograd = _autograd_function("ArgMin", arg_min_forward, arg_min_vjp, "output")
+_arg_min_autograd = _autograd_function(
+    "ArgMin", arg_min_forward, arg_min_vjp, "output", shapes_only="input"
+)
 
 
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
-    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:124); differentiated by cumprod_vjp."""
+    """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:124); differentiated by cumprod_vjp, saving x."""
     return _cumprod_autograd(x, axis=axis, exclusive=exclusive, reverse=reverse)
 
 
 def cumprod_forward(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumprod's formula."""
-    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - x.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
         out = torch.cumprod(x, dim=axis)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
@@ -536,16 +548,16 @@ def cumprod_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
         grad_x[batch, j] = sum_{i = j..N - 1} grad[batch, i] * (prod_{k = 0..j - 1} x[batch, k]) *
             (prod_{k = j + 1..i} x[batch, k]), i.e. `t3 * t4`
     """
-    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - x.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
-        t0 = torch.arange(np.shape(x)[axis])
+        t0 = torch.arange(x.shape[axis])
         t1 = t0 + 1
         t2 = _gather(x, t1, axis)
         t3 = _linear_scan(grad, t2, axis=axis, reverse=True)
         t4 = _shift_right(torch.cumprod(x, dim=axis), axis=axis, fill=1)
         grad_x = t3 * t4
     elif axis in (-1, -2, -3) and not exclusive and reverse:
-        t0 = torch.arange(np.shape(x)[axis])
+        t0 = torch.arange(x.shape[axis])
         t1 = t0 - 1
         t2 = _gather(x, t1, axis)
         t3 = _linear_scan(grad, t2, axis=axis)
@@ -576,13 +588,13 @@ _cumprod_autograd = _autograd_function("Cumprod", cumprod_forward, cumprod_vjp, 
 
 
 def cumulative_logsumexp(x, *, axis=-1, reverse=False):
-    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:135); differentiated by cumulative_logsumexp_vjp."""
+    """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:135); differentiated by cumulative_logsumexp_vjp, saving x, out."""
     return _cumulative_logsumexp_autograd(x, axis=axis, reverse=reverse)
 
 
 def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp's formula."""
-    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - x.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not reverse:
         out = torch.logcumsumexp(x, dim=axis)
     elif axis in (-1, -2, -3) and reverse:
@@ -604,7 +616,7 @@ def cumulative_logsumexp_vjp(grad, x, *, out=None, axis=-1, reverse=False):
     """
     if out is None:
         out = cumulative_logsumexp_forward(x, axis=axis, reverse=reverse)
-    axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
+    axis = axis - x.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not reverse:
         t0 = torch.flip(
             torch.logcumsumexp(

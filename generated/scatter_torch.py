@@ -26,14 +26,14 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def sparse_segment_sum(data, indices, segment_ids):
-    """SparseSegmentSum: Sums of the rows of `data` at `indices`, per ascending `segment_ids` (one row per id up (declared at ops/scatter.py:47); differentiated by sparse_segment_sum_vjp."""
+    """SparseSegmentSum: Sums of the rows of `data` at `indices`, per ascending `segment_ids` (one row per id up (declared at ops/scatter.py:47); differentiated by sparse_segment_sum_vjp, saving indices, segment_ids and the shape of data."""
     return _sparse_segment_sum_autograd(data, indices, segment_ids)
 
 
 def sparse_segment_sum_forward(data, indices, segment_ids):
     """SparseSegmentSum's formula."""
     t0 = _gather(data, indices, -2)
-    t1 = np.shape(indices)[-1]
+    t1 = indices.shape[-1]
     t2 = segment_ids[t1 - 1] + 1
     output = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     return output
@@ -47,25 +47,29 @@ def sparse_segment_sum_vjp(grad, data, indices, segment_ids, *, output=None):
             i.e. `_scatter_add(t0, indices, 1, t1)`
     """
     t0 = _gather(grad, segment_ids, -2)
-    t1 = np.shape(data)[-2]
+    t1 = data.shape[-2]
     grad_data = _scatter_add(t0, indices, 1, t1)  # no gather form: an explicit scatter-add
     return grad_data, None, None
 
 
 _sparse_segment_sum_autograd = _autograd_function(
-    "SparseSegmentSum", sparse_segment_sum_forward, sparse_segment_sum_vjp, "output"
+    "SparseSegmentSum",
+    sparse_segment_sum_forward,
+    sparse_segment_sum_vjp,
+    "output",
+    shapes_only="data",
 )
 
 
 def sparse_segment_mean(data, indices, segment_ids):
-    """SparseSegmentMean: Means of the rows of `data` at `indices`, per ascending `segment_ids` (0 where none) (declared at ops/scatter.py:54); differentiated by sparse_segment_mean_vjp."""
+    """SparseSegmentMean: Means of the rows of `data` at `indices`, per ascending `segment_ids` (0 where none) (declared at ops/scatter.py:54); differentiated by sparse_segment_mean_vjp, saving indices, segment_ids and the shape of data."""
     return _sparse_segment_mean_autograd(data, indices, segment_ids)
 
 
 def sparse_segment_mean_forward(data, indices, segment_ids):
     """SparseSegmentMean's formula."""
     t0 = torch.asarray(1, dtype=data.dtype)
-    t1 = np.shape(indices)[-1]
+    t1 = indices.shape[-1]
     t2 = segment_ids[t1 - 1] + 1
     t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(data, indices, -2)
@@ -83,31 +87,35 @@ def sparse_segment_mean_vjp(grad, data, indices, segment_ids, *, output=None):
             i.e. `_scatter_add(t6, indices, 1, t7)`
     """
     t0 = torch.asarray(1, dtype=grad.dtype)
-    t1 = np.shape(grad)[-2]
+    t1 = grad.shape[-2]
     t2 = _scatter_add(t0, segment_ids, 0, t1)  # no gather form: an explicit scatter-add
     t3 = _gather(t2, segment_ids, -1)
     t4 = t3[..., None]
     t5 = _gather(grad, segment_ids, -2)
     t6 = t5 / _maximum(1, t4)
-    t7 = np.shape(data)[-2]
+    t7 = data.shape[-2]
     grad_data = _scatter_add(t6, indices, 1, t7)  # no gather form: an explicit scatter-add
     return grad_data, None, None
 
 
 _sparse_segment_mean_autograd = _autograd_function(
-    "SparseSegmentMean", sparse_segment_mean_forward, sparse_segment_mean_vjp, "output"
+    "SparseSegmentMean",
+    sparse_segment_mean_forward,
+    sparse_segment_mean_vjp,
+    "output",
+    shapes_only="data",
 )
 
 
 def sparse_segment_sqrt_n(data, indices, segment_ids):
-    """SparseSegmentSqrtN: Sums of the rows of `data` at `indices`, per ascending `segment_ids`, each divided by (declared at ops/scatter.py:60); differentiated by sparse_segment_sqrt_n_vjp."""
+    """SparseSegmentSqrtN: Sums of the rows of `data` at `indices`, per ascending `segment_ids`, each divided by (declared at ops/scatter.py:60); differentiated by sparse_segment_sqrt_n_vjp, saving indices, segment_ids and the shape of data."""
     return _sparse_segment_sqrt_n_autograd(data, indices, segment_ids)
 
 
 def sparse_segment_sqrt_n_forward(data, indices, segment_ids):
     """SparseSegmentSqrtN's formula."""
     t0 = torch.asarray(1, dtype=data.dtype)
-    t1 = np.shape(indices)[-1]
+    t1 = indices.shape[-1]
     t2 = segment_ids[t1 - 1] + 1
     t3 = _scatter_add(t0, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(data, indices, -2)
@@ -125,24 +133,28 @@ def sparse_segment_sqrt_n_vjp(grad, data, indices, segment_ids, *, output=None):
             i.e. `_scatter_add(t6, indices, 1, t7)`
     """
     t0 = torch.asarray(1, dtype=grad.dtype)
-    t1 = np.shape(grad)[-2]
+    t1 = grad.shape[-2]
     t2 = _scatter_add(t0, segment_ids, 0, t1)  # no gather form: an explicit scatter-add
     t3 = _gather(t2, segment_ids, -1)
     t4 = t3[..., None]
     t5 = _gather(grad, segment_ids, -2)
     t6 = t5 / torch.sqrt(_maximum(1, t4))
-    t7 = np.shape(data)[-2]
+    t7 = data.shape[-2]
     grad_data = _scatter_add(t6, indices, 1, t7)  # no gather form: an explicit scatter-add
     return grad_data, None, None
 
 
 _sparse_segment_sqrt_n_autograd = _autograd_function(
-    "SparseSegmentSqrtN", sparse_segment_sqrt_n_forward, sparse_segment_sqrt_n_vjp, "output"
+    "SparseSegmentSqrtN",
+    sparse_segment_sqrt_n_forward,
+    sparse_segment_sqrt_n_vjp,
+    "output",
+    shapes_only="data",
 )
 
 
 def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:67); differentiated by sparse_segment_sum_with_num_segments_vjp."""
+    """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:67); differentiated by sparse_segment_sum_with_num_segments_vjp, saving indices, segment_ids and the shape of data."""
     return _sparse_segment_sum_with_num_segments_autograd(
         data, indices, segment_ids, num_segments=num_segments
     )
@@ -167,7 +179,7 @@ def sparse_segment_sum_with_num_segments_vjp(
             i.e. `_scatter_add(t0, indices, 1, t1)`
     """
     t0 = _gather(grad, segment_ids, -2)
-    t1 = np.shape(data)[-2]
+    t1 = data.shape[-2]
     grad_data = _scatter_add(t0, indices, 1, t1)  # no gather form: an explicit scatter-add
     return grad_data, None, None
 
@@ -177,11 +189,12 @@ _sparse_segment_sum_with_num_segments_autograd = _autograd_function(
     sparse_segment_sum_with_num_segments_forward,
     sparse_segment_sum_with_num_segments_vjp,
     "output",
+    shapes_only="data",
 )
 
 
 def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:73); differentiated by sparse_segment_mean_with_num_segments_vjp."""
+    """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:73); differentiated by sparse_segment_mean_with_num_segments_vjp, saving indices, segment_ids and the shape of data."""
     return _sparse_segment_mean_with_num_segments_autograd(
         data, indices, segment_ids, num_segments=num_segments
     )
@@ -208,13 +221,13 @@ def sparse_segment_mean_with_num_segments_vjp(
             i.e. `_scatter_add(t6, indices, 1, t7)`
     """
     t0 = torch.asarray(1, dtype=grad.dtype)
-    t1 = np.shape(grad)[-2]
+    t1 = grad.shape[-2]
     t2 = _scatter_add(t0, segment_ids, 0, t1)  # no gather form: an explicit scatter-add
     t3 = _gather(t2, segment_ids, -1)
     t4 = t3[..., None]
     t5 = _gather(grad, segment_ids, -2)
     t6 = t5 / _maximum(1, t4)
-    t7 = np.shape(data)[-2]
+    t7 = data.shape[-2]
     grad_data = _scatter_add(t6, indices, 1, t7)  # no gather form: an explicit scatter-add
     return grad_data, None, None
 
@@ -224,11 +237,12 @@ _sparse_segment_mean_with_num_segments_autograd = _autograd_function(
     sparse_segment_mean_with_num_segments_forward,
     sparse_segment_mean_with_num_segments_vjp,
     "output",
+    shapes_only="data",
 )
 
 
 def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_segments):
-    """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:79); differentiated by sparse_segment_sqrt_n_with_num_segments_vjp."""
+    """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:79); differentiated by sparse_segment_sqrt_n_with_num_segments_vjp, saving indices, segment_ids and the shape of data."""
     return _sparse_segment_sqrt_n_with_num_segments_autograd(
         data, indices, segment_ids, num_segments=num_segments
     )
@@ -255,13 +269,13 @@ def sparse_segment_sqrt_n_with_num_segments_vjp(
             i.e. `_scatter_add(t6, indices, 1, t7)`
     """
     t0 = torch.asarray(1, dtype=grad.dtype)
-    t1 = np.shape(grad)[-2]
+    t1 = grad.shape[-2]
     t2 = _scatter_add(t0, segment_ids, 0, t1)  # no gather form: an explicit scatter-add
     t3 = _gather(t2, segment_ids, -1)
     t4 = t3[..., None]
     t5 = _gather(grad, segment_ids, -2)
     t6 = t5 / torch.sqrt(_maximum(1, t4))
-    t7 = np.shape(data)[-2]
+    t7 = data.shape[-2]
     grad_data = _scatter_add(t6, indices, 1, t7)  # no gather form: an explicit scatter-add
     return grad_data, None, None
 
@@ -271,24 +285,25 @@ _sparse_segment_sqrt_n_with_num_segments_autograd = _autograd_function(
     sparse_segment_sqrt_n_with_num_segments_forward,
     sparse_segment_sqrt_n_with_num_segments_vjp,
     "output",
+    shapes_only="data",
 )
 
 
 def tensor_scatter_add(tensor, indices, updates):
-    """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2), (declared at ops/scatter.py:102); differentiated by tensor_scatter_add_vjp."""
+    """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2), (declared at ops/scatter.py:102); differentiated by tensor_scatter_add_vjp, saving indices and the shapes of tensor, updates."""
     return _tensor_scatter_add_autograd(tensor, indices, updates)
 
 
 def tensor_scatter_add_forward(tensor, indices, updates):
     """TensorScatterAdd's formula."""
-    depth = np.shape(indices)[-1]
-    t0 = np.shape(tensor)[-2]
+    depth = indices.shape[-1]
+    t0 = tensor.shape[-2]
     if depth == 1:
         t1 = torch.squeeze(indices, axis=-1)
         t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = t2 + tensor
     elif depth == 2:
-        t1 = np.shape(tensor)[-1]
+        t1 = tensor.shape[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
         t4 = 1
@@ -298,14 +313,16 @@ def tensor_scatter_add_forward(tensor, indices, updates):
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         t9 = t0 * t1
         t10 = _scatter_add(updates, t8, 0, t9)  # no gather form: an explicit scatter-add
-        t11 = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t1))
+        t11 = torch.reshape(t10, t10.shape[:-1] + (-1, t1))
         output = t11 + tensor
     else:
         raise ValueError(f"TensorScatterAdd: unsupported attributes depth={depth!r}")
     return output
 
 
-def tensor_scatter_add_vjp(grad, tensor, indices, updates, *, output=None):
+def tensor_scatter_add_vjp(
+    grad, tensor, indices, updates, *, output=None, needs_grad=(True, True, True)
+):
     """Gradient of TensorScatterAdd: one array per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, per variant:
@@ -316,48 +333,59 @@ def tensor_scatter_add_vjp(grad, tensor, indices, updates, *, output=None):
             grad_tensor[n, p] = grad[n, p], i.e. `grad`
             grad_updates[i] = grad[indices[i, 0], indices[i, 1]], i.e. `_gather(t2, t9, -1)`
     """
-    depth = np.shape(indices)[-1]
-    grad_tensor = grad
+    depth = indices.shape[-1]
     if depth == 1:
-        t0 = torch.squeeze(indices, axis=-1)
-        grad_updates = _gather(grad, t0, -2)
+        grad_tensor = grad_updates = None
+        if needs_grad[0]:
+            grad_tensor = grad
+        if needs_grad[2]:
+            t0 = torch.squeeze(indices, axis=-1)
+            grad_updates = _gather(grad, t0, -2)
     elif depth == 2:
-        t0 = np.shape(grad)[-2]
-        t1 = np.shape(grad)[-1]
-        t2 = torch.reshape(grad, (t0 * t1,))
-        t3 = 0
-        t4 = _gather(indices, t3, -1)
-        t5 = 1
-        t6 = _gather(indices, t5, -1)
-        t7 = torch.as_tensor(t4, dtype=torch.int64)
-        t8 = torch.as_tensor(t6, dtype=torch.int64)
-        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        grad_updates = _gather(t2, t9, -1)
+        grad_tensor = grad_updates = None
+        if needs_grad[0]:
+            grad_tensor = grad
+        if needs_grad[2]:
+            t0 = grad.shape[-2]
+            t1 = grad.shape[-1]
+            t2 = torch.reshape(grad, (t0 * t1,))
+            t3 = 0
+            t4 = _gather(indices, t3, -1)
+            t5 = 1
+            t6 = _gather(indices, t5, -1)
+            t7 = torch.as_tensor(t4, dtype=torch.int64)
+            t8 = torch.as_tensor(t6, dtype=torch.int64)
+            t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+            grad_updates = _gather(t2, t9, -1)
     else:
         raise ValueError(f"TensorScatterAdd: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
 
 
 _tensor_scatter_add_autograd = _autograd_function(
-    "TensorScatterAdd", tensor_scatter_add_forward, tensor_scatter_add_vjp, "output"
+    "TensorScatterAdd",
+    tensor_scatter_add_forward,
+    tensor_scatter_add_vjp,
+    "output",
+    shapes_only="tensor updates",
 )
 
 
 def tensor_scatter_sub(tensor, indices, updates):
-    """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up (declared at ops/scatter.py:110); differentiated by tensor_scatter_sub_vjp."""
+    """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up (declared at ops/scatter.py:110); differentiated by tensor_scatter_sub_vjp, saving indices and the shapes of tensor, updates."""
     return _tensor_scatter_sub_autograd(tensor, indices, updates)
 
 
 def tensor_scatter_sub_forward(tensor, indices, updates):
     """TensorScatterSub's formula."""
-    depth = np.shape(indices)[-1]
-    t0 = np.shape(tensor)[-2]
+    depth = indices.shape[-1]
+    t0 = tensor.shape[-2]
     if depth == 1:
         t1 = torch.squeeze(indices, axis=-1)
         t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = -t2 + tensor
     elif depth == 2:
-        t1 = np.shape(tensor)[-1]
+        t1 = tensor.shape[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
         t4 = 1
@@ -367,14 +395,16 @@ def tensor_scatter_sub_forward(tensor, indices, updates):
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         t9 = t0 * t1
         t10 = _scatter_add(updates, t8, 0, t9)  # no gather form: an explicit scatter-add
-        t11 = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t1))
+        t11 = torch.reshape(t10, t10.shape[:-1] + (-1, t1))
         output = -t11 + tensor
     else:
         raise ValueError(f"TensorScatterSub: unsupported attributes depth={depth!r}")
     return output
 
 
-def tensor_scatter_sub_vjp(grad, tensor, indices, updates, *, output=None):
+def tensor_scatter_sub_vjp(
+    grad, tensor, indices, updates, *, output=None, needs_grad=(True, True, True)
+):
     """Gradient of TensorScatterSub: one array per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, per variant:
@@ -385,50 +415,61 @@ def tensor_scatter_sub_vjp(grad, tensor, indices, updates, *, output=None):
             grad_tensor[n, p] = grad[n, p], i.e. `grad`
             grad_updates[i] = -grad[indices[i, 0], indices[i, 1]], i.e. `-t10`
     """
-    depth = np.shape(indices)[-1]
-    grad_tensor = grad
+    depth = indices.shape[-1]
     if depth == 1:
-        t0 = torch.squeeze(indices, axis=-1)
-        t1 = _gather(grad, t0, -2)
-        grad_updates = -t1
+        grad_tensor = grad_updates = None
+        if needs_grad[0]:
+            grad_tensor = grad
+        if needs_grad[2]:
+            t0 = torch.squeeze(indices, axis=-1)
+            t1 = _gather(grad, t0, -2)
+            grad_updates = -t1
     elif depth == 2:
-        t0 = np.shape(grad)[-2]
-        t1 = np.shape(grad)[-1]
-        t2 = torch.reshape(grad, (t0 * t1,))
-        t3 = 0
-        t4 = _gather(indices, t3, -1)
-        t5 = 1
-        t6 = _gather(indices, t5, -1)
-        t7 = torch.as_tensor(t4, dtype=torch.int64)
-        t8 = torch.as_tensor(t6, dtype=torch.int64)
-        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        t10 = _gather(t2, t9, -1)
-        grad_updates = -t10
+        grad_tensor = grad_updates = None
+        if needs_grad[0]:
+            grad_tensor = grad
+        if needs_grad[2]:
+            t0 = grad.shape[-2]
+            t1 = grad.shape[-1]
+            t2 = torch.reshape(grad, (t0 * t1,))
+            t3 = 0
+            t4 = _gather(indices, t3, -1)
+            t5 = 1
+            t6 = _gather(indices, t5, -1)
+            t7 = torch.as_tensor(t4, dtype=torch.int64)
+            t8 = torch.as_tensor(t6, dtype=torch.int64)
+            t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+            t10 = _gather(t2, t9, -1)
+            grad_updates = -t10
     else:
         raise ValueError(f"TensorScatterSub: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
 
 
 _tensor_scatter_sub_autograd = _autograd_function(
-    "TensorScatterSub", tensor_scatter_sub_forward, tensor_scatter_sub_vjp, "output"
+    "TensorScatterSub",
+    tensor_scatter_sub_forward,
+    tensor_scatter_sub_vjp,
+    "output",
+    shapes_only="tensor updates",
 )
 
 
 def scatter_nd_non_aliasing_add(input, indices, updates):
-    """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the (declared at ops/scatter.py:117); differentiated by scatter_nd_non_aliasing_add_vjp."""
+    """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the (declared at ops/scatter.py:117); differentiated by scatter_nd_non_aliasing_add_vjp, saving indices and the shapes of input, updates."""
     return _scatter_nd_non_aliasing_add_autograd(input, indices, updates)
 
 
 def scatter_nd_non_aliasing_add_forward(input, indices, updates):
     """ScatterNdNonAliasingAdd's formula."""
-    depth = np.shape(indices)[-1]
-    t0 = np.shape(input)[-2]
+    depth = indices.shape[-1]
+    t0 = input.shape[-2]
     if depth == 1:
         t1 = torch.squeeze(indices, axis=-1)
         t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = input + t2
     elif depth == 2:
-        t1 = np.shape(input)[-1]
+        t1 = input.shape[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
         t4 = 1
@@ -438,14 +479,16 @@ def scatter_nd_non_aliasing_add_forward(input, indices, updates):
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         t9 = t0 * t1
         t10 = _scatter_add(updates, t8, 0, t9)  # no gather form: an explicit scatter-add
-        t11 = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t1))
+        t11 = torch.reshape(t10, t10.shape[:-1] + (-1, t1))
         output = input + t11
     else:
         raise ValueError(f"ScatterNdNonAliasingAdd: unsupported attributes depth={depth!r}")
     return output
 
 
-def scatter_nd_non_aliasing_add_vjp(grad, input, indices, updates, *, output=None):
+def scatter_nd_non_aliasing_add_vjp(
+    grad, input, indices, updates, *, output=None, needs_grad=(True, True, True)
+):
     """Gradient of ScatterNdNonAliasingAdd: one array per input (input, indices, updates).
 
     In index notation, next to the code computing it, per variant:
@@ -456,23 +499,30 @@ def scatter_nd_non_aliasing_add_vjp(grad, input, indices, updates, *, output=Non
             grad_input[n, p] = grad[n, p], i.e. `grad`
             grad_updates[i] = grad[indices[i, 0], indices[i, 1]], i.e. `_gather(t2, t9, -1)`
     """
-    depth = np.shape(indices)[-1]
-    grad_input = grad
+    depth = indices.shape[-1]
     if depth == 1:
-        t0 = torch.squeeze(indices, axis=-1)
-        grad_updates = _gather(grad, t0, -2)
+        grad_input = grad_updates = None
+        if needs_grad[0]:
+            grad_input = grad
+        if needs_grad[2]:
+            t0 = torch.squeeze(indices, axis=-1)
+            grad_updates = _gather(grad, t0, -2)
     elif depth == 2:
-        t0 = np.shape(grad)[-2]
-        t1 = np.shape(grad)[-1]
-        t2 = torch.reshape(grad, (t0 * t1,))
-        t3 = 0
-        t4 = _gather(indices, t3, -1)
-        t5 = 1
-        t6 = _gather(indices, t5, -1)
-        t7 = torch.as_tensor(t4, dtype=torch.int64)
-        t8 = torch.as_tensor(t6, dtype=torch.int64)
-        t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        grad_updates = _gather(t2, t9, -1)
+        grad_input = grad_updates = None
+        if needs_grad[0]:
+            grad_input = grad
+        if needs_grad[2]:
+            t0 = grad.shape[-2]
+            t1 = grad.shape[-1]
+            t2 = torch.reshape(grad, (t0 * t1,))
+            t3 = 0
+            t4 = _gather(indices, t3, -1)
+            t5 = 1
+            t6 = _gather(indices, t5, -1)
+            t7 = torch.as_tensor(t4, dtype=torch.int64)
+            t8 = torch.as_tensor(t6, dtype=torch.int64)
+            t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+            grad_updates = _gather(t2, t9, -1)
     else:
         raise ValueError(f"ScatterNdNonAliasingAdd: unsupported attributes depth={depth!r}")
     return grad_input, None, grad_updates
@@ -483,18 +533,19 @@ _scatter_nd_non_aliasing_add_autograd = _autograd_function(
     scatter_nd_non_aliasing_add_forward,
     scatter_nd_non_aliasing_add_vjp,
     "output",
+    shapes_only="input updates",
 )
 
 
 def tensor_scatter_update(tensor, indices, updates):
-    """TensorScatterUpdate: `tensor` with the `updates` in place of its entries at `indices` (rows at depth 1, (declared at ops/scatter.py:125); differentiated by tensor_scatter_update_vjp."""
+    """TensorScatterUpdate: `tensor` with the `updates` in place of its entries at `indices` (rows at depth 1, (declared at ops/scatter.py:125); differentiated by tensor_scatter_update_vjp, saving indices and the shapes of tensor, updates."""
     return _tensor_scatter_update_autograd(tensor, indices, updates)
 
 
 def tensor_scatter_update_forward(tensor, indices, updates):
     """TensorScatterUpdate's formula."""
-    depth = np.shape(indices)[-1]
-    t0 = np.shape(tensor)[-2]
+    depth = indices.shape[-1]
+    t0 = tensor.shape[-2]
     if depth == 1:
         t1 = torch.squeeze(indices, axis=-1)
         sum1 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
@@ -502,7 +553,7 @@ def tensor_scatter_update_forward(tensor, indices, updates):
         t3 = _scatter_add(t2, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = torch.where(t3 > 0, sum1, tensor)
     elif depth == 2:
-        t1 = np.shape(tensor)[-1]
+        t1 = tensor.shape[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
         t4 = 1
@@ -512,17 +563,19 @@ def tensor_scatter_update_forward(tensor, indices, updates):
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         t9 = t0 * t1
         t10 = _scatter_add(updates, t8, 0, t9)  # no gather form: an explicit scatter-add
-        sum1 = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t1))
+        sum1 = torch.reshape(t10, t10.shape[:-1] + (-1, t1))
         t11 = torch.asarray(1, dtype=tensor.dtype)
         t12 = _scatter_add(t11, t8, 0, t9)  # no gather form: an explicit scatter-add
-        t13 = torch.reshape(t12, np.shape(t12)[:-1] + (-1, t1))
+        t13 = torch.reshape(t12, t12.shape[:-1] + (-1, t1))
         output = torch.where(t13 > 0, sum1, tensor)
     else:
         raise ValueError(f"TensorScatterUpdate: unsupported attributes depth={depth!r}")
     return output
 
 
-def tensor_scatter_update_vjp(grad, tensor, indices, updates, *, output=None):
+def tensor_scatter_update_vjp(
+    grad, tensor, indices, updates, *, output=None, needs_grad=(True, True, True)
+):
     """Gradient of TensorScatterUpdate: one array per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
@@ -533,15 +586,16 @@ def tensor_scatter_update_vjp(grad, tensor, indices, updates, *, output=None):
             i.e. `grad * torch.asarray(torch.where(t3 > 0, 0, 1), dtype=grad.dtype)`
         grad_updates[i, p] = grad_sum1[indices[i, 0], p], i.e. `_gather(grad_sum1, t2, -2)`
     """
-    depth = np.shape(indices)[-1]
+    depth = indices.shape[-1]
     if depth in (1, 2):
+        grad_tensor = grad_updates = None
         t0 = torch.asarray(1, dtype=tensor.dtype)
-        t1 = np.shape(tensor)[-2]
+        t1 = tensor.shape[-2]
         if depth == 1:
             t2 = torch.squeeze(indices, axis=-1)
             t3 = _scatter_add(t0, t2, 1, t1)  # no gather form: an explicit scatter-add
         else:
-            t2 = np.shape(tensor)[-1]
+            t2 = tensor.shape[-1]
             t4 = 0
             t5 = _gather(indices, t4, -1)
             t6 = 1
@@ -551,42 +605,50 @@ def tensor_scatter_update_vjp(grad, tensor, indices, updates, *, output=None):
             t10 = torch.where((t9 >= 0) & (t2 > t9), t2 * t8 + t9, -1)
             t11 = t1 * t2
             t12 = _scatter_add(t0, t10, 0, t11)  # no gather form: an explicit scatter-add
-            t3 = torch.reshape(t12, np.shape(t12)[:-1] + (-1, t2))
-        grad_sum1 = torch.where(t3 > 0, grad, 0)
-        grad_tensor = grad * torch.asarray(torch.where(t3 > 0, 0, 1), dtype=grad.dtype)
+            t3 = torch.reshape(t12, t12.shape[:-1] + (-1, t2))
+        if needs_grad[2]:
+            grad_sum1 = torch.where(t3 > 0, grad, 0)
+        if needs_grad[0]:
+            grad_tensor = grad * torch.asarray(torch.where(t3 > 0, 0, 1), dtype=grad.dtype)
         if depth == 1:
-            grad_updates = _gather(grad_sum1, t2, -2)
+            if needs_grad[2]:
+                grad_updates = _gather(grad_sum1, t2, -2)
         else:
-            t13 = np.shape(grad_sum1)[-2]
-            t14 = np.shape(grad_sum1)[-1]
-            t15 = torch.reshape(grad_sum1, (t13 * t14,))
-            t16 = torch.where((t9 >= 0) & (t14 > t9), t14 * t8 + t9, -1)
-            grad_updates = _gather(t15, t16, -1)
+            if needs_grad[2]:
+                t13 = grad_sum1.shape[-2]
+                t14 = grad_sum1.shape[-1]
+                t15 = torch.reshape(grad_sum1, (t13 * t14,))
+                t16 = torch.where((t9 >= 0) & (t14 > t9), t14 * t8 + t9, -1)
+                grad_updates = _gather(t15, t16, -1)
     else:
         raise ValueError(f"TensorScatterUpdate: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
 
 
 _tensor_scatter_update_autograd = _autograd_function(
-    "TensorScatterUpdate", tensor_scatter_update_forward, tensor_scatter_update_vjp, "output"
+    "TensorScatterUpdate",
+    tensor_scatter_update_forward,
+    tensor_scatter_update_vjp,
+    "output",
+    shapes_only="tensor updates",
 )
 
 
 def tensor_scatter_max(tensor, indices, updates):
-    """TensorScatterMax: `tensor` with each entry `indices` names replaced by its maximum with the `updates` (declared at ops/scatter.py:146); differentiated by tensor_scatter_max_vjp."""
+    """TensorScatterMax: `tensor` with each entry `indices` names replaced by its maximum with the `updates` (declared at ops/scatter.py:146); differentiated by tensor_scatter_max_vjp, saving tensor, indices, updates, output."""
     return _tensor_scatter_max_autograd(tensor, indices, updates)
 
 
 def tensor_scatter_max_forward(tensor, indices, updates):
     """TensorScatterMax's formula."""
-    depth = np.shape(indices)[-1]
-    t0 = np.shape(tensor)[-2]
+    depth = indices.shape[-1]
+    t0 = tensor.shape[-2]
     if depth == 1:
         t1 = torch.squeeze(indices, axis=-1)
         t2 = _scatter_extremum(updates, t1, 1, t0, "max")
         output = _maximum(tensor, t2)
     elif depth == 2:
-        t1 = np.shape(tensor)[-1]
+        t1 = tensor.shape[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
         t4 = 1
@@ -596,14 +658,16 @@ def tensor_scatter_max_forward(tensor, indices, updates):
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         t9 = t0 * t1
         t10 = _scatter_extremum(updates, t8, 0, t9, "max")
-        t11 = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t1))
+        t11 = torch.reshape(t10, t10.shape[:-1] + (-1, t1))
         output = _maximum(tensor, t11)
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return output
 
 
-def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
+def tensor_scatter_max_vjp(
+    grad, tensor, indices, updates, *, output=None, needs_grad=(True, True, True)
+):
     """Gradient of TensorScatterMax: one array per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
@@ -618,24 +682,28 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
     """
     if output is None:
         output = tensor_scatter_max_forward(tensor, indices, updates)
-    depth = np.shape(indices)[-1]
+    depth = indices.shape[-1]
     if depth == 1:
+        grad_tensor = grad_updates = None
         t0 = torch.squeeze(indices, axis=-1)
         t1 = _gather(output, t0, -2)
         t2 = torch.asarray(t1 == updates, dtype=grad.dtype)
-        t3 = np.shape(tensor)[-2]
+        t3 = tensor.shape[-2]
         t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
-        t5 = torch.asarray(output == tensor, dtype=grad.dtype)
-        grad_tensor = grad * t5 / (t4 + t5)
-        t6 = _gather(t4, t0, -2)
-        t7 = _gather(tensor, t0, -2)
-        t8 = _gather(grad, t0, -2)
-        grad_updates = torch.where(
-            t1 == updates, t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype)), 0
-        )
+        if needs_grad[0]:
+            t5 = torch.asarray(output == tensor, dtype=grad.dtype)
+            grad_tensor = grad * t5 / (t4 + t5)
+        if needs_grad[2]:
+            t6 = _gather(t4, t0, -2)
+            t7 = _gather(tensor, t0, -2)
+            t8 = _gather(grad, t0, -2)
+            grad_updates = torch.where(
+                t1 == updates, t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype)), 0
+            )
     elif depth == 2:
-        t0 = np.shape(output)[-2]
-        t1 = np.shape(output)[-1]
+        grad_tensor = grad_updates = None
+        t0 = output.shape[-2]
+        t1 = output.shape[-1]
         t2 = torch.reshape(output, (t0 * t1,))
         t3 = 0
         t4 = _gather(indices, t3, -1)
@@ -645,34 +713,37 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
         t8 = torch.as_tensor(t6, dtype=torch.int64)
         t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         t10 = _gather(t2, t9, -1)
-        t11 = torch.asarray(t10 == updates, dtype=grad.dtype)
-        t12 = np.shape(tensor)[-2]
-        t13 = np.shape(tensor)[-1]
+        if needs_grad[0]:
+            t11 = torch.asarray(t10 == updates, dtype=grad.dtype)
+        t12 = tensor.shape[-2]
+        t13 = tensor.shape[-1]
         t14 = torch.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
-        t15 = t12 * t13
-        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
-        t17 = torch.reshape(t16, np.shape(t16)[:-1] + (-1, t13))
-        t18 = torch.asarray(output == tensor, dtype=grad.dtype)
-        grad_tensor = grad * t18 / (t17 + t18)
-        t19 = t4[..., None]
-        t20 = t6[..., None]
-        t21 = t10[..., None]
-        t22 = torch.sum(
-            torch.asarray(t19 == t4, dtype=grad.dtype)
-            * torch.asarray(t20 == t6, dtype=grad.dtype)
-            * torch.asarray(t21 == updates, dtype=grad.dtype),
-            axis=-1,
-        )
-        t23 = torch.reshape(tensor, (t12 * t13,))
-        t24 = _gather(t23, t14, -1)
-        t25 = np.shape(grad)[-2]
-        t26 = np.shape(grad)[-1]
-        t27 = torch.reshape(grad, (t25 * t26,))
-        t28 = torch.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
-        t29 = _gather(t27, t28, -1)
-        grad_updates = torch.where(
-            t10 == updates, t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype)), 0
-        )
+        if needs_grad[0]:
+            t15 = t12 * t13
+            t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+            t17 = torch.reshape(t16, t16.shape[:-1] + (-1, t13))
+            t18 = torch.asarray(output == tensor, dtype=grad.dtype)
+            grad_tensor = grad * t18 / (t17 + t18)
+        if needs_grad[2]:
+            t19 = t4[..., None]
+            t20 = t6[..., None]
+            t21 = t10[..., None]
+            t22 = torch.sum(
+                torch.asarray(t19 == t4, dtype=grad.dtype)
+                * torch.asarray(t20 == t6, dtype=grad.dtype)
+                * torch.asarray(t21 == updates, dtype=grad.dtype),
+                axis=-1,
+            )
+            t23 = torch.reshape(tensor, (t12 * t13,))
+            t24 = _gather(t23, t14, -1)
+            t25 = grad.shape[-2]
+            t26 = grad.shape[-1]
+            t27 = torch.reshape(grad, (t25 * t26,))
+            t28 = torch.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
+            t29 = _gather(t27, t28, -1)
+            grad_updates = torch.where(
+                t10 == updates, t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype)), 0
+            )
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -684,20 +755,20 @@ _tensor_scatter_max_autograd = _autograd_function(
 
 
 def tensor_scatter_min(tensor, indices, updates):
-    """TensorScatterMin: `tensor` with each entry `indices` names replaced by its minimum with the `updates` (declared at ops/scatter.py:153); differentiated by tensor_scatter_min_vjp."""
+    """TensorScatterMin: `tensor` with each entry `indices` names replaced by its minimum with the `updates` (declared at ops/scatter.py:153); differentiated by tensor_scatter_min_vjp, saving tensor, indices, updates, output."""
     return _tensor_scatter_min_autograd(tensor, indices, updates)
 
 
 def tensor_scatter_min_forward(tensor, indices, updates):
     """TensorScatterMin's formula."""
-    depth = np.shape(indices)[-1]
-    t0 = np.shape(tensor)[-2]
+    depth = indices.shape[-1]
+    t0 = tensor.shape[-2]
     if depth == 1:
         t1 = torch.squeeze(indices, axis=-1)
         t2 = _scatter_extremum(updates, t1, 1, t0, "min")
         output = _minimum(tensor, t2)
     elif depth == 2:
-        t1 = np.shape(tensor)[-1]
+        t1 = tensor.shape[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
         t4 = 1
@@ -707,14 +778,16 @@ def tensor_scatter_min_forward(tensor, indices, updates):
         t8 = torch.where((t7 >= 0) & (t1 > t7), t1 * t6 + t7, -1)
         t9 = t0 * t1
         t10 = _scatter_extremum(updates, t8, 0, t9, "min")
-        t11 = torch.reshape(t10, np.shape(t10)[:-1] + (-1, t1))
+        t11 = torch.reshape(t10, t10.shape[:-1] + (-1, t1))
         output = _minimum(tensor, t11)
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return output
 
 
-def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
+def tensor_scatter_min_vjp(
+    grad, tensor, indices, updates, *, output=None, needs_grad=(True, True, True)
+):
     """Gradient of TensorScatterMin: one array per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
@@ -729,24 +802,28 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
     """
     if output is None:
         output = tensor_scatter_min_forward(tensor, indices, updates)
-    depth = np.shape(indices)[-1]
+    depth = indices.shape[-1]
     if depth == 1:
+        grad_tensor = grad_updates = None
         t0 = torch.squeeze(indices, axis=-1)
         t1 = _gather(output, t0, -2)
         t2 = torch.asarray(t1 == updates, dtype=grad.dtype)
-        t3 = np.shape(tensor)[-2]
+        t3 = tensor.shape[-2]
         t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
-        t5 = torch.asarray(output == tensor, dtype=grad.dtype)
-        grad_tensor = grad * t5 / (t4 + t5)
-        t6 = _gather(t4, t0, -2)
-        t7 = _gather(tensor, t0, -2)
-        t8 = _gather(grad, t0, -2)
-        grad_updates = torch.where(
-            t1 == updates, t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype)), 0
-        )
+        if needs_grad[0]:
+            t5 = torch.asarray(output == tensor, dtype=grad.dtype)
+            grad_tensor = grad * t5 / (t4 + t5)
+        if needs_grad[2]:
+            t6 = _gather(t4, t0, -2)
+            t7 = _gather(tensor, t0, -2)
+            t8 = _gather(grad, t0, -2)
+            grad_updates = torch.where(
+                t1 == updates, t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype)), 0
+            )
     elif depth == 2:
-        t0 = np.shape(output)[-2]
-        t1 = np.shape(output)[-1]
+        grad_tensor = grad_updates = None
+        t0 = output.shape[-2]
+        t1 = output.shape[-1]
         t2 = torch.reshape(output, (t0 * t1,))
         t3 = 0
         t4 = _gather(indices, t3, -1)
@@ -756,34 +833,37 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
         t8 = torch.as_tensor(t6, dtype=torch.int64)
         t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         t10 = _gather(t2, t9, -1)
-        t11 = torch.asarray(t10 == updates, dtype=grad.dtype)
-        t12 = np.shape(tensor)[-2]
-        t13 = np.shape(tensor)[-1]
+        if needs_grad[0]:
+            t11 = torch.asarray(t10 == updates, dtype=grad.dtype)
+        t12 = tensor.shape[-2]
+        t13 = tensor.shape[-1]
         t14 = torch.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
-        t15 = t12 * t13
-        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
-        t17 = torch.reshape(t16, np.shape(t16)[:-1] + (-1, t13))
-        t18 = torch.asarray(output == tensor, dtype=grad.dtype)
-        grad_tensor = grad * t18 / (t17 + t18)
-        t19 = t4[..., None]
-        t20 = t6[..., None]
-        t21 = t10[..., None]
-        t22 = torch.sum(
-            torch.asarray(t19 == t4, dtype=grad.dtype)
-            * torch.asarray(t20 == t6, dtype=grad.dtype)
-            * torch.asarray(t21 == updates, dtype=grad.dtype),
-            axis=-1,
-        )
-        t23 = torch.reshape(tensor, (t12 * t13,))
-        t24 = _gather(t23, t14, -1)
-        t25 = np.shape(grad)[-2]
-        t26 = np.shape(grad)[-1]
-        t27 = torch.reshape(grad, (t25 * t26,))
-        t28 = torch.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
-        t29 = _gather(t27, t28, -1)
-        grad_updates = torch.where(
-            t10 == updates, t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype)), 0
-        )
+        if needs_grad[0]:
+            t15 = t12 * t13
+            t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+            t17 = torch.reshape(t16, t16.shape[:-1] + (-1, t13))
+            t18 = torch.asarray(output == tensor, dtype=grad.dtype)
+            grad_tensor = grad * t18 / (t17 + t18)
+        if needs_grad[2]:
+            t19 = t4[..., None]
+            t20 = t6[..., None]
+            t21 = t10[..., None]
+            t22 = torch.sum(
+                torch.asarray(t19 == t4, dtype=grad.dtype)
+                * torch.asarray(t20 == t6, dtype=grad.dtype)
+                * torch.asarray(t21 == updates, dtype=grad.dtype),
+                axis=-1,
+            )
+            t23 = torch.reshape(tensor, (t12 * t13,))
+            t24 = _gather(t23, t14, -1)
+            t25 = grad.shape[-2]
+            t26 = grad.shape[-1]
+            t27 = torch.reshape(grad, (t25 * t26,))
+            t28 = torch.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
+            t29 = _gather(t27, t28, -1)
+            grad_updates = torch.where(
+                t10 == updates, t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype)), 0
+            )
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates

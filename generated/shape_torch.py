@@ -13,13 +13,13 @@ formula, which PyTorch's autograd would differentiate by itself. Inputs are tens
 import numpy as np
 import torch
 
-from _symgrad_torch import _autograd_function, _sum_to_shape
+from _symgrad_torch import _autograd_function, _flat, _sum_to_shape
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def expand_dims(input, *, axis=-1):
-    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:12); differentiated by expand_dims_vjp."""
+    """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:12); differentiated by expand_dims_vjp, saving the shape of input."""
     return _expand_dims_autograd(input, axis=axis)
 
 
@@ -55,12 +55,12 @@ def expand_dims_vjp(grad, input, *, output=None, axis=-1):
 
 
 _expand_dims_autograd = _autograd_function(
-    "ExpandDims", expand_dims_forward, expand_dims_vjp, "output"
+    "ExpandDims", expand_dims_forward, expand_dims_vjp, "output", shapes_only="input"
 )
 
 
 def broadcast_to(input, *, shape):
-    """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:21); differentiated by broadcast_to_vjp."""
+    """BroadcastTo: The input broadcast to `shape` (numpy's rules): its gradient is summed back (declared at ops/shape.py:21); differentiated by broadcast_to_vjp, saving the shape of input."""
     return _broadcast_to_autograd(input, shape=shape)
 
 
@@ -75,20 +75,20 @@ def broadcast_to_vjp(grad, input, *, output=None, shape):
     """Gradient of BroadcastTo: one array per input (input).
 
     In index notation, next to the code computing it:
-        grad_input = grad, i.e. `_sum_to_shape(grad, np.shape(input))`
+        grad_input = grad, i.e. `_sum_to_shape(grad, input.shape)`
     """
     shape = np.asarray(shape, dtype=np.int64)
-    grad_input = _sum_to_shape(grad, np.shape(input))
+    grad_input = _sum_to_shape(grad, input.shape)
     return (grad_input,)
 
 
 _broadcast_to_autograd = _autograd_function(
-    "BroadcastTo", broadcast_to_forward, broadcast_to_vjp, "output"
+    "BroadcastTo", broadcast_to_forward, broadcast_to_vjp, "output", shapes_only="input"
 )
 
 
 def fill(value, *, dims):
-    """Fill: An array of shape `dims` holding the scalar `value` everywhere: its gradient is the sum (declared at ops/shape.py:33); differentiated by fill_vjp."""
+    """Fill: An array of shape `dims` holding the scalar `value` everywhere: its gradient is the sum (declared at ops/shape.py:33); differentiated by fill_vjp, saving the shape of value."""
     return _fill_autograd(value, dims=dims)
 
 
@@ -103,24 +103,24 @@ def fill_vjp(grad, value, *, output=None, dims):
     """Gradient of Fill: one array per input (value).
 
     In index notation, next to the code computing it:
-        grad_value = grad, i.e. `_sum_to_shape(grad, np.shape(value))`
+        grad_value = grad, i.e. `_sum_to_shape(grad, value.shape)`
     """
     dims = np.asarray(dims, dtype=np.int64)
-    grad_value = _sum_to_shape(grad, np.shape(value))
+    grad_value = _sum_to_shape(grad, value.shape)
     return (grad_value,)
 
 
-_fill_autograd = _autograd_function("Fill", fill_forward, fill_vjp, "output")
+_fill_autograd = _autograd_function("Fill", fill_forward, fill_vjp, "output", shapes_only="value")
 
 
 def squeeze(input, *, axis=(-1,)):
-    """Squeeze: The input without its size-1 axes `axis` (TensorFlow keeps the attribute as (declared at ops/shape.py:50); differentiated by squeeze_vjp."""
+    """Squeeze: The input without its size-1 axes `axis` (TensorFlow keeps the attribute as (declared at ops/shape.py:50); differentiated by squeeze_vjp, saving the shape of input."""
     return _squeeze_autograd(input, axis=axis)
 
 
 def squeeze_forward(input, *, axis=(-1,)):
     """Squeeze's formula."""
-    axis = tuple(sorted(int(a) - np.ndim(input) if a >= 0 else int(a) for a in np.ravel(axis)))
+    axis = tuple(sorted(int(a) - input.ndim if a >= 0 else int(a) for a in _flat(axis)))
     if axis in ((-1,), (-2,)):
         output = torch.squeeze(input, axis=axis[0])
     elif axis == (-3, -1):
@@ -145,22 +145,22 @@ def squeeze_vjp(grad, input, *, output=None, axis=(-1,)):
             grad_input[batch, i, j, k, l] = grad[batch, i, k] * delta(0, j) * delta(0, l)
                 i.e. `torch.where(t3 & t4, t0, 0)`
     """
-    axis = tuple(sorted(int(a) - np.ndim(input) if a >= 0 else int(a) for a in np.ravel(axis)))
+    axis = tuple(sorted(int(a) - input.ndim if a >= 0 else int(a) for a in _flat(axis)))
     t1 = 0
     if axis == (-1,):
         t0 = grad[..., None]
-        t2 = torch.arange(np.shape(input)[-1])
+        t2 = torch.arange(input.shape[-1])
         t3 = t2 == t1
         grad_input = torch.where(t3, t0, 0)
     elif axis == (-2,):
         t0 = grad[..., None, :]
-        t2 = torch.arange(np.shape(input)[-2])
+        t2 = torch.arange(input.shape[-2])
         t3 = t2 == t1
         t4 = t3[..., None]
         grad_input = torch.where(t4, t0, 0)
     elif axis == (-3, -1):
         t0 = grad[..., None, :, None]
-        t2 = torch.arange(np.shape(input)[-3])
+        t2 = torch.arange(input.shape[-3])
         t3 = t2 == t1
         t4 = t3[..., None, None]
         grad_input = torch.where(t3 & t4, t0, 0)
@@ -169,4 +169,6 @@ def squeeze_vjp(grad, input, *, output=None, axis=(-1,)):
     return (grad_input,)
 
 
-_squeeze_autograd = _autograd_function("Squeeze", squeeze_forward, squeeze_vjp, "output")
+_squeeze_autograd = _autograd_function(
+    "Squeeze", squeeze_forward, squeeze_vjp, "output", shapes_only="input"
+)

@@ -19,25 +19,23 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def space_to_depth(input, *, data_format="NHWC", block_size):
-    """SpaceToDepth: Each block_size x block_size block of pixels as one pixel of depth block_size**2 * C, (declared at ops/space.py:23); differentiated by space_to_depth_vjp."""
+    """SpaceToDepth: Each block_size x block_size block of pixels as one pixel of depth block_size**2 * C, (declared at ops/space.py:23); differentiated by space_to_depth_vjp, saving input."""
     return _space_to_depth_autograd(input, data_format=data_format, block_size=block_size)
 
 
 def space_to_depth_forward(input, *, data_format="NHWC", block_size):
     """SpaceToDepth's formula."""
     if data_format == "NHWC":
+        input_split = torch.reshape(input, input.shape[:-3] + (-1, block_size) + input.shape[-2:])
         input_split = torch.reshape(
-            input, np.shape(input)[:-3] + (-1, block_size) + np.shape(input)[-2:]
-        )
-        input_split = torch.reshape(
-            input_split, np.shape(input_split)[:-2] + (-1, block_size) + np.shape(input_split)[-1:]
+            input_split, input_split.shape[:-2] + (-1, block_size) + input_split.shape[-1:]
         )
         t0 = torch.permute(input_split, (0, 1, 3, 2, 4, 5))
-        t1 = np.shape(input_split)[-6]
-        t2 = np.shape(input_split)[-5]
-        t3 = np.shape(input_split)[-3]
-        t4 = np.shape(input_split)[-4]
-        t5 = np.shape(input_split)[-1]
+        t1 = input_split.shape[-6]
+        t2 = input_split.shape[-5]
+        t3 = input_split.shape[-3]
+        t4 = input_split.shape[-4]
+        t5 = input_split.shape[-1]
         output = torch.reshape(t0, (t1, t2, t3, t4 * t4 * t5))
     else:
         raise ValueError(f"SpaceToDepth: unsupported attributes data_format={data_format!r}")
@@ -53,19 +51,17 @@ def space_to_depth_vjp(grad, input, *, output=None, data_format="NHWC", block_si
                 i.e. `torch.reshape(t2, (t3, t4 * t0, t5 * t0, t1))`
     """
     if data_format == "NHWC":
+        input_split = torch.reshape(input, input.shape[:-3] + (-1, block_size) + input.shape[-2:])
         input_split = torch.reshape(
-            input, np.shape(input)[:-3] + (-1, block_size) + np.shape(input)[-2:]
+            input_split, input_split.shape[:-2] + (-1, block_size) + input_split.shape[-1:]
         )
-        input_split = torch.reshape(
-            input_split, np.shape(input_split)[:-2] + (-1, block_size) + np.shape(input_split)[-1:]
-        )
-        t0 = np.shape(input_split)[-4]
-        t1 = np.shape(input_split)[-1]
-        grad = torch.reshape(grad, np.shape(grad)[:-1] + (-1, t0, t1))
+        t0 = input_split.shape[-4]
+        t1 = input_split.shape[-1]
+        grad = torch.reshape(grad, grad.shape[:-1] + (-1, t0, t1))
         t2 = torch.permute(grad, (0, 1, 3, 2, 4, 5))
-        t3 = np.shape(input_split)[-6]
-        t4 = np.shape(input_split)[-5]
-        t5 = np.shape(input_split)[-3]
+        t3 = input_split.shape[-6]
+        t4 = input_split.shape[-5]
+        t5 = input_split.shape[-3]
         grad_input = torch.reshape(t2, (t3, t4 * t0, t5 * t0, t1))
     else:
         raise ValueError(f"SpaceToDepth: unsupported attributes data_format={data_format!r}")
@@ -78,20 +74,20 @@ _space_to_depth_autograd = _autograd_function(
 
 
 def depth_to_space(input, *, data_format="NHWC", block_size):
-    """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel) (declared at ops/space.py:31); differentiated by depth_to_space_vjp."""
+    """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel) (declared at ops/space.py:31); differentiated by depth_to_space_vjp, saving input."""
     return _depth_to_space_autograd(input, data_format=data_format, block_size=block_size)
 
 
 def depth_to_space_forward(input, *, data_format="NHWC", block_size):
     """DepthToSpace's formula."""
     if data_format == "NHWC":
-        input_split = torch.reshape(input, np.shape(input)[:-1] + (block_size, block_size, -1))
+        input_split = torch.reshape(input, input.shape[:-1] + (block_size, block_size, -1))
         t0 = torch.permute(input_split, (0, 1, 3, 2, 4, 5))
-        t1 = np.shape(input_split)[-6]
-        t2 = np.shape(input_split)[-5]
-        t3 = np.shape(input_split)[-3]
-        t4 = np.shape(input_split)[-4]
-        t5 = np.shape(input_split)[-1]
+        t1 = input_split.shape[-6]
+        t2 = input_split.shape[-5]
+        t3 = input_split.shape[-3]
+        t4 = input_split.shape[-4]
+        t5 = input_split.shape[-1]
         output = torch.reshape(t0, (t1, t2 * t3, t4 * t3, t5))
     else:
         raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
@@ -107,15 +103,15 @@ def depth_to_space_vjp(grad, input, *, output=None, data_format="NHWC", block_si
                 i.e. `torch.reshape(t1, (t2, t3, t4, t0 * t0 * t5))`
     """
     if data_format == "NHWC":
-        input_split = torch.reshape(input, np.shape(input)[:-1] + (block_size, block_size, -1))
-        t0 = np.shape(input_split)[-3]
-        grad = torch.reshape(grad, np.shape(grad)[:-3] + (-1, t0) + np.shape(grad)[-2:])
-        grad = torch.reshape(grad, np.shape(grad)[:-2] + (-1, t0) + np.shape(grad)[-1:])
+        input_split = torch.reshape(input, input.shape[:-1] + (block_size, block_size, -1))
+        t0 = input_split.shape[-3]
+        grad = torch.reshape(grad, grad.shape[:-3] + (-1, t0) + grad.shape[-2:])
+        grad = torch.reshape(grad, grad.shape[:-2] + (-1, t0) + grad.shape[-1:])
         t1 = torch.permute(grad, (0, 1, 3, 2, 4, 5))
-        t2 = np.shape(input_split)[-6]
-        t3 = np.shape(input_split)[-5]
-        t4 = np.shape(input_split)[-4]
-        t5 = np.shape(input_split)[-1]
+        t2 = input_split.shape[-6]
+        t3 = input_split.shape[-5]
+        t4 = input_split.shape[-4]
+        t5 = input_split.shape[-1]
         grad_input = torch.reshape(t1, (t2, t3, t4, t0 * t0 * t5))
     else:
         raise ValueError(f"DepthToSpace: unsupported attributes data_format={data_format!r}")
@@ -128,7 +124,7 @@ _depth_to_space_autograd = _autograd_function(
 
 
 def space_to_batch_nd(input, *, block_shape, paddings):
-    """SpaceToBatchND: The zero-padded spatial axes cut into blocks of block_shape; position (a, b) in a block (declared at ops/space.py:58); differentiated by space_to_batch_nd_vjp."""
+    """SpaceToBatchND: The zero-padded spatial axes cut into blocks of block_shape; position (a, b) in a block (declared at ops/space.py:58); differentiated by space_to_batch_nd_vjp, saving the shape of input."""
     return _space_to_batch_nd_autograd(input, block_shape=block_shape, paddings=paddings)
 
 
@@ -138,7 +134,7 @@ def space_to_batch_nd_forward(input, *, block_shape, paddings):
     paddings = np.asarray(paddings, dtype=np.int64)
     t0 = torch.arange(int(block_shape[1]))
     t1 = t0[..., None]
-    t2 = np.shape(input)[-2]
+    t2 = input.shape[-2]
     t3 = np.where(
         (paddings[1][0] + paddings[1][1] + t2) % block_shape[1] == 0,
         (paddings[1][0] + paddings[1][1] + t2) // block_shape[1],
@@ -149,7 +145,7 @@ def space_to_batch_nd_forward(input, *, block_shape, paddings):
     t6 = _gather(input, t5, -2)
     t7 = torch.arange(int(block_shape[0]))
     t8 = t7[..., None]
-    t9 = np.shape(input)[-3]
+    t9 = input.shape[-3]
     t10 = np.where(
         (paddings[0][0] + paddings[0][1] + t9) % block_shape[0] == 0,
         (paddings[0][0] + paddings[0][1] + t9) // block_shape[0],
@@ -159,8 +155,8 @@ def space_to_batch_nd_forward(input, *, block_shape, paddings):
     t12 = block_shape[0] * t11 - paddings[0][0] + t8
     t13 = _gather(t6, t12, -4)
     t14 = torch.permute(t13, (1, 3, 0, 2, 4, 5))
-    t15 = np.shape(input)[-4]
-    t16 = np.shape(input)[-1]
+    t15 = input.shape[-4]
+    t16 = input.shape[-1]
     output = torch.reshape(t14, (block_shape[0] * block_shape[1] * t15, t10, t3, t16))
     return output
 
@@ -175,15 +171,15 @@ def space_to_batch_nd_vjp(grad, input, *, output=None, block_shape, paddings):
     """
     block_shape = np.asarray(block_shape, dtype=np.int64)
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = np.shape(input)[-4]
-    grad = torch.reshape(grad, np.shape(grad)[:-4] + (-1, block_shape[1], t0) + np.shape(grad)[-3:])
-    t1 = torch.arange(np.shape(input)[-2])
+    t0 = input.shape[-4]
+    grad = torch.reshape(grad, grad.shape[:-4] + (-1, block_shape[1], t0) + grad.shape[-3:])
+    t1 = torch.arange(input.shape[-2])
     t2 = t1[..., None]
     t3 = torch.arange(int(block_shape[1]))
     t4 = paddings[1][0] + t2 - t3
     t5 = torch.where(t4 % block_shape[1] == 0, t4 // block_shape[1], -1)
     t6 = _gather(grad, t5, -2)
-    t7 = torch.arange(np.shape(input)[-3])
+    t7 = torch.arange(input.shape[-3])
     t8 = t7[..., None]
     t9 = torch.arange(int(block_shape[0]))
     t10 = paddings[0][0] + t8 - t9
@@ -196,12 +192,16 @@ def space_to_batch_nd_vjp(grad, input, *, output=None, block_shape, paddings):
 
 
 _space_to_batch_nd_autograd = _autograd_function(
-    "SpaceToBatchND", space_to_batch_nd_forward, space_to_batch_nd_vjp, "output"
+    "SpaceToBatchND",
+    space_to_batch_nd_forward,
+    space_to_batch_nd_vjp,
+    "output",
+    shapes_only="input",
 )
 
 
 def batch_to_space_nd(input, *, block_shape, crops):
-    """BatchToSpaceND: SpaceToBatchND's inverse: batch entry (a * block_shape[1] + b) * N + n to position (declared at ops/space.py:69); differentiated by batch_to_space_nd_vjp."""
+    """BatchToSpaceND: SpaceToBatchND's inverse: batch entry (a * block_shape[1] + b) * N + n to position (declared at ops/space.py:69); differentiated by batch_to_space_nd_vjp, saving input."""
     return _batch_to_space_nd_autograd(input, block_shape=block_shape, crops=crops)
 
 
@@ -210,21 +210,21 @@ def batch_to_space_nd_forward(input, *, block_shape, crops):
     block_shape = np.asarray(block_shape, dtype=np.int64)
     crops = np.asarray(crops, dtype=np.int64)
     input_split = torch.reshape(
-        input, np.shape(input)[:-4] + (block_shape[0], block_shape[1], -1) + np.shape(input)[-3:]
+        input, input.shape[:-4] + (block_shape[0], block_shape[1], -1) + input.shape[-3:]
     )
-    t0 = np.shape(input_split)[-2]
+    t0 = input_split.shape[-2]
     t1 = block_shape[1] * t0 - crops[1][0] - crops[1][1]
     t2 = torch.arange(int(t1))
     t3 = t2[..., None]
-    t4 = torch.arange(np.shape(input_split)[-5])
+    t4 = torch.arange(input_split.shape[-5])
     t5 = crops[1][0] + t3 - t4
     t6 = torch.where(t5 % block_shape[1] == 0, t5 // block_shape[1], -1)
     t7 = _gather(input_split, t6, -2)
-    t8 = np.shape(input_split)[-3]
+    t8 = input_split.shape[-3]
     t9 = block_shape[0] * t8 - crops[0][0] - crops[0][1]
     t10 = torch.arange(int(t9))
     t11 = t10[..., None]
-    t12 = torch.arange(np.shape(input_split)[-6])
+    t12 = torch.arange(input_split.shape[-6])
     t13 = crops[0][0] + t11 - t12
     t14 = torch.where(t13 % block_shape[0] == 0, t13 // block_shape[0], -1)
     t15 = _gather(t7, t14, -4)
@@ -244,25 +244,25 @@ def batch_to_space_nd_vjp(grad, input, *, output=None, block_shape, crops):
     block_shape = np.asarray(block_shape, dtype=np.int64)
     crops = np.asarray(crops, dtype=np.int64)
     input_split = torch.reshape(
-        input, np.shape(input)[:-4] + (block_shape[0], block_shape[1], -1) + np.shape(input)[-3:]
+        input, input.shape[:-4] + (block_shape[0], block_shape[1], -1) + input.shape[-3:]
     )
-    t0 = torch.arange(np.shape(input_split)[-5])
+    t0 = torch.arange(input_split.shape[-5])
     t1 = t0[..., None]
-    t2 = torch.arange(np.shape(input_split)[-2])
+    t2 = torch.arange(input_split.shape[-2])
     t3 = block_shape[1] * t2 - crops[1][0] + t1
     t4 = _gather(grad, t3, -2)
-    t5 = torch.arange(np.shape(input_split)[-6])
+    t5 = torch.arange(input_split.shape[-6])
     t6 = t5[..., None]
-    t7 = torch.arange(np.shape(input_split)[-3])
+    t7 = torch.arange(input_split.shape[-3])
     t8 = block_shape[0] * t7 - crops[0][0] + t6
     t9 = _gather(t4, t8, -4)
     t10 = torch.permute(t9, (1, 3, 0, 2, 4, 5))
-    t11 = np.shape(input_split)[-6]
-    t12 = np.shape(input_split)[-5]
-    t13 = np.shape(input_split)[-4]
-    t14 = np.shape(input_split)[-3]
-    t15 = np.shape(input_split)[-2]
-    t16 = np.shape(input_split)[-1]
+    t11 = input_split.shape[-6]
+    t12 = input_split.shape[-5]
+    t13 = input_split.shape[-4]
+    t14 = input_split.shape[-3]
+    t15 = input_split.shape[-2]
+    t16 = input_split.shape[-1]
     grad_input = torch.reshape(t10, (t11 * t12 * t13, t14, t15, t16))
     return (grad_input,)
 
@@ -273,7 +273,7 @@ _batch_to_space_nd_autograd = _autograd_function(
 
 
 def space_to_batch(input, *, paddings, block_size):
-    """SpaceToBatch: SpaceToBatchND with one block size for both spatial axes (declared at ops/space.py:80); differentiated by space_to_batch_vjp."""
+    """SpaceToBatch: SpaceToBatchND with one block size for both spatial axes (declared at ops/space.py:80); differentiated by space_to_batch_vjp, saving the shape of input."""
     return _space_to_batch_autograd(input, paddings=paddings, block_size=block_size)
 
 
@@ -282,7 +282,7 @@ def space_to_batch_forward(input, *, paddings, block_size):
     paddings = np.asarray(paddings, dtype=np.int64)
     t0 = torch.arange(int(block_size))
     t1 = t0[..., None]
-    t2 = np.shape(input)[-2]
+    t2 = input.shape[-2]
     t3 = np.where(
         (paddings[1][0] + paddings[1][1] + t2) % block_size == 0,
         (paddings[1][0] + paddings[1][1] + t2) // block_size,
@@ -291,7 +291,7 @@ def space_to_batch_forward(input, *, paddings, block_size):
     t4 = torch.arange(int(t3))
     t5 = -paddings[1][0] + block_size * t4 + t1
     t6 = _gather(input, t5, -2)
-    t7 = np.shape(input)[-3]
+    t7 = input.shape[-3]
     t8 = np.where(
         (paddings[0][0] + paddings[0][1] + t7) % block_size == 0,
         (paddings[0][0] + paddings[0][1] + t7) // block_size,
@@ -301,8 +301,8 @@ def space_to_batch_forward(input, *, paddings, block_size):
     t10 = -paddings[0][0] + block_size * t9 + t1
     t11 = _gather(t6, t10, -4)
     t12 = torch.permute(t11, (1, 3, 0, 2, 4, 5))
-    t13 = np.shape(input)[-4]
-    t14 = np.shape(input)[-1]
+    t13 = input.shape[-4]
+    t14 = input.shape[-1]
     output = torch.reshape(t12, (block_size * block_size * t13, t8, t3, t14))
     return output
 
@@ -316,15 +316,15 @@ def space_to_batch_vjp(grad, input, *, output=None, paddings, block_size):
             i.e. `torch.sum(t13, axis=(-2, -1))`
     """
     paddings = np.asarray(paddings, dtype=np.int64)
-    t0 = np.shape(input)[-4]
-    grad = torch.reshape(grad, np.shape(grad)[:-4] + (-1, block_size, t0) + np.shape(grad)[-3:])
-    t1 = torch.arange(np.shape(input)[-2])
+    t0 = input.shape[-4]
+    grad = torch.reshape(grad, grad.shape[:-4] + (-1, block_size, t0) + grad.shape[-3:])
+    t1 = torch.arange(input.shape[-2])
     t2 = t1[..., None]
     t3 = torch.arange(int(block_size))
     t4 = paddings[1][0] + t2 - t3
     t5 = torch.where(t4 % block_size == 0, t4 // block_size, -1)
     t6 = _gather(grad, t5, -2)
-    t7 = torch.arange(np.shape(input)[-3])
+    t7 = torch.arange(input.shape[-3])
     t8 = t7[..., None]
     t9 = paddings[0][0] - t3 + t8
     t10 = torch.where(t9 % block_size == 0, t9 // block_size, -1)
@@ -336,12 +336,12 @@ def space_to_batch_vjp(grad, input, *, output=None, paddings, block_size):
 
 
 _space_to_batch_autograd = _autograd_function(
-    "SpaceToBatch", space_to_batch_forward, space_to_batch_vjp, "output"
+    "SpaceToBatch", space_to_batch_forward, space_to_batch_vjp, "output", shapes_only="input"
 )
 
 
 def batch_to_space(input, *, crops, block_size):
-    """BatchToSpace: BatchToSpaceND with one block size for both spatial axes (declared at ops/space.py:90); differentiated by batch_to_space_vjp."""
+    """BatchToSpace: BatchToSpaceND with one block size for both spatial axes (declared at ops/space.py:90); differentiated by batch_to_space_vjp, saving input."""
     return _batch_to_space_autograd(input, crops=crops, block_size=block_size)
 
 
@@ -349,17 +349,17 @@ def batch_to_space_forward(input, *, crops, block_size):
     """BatchToSpace's formula."""
     crops = np.asarray(crops, dtype=np.int64)
     input_split = torch.reshape(
-        input, np.shape(input)[:-4] + (block_size, block_size, -1) + np.shape(input)[-3:]
+        input, input.shape[:-4] + (block_size, block_size, -1) + input.shape[-3:]
     )
-    t0 = np.shape(input_split)[-2]
+    t0 = input_split.shape[-2]
     t1 = -crops[1][0] - crops[1][1] + block_size * t0
     t2 = torch.arange(int(t1))
     t3 = t2[..., None]
-    t4 = torch.arange(np.shape(input_split)[-6])
+    t4 = torch.arange(input_split.shape[-6])
     t5 = crops[1][0] + t3 - t4
     t6 = torch.where(t5 % block_size == 0, t5 // block_size, -1)
     t7 = _gather(input_split, t6, -2)
-    t8 = np.shape(input_split)[-3]
+    t8 = input_split.shape[-3]
     t9 = -crops[0][0] - crops[0][1] + block_size * t8
     t10 = torch.arange(int(t9))
     t11 = t10[..., None]
@@ -381,22 +381,22 @@ def batch_to_space_vjp(grad, input, *, output=None, crops, block_size):
     """
     crops = np.asarray(crops, dtype=np.int64)
     input_split = torch.reshape(
-        input, np.shape(input)[:-4] + (block_size, block_size, -1) + np.shape(input)[-3:]
+        input, input.shape[:-4] + (block_size, block_size, -1) + input.shape[-3:]
     )
-    t0 = torch.arange(np.shape(input_split)[-6])
+    t0 = torch.arange(input_split.shape[-6])
     t1 = t0[..., None]
-    t2 = torch.arange(np.shape(input_split)[-2])
+    t2 = torch.arange(input_split.shape[-2])
     t3 = -crops[1][0] + block_size * t2 + t1
     t4 = _gather(grad, t3, -2)
-    t5 = torch.arange(np.shape(input_split)[-3])
+    t5 = torch.arange(input_split.shape[-3])
     t6 = -crops[0][0] + block_size * t5 + t1
     t7 = _gather(t4, t6, -4)
     t8 = torch.permute(t7, (1, 3, 0, 2, 4, 5))
-    t9 = np.shape(input_split)[-6]
-    t10 = np.shape(input_split)[-4]
-    t11 = np.shape(input_split)[-3]
-    t12 = np.shape(input_split)[-2]
-    t13 = np.shape(input_split)[-1]
+    t9 = input_split.shape[-6]
+    t10 = input_split.shape[-4]
+    t11 = input_split.shape[-3]
+    t12 = input_split.shape[-2]
+    t13 = input_split.shape[-1]
     grad_input = torch.reshape(t8, (t9 * t9 * t10, t11, t12, t13))
     return (grad_input,)
 

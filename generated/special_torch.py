@@ -40,7 +40,7 @@ UNAVAILABLE = {
 
 
 def lgamma(x):
-    """Lgamma: y = log|gamma(x)| (declared at ops/special.py:21); differentiated by lgamma_vjp."""
+    """Lgamma: y = log|gamma(x)| (declared at ops/special.py:21); differentiated by lgamma_vjp, saving x."""
     return _lgamma_autograd(x)
 
 
@@ -64,7 +64,7 @@ _lgamma_autograd = _autograd_function("Lgamma", lgamma_forward, lgamma_vjp, "y")
 
 
 def digamma(x):
-    """Digamma: y = d/dx log(gamma(x)) (declared at ops/special.py:27); differentiated by digamma_vjp."""
+    """Digamma: y = d/dx log(gamma(x)) (declared at ops/special.py:27); differentiated by digamma_vjp, saving x."""
     return _digamma_autograd(x)
 
 
@@ -88,7 +88,7 @@ _digamma_autograd = _autograd_function("Digamma", digamma_forward, digamma_vjp, 
 
 
 def polygamma(a, x):
-    """Polygamma: z = the a-th derivative of digamma at x, for integer a >= 0 (declared at ops/special.py:33); differentiated by polygamma_vjp."""
+    """Polygamma: z = the a-th derivative of digamma at x, for integer a >= 0 (declared at ops/special.py:33); differentiated by polygamma_vjp, saving a, x."""
     return _polygamma_autograd(a, x)
 
 
@@ -103,9 +103,9 @@ def polygamma_vjp(grad, a, x, *, z=None):
 
     In index notation, next to the code computing it:
         grad_x = grad * polygamma(a + 1, x)
-            i.e. `_sum_to_shape(grad * _polygamma(a + 1, x), np.shape(x))`
+            i.e. `_sum_to_shape(grad * _polygamma(a + 1, x), x.shape)`
     """
-    grad_x = _sum_to_shape(grad * _polygamma(a + 1, x), np.shape(x))
+    grad_x = _sum_to_shape(grad * _polygamma(a + 1, x), x.shape)
     return None, grad_x
 
 
@@ -113,7 +113,7 @@ _polygamma_autograd = _autograd_function("Polygamma", polygamma_forward, polygam
 
 
 def zeta(x, q):
-    """Zeta: z = the Hurwitz zeta function, sum over n >= 0 of (n + q) ** -x, for x > 1 (declared at ops/special.py:40); differentiated by zeta_vjp."""
+    """Zeta: z = the Hurwitz zeta function, sum over n >= 0 of (n + q) ** -x, for x > 1 (declared at ops/special.py:40); differentiated by zeta_vjp, saving x, q."""
     return _zeta_autograd(x, q)
 
 
@@ -128,9 +128,9 @@ def zeta_vjp(grad, x, q, *, z=None):
 
     In index notation, next to the code computing it:
         grad_q = -grad * x * zeta(x + 1, q)
-            i.e. `_sum_to_shape(-grad * x * torch.special.zeta(x + 1, q), np.shape(q))`
+            i.e. `_sum_to_shape(-grad * x * torch.special.zeta(x + 1, q), q.shape)`
     """
-    grad_q = _sum_to_shape(-grad * x * torch.special.zeta(x + 1, q), np.shape(q))
+    grad_q = _sum_to_shape(-grad * x * torch.special.zeta(x + 1, q), q.shape)
     return None, grad_q
 
 
@@ -138,7 +138,7 @@ _zeta_autograd = _autograd_function("Zeta", zeta_forward, zeta_vjp, "z")
 
 
 def erfinv(x):
-    """Erfinv: y = the inverse of erf, for x in (-1, 1) (declared at ops/special.py:50); differentiated by erfinv_vjp."""
+    """Erfinv: y = the inverse of erf, for x in (-1, 1) (declared at ops/special.py:50); differentiated by erfinv_vjp, saving x."""
     return _erfinv_autograd(x)
 
 
@@ -163,7 +163,7 @@ _erfinv_autograd = _autograd_function("Erfinv", erfinv_forward, erfinv_vjp, "y")
 
 
 def ndtri(x):
-    """Ndtri: y = the inverse of the standard normal CDF, for x in (0, 1) (declared at ops/special.py:56); differentiated by ndtri_vjp."""
+    """Ndtri: y = the inverse of the standard normal CDF, for x in (0, 1) (declared at ops/special.py:56); differentiated by ndtri_vjp, saving x."""
     return _ndtri_autograd(x)
 
 
@@ -188,7 +188,7 @@ _ndtri_autograd = _autograd_function("Ndtri", ndtri_forward, ndtri_vjp, "y")
 
 
 def bessel_i0(x):
-    """BesselI0: y = I0(x), the modified Bessel function of the first kind, order 0 (declared at ops/special.py:97); differentiated by bessel_i0_vjp."""
+    """BesselI0: y = I0(x), the modified Bessel function of the first kind, order 0 (declared at ops/special.py:97); differentiated by bessel_i0_vjp, saving x."""
     return _bessel_i0_autograd(x)
 
 
@@ -212,7 +212,7 @@ _bessel_i0_autograd = _autograd_function("BesselI0", bessel_i0_forward, bessel_i
 
 
 def bessel_i1(x):
-    """BesselI1: y = I1(x), the modified Bessel function of the first kind, order 1 (declared at ops/special.py:103); differentiated by bessel_i1_vjp."""
+    """BesselI1: y = I1(x), the modified Bessel function of the first kind, order 1 (declared at ops/special.py:103); differentiated by bessel_i1_vjp, saving x."""
     return _bessel_i1_autograd(x)
 
 
@@ -246,7 +246,7 @@ _bessel_i1_autograd = _autograd_function("BesselI1", bessel_i1_forward, bessel_i
 
 
 def bessel_i0e(x):
-    """BesselI0e: y = I0(x) exp(-|x|) (declared at ops/special.py:109); differentiated by bessel_i0e_vjp."""
+    """BesselI0e: y = I0(x) exp(-|x|) (declared at ops/special.py:109); differentiated by bessel_i0e_vjp, saving x, y."""
     return _bessel_i0e_autograd(x)
 
 
@@ -275,7 +275,7 @@ _bessel_i0e_autograd = _autograd_function(
 
 
 def bessel_i1e(x):
-    """BesselI1e: y = I1(x) exp(-|x|) (declared at ops/special.py:115); differentiated by bessel_i1e_vjp."""
+    """BesselI1e: y = I1(x) exp(-|x|) (declared at ops/special.py:115); differentiated by bessel_i1e_vjp, saving x, y."""
     return _bessel_i1e_autograd(x)
 
 
@@ -314,7 +314,7 @@ _bessel_i1e_autograd = _autograd_function(
 
 
 def bessel_j0(x):
-    """BesselJ0: y = J0(x), the Bessel function of the first kind, order 0 (declared at ops/special.py:121); differentiated by bessel_j0_vjp."""
+    """BesselJ0: y = J0(x), the Bessel function of the first kind, order 0 (declared at ops/special.py:121); differentiated by bessel_j0_vjp, saving x."""
     return _bessel_j0_autograd(x)
 
 
@@ -338,7 +338,7 @@ _bessel_j0_autograd = _autograd_function("BesselJ0", bessel_j0_forward, bessel_j
 
 
 def bessel_j1(x):
-    """BesselJ1: y = J1(x), the Bessel function of the first kind, order 1 (declared at ops/special.py:127); differentiated by bessel_j1_vjp."""
+    """BesselJ1: y = J1(x), the Bessel function of the first kind, order 1 (declared at ops/special.py:127); differentiated by bessel_j1_vjp, saving x."""
     return _bessel_j1_autograd(x)
 
 
@@ -373,7 +373,7 @@ _bessel_j1_autograd = _autograd_function("BesselJ1", bessel_j1_forward, bessel_j
 
 
 def bessel_k0(x):
-    """BesselK0: y = K0(x), the modified Bessel function of the second kind, order 0, for x > 0 (declared at ops/special.py:133); differentiated by bessel_k0_vjp."""
+    """BesselK0: y = K0(x), the modified Bessel function of the second kind, order 0, for x > 0 (declared at ops/special.py:133); differentiated by bessel_k0_vjp, saving x."""
     return _bessel_k0_autograd(x)
 
 
@@ -397,7 +397,7 @@ _bessel_k0_autograd = _autograd_function("BesselK0", bessel_k0_forward, bessel_k
 
 
 def bessel_k1(x):
-    """BesselK1: y = K1(x), the modified Bessel function of the second kind, order 1, for x > 0 (declared at ops/special.py:139); differentiated by bessel_k1_vjp."""
+    """BesselK1: y = K1(x), the modified Bessel function of the second kind, order 1, for x > 0 (declared at ops/special.py:139); differentiated by bessel_k1_vjp, saving x."""
     return _bessel_k1_autograd(x)
 
 
@@ -425,7 +425,7 @@ _bessel_k1_autograd = _autograd_function("BesselK1", bessel_k1_forward, bessel_k
 
 
 def bessel_k0e(x):
-    """BesselK0e: y = K0(x) exp(x), for x > 0 (declared at ops/special.py:145); differentiated by bessel_k0e_vjp."""
+    """BesselK0e: y = K0(x) exp(x), for x > 0 (declared at ops/special.py:145); differentiated by bessel_k0e_vjp, saving x, y."""
     return _bessel_k0e_autograd(x)
 
 
@@ -454,7 +454,7 @@ _bessel_k0e_autograd = _autograd_function(
 
 
 def bessel_k1e(x):
-    """BesselK1e: y = K1(x) exp(x), for x > 0 (declared at ops/special.py:151); differentiated by bessel_k1e_vjp."""
+    """BesselK1e: y = K1(x) exp(x), for x > 0 (declared at ops/special.py:151); differentiated by bessel_k1e_vjp, saving x, y."""
     return _bessel_k1e_autograd(x)
 
 
@@ -490,7 +490,7 @@ _bessel_k1e_autograd = _autograd_function(
 
 
 def bessel_y0(x):
-    """BesselY0: y = Y0(x), the Bessel function of the second kind, order 0, for x > 0 (declared at ops/special.py:157); differentiated by bessel_y0_vjp."""
+    """BesselY0: y = Y0(x), the Bessel function of the second kind, order 0, for x > 0 (declared at ops/special.py:157); differentiated by bessel_y0_vjp, saving x."""
     return _bessel_y0_autograd(x)
 
 
@@ -514,7 +514,7 @@ _bessel_y0_autograd = _autograd_function("BesselY0", bessel_y0_forward, bessel_y
 
 
 def bessel_y1(x):
-    """BesselY1: y = Y1(x), the Bessel function of the second kind, order 1, for x > 0 (declared at ops/special.py:163); differentiated by bessel_y1_vjp."""
+    """BesselY1: y = Y1(x), the Bessel function of the second kind, order 1, for x > 0 (declared at ops/special.py:163); differentiated by bessel_y1_vjp, saving x."""
     return _bessel_y1_autograd(x)
 
 

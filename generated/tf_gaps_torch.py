@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def softsign_grad(gradients, features):
-    """SoftsignGrad: Softsign's backprop, gradients / (1 + |features|)**2: its gradient is Softsign's second order (declared at ops/tf_gaps.py:8); differentiated by softsign_grad_vjp."""
+    """SoftsignGrad: Softsign's backprop, gradients / (1 + |features|)**2: its gradient is Softsign's second order (declared at ops/tf_gaps.py:8); differentiated by softsign_grad_vjp, saving features, backprops and the shape of gradients."""
     return _softsign_grad_autograd(gradients, features)
 
 
@@ -29,25 +29,33 @@ def softsign_grad_forward(gradients, features):
     return backprops
 
 
-def softsign_grad_vjp(grad, gradients, features, *, backprops=None):
+def softsign_grad_vjp(grad, gradients, features, *, backprops=None, needs_grad=(True, True)):
     """Gradient of SoftsignGrad: one array per input (gradients, features).
 
     In index notation, next to the code computing it:
         grad_gradients = grad / (Abs(features) + 1)**2
-            i.e. `_sum_to_shape(grad / tmp0**2, np.shape(gradients))`
+            i.e. `_sum_to_shape(grad / tmp0**2, gradients.shape)`
         grad_features = -2 * grad * backprops * sign(features) / (Abs(features) + 1)
             i.e. `_sum_to_shape(-2 * backprops * grad * torch.sign(features) / tmp0, ...`
     """
     if backprops is None:
         backprops = softsign_grad_forward(gradients, features)
+    grad_gradients = grad_features = None
     tmp0 = torch.abs(features) + 1
-    grad_gradients = _sum_to_shape(grad / tmp0**2, np.shape(gradients))
-    grad_features = _sum_to_shape(
-        -2 * backprops * grad * torch.sign(features) / tmp0, np.shape(features)
-    )
+    if needs_grad[0]:
+        grad_gradients = _sum_to_shape(grad / tmp0**2, gradients.shape)
+    if needs_grad[1]:
+        grad_features = _sum_to_shape(
+            -2 * backprops * grad * torch.sign(features) / tmp0, features.shape
+        )
     return grad_gradients, grad_features
 
 
 _softsign_grad_autograd = _autograd_function(
-    "SoftsignGrad", softsign_grad_forward, softsign_grad_vjp, "backprops", read="backprops"
+    "SoftsignGrad",
+    softsign_grad_forward,
+    softsign_grad_vjp,
+    "backprops",
+    read="backprops",
+    shapes_only="gradients",
 )

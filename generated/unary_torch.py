@@ -20,7 +20,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def sigmoid(x):
-    """Sigmoid: y = 1 / (1 + exp(-x)) (declared at ops/unary.py:24); differentiated by sigmoid_vjp."""
+    """Sigmoid: y = 1 / (1 + exp(-x)) (declared at ops/unary.py:24); differentiated by sigmoid_vjp, saving y and the shape of x."""
     return _sigmoid_autograd(x)
 
 
@@ -43,11 +43,13 @@ def sigmoid_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-_sigmoid_autograd = _autograd_function("Sigmoid", sigmoid_forward, sigmoid_vjp, "y", read="y")
+_sigmoid_autograd = _autograd_function(
+    "Sigmoid", sigmoid_forward, sigmoid_vjp, "y", read="y", shapes_only="x"
+)
 
 
 def tanh(x):
-    """Tanh: y = tanh(x) (declared at ops/unary.py:30); differentiated by tanh_vjp."""
+    """Tanh: y = tanh(x) (declared at ops/unary.py:30); differentiated by tanh_vjp, saving y and the shape of x."""
     return _tanh_autograd(x)
 
 
@@ -70,11 +72,11 @@ def tanh_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-_tanh_autograd = _autograd_function("Tanh", tanh_forward, tanh_vjp, "y", read="y")
+_tanh_autograd = _autograd_function("Tanh", tanh_forward, tanh_vjp, "y", read="y", shapes_only="x")
 
 
 def exp(x):
-    """Exp: y = exp(x) (declared at ops/unary.py:36); differentiated by exp_vjp."""
+    """Exp: y = exp(x) (declared at ops/unary.py:36); differentiated by exp_vjp, saving y and the shape of x."""
     return _exp_autograd(x)
 
 
@@ -97,11 +99,11 @@ def exp_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-_exp_autograd = _autograd_function("Exp", exp_forward, exp_vjp, "y", read="y")
+_exp_autograd = _autograd_function("Exp", exp_forward, exp_vjp, "y", read="y", shapes_only="x")
 
 
 def log(x):
-    """Log: y = log(x), the natural logarithm (declared at ops/unary.py:42); differentiated by log_vjp."""
+    """Log: y = log(x), the natural logarithm (declared at ops/unary.py:42); differentiated by log_vjp, saving x."""
     return _log_autograd(x)
 
 
@@ -126,7 +128,7 @@ _log_autograd = _autograd_function("Log", log_forward, log_vjp, "y")
 
 
 def log1p(x):
-    """Log1p: y = log(1 + x), accurate for small x (declared at ops/unary.py:48); differentiated by log1p_vjp."""
+    """Log1p: y = log(1 + x), accurate for small x (declared at ops/unary.py:48); differentiated by log1p_vjp, saving x."""
     return _log1p_autograd(x)
 
 
@@ -151,7 +153,7 @@ _log1p_autograd = _autograd_function("Log1p", log1p_forward, log1p_vjp, "y")
 
 
 def expm1(x):
-    """Expm1: y = exp(x) - 1, accurate for small x (declared at ops/unary.py:54); differentiated by expm1_vjp."""
+    """Expm1: y = exp(x) - 1, accurate for small x (declared at ops/unary.py:54); differentiated by expm1_vjp, saving y and the shape of x."""
     return _expm1_autograd(x)
 
 
@@ -174,11 +176,13 @@ def expm1_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-_expm1_autograd = _autograd_function("Expm1", expm1_forward, expm1_vjp, "y", read="y")
+_expm1_autograd = _autograd_function(
+    "Expm1", expm1_forward, expm1_vjp, "y", read="y", shapes_only="x"
+)
 
 
 def sqrt(x):
-    """Sqrt: y = sqrt(x) (declared at ops/unary.py:63); differentiated by sqrt_vjp."""
+    """Sqrt: y = sqrt(x) (declared at ops/unary.py:63); differentiated by sqrt_vjp, saving y and the shape of x."""
     return _sqrt_autograd(x)
 
 
@@ -201,11 +205,11 @@ def sqrt_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-_sqrt_autograd = _autograd_function("Sqrt", sqrt_forward, sqrt_vjp, "y", read="y")
+_sqrt_autograd = _autograd_function("Sqrt", sqrt_forward, sqrt_vjp, "y", read="y", shapes_only="x")
 
 
 def rsqrt(x):
-    """Rsqrt: y = 1 / sqrt(x) (declared at ops/unary.py:69); differentiated by rsqrt_vjp."""
+    """Rsqrt: y = 1 / sqrt(x) (declared at ops/unary.py:69); differentiated by rsqrt_vjp, saving y and the shape of x."""
     return _rsqrt_autograd(x)
 
 
@@ -228,11 +232,13 @@ def rsqrt_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-_rsqrt_autograd = _autograd_function("Rsqrt", rsqrt_forward, rsqrt_vjp, "y", read="y")
+_rsqrt_autograd = _autograd_function(
+    "Rsqrt", rsqrt_forward, rsqrt_vjp, "y", read="y", shapes_only="x"
+)
 
 
 def reciprocal(x):
-    """Reciprocal: y = 1 / x (declared at ops/unary.py:75); differentiated by reciprocal_vjp."""
+    """Reciprocal: y = 1 / x (declared at ops/unary.py:75); differentiated by reciprocal_vjp, saving y and the shape of x."""
     return _reciprocal_autograd(x)
 
 
@@ -256,12 +262,12 @@ def reciprocal_vjp(grad, x, *, y=None):
 
 
 _reciprocal_autograd = _autograd_function(
-    "Reciprocal", reciprocal_forward, reciprocal_vjp, "y", read="y"
+    "Reciprocal", reciprocal_forward, reciprocal_vjp, "y", read="y", shapes_only="x"
 )
 
 
 def inv(x):
-    """Inv: y = 1 / x (Reciprocal's old name) (declared at ops/unary.py:81); differentiated by inv_vjp."""
+    """Inv: y = 1 / x (Reciprocal's old name) (declared at ops/unary.py:81); differentiated by inv_vjp, saving y and the shape of x."""
     return _inv_autograd(x)
 
 
@@ -284,11 +290,11 @@ def inv_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-_inv_autograd = _autograd_function("Inv", inv_forward, inv_vjp, "y", read="y")
+_inv_autograd = _autograd_function("Inv", inv_forward, inv_vjp, "y", read="y", shapes_only="x")
 
 
 def square(x):
-    """Square: y = x * x (declared at ops/unary.py:87); differentiated by square_vjp."""
+    """Square: y = x * x (declared at ops/unary.py:87); differentiated by square_vjp, saving x."""
     return _square_autograd(x)
 
 
@@ -313,7 +319,7 @@ _square_autograd = _autograd_function("Square", square_forward, square_vjp, "y")
 
 
 def sin(x):
-    """Sin: y = sin(x) (declared at ops/unary.py:96); differentiated by sin_vjp."""
+    """Sin: y = sin(x) (declared at ops/unary.py:96); differentiated by sin_vjp, saving x."""
     return _sin_autograd(x)
 
 
@@ -338,7 +344,7 @@ _sin_autograd = _autograd_function("Sin", sin_forward, sin_vjp, "y")
 
 
 def cos(x):
-    """Cos: y = cos(x) (declared at ops/unary.py:102); differentiated by cos_vjp."""
+    """Cos: y = cos(x) (declared at ops/unary.py:102); differentiated by cos_vjp, saving x."""
     return _cos_autograd(x)
 
 
@@ -363,7 +369,7 @@ _cos_autograd = _autograd_function("Cos", cos_forward, cos_vjp, "y")
 
 
 def tan(x):
-    """Tan: y = tan(x) (declared at ops/unary.py:108); differentiated by tan_vjp."""
+    """Tan: y = tan(x) (declared at ops/unary.py:108); differentiated by tan_vjp, saving y and the shape of x."""
     return _tan_autograd(x)
 
 
@@ -386,11 +392,11 @@ def tan_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-_tan_autograd = _autograd_function("Tan", tan_forward, tan_vjp, "y", read="y")
+_tan_autograd = _autograd_function("Tan", tan_forward, tan_vjp, "y", read="y", shapes_only="x")
 
 
 def asin(x):
-    """Asin: y = arcsin(x), for x in [-1, 1] (declared at ops/unary.py:114); differentiated by asin_vjp."""
+    """Asin: y = arcsin(x), for x in [-1, 1] (declared at ops/unary.py:114); differentiated by asin_vjp, saving x."""
     return _asin_autograd(x)
 
 
@@ -415,7 +421,7 @@ _asin_autograd = _autograd_function("Asin", asin_forward, asin_vjp, "y")
 
 
 def acos(x):
-    """Acos: y = arccos(x), for x in [-1, 1] (declared at ops/unary.py:120); differentiated by acos_vjp."""
+    """Acos: y = arccos(x), for x in [-1, 1] (declared at ops/unary.py:120); differentiated by acos_vjp, saving x."""
     return _acos_autograd(x)
 
 
@@ -440,7 +446,7 @@ _acos_autograd = _autograd_function("Acos", acos_forward, acos_vjp, "y")
 
 
 def atan(x):
-    """Atan: y = arctan(x) (declared at ops/unary.py:126); differentiated by atan_vjp."""
+    """Atan: y = arctan(x) (declared at ops/unary.py:126); differentiated by atan_vjp, saving x."""
     return _atan_autograd(x)
 
 
@@ -465,7 +471,7 @@ _atan_autograd = _autograd_function("Atan", atan_forward, atan_vjp, "y")
 
 
 def sinh(x):
-    """Sinh: y = sinh(x) (declared at ops/unary.py:132); differentiated by sinh_vjp."""
+    """Sinh: y = sinh(x) (declared at ops/unary.py:132); differentiated by sinh_vjp, saving x."""
     return _sinh_autograd(x)
 
 
@@ -490,7 +496,7 @@ _sinh_autograd = _autograd_function("Sinh", sinh_forward, sinh_vjp, "y")
 
 
 def cosh(x):
-    """Cosh: y = cosh(x) (declared at ops/unary.py:138); differentiated by cosh_vjp."""
+    """Cosh: y = cosh(x) (declared at ops/unary.py:138); differentiated by cosh_vjp, saving x."""
     return _cosh_autograd(x)
 
 
@@ -515,7 +521,7 @@ _cosh_autograd = _autograd_function("Cosh", cosh_forward, cosh_vjp, "y")
 
 
 def asinh(x):
-    """Asinh: y = arcsinh(x) (declared at ops/unary.py:144); differentiated by asinh_vjp."""
+    """Asinh: y = arcsinh(x) (declared at ops/unary.py:144); differentiated by asinh_vjp, saving x."""
     return _asinh_autograd(x)
 
 
@@ -540,7 +546,7 @@ _asinh_autograd = _autograd_function("Asinh", asinh_forward, asinh_vjp, "y")
 
 
 def acosh(x):
-    """Acosh: y = arccosh(x), for x >= 1 (declared at ops/unary.py:150); differentiated by acosh_vjp."""
+    """Acosh: y = arccosh(x), for x >= 1 (declared at ops/unary.py:150); differentiated by acosh_vjp, saving x."""
     return _acosh_autograd(x)
 
 
@@ -566,7 +572,7 @@ _acosh_autograd = _autograd_function("Acosh", acosh_forward, acosh_vjp, "y")
 
 
 def atanh(x):
-    """Atanh: y = arctanh(x), for x in (-1, 1) (declared at ops/unary.py:156); differentiated by atanh_vjp."""
+    """Atanh: y = arctanh(x), for x in (-1, 1) (declared at ops/unary.py:156); differentiated by atanh_vjp, saving x."""
     return _atanh_autograd(x)
 
 
@@ -591,7 +597,7 @@ _atanh_autograd = _autograd_function("Atanh", atanh_forward, atanh_vjp, "y")
 
 
 def erf(x):
-    """Erf: y = erf(x), the Gauss error function (declared at ops/unary.py:165); differentiated by erf_vjp."""
+    """Erf: y = erf(x), the Gauss error function (declared at ops/unary.py:165); differentiated by erf_vjp, saving x."""
     return _erf_autograd(x)
 
 
@@ -616,7 +622,7 @@ _erf_autograd = _autograd_function("Erf", erf_forward, erf_vjp, "y")
 
 
 def erfc(x):
-    """Erfc: y = 1 - erf(x), accurate where erf(x) is close to 1 (declared at ops/unary.py:171); differentiated by erfc_vjp."""
+    """Erfc: y = 1 - erf(x), accurate where erf(x) is close to 1 (declared at ops/unary.py:171); differentiated by erfc_vjp, saving x."""
     return _erfc_autograd(x)
 
 
@@ -641,7 +647,7 @@ _erfc_autograd = _autograd_function("Erfc", erfc_forward, erfc_vjp, "y")
 
 
 def softplus(features):
-    """Softplus: activations = log(1 + exp(features)) (declared at ops/unary.py:180); differentiated by softplus_vjp."""
+    """Softplus: activations = log(1 + exp(features)) (declared at ops/unary.py:180); differentiated by softplus_vjp, saving features."""
     return _softplus_autograd(features)
 
 
@@ -667,7 +673,7 @@ _softplus_autograd = _autograd_function("Softplus", softplus_forward, softplus_v
 
 
 def softsign(features):
-    """Softsign: activations = features / (1 + |features|) (declared at ops/unary.py:191); differentiated by softsign_vjp."""
+    """Softsign: activations = features / (1 + |features|) (declared at ops/unary.py:191); differentiated by softsign_vjp, saving features, activations."""
     return _softsign_autograd(features)
 
 
@@ -697,7 +703,7 @@ _softsign_autograd = _autograd_function(
 
 
 def relu(features):
-    """Relu: activations = max(features, 0) (declared at ops/unary.py:198); differentiated by relu_vjp."""
+    """Relu: activations = max(features, 0) (declared at ops/unary.py:198); differentiated by relu_vjp, saving features."""
     return _relu_autograd(features)
 
 
@@ -721,7 +727,7 @@ _relu_autograd = _autograd_function("Relu", relu_forward, relu_vjp, "activations
 
 
 def relu6(features):
-    """Relu6: activations = min(max(features, 0), 6) (declared at ops/unary.py:205); differentiated by relu6_vjp."""
+    """Relu6: activations = min(max(features, 0), 6) (declared at ops/unary.py:205); differentiated by relu6_vjp, saving features."""
     return _relu6_autograd(features)
 
 
@@ -746,7 +752,7 @@ _relu6_autograd = _autograd_function("Relu6", relu6_forward, relu6_vjp, "activat
 
 
 def elu(features):
-    """Elu: activations = features where positive, else exp(features) - 1 (declared at ops/unary.py:212); differentiated by elu_vjp."""
+    """Elu: activations = features where positive, else exp(features) - 1 (declared at ops/unary.py:212); differentiated by elu_vjp, saving features."""
     return _elu_autograd(features)
 
 
@@ -775,7 +781,7 @@ _elu_autograd = _autograd_function("Elu", elu_forward, elu_vjp, "activations")
 
 
 def selu(features):
-    """Selu: activations = scale * (features where positive, else alpha * (exp(features) - 1)) (declared at ops/unary.py:219); differentiated by selu_vjp."""
+    """Selu: activations = scale * (features where positive, else alpha * (exp(features) - 1)) (declared at ops/unary.py:219); differentiated by selu_vjp, saving features."""
     return _selu_autograd(features)
 
 
@@ -809,7 +815,7 @@ _selu_autograd = _autograd_function("Selu", selu_forward, selu_vjp, "activations
 
 
 def leaky_relu(features, *, alpha=0.2):
-    """LeakyRelu: activations = features where positive, else alpha * features (declared at ops/unary.py:229); differentiated by leaky_relu_vjp."""
+    """LeakyRelu: activations = features where positive, else alpha * features (declared at ops/unary.py:229); differentiated by leaky_relu_vjp, saving features."""
     return _leaky_relu_autograd(features, alpha=alpha)
 
 
@@ -836,7 +842,7 @@ _leaky_relu_autograd = _autograd_function(
 
 
 def absolute(x):
-    """Abs: y = |x| (declared at ops/unary.py:239); differentiated by absolute_vjp."""
+    """Abs: y = |x| (declared at ops/unary.py:239); differentiated by absolute_vjp, saving x."""
     return _absolute_autograd(x)
 
 
@@ -860,7 +866,7 @@ _absolute_autograd = _autograd_function("Abs", absolute_forward, absolute_vjp, "
 
 
 def negative(x):
-    """Neg: y = -x (declared at ops/unary.py:246); differentiated by negative_vjp."""
+    """Neg: y = -x (declared at ops/unary.py:246); differentiated by negative_vjp, saving the shape of x."""
     return _negative_autograd(x)
 
 
@@ -880,11 +886,11 @@ def negative_vjp(grad, x, *, y=None):
     return (grad_x,)
 
 
-_negative_autograd = _autograd_function("Neg", negative_forward, negative_vjp, "y")
+_negative_autograd = _autograd_function("Neg", negative_forward, negative_vjp, "y", shapes_only="x")
 
 
 def floor(x):
-    """Floor: y = the largest integer <= x (declared at ops/unary.py:255); differentiated by floor_vjp."""
+    """Floor: y = the largest integer <= x (declared at ops/unary.py:255); differentiated by floor_vjp, saving the shape of x."""
     return _floor_autograd(x)
 
 
@@ -899,11 +905,11 @@ def floor_vjp(grad, x, *, y=None):
     return (None,)
 
 
-_floor_autograd = _autograd_function("Floor", floor_forward, floor_vjp, "y")
+_floor_autograd = _autograd_function("Floor", floor_forward, floor_vjp, "y", shapes_only="x")
 
 
 def ceil(x):
-    """Ceil: y = the smallest integer >= x (declared at ops/unary.py:261); differentiated by ceil_vjp."""
+    """Ceil: y = the smallest integer >= x (declared at ops/unary.py:261); differentiated by ceil_vjp, saving the shape of x."""
     return _ceil_autograd(x)
 
 
@@ -918,11 +924,11 @@ def ceil_vjp(grad, x, *, y=None):
     return (None,)
 
 
-_ceil_autograd = _autograd_function("Ceil", ceil_forward, ceil_vjp, "y")
+_ceil_autograd = _autograd_function("Ceil", ceil_forward, ceil_vjp, "y", shapes_only="x")
 
 
 def round_to_int(x):
-    """Rint: y = x rounded to the nearest integer, ties to even (declared at ops/unary.py:267); differentiated by round_to_int_vjp."""
+    """Rint: y = x rounded to the nearest integer, ties to even (declared at ops/unary.py:267); differentiated by round_to_int_vjp, saving the shape of x."""
     return _round_to_int_autograd(x)
 
 
@@ -937,11 +943,13 @@ def round_to_int_vjp(grad, x, *, y=None):
     return (None,)
 
 
-_round_to_int_autograd = _autograd_function("Rint", round_to_int_forward, round_to_int_vjp, "y")
+_round_to_int_autograd = _autograd_function(
+    "Rint", round_to_int_forward, round_to_int_vjp, "y", shapes_only="x"
+)
 
 
 def round_half_even(x):
-    """Round: y = x rounded to the nearest integer, ties to even (as Rint, for floats) (declared at ops/unary.py:273); differentiated by round_half_even_vjp."""
+    """Round: y = x rounded to the nearest integer, ties to even (as Rint, for floats) (declared at ops/unary.py:273); differentiated by round_half_even_vjp, saving the shape of x."""
     return _round_half_even_autograd(x)
 
 
@@ -957,12 +965,12 @@ def round_half_even_vjp(grad, x, *, y=None):
 
 
 _round_half_even_autograd = _autograd_function(
-    "Round", round_half_even_forward, round_half_even_vjp, "y"
+    "Round", round_half_even_forward, round_half_even_vjp, "y", shapes_only="x"
 )
 
 
 def sign(x):
-    """Sign: y = -1, 0 or 1 as x is negative, zero or positive (declared at ops/unary.py:279); differentiated by sign_vjp."""
+    """Sign: y = -1, 0 or 1 as x is negative, zero or positive (declared at ops/unary.py:279); differentiated by sign_vjp, saving the shape of x."""
     return _sign_autograd(x)
 
 
@@ -977,4 +985,4 @@ def sign_vjp(grad, x, *, y=None):
     return (None,)
 
 
-_sign_autograd = _autograd_function("Sign", sign_forward, sign_vjp, "y")
+_sign_autograd = _autograd_function("Sign", sign_forward, sign_vjp, "y", shapes_only="x")

@@ -22,6 +22,7 @@ from symgrad import dispatch, ir
 from symgrad.docstring import gradient_doc
 from symgrad.errors import LoweringError
 from symgrad.long_functions import split_long_functions
+from symgrad.lowering.requested import requested_only
 from symgrad.targets import REGISTRY
 
 LINE_LENGTH = 100
@@ -171,21 +172,23 @@ def gradient_function(op: ir.OpCode, printer, positions: dict | None = None, for
         (o, f"{o} = {forward}({', '.join(op.inputs)}{call_attrs})" + (f"[{positions[o]}]" if positions else _pick(op, o)))
         for o in op.outputs_used
     ]
+    vjp = requested_only(op.vjp) if printer.computes_requested and not op.variadic else None
+    needs = [f"needs_grad={(True,) * len(op.inputs)!r}"] if vjp else []
     return {
         "name": op.name,
         "func_name": op.func_name,
         "inputs": ", ".join(op.inputs),
-        **vjp_context(op, printer),
-        "grad_signature": signature(op.grads + op.inputs, [outputs] + stage_params(op) + attrs),
+        **vjp_context(op, printer, vjp or op.vjp),
+        "grad_signature": signature(op.grads + op.inputs, [outputs] + stage_params(op) + attrs + needs),
         "output_calls": calls,
     }
 
 
-def vjp_context(op: ir.OpCode, printer) -> dict:
-    """The gradient function's body, results, and what its docstring says after its first
-    line (`gradient_doc`)."""
+def vjp_context(op: ir.OpCode, printer, vjp: ir.Function | None = None) -> dict:
+    """The gradient function's body (of `vjp`, the op's by default), results, and what its
+    docstring says after its first line (`gradient_doc`)."""
     printed: list[dict] = []
-    body = print_function_body(op.vjp, printer, op, printed=printed)
+    body = print_function_body(vjp or op.vjp, printer, op, printed=printed)
     return {"vjp_body": body, "vjp_results": results_text(op.vjp.results), "vjp_doc": gradient_doc(op, printed)}
 
 
@@ -309,8 +312,14 @@ def _body(branch: ir.Branch, printer) -> tuple:
     return branch.guarded_body if printer.guards_branches and branch.guarded_body is not None else branch.body
 
 
-def _lines(statement: ir.Assign | ir.Recompute, printer, op: ir.OpCode, printed: dict) -> list[str]:
-    """A statement as lines; a recomputation guarded by the stages it computes."""
+def _lines(statement, printer, op: ir.OpCode, printed: dict) -> list[str]:
+    """A statement as lines; a recomputation guarded by the stages it computes, statements
+    some gradients need by whether one of them is asked for (`needs_grad`)."""
+    if isinstance(statement, ir.Unset):
+        return [" = ".join(statement.names) + " = None"]
+    if isinstance(statement, ir.Requested):
+        lines = ["if " + " or ".join(f"needs_grad[{k}]" for k in statement.grads) + ":"]
+        return lines + ["    " + line for s in statement.body for line in _lines(s, printer, op, printed)]
     if not isinstance(statement, ir.Recompute):
         return [print_statement(statement, printer, op, printed)]
     lines = ["if " + " or ".join(f"{name} is None" for name in statement.stages) + ":"]

@@ -179,6 +179,7 @@ class ArrayCodeMixin:
     _integer_context = False  # printing positions and sizes (an IndexArith): integers throughout
     dtype_source: str | None = None  # a variable of the dtype computed in (`render` sets it)
     guards_branches = False  # print `Branch.guarded_body`: the code is differentiated again
+    computes_requested = False  # gradients take `needs_grad`: only those asked for are computed
 
     def _print_IndexArith(self, value):
         self._integer_context = True

@@ -36,7 +36,7 @@ from symgrad.ir.arrays import (
     Transpose,
     ZerosLike,
 )
-from symgrad.ir.code import Assign, Branch, Formula, Function, LinearSecondOrder, OpCode, Recompute, statements
+from symgrad.ir.code import Assign, Branch, Formula, Function, LinearSecondOrder, OpCode, Recompute, Requested, Unset, statements
 from symgrad.ir.kernels import Convolution, Gather, MaxPoolBackprop, ScatterAdd
 from symgrad.ir.shapes import (
     Arange,
@@ -59,7 +59,7 @@ __all__ = [
     "Arange", "AsTuple", "AsValues", "Assign", "Branch", "BroadcastTo", "BroadcastToShape", "Conj", "Constant", "Convolution",
     "DiagPart", "DimSize", "Einsum", "Elementwise", "Expand", "Eye", "Formula", "Function", "FusedCall", "Gather",
     "IndexArith", "IntArray", "IntSize", "Iota", "Length", "LinearSecondOrder", "MatMul", "MaxPoolBackprop",
-    "MergeAxes", "NegativeAxes", "NegativeAxis", "OpCode", "Rank", "Recompute", "Reduce", "Scan", "ScatterAdd",
-    "SplitAxis", "Squeeze", "Stack", "SumToShape", "Transpose", "Value", "ZerosLike", "axis_size", "names_in", "reads",
+    "MergeAxes", "NegativeAxes", "NegativeAxis", "OpCode", "Rank", "Recompute", "Reduce", "Requested", "Scan", "ScatterAdd",
+    "SplitAxis", "Squeeze", "Stack", "SumToShape", "Transpose", "Unset", "Value", "ZerosLike", "axis_size", "names_in", "reads",
     "statements",
 ]

@@ -31,11 +31,35 @@ class Recompute:
         return f"if any of {', '.join(self.stages)} is None: {len(self.body)} statements"
 
 
+@dataclass(frozen=True)
+class Requested:
+    """Statements only some gradients need, run when the caller asks for one of them: a
+    gradient nobody asked for (autograd's `ctx.needs_input_grad`) costs nothing."""
+
+    grads: tuple[int, ...]  # the positions of the gradients (one per input) that need them
+    body: tuple[Assign | Recompute, ...]  # statements, in order
+
+    def __str__(self) -> str:
+        return f"if gradient {' or '.join(map(str, self.grads))} is asked for: {len(self.body)} statements"
+
+
+@dataclass(frozen=True)
+class Unset:
+    """`a = b = None`: the gradients that `Requested` statements may leave uncomputed."""
+
+    names: tuple[str, ...]  # variables
+
+    def __str__(self) -> str:
+        return " = ".join(self.names) + " = None"
+
+
 def statements(body) -> list[Assign]:
-    """The assignments of `body`, those inside a `Recompute` in place."""
+    """The assignments of `body`, those inside a `Recompute` or `Requested` in place."""
     flat = []
     for statement in body:
-        flat += list(statement.body) if isinstance(statement, Recompute) else [statement]
+        if isinstance(statement, Unset):
+            continue
+        flat += statements(statement.body) if isinstance(statement, (Recompute, Requested)) else [statement]
     return flat
 
 

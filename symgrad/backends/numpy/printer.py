@@ -136,7 +136,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         function = self._module_format(f"numpy.{value.kind}")
         keepdims = ", keepdims=True" if value.keepdims else ""
         if value.batch_before is not None:
-            leading = f"tuple(range({self._module_format('numpy.ndim')}({value.x}) - {value.batch_before}))"
+            leading = f"tuple(range({self._rank_of(value.x)} - {value.batch_before}))"
             axes = f"{leading} + {value.axes}" if value.axes else leading
             return f"{function}({value.x}, axis={axes}{keepdims})"
         if not value.axes:
@@ -151,20 +151,28 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         axes = value.axes[0] if len(value.axes) == 1 else value.axes
         return f"{self._module_format('numpy.squeeze')}({value.x}, axis={axes})"
 
+    def _shape_of(self, x: str) -> str:
+        """The shape of array `x`, a tuple of Python ints."""
+        return f"{self._module_format('numpy.shape')}({x})"
+
+    def _rank_of(self, x: str) -> str:
+        """The number of axes of array `x`, a Python int."""
+        return f"{self._module_format('numpy.ndim')}({x})"
+
     def _print_DimSize(self, value: ir.DimSize):
-        return f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"
+        return f"{self._shape_of(value.x)}[{value.axis}]"
 
     def _print_Eye(self, value: ir.Eye):
-        size = f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"
+        size = f"{self._shape_of(value.x)}[{value.axis}]"
         return f"{self._module_format('numpy.eye')}({size}, dtype={self._module_format('numpy.result_type')}({value.x}))"
 
     def _print_DiagPart(self, value: ir.DiagPart):
         return f"{self._module_format('numpy.diagonal')}({value.x}, axis1=-2, axis2=-1)"
 
     def _print_NegativeAxis(self, value: ir.NegativeAxis):
-        rank = f"{self._module_format('numpy.ndim')}({value.x})"
+        rank = f"{self._rank_of(value.x)}"
         rank = f"({rank} + 1)" if value.inserted else rank
-        scalar = f"{self._module_format('numpy.ndim')}({value.axis}) == 0"
+        scalar = self._is_scalar(value.axis)
         return f"{value.axis} - {rank} if {scalar} and {value.axis} >= 0 else {value.axis}"
 
     def _print_Constant(self, value: ir.Constant):
@@ -176,13 +184,13 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"{self._module_format('numpy.asarray')}({value.x}, dtype={dtype})"
 
     def _print_Iota(self, value: ir.Iota):
-        return f"{self._module_format('numpy.arange')}({self._module_format('numpy.shape')}({value.x})[{value.axis}])"
+        return f"{self._module_format('numpy.arange')}({self._shape_of(value.x)}[{value.axis}])"
 
     def _print_Expand(self, value: ir.Expand):
         return f"{value.x}[..., {', '.join(value.subscript)}]"
 
     def _print_BroadcastTo(self, value: ir.BroadcastTo):
-        shape = f"{self._module_format('numpy.shape')}({value.like})"
+        shape = f"{self._shape_of(value.like)}"
         return f"{self._module_format('numpy.broadcast_to')}({self._print(value.value)}, {shape})"
 
     def _print_BroadcastToShape(self, value: ir.BroadcastToShape):
@@ -212,7 +220,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"{self._module_format('numpy.transpose')}({value.x}, {value.perm})"
 
     def _print_SumToShape(self, value: ir.SumToShape):
-        shape = f"{self._module_format('numpy.shape')}({value.like})"
+        shape = f"{self._shape_of(value.like)}"
         product = summed_product(value.value.expr)
         if product is None:
             return f"_sum_to_shape({self._print(value.value)}, {shape})"
@@ -232,7 +240,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"{self._module_format('numpy.where')}({m} % {c} == 0, {m} // {c}, -1)"
 
     def _print_IntSize(self, value: ir.IntSize):
-        return f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"
+        return f"{self._shape_of(value.x)}[{value.axis}]"
 
     def _print_Arange(self, value: ir.Arange):
         return f"{self._module_format('numpy.arange')}({value.n})"
@@ -249,12 +257,19 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"_scatter_add({value.values}, {value.positions}, {value.trailing}, {value.size})"
 
     def _print_NegativeAxes(self, value: ir.NegativeAxes):
-        rank = f"{self._module_format('numpy.ndim')}({value.x})"
-        ravel = f"{self._module_format('numpy.ravel')}({value.axes})"
-        return f"tuple(sorted(int(a) - {rank} if a >= 0 else int(a) for a in {ravel}))"
+        rank = f"{self._rank_of(value.x)}"
+        return f"tuple(sorted(int(a) - {rank} if a >= 0 else int(a) for a in {self._ravelled(value.axes)}))"
 
     def _print_AsTuple(self, value: ir.AsTuple):
-        return f"tuple(int(a) for a in {self._module_format('numpy.ravel')}({value.x}))"
+        return f"tuple(int(a) for a in {self._ravelled(value.x)})"
+
+    def _is_scalar(self, x: str) -> str:
+        """Whether attribute `x` is one number, not a sequence of them."""
+        return f"{self._rank_of(x)} == 0"
+
+    def _ravelled(self, x: str) -> str:
+        """The numbers of attribute `x` (a number or a sequence of them), in order."""
+        return f"{self._module_format('numpy.ravel')}({x})"
 
     def _print_IntArray(self, value: ir.IntArray):
         return f"{self._module_format('numpy.asarray')}({value.x}, dtype={self._module_format('numpy.int64')})"
@@ -264,8 +279,8 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     def _print_Rank(self, value: ir.Rank):
         if value.axis is not None:
-            return f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"
-        return f"{self._module_format('numpy.ndim')}({value.x})"
+            return f"{self._shape_of(value.x)}[{value.axis}]"
+        return f"{self._rank_of(value.x)}"
 
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('numpy.zeros_like')}({value.like})"
@@ -275,16 +290,16 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         if value.broadcast:
             sizes = f"({', '.join(value.sizes)}{',' if len(value.sizes) == 1 else ''})"
             if value.leading:
-                sizes = f"{self._module_format('numpy.shape')}({x})[:{-len(value.sizes)}] + {sizes}"
+                sizes = f"{self._shape_of(x)}[:{-len(value.sizes)}] + {sizes}"
             x = f"{self._module_format('numpy.broadcast_to')}({x}, {sizes})"
         shape = merged_shape(value.sizes, value.groups)
         shape = f"({', '.join(shape)}{',' if len(shape) == 1 else ''})"
         if value.leading:
-            shape = f"{self._module_format('numpy.shape')}({x})[:{-len(value.sizes)}] + {shape}"
+            shape = f"{self._shape_of(x)}[:{-len(value.sizes)}] + {shape}"
         return f"{self._module_format('numpy.reshape')}({x}, {shape})"
 
     def _print_SplitAxis(self, value: ir.SplitAxis):
-        shape = f"{self._module_format('numpy.shape')}({value.x})"
+        shape = f"{self._shape_of(value.x)}"
         tail = f" + {shape}[{value.axis + 1}:]" if value.axis != -1 else ""
         sizes = ", ".join((*value.outer, "-1", *value.inner))
         return f"{self._module_format('numpy.reshape')}({value.x}, {shape}[:{value.axis}] + ({sizes}){tail})"
@@ -305,7 +320,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
 
     def _print_axis_size(self, expr):
         x, axis = expr.args
-        return f"{self._module_format('numpy.shape')}({x})[{axis}]"
+        return f"{self._shape_of(x)}[{axis}]"
 
 
 def summed_product(expr: sp.Expr) -> tuple[int, tuple[sp.Symbol, ...]] | None:

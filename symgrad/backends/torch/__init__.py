@@ -59,17 +59,54 @@ def _op(op: ir.OpCode, printer) -> dict:
         "forward": forward,
         "autograd": f"_{op.func_name}_autograd",
         "autograd_call": _autograd_call(op, forward),
+        "saved": _saved_text(op),
     }
+
+
+def _saved_text(op: ir.OpCode) -> str:
+    """What the op's Function saves for its backward, in words: the values it reads, and the
+    inputs of which it keeps only the shape."""
+    read = values_read(op.vjp)
+    values = [x for x in op.inputs if op.variadic or x in read] + [o for o in op.outputs if o in op.outputs_used]
+    shapes = [] if op.variadic else [x for x in op.inputs if x not in read]
+    parts = [", ".join(values + list(op.stages))] if values or op.stages else []
+    parts += [f"the shape{'s' if len(shapes) > 1 else ''} of {', '.join(shapes)}"] if shapes else []
+    return " and ".join(parts) or "nothing"
 
 
 def _autograd_call(op: ir.OpCode, forward: str) -> str:
     """The runtime's `_autograd_function(...)` making the op's `torch.autograd.Function`: the
-    outputs the gradient reads are saved with the inputs and the stages (autograd refuses to
-    save an output that is an input returned as it is, as Identity's is: not read, not saved)."""
+    outputs the gradient reads are saved with the stages and the inputs whose values it
+    reads; of the others (`shapes_only`), their shapes (autograd refuses to save an output
+    that is an input returned as it is, as Identity's is: not read, not saved)."""
     read = [o for o in op.outputs if o in op.outputs_used]
     options = [f"read={names_literal(read)}"] if read else []
     options += [f"stages={names_literal(list(op.stages))}"] if op.stages else []
+    shapes_only = [] if op.variadic else [x for x in op.inputs if x not in values_read(op.vjp)]
+    options += [f"shapes_only={names_literal(shapes_only)}"] if shapes_only else []
     if op.list_output and op.stages:
         raise LoweringError(f"{op.name}: a list output with stages has no PyTorch Function")
     arguments = [f'"{op.name}"', forward, f"{op.func_name}_vjp", outputs_literal(op)] + options
     return f"_autograd_function({', '.join(arguments)})"
+
+
+def values_read(function: ir.Function) -> set[str]:
+    """The variables whose values some statement of `function` reads (of any variant, its
+    recomputation of stages included), not only their shapes: what its caller must keep.
+    A conjugation in the prologue reads no value: a conjugated shape is the same shape."""
+    bodies = [body for b in function.branches for body in (b.body, b.guarded_body) if body is not None]
+    read = {name for body in bodies for s in ir.statements(body) for name in _value_reads(s.value)}
+    return read | {name for s in function.prologue if not isinstance(s.value, ir.Conj) for name in _value_reads(s.value)}
+
+
+# functions of the printed code whose later arguments are read for their dtype alone
+_DTYPE_READS = ("promoted", "like_dtype")
+
+
+def _value_reads(value) -> set[str]:
+    """`ir.reads(value)`, less the variables an elementwise expression reads for their dtype
+    alone (`promoted(grad, x)`: a gradient in x's complex dtype)."""
+    if not isinstance(value, ir.Elementwise):
+        return ir.reads(value)
+    valued = value.expr.replace(lambda e: getattr(e.func, "__name__", "") in _DTYPE_READS, lambda e: e.args[0])
+    return {str(s) for s in valued.free_symbols}

@@ -5,6 +5,8 @@ generated modules import from, as `runtime.py`'s helpers are (`RUNTIME` names bo
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 
@@ -26,17 +28,28 @@ def _views(stages):
     return tuple(None if s is None else s.view_as(s) for s in stages)
 
 
-def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
+def _standin(shape, dtype, device):
+    """A tensor of `shape`, `dtype` and `device` holding one element, broadcast: what a
+    gradient that reads an input's shape alone is given in the input's place."""
+    return torch.empty((), dtype=dtype, device=device).expand(shape)
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_only=""):
     """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
     backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
-    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for. The
-    inputs are saved, with the outputs the gradient reads (`read`) and the forward's `stages`,
-    which it returns marked non-differentiable; twice differentiated, the backward computes
-    the stages again from the inputs, differentiably. Names are given as "a b", a list
-    output's starred. Applied as `forward` is called."""
-    outputs, read, stages = outputs.split(), read.split(), stages.split()
+    one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for (a `vjp`
+    taking `needs_grad` computes only those). Saved for it: the inputs but those in
+    `shapes_only`, whose values it does not read (their shape, dtype and device are kept, and
+    it is given a stand-in of one element), the outputs it reads (`read`) and the forward's
+    `stages`, which it returns marked non-differentiable; twice differentiated, the backward
+    computes the stages again from the inputs, differentiably. Names are given as "a b", a
+    list output's starred. Applied as `forward` is called."""
+    outputs, read, stages, shapes_only = outputs.split(), read.split(), stages.split(), shapes_only.split()
     staged, list_output = len(stages), outputs[0].startswith("*")
     outputs = [name.lstrip("*") for name in outputs]
+    takes_needs = "needs_grad" in inspect.signature(vjp).parameters
+    names = [p.name for p in inspect.signature(forward).parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD]
+    standins = [n for n, p in enumerate(names) if p in shapes_only]
 
     def run(attrs, *inputs):
         if not stages:
@@ -46,27 +59,33 @@ def _autograd_function(name, forward, vjp, outputs, read="", stages=""):
         return *_fresh(values if len(outputs) > 1 else (values,), inputs), *_views(found.values())
 
     def setup_context(ctx, inputs, output):
-        ctx.attrs = inputs[0]
+        ctx.attrs, inputs = inputs[0], inputs[1:]
         output = output if isinstance(output, tuple) else (output,)
         values, found = output[: len(output) - staged], output[len(output) - staged :]
         given = values if list_output and read else [values[outputs.index(o)] for o in read]
-        ctx.save_for_backward(*inputs[1:], *given, *found)
+        ctx.standins = {n: (inputs[n].shape, inputs[n].dtype, inputs[n].device) for n in standins}
+        ctx.save_for_backward(*(x for n, x in enumerate(inputs) if n not in ctx.standins), *given, *found)
         if stages:
             ctx.mark_non_differentiable(*(s for s in found if s is not None))
 
     def backward(ctx, *cotangents):
-        saved, count = ctx.saved_tensors, len(ctx.needs_input_grad) - 1
+        saved, count = list(ctx.saved_tensors), len(ctx.needs_input_grad) - 1 - len(standins)
         inputs, given, found = saved[:count], saved[count : len(saved) - staged], saved[len(saved) - staged :]
+        for n, meta in ctx.standins.items():
+            inputs.insert(n, _standin(*meta))
         given = {outputs[0]: list(given)} if list_output and read else dict(zip(read, given))
         # twice differentiated: the stages computed again, differentiably, from the inputs
         found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
         cotangents = cotangents[: len(cotangents) - staged]
         cotangents = [list(cotangents)] if list_output else cotangents
-        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs)
+        needs = {"needs_grad": ctx.needs_input_grad[1:]} if takes_needs else {}
+        grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs, **needs)
         return None, *_needed(grads, ctx.needs_input_grad[1:])
 
     methods = {"forward": run, "setup_context": setup_context, "backward": backward}
-    function = type(f"_{name}Function", (torch.autograd.Function,), {k: staticmethod(m) for k, m in methods.items()})
+    members = {k: staticmethod(m) for k, m in methods.items()}
+    members["generate_vmap_rule"] = True  # torch.func.vmap, grad and jacrev run it as it is
+    function = type(f"_{name}Function", (torch.autograd.Function,), members)
 
     def apply(*inputs, **attrs):
         result = function.apply(attrs, *inputs)

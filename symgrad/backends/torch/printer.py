@@ -34,12 +34,36 @@ class TorchPrinter(NamesakePrinter):
     modules = {"scipy.special": "torch.special", "numpy": "torch"}
     renames = {**RENAMES, **{name: name for name in STATIC}}
     missing = frozenset(f"scipy.special.{name}" for name in MISSING)
+    computes_requested = True  # the backward passes `ctx.needs_input_grad` as `needs_grad`
 
     def _module_format(self, fqn, register=True):
         if fqn in STATIC:  # numpy's, on tensors too
             with self._attribute_arithmetic():
                 return super()._module_format(fqn, register)
         return super()._module_format(fqn, register)
+
+    # --- shapes and ranks: a tensor's own, which torch.compile traces (numpy's break its graph) ---
+
+    def _shape_of(self, x: str) -> str:
+        return f"{x}.shape" if self._is_tensor(x) else super()._shape_of(x)
+
+    def _rank_of(self, x: str) -> str:
+        return f"{x}.ndim" if self._is_tensor(x) else super()._rank_of(x)
+
+    def _static_call(self, name: str, *args: str) -> str:
+        if name in ("numpy.shape", "numpy.ndim") and self._is_tensor(*args):
+            return self._shape_of(*args) if name == "numpy.shape" else self._rank_of(*args)
+        return super()._static_call(name, *args)
+
+    def _is_scalar(self, x: str) -> str:
+        return f"_scalar({x})"
+
+    def _ravelled(self, x: str) -> str:
+        return f"_flat({x})"
+
+    def _is_tensor(self, x: str) -> bool:
+        """Whether `x` names a tensor: a variable that is not an attribute, size or rank."""
+        return str(x).isidentifier() and str(x) not in self._static_names
 
     # --- special functions by what torch.special has ---
 
@@ -85,7 +109,7 @@ class TorchPrinter(NamesakePrinter):
         tuple of axes as all of them."""
         if value.batch_before is None:
             return super()._print_Reduce(value)
-        leading = f"tuple(range({self._static_call('numpy.ndim', value.x)} - {value.batch_before}))"
+        leading = f"tuple(range({self._rank_of(value.x)} - {value.batch_before}))"
         axes = f"{leading} + {value.axes}" if value.axes else leading
         keepdims = ", keepdims=True" if value.keepdims else ""
         return f"_over({self._module_format(f'numpy.{value.kind}')}, {value.x}, {axes}{keepdims})"
@@ -107,7 +131,7 @@ class TorchPrinter(NamesakePrinter):
         return f"{self._module_format('numpy.diagonal')}({value.x}, dim1=-2, dim2=-1)"
 
     def _print_Eye(self, value: ir.Eye):
-        size = f"{self._module_format('numpy.shape')}({value.x})[{value.axis}]"
+        size = f"{self._shape_of(value.x)}[{value.axis}]"
         return f"{self._module_format('numpy.eye')}({size}, dtype={value.x}.dtype)"
 
     def _print_Constant(self, value: ir.Constant):

@@ -108,6 +108,24 @@ def _polygamma(n, x):
     return result
 
 
+def _scalar(x):
+    """Whether an attribute is one number (numpy's `ndim(x) == 0`), in Python, which
+    torch.compile traces (a numpy call breaks its graph)."""
+    if isinstance(x, (tuple, list)):
+        return False
+    return isinstance(x, (int, float, torch.SymInt)) or getattr(x, "ndim", 0) == 0
+
+
+def _flat(x):
+    """The numbers of an attribute, a number or a (nested) sequence of them, in order
+    (numpy's `ravel`), in Python where it is not an array."""
+    if isinstance(x, (tuple, list)):
+        return [a for item in x for a in _flat(item)]
+    if isinstance(x, torch.Tensor):
+        return x.reshape(-1).tolist()
+    return [x] if _scalar(x) else list(np.ravel(x))
+
+
 def _sum_to_shape(g, shape):
     """Sum a broadcast gradient `g` back to `shape` (numpy's broadcasting rules reversed); a
     `g` that broadcasts to `shape` (a second order's cotangent of a broadcast input) is
@@ -145,13 +163,15 @@ def _linear_scan(x, by, axis, exclusive=False, reverse=False):
 
 def _gather(x, positions, axis, fill=0):
     """`x` read along `axis` (negative) at integer `positions`, whose axes replace that axis;
-    positions outside the axis read as `fill` (the padding of an index map)."""
+    positions outside the axis read as `fill` (the padding of an index map). Compiled, the
+    select is always made: whether every position is inside is known only at run time."""
     positions = torch.as_tensor(positions).long()
     size, at, count = x.shape[axis], x.ndim + axis, positions.ndim
     inside = (positions >= 0) & (positions < size)
-    taken = torch.movedim(x, axis, 0)[torch.where(inside, positions, 0)]
+    rows = torch.index_select(torch.movedim(x, axis, 0), 0, torch.where(inside, positions, 0).reshape(-1))
+    taken = torch.reshape(rows, tuple(positions.shape) + tuple(rows.shape[1:]))  # a 0-d position too
     taken = torch.movedim(taken, tuple(range(count)), tuple(range(at, at + count)))
-    if bool(inside.all()):
+    if not torch.compiler.is_compiling() and bool(inside.all()):  # eager: skip the select
         return taken
     inside = torch.reshape(inside, tuple(inside.shape) + (1,) * (-axis - 1))
     return torch.where(inside, taken, torch.as_tensor(fill, dtype=taken.dtype))
@@ -162,8 +182,8 @@ def _scatter_add(values, positions, trailing, size):
     last `trailing`) are summed into `size` slots at `positions`; positions outside 0..size-1
     are dropped (`index_add`, never a one-hot matrix)."""
     flat, slots, start = _scatter_layout(values, positions, trailing, size)
-    summed = torch.zeros((size,) + tuple(flat.shape[1:]), dtype=flat.dtype).index_add(0, slots, flat)
-    return torch.movedim(summed, 0, start)
+    summed = flat.new_zeros((size + 1,) + tuple(flat.shape[1:])).index_add(0, slots, flat)
+    return torch.movedim(summed[:size], 0, start)
 
 
 def _scatter_extremum(values, positions, trailing, size, kind):
@@ -172,24 +192,26 @@ def _scatter_extremum(values, positions, trailing, size, kind):
     slot (TensorFlow's unsorted segment max and min)."""
     flat, slots, start = _scatter_layout(values, positions, trailing, size)
     info = torch.finfo(flat.dtype)
-    result = torch.full((size,) + tuple(flat.shape[1:]), info.min if kind == "max" else info.max, dtype=flat.dtype)
+    result = flat.new_full((size + 1,) + tuple(flat.shape[1:]), info.min if kind == "max" else info.max)
     index = torch.reshape(slots, (-1,) + (1,) * (flat.ndim - 1)).expand(flat.shape)
     result = result.scatter_reduce(0, index, flat, "amax" if kind == "max" else "amin")
-    return torch.movedim(result, 0, start)
+    return torch.movedim(result[:size], 0, start)
 
 
 def _scatter_product(values, positions, trailing, size):
     """`_scatter_add`'s layout, the values at equal positions multiplied (1 in a slot no
     position names), as TensorFlow's unsorted segment prod."""
     flat, slots, start = _scatter_layout(values, positions, trailing, size)
-    ones = torch.ones((size,) + tuple(flat.shape[1:]), dtype=flat.dtype)
+    ones = flat.new_ones((size + 1,) + tuple(flat.shape[1:]))
     index = torch.reshape(slots, (-1,) + (1,) * (flat.ndim - 1)).expand(flat.shape)
-    return torch.movedim(ones.scatter_reduce(0, index, flat, "prod"), 0, start)
+    return torch.movedim(ones.scatter_reduce(0, index, flat, "prod")[:size], 0, start)
 
 
 def _scatter_layout(values, positions, trailing, size):
     """(rows, slots, start): `values` broadcast to the positions' axes (those before the last
-    `trailing`, which start at axis `start`), one row per position inside 0..size-1."""
+    `trailing`, which start at axis `start`), one row per position; a position outside
+    0..size-1 names slot `size`, one past the last, which the caller drops (a fixed shape,
+    as torch.compile needs: no boolean mask)."""
     positions = torch.as_tensor(positions).long()
     count = positions.ndim
     values = torch.reshape(values, (1,) * max(0, count + trailing - values.ndim) + tuple(values.shape))
@@ -199,7 +221,7 @@ def _scatter_layout(values, positions, trailing, size):
     moved = torch.movedim(values, tuple(range(start, start + count)), tuple(range(count)))
     flat, slots = torch.reshape(moved, (-1,) + tuple(moved.shape[count:])), torch.reshape(positions, (-1,))
     inside = (slots >= 0) & (slots < size)
-    return flat[inside], slots[inside], start
+    return flat, torch.where(inside, slots, size), start
 
 
 # --- windows: convolutions and pooling, channels last ---
@@ -216,7 +238,7 @@ def _window_span(x, pads, spans, fill=0):
     """`x` cut or padded with `fill` along its spatial axes so that spatial axis n holds
     `spans[n]` entries from position `-pads[n]` of `x`'s."""
     widths = [(max(p, 0), max(q - h - p, 0)) for p, q, h in zip(pads, spans, x.shape[1:-1])]
-    if any(w != (0, 0) for w in widths):
+    if any(before > 0 or after > 0 for before, after in widths):  # torch.compile: no tuple compared
         x = _pad_spatial(x, widths, fill)
     cut = tuple(slice(max(-p, 0), max(-p, 0) + q) for p, q in zip(pads, spans))
     return x[(slice(None),) + cut + (slice(None),)]
@@ -226,7 +248,7 @@ def _window_unspan(x, pads, sizes):
     """The adjoint view of `_window_span`: entries `pads[n]` to `pads[n] + sizes[n] - 1` of
     spatial axis n of `x`, zero where `x` has none."""
     widths = [(max(-p, 0), max(h + p - q, 0)) for p, h, q in zip(pads, sizes, x.shape[1:-1])]
-    if any(w != (0, 0) for w in widths):
+    if any(before > 0 or after > 0 for before, after in widths):
         x = _pad_spatial(x, widths)
     cut = tuple(slice(max(p, 0), max(p, 0) + h) for p, h in zip(pads, sizes))
     return x[(slice(None),) + cut + (slice(None),)]
@@ -270,11 +292,10 @@ def _depthwise_conv(x, f, strides, dilations, pads, sizes):
 def _transposed(linear, shape, dtype, g):
     """The transpose of the linear map `linear` (of a tensor of `shape` and `dtype`) at `g`,
     by autograd: how a convolution's gradients are the convolutions it transposes to,
-    differentiable again where the caller is differentiated (double backward)."""
-    differentiable = torch.is_grad_enabled()
-    with torch.enable_grad():
-        x = torch.zeros(shape, dtype=dtype, requires_grad=True)
-        return torch.autograd.grad(linear(x), x, g, create_graph=differentiable)[0]
+    differentiable again where the caller is differentiated (double backward). `torch.func.vjp`,
+    which torch.compile traces (a leaf requiring a gradient, made inside, breaks its graph)."""
+    _, pullback = torch.func.vjp(linear, g.new_zeros(shape, dtype=dtype))
+    return pullback(g)[0]
 
 
 def _conv_backprop_input(g, f, strides, dilations, pads, sizes):
