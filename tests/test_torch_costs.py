@@ -183,23 +183,3 @@ def test_library_saves_no_more_than_autograd(library):
             more[name] = (ours, theirs)
     assert more == {}
     assert ours_total < theirs_total
-
-
-# ops whose compiled graph still breaks, and why
-COMPILE_BREAKS = {
-    "Polygamma": "orders given as a tensor are looped over in Python (`torch.unique(n).tolist()`)",
-}
-
-
-@pytest.mark.exhaustive
-def test_library_compiles_with_fullgraph(torch, library):
-    """Every op of the library under torch.compile(fullgraph=True), forward and backward."""
-    failing = {}
-    for name, call in library.items():
-        if name in COMPILE_BREAKS:
-            continue
-        try:
-            _compiled_matches_eager(torch, call, dynamic=False)
-        except Exception as exc:  # collected: every op is tried
-            failing[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:150]}"
-    assert failing == {}

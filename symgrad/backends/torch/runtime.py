@@ -292,10 +292,16 @@ def _depthwise_conv(x, f, strides, dilations, pads, sizes):
 def _transposed(linear, shape, dtype, g):
     """The transpose of the linear map `linear` (of a tensor of `shape` and `dtype`) at `g`,
     by autograd: how a convolution's gradients are the convolutions it transposes to,
-    differentiable again where the caller is differentiated (double backward). `torch.func.vjp`,
-    which torch.compile traces (a leaf requiring a gradient, made inside, breaks its graph)."""
-    _, pullback = torch.func.vjp(linear, g.new_zeros(shape, dtype=dtype))
-    return pullback(g)[0]
+    differentiable again where the caller is differentiated (double backward). Compiled, by
+    `torch.func.vjp`, which torch.compile traces (a leaf made inside breaks its graph); eager,
+    by `torch.autograd.grad`, which saved-tensor hooks (offloading, checkpointing) allow."""
+    if torch.compiler.is_compiling():
+        _, pullback = torch.func.vjp(linear, g.new_zeros(shape, dtype=dtype))
+        return pullback(g)[0]
+    differentiable = torch.is_grad_enabled()
+    with torch.enable_grad():
+        x = torch.zeros(shape, dtype=dtype, requires_grad=True)
+        return torch.autograd.grad(linear(x), x, g, create_graph=differentiable)[0]
 
 
 def _conv_backprop_input(g, f, strides, dilations, pads, sizes):
