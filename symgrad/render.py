@@ -316,7 +316,7 @@ def _lines(statement, printer, op: ir.OpCode, printed: dict) -> list[str]:
     """A statement as lines; a recomputation guarded by the stages it computes, statements
     some gradients need by whether one of them is asked for (`needs_grad`)."""
     if isinstance(statement, ir.Unset):
-        return [" = ".join(statement.names) + " = None"]
+        return [str(statement)]
     if isinstance(statement, ir.Requested):
         lines = ["if " + " or ".join(f"needs_grad[{k}]" for k in statement.grads) + ":"]
         return lines + ["    " + line for s in statement.body for line in _lines(s, printer, op, printed)]

@@ -54,7 +54,8 @@ def test_backward_returns_none_where_autograd_asks_for_no_gradient(torch, torch_
     a, b = torch.tensor(RNG.normal(size=(3, 4))), torch.tensor(RNG.normal(size=(4, 2)))
     grad = torch.tensor(RNG.normal(size=(3, 2)))
     attrs = {"transpose_a": False, "transpose_b": False}  # passed to `apply` first, as one
-    ctx = SimpleNamespace(attrs=attrs, saved_tensors=(a, b), needs_input_grad=(False, False, True))
+    # as setup_context leaves it: MatMul's gradient reads both operands, so no input is a stand-in
+    ctx = SimpleNamespace(attrs=attrs, saved_tensors=(a, b), needs_input_grad=(False, False, True), standins={})
     function = mm._matmul_autograd.function
     assert issubclass(function, torch.autograd.Function) and function.__name__ == "_MatMulFunction"
     got = function.backward(ctx, grad)

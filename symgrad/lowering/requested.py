@@ -51,7 +51,7 @@ def _body_requested(body: tuple, results) -> tuple | None:
             grouped[-1] = ir.Requested(grouped[-1].grads, grouped[-1].body + (statement,))
         else:
             grouped.append(ir.Requested(tuple(sorted(read_by)), (statement,)))
-        unset += [t for t in _targets(statement) if t in results and len(read_by) < len(live) and t not in unset]
+        unset += [t for t in _targets(statement) if t in results and t not in unset]
     return (ir.Unset(tuple(sorted(unset, key=results.index))),) + tuple(grouped) if unset else tuple(grouped)
 
 

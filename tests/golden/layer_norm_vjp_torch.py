@@ -1,4 +1,15 @@
-def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, epsilon=0.001):
+def layer_norm_vjp(
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    y=None,
+    sum1=None,
+    affine1=None,
+    epsilon=0.001,
+    needs_grad=(True, True, True)
+):
     """Gradient of LayerNorm: one array per input (x, scale, offset).
 
     In index notation, next to the code computing it:
@@ -13,25 +24,34 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
             sqrt(affine1[batch]), i.e. `torch.einsum("...,...a->a", t12, t8)`
         grad_offset[i] = sum_batch grad[batch, i]
-            i.e. `_over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))`
+            i.e. `_over(torch.sum, grad, tuple(range(grad.ndim - 1)))`
     """
-    if sum1 is None or affine1 is None:
-        sum1 = torch.sum(x, axis=-1)
-        t0 = np.shape(x)[-1]
-        t1 = sum1[..., None]
-        t2 = torch.sum((x - t1 / t0) ** 2, axis=-1)
-        affine1 = epsilon + t2 / t0
-    t3 = affine1[..., None]
-    t4 = np.shape(x)[-1]
-    t5 = torch.einsum("a,...a->...", scale, grad)
-    t6 = t5[..., None]
-    t7 = sum1[..., None]
-    t8 = grad * (x - t7 / t4)
-    t9 = torch.einsum("a,...a->...", scale, t8)
-    t10 = t9[..., None]
-    t11 = 1 / t4
-    grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / torch.sqrt(t3)
-    t12 = 1 / torch.sqrt(affine1)
-    grad_scale = torch.einsum("...,...a->a", t12, t8)
-    grad_offset = _over(torch.sum, grad, tuple(range(np.ndim(grad) - 1)))
+    grad_x = grad_scale = grad_offset = None
+    if needs_grad[0] or needs_grad[1]:
+        if sum1 is None or affine1 is None:
+            sum1 = torch.sum(x, axis=-1)
+            t0 = x.shape[-1]
+            t1 = sum1[..., None]
+            t2 = torch.sum((x - t1 / t0) ** 2, axis=-1)
+            affine1 = epsilon + t2 / t0
+    if needs_grad[0]:
+        t3 = affine1[..., None]
+    if needs_grad[0] or needs_grad[1]:
+        t4 = x.shape[-1]
+    if needs_grad[0]:
+        t5 = torch.einsum("a,...a->...", scale, grad)
+        t6 = t5[..., None]
+    if needs_grad[0] or needs_grad[1]:
+        t7 = sum1[..., None]
+        t8 = grad * (x - t7 / t4)
+    if needs_grad[0]:
+        t9 = torch.einsum("a,...a->...", scale, t8)
+        t10 = t9[..., None]
+        t11 = 1 / t4
+        grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / torch.sqrt(t3)
+    if needs_grad[1]:
+        t12 = 1 / torch.sqrt(affine1)
+        grad_scale = torch.einsum("...,...a->a", t12, t8)
+    if needs_grad[2]:
+        grad_offset = _over(torch.sum, grad, tuple(range(grad.ndim - 1)))
     return grad_x, grad_scale, grad_offset

@@ -170,7 +170,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"{self._module_format('numpy.diagonal')}({value.x}, axis1=-2, axis2=-1)"
 
     def _print_NegativeAxis(self, value: ir.NegativeAxis):
-        rank = f"{self._rank_of(value.x)}"
+        rank = self._rank_of(value.x)
         rank = f"({rank} + 1)" if value.inserted else rank
         scalar = self._is_scalar(value.axis)
         return f"{value.axis} - {rank} if {scalar} and {value.axis} >= 0 else {value.axis}"
@@ -190,7 +190,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"{value.x}[..., {', '.join(value.subscript)}]"
 
     def _print_BroadcastTo(self, value: ir.BroadcastTo):
-        shape = f"{self._shape_of(value.like)}"
+        shape = self._shape_of(value.like)
         return f"{self._module_format('numpy.broadcast_to')}({self._print(value.value)}, {shape})"
 
     def _print_BroadcastToShape(self, value: ir.BroadcastToShape):
@@ -220,7 +220,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"{self._module_format('numpy.transpose')}({value.x}, {value.perm})"
 
     def _print_SumToShape(self, value: ir.SumToShape):
-        shape = f"{self._shape_of(value.like)}"
+        shape = self._shape_of(value.like)
         product = summed_product(value.value.expr)
         if product is None:
             return f"_sum_to_shape({self._print(value.value)}, {shape})"
@@ -257,7 +257,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"_scatter_add({value.values}, {value.positions}, {value.trailing}, {value.size})"
 
     def _print_NegativeAxes(self, value: ir.NegativeAxes):
-        rank = f"{self._rank_of(value.x)}"
+        rank = self._rank_of(value.x)
         return f"tuple(sorted(int(a) - {rank} if a >= 0 else int(a) for a in {self._ravelled(value.axes)}))"
 
     def _print_AsTuple(self, value: ir.AsTuple):
@@ -280,7 +280,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
     def _print_Rank(self, value: ir.Rank):
         if value.axis is not None:
             return f"{self._shape_of(value.x)}[{value.axis}]"
-        return f"{self._rank_of(value.x)}"
+        return self._rank_of(value.x)
 
     def _print_ZerosLike(self, value: ir.ZerosLike):
         return f"{self._module_format('numpy.zeros_like')}({value.like})"
@@ -299,7 +299,7 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         return f"{self._module_format('numpy.reshape')}({x}, {shape})"
 
     def _print_SplitAxis(self, value: ir.SplitAxis):
-        shape = f"{self._shape_of(value.x)}"
+        shape = self._shape_of(value.x)
         tail = f" + {shape}[{value.axis + 1}:]" if value.axis != -1 else ""
         sizes = ", ".join((*value.outer, "-1", *value.inner))
         return f"{self._module_format('numpy.reshape')}({value.x}, {shape}[:{value.axis}] + ({sizes}){tail})"

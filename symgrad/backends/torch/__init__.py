@@ -66,9 +66,8 @@ def _op(op: ir.OpCode, printer) -> dict:
 def _saved_text(op: ir.OpCode) -> str:
     """What the op's Function saves for its backward, in words: the values it reads, and the
     inputs of which it keeps only the shape."""
-    read = values_read(op.vjp)
-    values = [x for x in op.inputs if op.variadic or x in read] + [o for o in op.outputs if o in op.outputs_used]
-    shapes = [] if op.variadic else [x for x in op.inputs if x not in read]
+    shapes = shapes_only(op)
+    values = [x for x in op.inputs if x not in shapes] + [o for o in op.outputs if o in op.outputs_used]
     parts = [", ".join(values + list(op.stages))] if values or op.stages else []
     parts += [f"the shape{'s' if len(shapes) > 1 else ''} of {', '.join(shapes)}"] if shapes else []
     return " and ".join(parts) or "nothing"
@@ -82,12 +81,21 @@ def _autograd_call(op: ir.OpCode, forward: str) -> str:
     read = [o for o in op.outputs if o in op.outputs_used]
     options = [f"read={names_literal(read)}"] if read else []
     options += [f"stages={names_literal(list(op.stages))}"] if op.stages else []
-    shapes_only = [] if op.variadic else [x for x in op.inputs if x not in values_read(op.vjp)]
-    options += [f"shapes_only={names_literal(shapes_only)}"] if shapes_only else []
+    shapes = shapes_only(op)
+    options += [f"shapes_only={names_literal(shapes)}"] if shapes else []
     if op.list_output and op.stages:
         raise LoweringError(f"{op.name}: a list output with stages has no PyTorch Function")
     arguments = [f'"{op.name}"', forward, f"{op.func_name}_vjp", outputs_literal(op)] + options
     return f"_autograd_function({', '.join(arguments)})"
+
+
+def shapes_only(op: ir.OpCode) -> list[str]:
+    """The inputs whose values the op's gradient does not read, only their shapes (a list
+    input is saved whole)."""
+    if op.variadic:
+        return []
+    read = values_read(op.vjp)
+    return [x for x in op.inputs if x not in read]
 
 
 def values_read(function: ir.Function) -> set[str]:
