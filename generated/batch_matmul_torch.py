@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op the adjoint when its flag is set (declared at ops/batch_matmul.py:12); differentiated by batch_mat_mul_v2_vjp, saving x, y."""
+    """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op the adjoint when its flag is set (declared at ops/batch_matmul.py:12); differentiated by batch_mat_mul_v2_vjp, saving x (for y's gradient), y (for x's gradient)."""
     return _batch_mat_mul_v2_autograd(x, y, adj_x=adj_x, adj_y=adj_y)
 
 
@@ -112,12 +112,16 @@ def batch_mat_mul_v2_vjp(
 
 
 _batch_mat_mul_v2_autograd = _autograd_function(
-    "BatchMatMulV2", batch_mat_mul_v2_forward, batch_mat_mul_v2_vjp, "output"
+    "BatchMatMulV2",
+    batch_mat_mul_v2_forward,
+    batch_mat_mul_v2_vjp,
+    "output",
+    reads={"x": "y", "y": "x"},
 )
 
 
 def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:22); differentiated by batch_mat_mul_vjp, saving x, y."""
+    """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:22); differentiated by batch_mat_mul_vjp, saving x (for y's gradient), y (for x's gradient)."""
     return _batch_mat_mul_autograd(x, y, adj_x=adj_x, adj_y=adj_y)
 
 
@@ -210,12 +214,12 @@ def batch_mat_mul_vjp(
 
 
 _batch_mat_mul_autograd = _autograd_function(
-    "BatchMatMul", batch_mat_mul_forward, batch_mat_mul_vjp, "output"
+    "BatchMatMul", batch_mat_mul_forward, batch_mat_mul_vjp, "output", reads={"x": "y", "y": "x"}
 )
 
 
 def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
-    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:28); differentiated by batch_mat_mul_v3_vjp, saving x, y."""
+    """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:28); differentiated by batch_mat_mul_v3_vjp, saving x (for y's gradient), y (for x's gradient)."""
     return _batch_mat_mul_v3_autograd(x, y, adj_x=adj_x, adj_y=adj_y)
 
 
@@ -308,5 +312,9 @@ def batch_mat_mul_v3_vjp(
 
 
 _batch_mat_mul_v3_autograd = _autograd_function(
-    "BatchMatMulV3", batch_mat_mul_v3_forward, batch_mat_mul_v3_vjp, "output"
+    "BatchMatMulV3",
+    batch_mat_mul_v3_forward,
+    batch_mat_mul_v3_vjp,
+    "output",
+    reads={"x": "y", "y": "x"},
 )

@@ -110,7 +110,7 @@ _subtract_autograd = _autograd_function(
 
 
 def multiply(x, y):
-    """Mul: z = x * y (declared at ops/binary.py:34); differentiated by multiply_vjp, saving x, y."""
+    """Mul: z = x * y (declared at ops/binary.py:34); differentiated by multiply_vjp, saving x (for y's gradient), y (for x's gradient)."""
     return _multiply_autograd(x, y)
 
 
@@ -137,7 +137,9 @@ def multiply_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     return grad_x, grad_y
 
 
-_multiply_autograd = _autograd_function("Mul", multiply_forward, multiply_vjp, "z")
+_multiply_autograd = _autograd_function(
+    "Mul", multiply_forward, multiply_vjp, "z", reads={"x": "y", "y": "x"}
+)
 
 
 def real_div(x, y):
@@ -211,7 +213,7 @@ _div_autograd = _autograd_function("Div", div_forward, div_vjp, "z", read="z", s
 
 
 def mul_no_nan(x, y):
-    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:52); differentiated by mul_no_nan_vjp, saving x, y."""
+    """MulNoNan: z = x * y, and 0 where y == 0 even if x is infinite or NaN (declared at ops/binary.py:52); differentiated by mul_no_nan_vjp, saving x (for y's gradient), y (for x's gradient)."""
     return _mul_no_nan_autograd(x, y)
 
 
@@ -236,7 +238,9 @@ def mul_no_nan_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     return grad_x, grad_y
 
 
-_mul_no_nan_autograd = _autograd_function("MulNoNan", mul_no_nan_forward, mul_no_nan_vjp, "z")
+_mul_no_nan_autograd = _autograd_function(
+    "MulNoNan", mul_no_nan_forward, mul_no_nan_vjp, "z", reads={"x": "y", "y": "x"}
+)
 
 
 def floor_div(x, y):
@@ -283,7 +287,7 @@ _truncate_div_autograd = _autograd_function(
 
 
 def floor_mod(x, y):
-    """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:74); differentiated by floor_mod_vjp, saving x, y."""
+    """FloorMod: z = x - y * floor(x / y), with the sign of y (declared at ops/binary.py:74); differentiated by floor_mod_vjp, saving x (for y's gradient), y (for y's gradient)."""
     return _floor_mod_autograd(x, y)
 
 
@@ -308,7 +312,9 @@ def floor_mod_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     return grad_x, grad_y
 
 
-_floor_mod_autograd = _autograd_function("FloorMod", floor_mod_forward, floor_mod_vjp, "z")
+_floor_mod_autograd = _autograd_function(
+    "FloorMod", floor_mod_forward, floor_mod_vjp, "z", reads={"x": "", "y": "x y"}
+)
 
 
 def power(x, y):
@@ -630,7 +636,7 @@ _xlog1py_autograd = _autograd_function("Xlog1py", xlog1py_forward, xlog1py_vjp, 
 
 
 def div_no_nan(x, y):
-    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:139); differentiated by div_no_nan_vjp, saving x, y."""
+    """DivNoNan: z = x / y, and 0 where y == 0 (declared at ops/binary.py:139); differentiated by div_no_nan_vjp, saving x (for y's gradient), y."""
     return _div_no_nan_autograd(x, y)
 
 
@@ -671,7 +677,9 @@ def div_no_nan_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     return grad_x, grad_y
 
 
-_div_no_nan_autograd = _autograd_function("DivNoNan", div_no_nan_forward, div_no_nan_vjp, "z")
+_div_no_nan_autograd = _autograd_function(
+    "DivNoNan", div_no_nan_forward, div_no_nan_vjp, "z", reads={"x": "y", "y": "x y"}
+)
 
 
 def next_after(x1, x2):

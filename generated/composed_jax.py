@@ -28,10 +28,13 @@ def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     sum1 = jnp.sum(x, axis=-1)
     t0 = jnp.shape(x)[-1]
     t1 = sum1[..., None]
-    t2 = jnp.sum((x - t1 / t0) ** 2, axis=-1)
-    affine1 = epsilon + t2 / t0
-    t3 = affine1[..., None]
-    y = offset + scale * (x - t1 / t0) / jnp.sqrt(t3)
+    t2 = 1 / t0
+    t3 = -t1 * t2
+    t4 = t3 + x
+    t5 = jnp.sum(t4**2, axis=-1)
+    affine1 = epsilon + t2 * t5
+    t6 = affine1[..., None]
+    y = offset + scale * t4 / jnp.sqrt(t6)
     if return_stages:  # for layer_norm_vjp(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -48,9 +51,9 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
             - sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * (x[batch, k] - sum1[batch] /
                 N) * scale[i] / (N * affine1[batch]**(3/2))
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            i.e. `(grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / jnp.sqrt(t3)`
+            i.e. `(grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / jnp.sqrt(t3)`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `jnp.einsum("...,...a->a", t12, t8, optimize=True)`
+            sqrt(affine1[batch]), i.e. `jnp.einsum("...,...a->a", t14, t11, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))`
     """
@@ -65,13 +68,15 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
     t5 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
     t6 = t5[..., None]
     t7 = sum1[..., None]
-    t8 = grad * (x - t7 / t4)
-    t9 = jnp.einsum("a,...a->...", scale, t8, optimize=True)
-    t10 = t9[..., None]
-    t11 = 1 / t4
-    grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / jnp.sqrt(t3)
-    t12 = 1 / jnp.sqrt(affine1)
-    grad_scale = jnp.einsum("...,...a->a", t12, t8, optimize=True)
+    t8 = 1 / t4
+    t9 = -t7 * t8
+    t10 = t9 + x
+    t11 = grad * t10
+    t12 = jnp.einsum("a,...a->...", scale, t11, optimize=True)
+    t13 = t12[..., None]
+    grad_x = (grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / jnp.sqrt(t3)
+    t14 = 1 / jnp.sqrt(affine1)
+    grad_scale = jnp.einsum("...,...a->a", t14, t11, optimize=True)
     grad_offset = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -89,10 +94,11 @@ def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages
     sum1 = jnp.sum(x, axis=-1)
     t0 = jnp.shape(x)[-1]
     t1 = jnp.sum(x**2, axis=-1)
-    affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
-    t2 = affine1[..., None]
-    t3 = sum1[..., None]
-    y = offset + scale * (x - t3 / t0) / jnp.sqrt(t2)
+    t2 = 1 / t0
+    affine1 = epsilon - sum1**2 / t0**2 + t1 * t2
+    t3 = affine1[..., None]
+    t4 = sum1[..., None]
+    y = offset + scale * (-t2 * t4 + x) / jnp.sqrt(t3)
     if return_stages:  # for layer_norm_moments_vjp(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -108,14 +114,14 @@ def layer_norm_moments_vjp(
         affine1[batch] = epsilon + sum_k x[batch, k]**2 / N - sum1[batch]**2 / N**2
             i.e. `epsilon - sum1**2 / t0**2 + t1 / t0`
         grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
-            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t5 / affine1 ** (3 / 2)`
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
         grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
             + 2 * grad_affine1[batch] * x[batch, k] / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2`
+            i.e. `grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `jnp.einsum("...,...a->a", t13, t4, optimize=True)`
+            sqrt(affine1[batch]), i.e. `jnp.einsum("...,...a->a", t13, t5, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))`
     """
@@ -126,19 +132,19 @@ def layer_norm_moments_vjp(
         affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = jnp.shape(x)[-1]
     t3 = sum1[..., None]
-    t4 = grad * (x - t3 / t2)
-    t5 = jnp.einsum("a,...a->...", scale, t4, optimize=True)
-    grad_affine1 = -1 / 2 * t5 / affine1 ** (3 / 2)
-    t6 = affine1[..., None]
-    t7 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
-    t8 = t7[..., None]
-    t9 = grad_affine1[..., None]
-    t10 = 1 / jnp.sqrt(t6)
-    t11 = 2 * t9
-    t12 = 1 / t2
-    grad_x = grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2
+    t4 = 1 / t2
+    t5 = grad * (-t3 * t4 + x)
+    t6 = jnp.einsum("a,...a->...", scale, t5, optimize=True)
+    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
+    t7 = affine1[..., None]
+    t8 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
+    t9 = t8[..., None]
+    t10 = grad_affine1[..., None]
+    t11 = 1 / jnp.sqrt(t7)
+    t12 = 2 * t10
+    grad_x = grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2
     t13 = 1 / jnp.sqrt(affine1)
-    grad_scale = jnp.einsum("...,...a->a", t13, t4, optimize=True)
+    grad_scale = jnp.einsum("...,...a->a", t13, t5, optimize=True)
     grad_offset = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -159,10 +165,12 @@ def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stage
     t1 = jnp.shape(x)[-3]
     t2 = jnp.shape(x)[-2]
     t3 = jnp.sum(x, axis=(-4, -3, -2))
-    mean = t3 / (t0 * t1 * t2)
-    t4 = jnp.sum((-mean + x) ** 2, axis=(-4, -3, -2))
-    variance = t4 / (t0 * t1 * t2)
-    y = offset + scale * (-mean + x) / jnp.sqrt(epsilon + variance)
+    t4 = 1 / (t0 * t1 * t2)
+    mean = t3 * t4
+    t5 = -mean + x
+    t6 = jnp.sum(t5**2, axis=(-4, -3, -2))
+    variance = t4 * t6
+    y = offset + scale * t5 / jnp.sqrt(epsilon + variance)
     if return_stages:  # for batch_norm_training_vjp(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
     return y
@@ -177,17 +185,14 @@ def batch_norm_training_vjp(
         mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         variance[c] = sum_{b, h, w} (-mean[c] + x[b, h, w, c])**2 / (B * H * W)
             i.e. `t4 / (t0 * t1 * t2)`
-        grad_variance[c] = -sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * scale[c] /
-            (2 * (epsilon + variance[c])**(3/2))
-            i.e. `-1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)`
         grad_x[i, j, k, c] = grad[i, j, k, c] * scale[c] / sqrt(epsilon + variance[c])
-            + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
+            - sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * (-mean[c] + x[i, j, k,
+                c]) * scale[c] / (B * H * W * (epsilon + variance[c])**(3/2))
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
-            - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
-            i.e. `grad * t11 - t10 * t11 * t13 + t12 * t13 * (-mean + x) - t12 * (-mean * t6 * ...`
+            i.e. `scale * t13 * (grad - t10 * t12 * t9 / t11 - t12 * t8)`
         grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
-            variance[c]), i.e. `t5 / jnp.sqrt(epsilon + variance)`
-        grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `jnp.sum(grad, axis=(-4, -3, -2))`
+            variance[c]), i.e. `t10 * t13`
+        grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t8`
     """
     if mean is None or variance is None:
         t0 = jnp.shape(x)[-4]
@@ -197,24 +202,18 @@ def batch_norm_training_vjp(
         mean = t3 / (t0 * t1 * t2)
         t4 = jnp.sum((-mean + x) ** 2, axis=(-4, -3, -2))
         variance = t4 / (t0 * t1 * t2)
-    t5 = jnp.sum(grad * (-mean + x), axis=(-4, -3, -2))
-    grad_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
-    t6 = jnp.shape(x)[-4]
-    t7 = jnp.shape(x)[-3]
-    t8 = jnp.shape(x)[-2]
-    t9 = jnp.sum(x, axis=(-4, -3, -2))
-    t10 = jnp.sum(grad, axis=(-4, -3, -2))
-    t11 = scale / jnp.sqrt(epsilon + variance)
-    t12 = 2 * grad_variance
-    t13 = 1 / (t6 * t7 * t8)
-    grad_x = (
-        grad * t11
-        - t10 * t11 * t13
-        + t12 * t13 * (-mean + x)
-        - t12 * (-mean * t6 * t7 * t8 + t9) / (t6**2 * t7**2 * t8**2)
-    )
-    grad_scale = t5 / jnp.sqrt(epsilon + variance)
-    grad_offset = jnp.sum(grad, axis=(-4, -3, -2))
+    t5 = jnp.shape(x)[-4]
+    t6 = jnp.shape(x)[-3]
+    t7 = jnp.shape(x)[-2]
+    t8 = jnp.sum(grad, axis=(-4, -3, -2))
+    t9 = -mean + x
+    t10 = jnp.sum(grad * t9, axis=(-4, -3, -2))
+    t11 = epsilon + variance
+    t12 = 1 / (t5 * t6 * t7)
+    t13 = 1 / jnp.sqrt(t11)
+    grad_x = scale * t13 * (grad - t10 * t12 * t9 / t11 - t12 * t8)
+    grad_scale = t10 * t13
+    grad_offset = t8
     return grad_x, grad_scale, grad_offset
 
 
@@ -237,19 +236,20 @@ def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stag
     t1 = jnp.shape(x_split)[-4]
     t2 = jnp.shape(x_split)[-3]
     t3 = jnp.sum(x_split, axis=(-4, -3, -1))
-    mean = t3 / (t0 * t1 * t2)
-    t4 = mean[..., None, None, :, None]
-    t5 = jnp.sum((-t4 + x_split) ** 2, axis=(-4, -3, -1))
-    variance = t5 / (t0 * t1 * t2)
-    t6 = variance[..., None, None, :, None]
-    t7 = jnp.shape(x_split)[-5]
-    t8 = jnp.shape(x_split)[-4]
-    t9 = jnp.shape(x_split)[-3]
-    t10 = jnp.shape(x_split)[-2]
-    t11 = jnp.shape(x_split)[-1]
+    t4 = 1 / (t0 * t1 * t2)
+    mean = t3 * t4
+    t5 = mean[..., None, None, :, None]
+    t6 = -t5 + x_split
+    t7 = jnp.sum(t6**2, axis=(-4, -3, -1))
+    variance = t4 * t7
+    t8 = variance[..., None, None, :, None]
+    t9 = jnp.shape(x_split)[-5]
+    t10 = jnp.shape(x_split)[-4]
+    t11 = jnp.shape(x_split)[-3]
+    t12 = jnp.shape(x_split)[-2]
+    t13 = jnp.shape(x_split)[-1]
     y = jnp.reshape(
-        offset_split + scale_split * (-t4 + x_split) / jnp.sqrt(epsilon + t6),
-        (t7, t8, t9, t10 * t11),
+        offset_split + scale_split * t6 / jnp.sqrt(epsilon + t8), (t9, t10, t11, t12 * t13)
     )
     if return_stages:  # for group_norm_vjp(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
@@ -265,19 +265,15 @@ def group_norm_vjp(
         mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t4 / (t1 * t2 * t3)`
         variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
             i.e. `t6 / (t1 * t2 * t3)`
-        grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
-            * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
-            i.e. `-1 / 2 * t9 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
-            + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
+            - sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) * (-mean[b, g] +
+                x[b, i, j, g, k]) * scale[g, c] / (C * H * W * (epsilon + variance[b, g])**(3/2))
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
-            - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
-                H**2 * W**2)
-            i.e. `jnp.reshape(grad * scale_split * t23 - t15 * t23 * t24 + t24 * t25 * (-t7 + ...`
+            i.e. `jnp.reshape((grad * scale_split - t12 * t23 - t14 * t17 * t23 / t22) / ...`
         grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
-            sqrt(epsilon + variance[b, g]), i.e. `jnp.reshape(t27, (t22 * t0,))`
-        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `jnp.reshape(t28, (t22 * t0,))`
+            sqrt(epsilon + variance[b, g]), i.e. `jnp.reshape(t25, (t21 * t0,))`
+        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `jnp.reshape(t26, (t21 * t0,))`
     """
     x_split = jnp.reshape(x, jnp.shape(x)[:-1] + (groups, -1))
     scale_split = jnp.reshape(scale, jnp.shape(scale)[:-1] + (groups, -1))
@@ -293,38 +289,32 @@ def group_norm_vjp(
         t5 = mean[..., None, None, :, None]
         t6 = jnp.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
         variance = t6 / (t1 * t2 * t3)
-    t7 = mean[..., None, None, :, None]
-    t8 = grad * (-t7 + x_split)
-    t9 = jnp.einsum("ab,cdeab->ca", scale_split, t8, optimize=True)
-    grad_variance = -1 / 2 * t9 / (epsilon + variance) ** (3 / 2)
-    t10 = variance[..., None, None, :, None]
-    t11 = jnp.shape(x_split)[-1]
-    t12 = jnp.shape(x_split)[-4]
-    t13 = jnp.shape(x_split)[-3]
-    t14 = jnp.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
-    t15 = t14[..., None, None, :, None]
-    t16 = jnp.transpose(x_split, (0, 4, 2, 3, 1))
-    t17 = jnp.sum(t16, axis=(-4, -3, -1), keepdims=True)
-    t18 = grad_variance[..., None, None, :, None]
-    t19 = jnp.shape(x_split)[-5]
-    t20 = jnp.shape(x_split)[-4]
-    t21 = jnp.shape(x_split)[-3]
-    t22 = jnp.shape(x_split)[-2]
-    t23 = 1 / jnp.sqrt(epsilon + t10)
-    t24 = 1 / (t11 * t12 * t13)
-    t25 = 2 * t18
+    t7 = variance[..., None, None, :, None]
+    t8 = jnp.shape(x_split)[-1]
+    t9 = jnp.shape(x_split)[-4]
+    t10 = jnp.shape(x_split)[-3]
+    t11 = jnp.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
+    t12 = t11[..., None, None, :, None]
+    t13 = mean[..., None, None, :, None]
+    t14 = -t13 + x_split
+    t15 = grad * t14
+    t16 = jnp.einsum("ab,cdeab->ca", scale_split, t15, optimize=True)
+    t17 = t16[..., None, None, :, None]
+    t18 = jnp.shape(x_split)[-5]
+    t19 = jnp.shape(x_split)[-4]
+    t20 = jnp.shape(x_split)[-3]
+    t21 = jnp.shape(x_split)[-2]
+    t22 = epsilon + t7
+    t23 = 1 / (t10 * t8 * t9)
     grad_x = jnp.reshape(
-        grad * scale_split * t23
-        - t15 * t23 * t24
-        + t24 * t25 * (-t7 + x_split)
-        - t25 * (-t11 * t12 * t13 * t7 + t17) / (t11**2 * t12**2 * t13**2),
-        (t19, t20, t21, t22 * t0),
+        (grad * scale_split - t12 * t23 - t14 * t17 * t23 / t22) / jnp.sqrt(t22),
+        (t18, t19, t20, t21 * t0),
     )
-    t26 = 1 / jnp.sqrt(epsilon + variance)
-    t27 = jnp.einsum("ab,acdbe->be", t26, t8, optimize=True)
-    grad_scale = jnp.reshape(t27, (t22 * t0,))
-    t28 = jnp.sum(grad, axis=(-5, -4, -3))
-    grad_offset = jnp.reshape(t28, (t22 * t0,))
+    t24 = 1 / jnp.sqrt(epsilon + variance)
+    t25 = jnp.einsum("ab,acdbe->be", t24, t15, optimize=True)
+    grad_scale = jnp.reshape(t25, (t21 * t0,))
+    t26 = jnp.sum(grad, axis=(-5, -4, -3))
+    grad_offset = jnp.reshape(t26, (t21 * t0,))
     return grad_x, grad_scale, grad_offset
 
 
@@ -343,9 +333,10 @@ def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
     scores = mask + t1 * float(1 / np.sqrt(t0))
     ext1 = jnp.max(scores, axis=-1)
     t2 = ext1[..., None]
-    sum1 = jnp.sum(jnp.exp(scores - t2), axis=-1)
-    t3 = sum1[..., None]
-    weights = jnp.exp(scores - t2) / t3
+    t3 = jnp.exp(scores - t2)
+    sum1 = jnp.sum(t3, axis=-1)
+    t4 = sum1[..., None]
+    weights = t3 / t4
     output = weights @ v
     if return_stages:  # for scaled_dot_product_attention_vjp(..., **stages): not computed again
         return output, {"weights": weights}
@@ -369,9 +360,9 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, *, output=None, weight
             - sum_j grad_weights[batch, i, j] * weights[batch, i, j] * weights[batch, i, l]
             i.e. `weights * (grad_weights - t4)`
         grad_q[batch, i, d] = sum_j grad_scores[batch, i, j] * k[batch, j, d] / sqrt(D)
-            i.e. `t6 * float(1 / np.sqrt(t5))`
+            i.e. `t6 * t7`
         grad_k[batch, j, d] = sum_i grad_scores[batch, i, j] * q[batch, i, d] / sqrt(D)
-            i.e. `t7 * float(1 / np.sqrt(t5))`
+            i.e. `t7 * t8`
         grad_v[batch, j, e] = sum_i grad[batch, i, e] * weights[batch, i, j]
             i.e. `jnp.swapaxes(weights, -1, -2) @ grad`
         grad_mask[batch, i, j] = grad_scores[batch, i, j], i.e. `grad_scores`
@@ -390,10 +381,11 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, *, output=None, weight
     grad_scores = weights * (grad_weights - t4)
     t5 = jnp.shape(q)[-1]
     t6 = grad_scores @ k
-    grad_q = t6 * float(1 / np.sqrt(t5))
+    t7 = float(1 / np.sqrt(t5))
+    grad_q = t6 * t7
     grad_q = _sum_to_shape(grad_q, np.shape(q))
-    t7 = jnp.swapaxes(grad_scores, -1, -2) @ q
-    grad_k = t7 * float(1 / np.sqrt(t5))
+    t8 = jnp.swapaxes(grad_scores, -1, -2) @ q
+    grad_k = t7 * t8
     grad_k = _sum_to_shape(grad_k, np.shape(k))
     grad_v = jnp.swapaxes(weights, -1, -2) @ grad
     grad_v = _sum_to_shape(grad_v, np.shape(v))
@@ -482,10 +474,10 @@ def cosine_similarity_vjp(grad, x, y, *, output=None, sum1=None, sum2=None, epsi
             i.e. `grad / jnp.sqrt(epsilon + sum1 * sum2)`
         grad_x[batch, d] = grad_sum3[batch] * y[batch, d]
             - grad[batch] * output[batch] * sum2[batch] * x[batch, d] / (epsilon + sum1[batch] *
-                sum2[batch]), i.e. `t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)`
+                sum2[batch]), i.e. `t0 * y - t2 * t3 * t4 * t5 * x`
         grad_y[batch, d] = grad_sum3[batch] * x[batch, d]
             - grad[batch] * output[batch] * sum1[batch] * y[batch, d] / (epsilon + sum1[batch] *
-                sum2[batch]), i.e. `t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)`
+                sum2[batch]), i.e. `t0 * x - t1 * t3 * t4 * t5 * y`
     """
     if output is None:
         output = cosine_similarity_forward(x, y, epsilon=epsilon)
@@ -498,9 +490,10 @@ def cosine_similarity_vjp(grad, x, y, *, output=None, sum1=None, sum2=None, epsi
     t2 = sum2[..., None]
     t3 = output[..., None]
     t4 = grad[..., None]
-    grad_x = t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)
+    t5 = 1 / (epsilon + t1 * t2)
+    grad_x = t0 * y - t2 * t3 * t4 * t5 * x
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    grad_y = t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)
+    grad_y = t0 * x - t1 * t3 * t4 * t5 * y
     grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
@@ -625,8 +618,7 @@ def bias_gelu_vjp(grad, x, bias, *, y=None):
                 sqrt(pi))
             + 26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch,
                 c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch,
-                c])**3 / (400000 * sqrt(pi))
-            i.e. `(1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)`
+                c])**3 / (400000 * sqrt(pi)), i.e. `(1 / 400000) * t4`
         grad_bias[c] = sum_batch (26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 *
             (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c]
             + x[batch, c])**3 / (400000 * sqrt(pi)) + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) *
@@ -639,8 +631,8 @@ def bias_gelu_vjp(grad, x, bias, *, y=None):
     t1 = t0**3
     t2 = jnp.tanh(0.7978845608028654 * (t0 + (8943 / 200000) * t1))
     t3 = 0.7978845608028654 * (1 - t2**2)
-    grad_x = (1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
     t4 = grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
+    grad_x = (1 / 400000) * t4
     t5 = jnp.sum(t4, axis=tuple(range(jnp.ndim(t4) - 1)))
     grad_bias = (1 / 400000) * t5
     return grad_x, grad_bias

@@ -19,10 +19,13 @@ def layer_norm(x, scale, offset, *, epsilon=0.001, return_stages=False):
     sum1 = np.sum(x, axis=-1)
     t0 = np.shape(x)[-1]
     t1 = sum1[..., None]
-    t2 = np.sum((x - t1 / t0) ** 2, axis=-1)
-    affine1 = epsilon + t2 / t0
-    t3 = affine1[..., None]
-    y = offset + scale * (x - t1 / t0) / np.sqrt(t3)
+    t2 = 1 / t0
+    t3 = -t1 * t2
+    t4 = t3 + x
+    t5 = np.sum(t4**2, axis=-1)
+    affine1 = epsilon + t2 * t5
+    t6 = affine1[..., None]
+    y = offset + scale * t4 / np.sqrt(t6)
     if return_stages:  # for layer_norm_grad(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -39,9 +42,9 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
             - sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * (x[batch, k] - sum1[batch] /
                 N) * scale[i] / (N * affine1[batch]**(3/2))
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            i.e. `(grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / np.sqrt(t3)`
+            i.e. `(grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / np.sqrt(t3)`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t12, t8, optimize=True)`
+            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t14, t11, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))`
     """
@@ -56,13 +59,15 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
     t5 = np.einsum("a,...a->...", scale, grad, optimize=True)
     t6 = t5[..., None]
     t7 = sum1[..., None]
-    t8 = grad * (x - t7 / t4)
-    t9 = np.einsum("a,...a->...", scale, t8, optimize=True)
-    t10 = t9[..., None]
-    t11 = 1 / t4
-    grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / np.sqrt(t3)
-    t12 = 1 / np.sqrt(affine1)
-    grad_scale = np.einsum("...,...a->a", t12, t8, optimize=True)
+    t8 = 1 / t4
+    t9 = -t7 * t8
+    t10 = t9 + x
+    t11 = grad * t10
+    t12 = np.einsum("a,...a->...", scale, t11, optimize=True)
+    t13 = t12[..., None]
+    grad_x = (grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / np.sqrt(t3)
+    t14 = 1 / np.sqrt(affine1)
+    grad_scale = np.einsum("...,...a->a", t14, t11, optimize=True)
     grad_offset = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -97,62 +102,63 @@ def layer_norm_grad_grad(
     grad_vjp_sum1 = np.sum(grad_vjp_x, axis=-1)
     t5 = np.shape(grad)[-1]
     t6 = sum1[..., None]
-    t7 = np.sum(grad_vjp_x * (x - t6 / t5), axis=-1)
-    grad_vjp_affine1 = 2 * t7 / t5
-    t8 = affine1[..., None]
-    t9 = grad_vjp_sum1[..., None]
-    t10 = grad_vjp_affine1[..., None]
-    t11 = 1 / np.sqrt(t8)
-    t12 = scale * t11
-    t13 = 1 / t5
-    t14 = -t13 * t6 + x
+    t7 = 1 / t5
+    t8 = -t6 * t7
+    t9 = t8 + x
+    t10 = np.sum(grad_vjp_x * t9, axis=-1)
+    grad_vjp_affine1 = 2 * t10 * t7
+    t11 = affine1[..., None]
+    t12 = grad_vjp_sum1[..., None]
+    t13 = grad_vjp_affine1[..., None]
+    t14 = 1 / np.sqrt(t11)
+    t15 = scale * t14
+    t16 = 1 / t11 ** (3 / 2)
     grad_grad = (
         grad_vjp_offset
-        + grad_vjp_scale * t11 * t14
-        + grad_vjp_x * t12
-        - 1 / 2 * scale * t10 * t14 / t8 ** (3 / 2)
-        - t12 * t13 * t9
+        + grad_vjp_scale * t14 * t9
+        + grad_vjp_x * t15
+        - 1 / 2 * scale * t13 * t16 * t9
+        - t12 * t15 * t7
     )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t15 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
-    t16 = t15[..., None]
-    t17 = vjp_affine1[..., None]
-    t18 = np.sum(grad_vjp_x, axis=-1, keepdims=True)
-    t19 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t20 = t19[..., None]
-    t21 = grad * (x - t6 / t5)
-    t22 = np.einsum("a,...a->...", grad_vjp_scale, t21, optimize=True)
-    t23 = t22[..., None]
-    t24 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
+    t17 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
+    t18 = t17[..., None]
+    t19 = vjp_affine1[..., None]
+    t20 = np.sum(grad_vjp_x, axis=-1, keepdims=True)
+    t21 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t22 = t21[..., None]
+    t23 = grad * t9
+    t24 = np.einsum("a,...a->...", grad_vjp_scale, t23, optimize=True)
     t25 = t24[..., None]
-    t26 = np.einsum("a,...a->...", scale, t21, optimize=True)
+    t26 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
     t27 = t26[..., None]
-    t28 = 2 * t17
-    t29 = 1 / t5**2
-    t30 = 1 / t8 ** (3 / 2)
-    t31 = (1 / 2) * t10
-    t32 = t13 * t30
-    t33 = t14 * t32
+    t28 = np.einsum("a,...a->...", scale, t23, optimize=True)
+    t29 = t28[..., None]
+    t30 = 2 * t19
+    t31 = 1 / t5**2
+    t32 = (1 / 2) * t13
+    t33 = t16 * t7
+    t34 = t33 * t9
     grad_x = (
-        grad * grad_vjp_scale * t11
-        - grad * scale * t30 * t31
-        + grad_vjp_x * t13 * t28
-        + (3 / 2) * t10 * t13 * t14 * t27 / t8 ** (5 / 2)
-        - t11 * t13 * t16
-        + t14 * t20 * t29 * t30 * t9
-        - t18 * t28 * t29
-        + t20 * t31 * t32
-        - t23 * t33
-        - t25 * t33
+        grad * grad_vjp_scale * t14
+        - grad * scale * t16 * t32
+        + grad_vjp_x * t30 * t7
+        + t12 * t16 * t22 * t31 * t9
+        - t14 * t18 * t7
+        - t20 * t30 * t31
+        + t22 * t32 * t33
+        - t25 * t34
+        - t27 * t34
+        + (3 / 2) * t13 * t29 * t7 * t9 / t11 ** (5 / 2)
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t34 = grad_vjp_affine1 / affine1 ** (3 / 2)
-    t35 = np.einsum("...,...a->a", t34, t21, optimize=True)
-    t36 = grad_vjp_sum1 / np.sqrt(affine1)
-    t37 = np.einsum("...,...a->a", t36, grad, optimize=True)
-    t38 = 1 / np.sqrt(affine1)
-    t39 = np.einsum("...,...a,...a->a", t38, grad, grad_vjp_x, optimize=True)
-    grad_scale = -1 / 2 * t35 - t37 / t5 + t39
+    t35 = grad_vjp_affine1 / affine1 ** (3 / 2)
+    t36 = np.einsum("...,...a->a", t35, t23, optimize=True)
+    t37 = 1 / np.sqrt(affine1)
+    t38 = grad_vjp_sum1 * t37
+    t39 = np.einsum("...,...a->a", t38, grad, optimize=True)
+    t40 = np.einsum("...,...a,...a->a", t37, grad, grad_vjp_x, optimize=True)
+    grad_scale = -1 / 2 * t36 - t39 * t7 + t40
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -161,10 +167,11 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001, return_stages=False):
     sum1 = np.sum(x, axis=-1)
     t0 = np.shape(x)[-1]
     t1 = np.sum(x**2, axis=-1)
-    affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
-    t2 = affine1[..., None]
-    t3 = sum1[..., None]
-    y = offset + scale * (x - t3 / t0) / np.sqrt(t2)
+    t2 = 1 / t0
+    affine1 = epsilon - sum1**2 / t0**2 + t1 * t2
+    t3 = affine1[..., None]
+    t4 = sum1[..., None]
+    y = offset + scale * (-t2 * t4 + x) / np.sqrt(t3)
     if return_stages:  # for layer_norm_moments_grad(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -180,14 +187,14 @@ def layer_norm_moments_grad(
         affine1[batch] = epsilon + sum_k x[batch, k]**2 / N - sum1[batch]**2 / N**2
             i.e. `epsilon - sum1**2 / t0**2 + t1 / t0`
         grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
-            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t5 / affine1 ** (3 / 2)`
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
         grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
             + 2 * grad_affine1[batch] * x[batch, k] / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2`
+            i.e. `grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t13, t4, optimize=True)`
+            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t13, t5, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))`
     """
@@ -198,19 +205,19 @@ def layer_norm_moments_grad(
         affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = np.shape(x)[-1]
     t3 = sum1[..., None]
-    t4 = grad * (x - t3 / t2)
-    t5 = np.einsum("a,...a->...", scale, t4, optimize=True)
-    grad_affine1 = -1 / 2 * t5 / affine1 ** (3 / 2)
-    t6 = affine1[..., None]
-    t7 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t8 = t7[..., None]
-    t9 = grad_affine1[..., None]
-    t10 = 1 / np.sqrt(t6)
-    t11 = 2 * t9
-    t12 = 1 / t2
-    grad_x = grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2
+    t4 = 1 / t2
+    t5 = grad * (-t3 * t4 + x)
+    t6 = np.einsum("a,...a->...", scale, t5, optimize=True)
+    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
+    t7 = affine1[..., None]
+    t8 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t9 = t8[..., None]
+    t10 = grad_affine1[..., None]
+    t11 = 1 / np.sqrt(t7)
+    t12 = 2 * t10
+    grad_x = grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2
     t13 = 1 / np.sqrt(affine1)
-    grad_scale = np.einsum("...,...a->a", t13, t4, optimize=True)
+    grad_scale = np.einsum("...,...a->a", t13, t5, optimize=True)
     grad_offset = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
@@ -248,56 +255,59 @@ def layer_norm_moments_grad_grad(
     t7 = 1 / t5
     grad_vjp_affine1 = 2 * t7 * (-grad_vjp_sum1 * sum1 * t7 + t6)
     t8 = sum1[..., None]
-    t9 = grad * (x - t8 / t5)
-    t10 = np.einsum("a,...a->...", grad_vjp_scale, t9, optimize=True)
-    t11 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
-    t12 = np.einsum("a,...a->...", scale, grad, optimize=True)
-    t13 = np.einsum("a,...a->...", scale, t9, optimize=True)
+    t9 = -t7 * t8
+    t10 = t9 + x
+    t11 = grad * t10
+    t12 = np.einsum("a,...a->...", grad_vjp_scale, t11, optimize=True)
+    t13 = np.einsum("a,...a,...a->...", scale, grad, grad_vjp_x, optimize=True)
+    t14 = np.einsum("a,...a->...", scale, grad, optimize=True)
+    t15 = np.einsum("a,...a->...", scale, t11, optimize=True)
+    t16 = 1 / affine1 ** (3 / 2)
     grad_affine1 = (
         (1 / 4)
-        * (2 * grad_vjp_sum1 * t12 / t5 - 2 * t10 - 2 * t11 + 3 * grad_vjp_affine1 * t13 / affine1)
-        / affine1 ** (3 / 2)
+        * t16
+        * (2 * grad_vjp_sum1 * t14 * t7 - 2 * t12 - 2 * t13 + 3 * grad_vjp_affine1 * t15 / affine1)
     )
-    t14 = affine1[..., None]
-    t15 = grad_vjp_sum1[..., None]
-    t16 = grad_vjp_affine1[..., None]
-    t17 = 1 / np.sqrt(t14)
-    t18 = scale * t17
-    t19 = -t7 * t8 + x
+    t17 = affine1[..., None]
+    t18 = grad_vjp_sum1[..., None]
+    t19 = grad_vjp_affine1[..., None]
+    t20 = 1 / np.sqrt(t17)
+    t21 = scale * t20
+    t22 = 1 / t17 ** (3 / 2)
     grad_grad = (
         grad_vjp_offset
-        + grad_vjp_scale * t17 * t19
-        + grad_vjp_x * t18
-        - 1 / 2 * scale * t16 * t19 / t14 ** (3 / 2)
-        - t15 * t18 * t7
+        + grad_vjp_scale * t10 * t20
+        + grad_vjp_x * t21
+        - 1 / 2 * scale * t10 * t19 * t22
+        - t18 * t21 * t7
     )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t20 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
-    t21 = t20[..., None]
-    t22 = grad_affine1[..., None]
-    t23 = vjp_affine1[..., None]
-    t24 = t12[..., None]
-    t25 = 2 * t7
-    t26 = 2 / t5**2
-    t27 = (1 / 2) * t16 / t14 ** (3 / 2)
+    t23 = np.einsum("a,...a->...", grad_vjp_scale, grad, optimize=True)
+    t24 = t23[..., None]
+    t25 = grad_affine1[..., None]
+    t26 = vjp_affine1[..., None]
+    t27 = t14[..., None]
+    t28 = 2 * t7
+    t29 = 2 / t5**2
+    t30 = (1 / 2) * t19 * t22
     grad_x = (
-        grad * grad_vjp_scale * t17
-        - grad * scale * t27
-        + grad_vjp_x * t23 * t25
-        - t15 * t23 * t26
-        - t17 * t21 * t7
-        + t22 * t25 * x
-        - t22 * t26 * t8
-        + t24 * t27 * t7
+        grad * grad_vjp_scale * t20
+        - grad * scale * t30
+        + grad_vjp_x * t26 * t28
+        - t18 * t26 * t29
+        - t20 * t24 * t7
+        + t25 * t28 * x
+        - t25 * t29 * t8
+        + t27 * t30 * t7
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t28 = grad_vjp_affine1 / affine1 ** (3 / 2)
-    t29 = np.einsum("...,...a->a", t28, t9, optimize=True)
-    t30 = grad_vjp_sum1 / np.sqrt(affine1)
-    t31 = np.einsum("...,...a->a", t30, grad, optimize=True)
-    t32 = 1 / np.sqrt(affine1)
-    t33 = np.einsum("...,...a,...a->a", t32, grad, grad_vjp_x, optimize=True)
-    grad_scale = -1 / 2 * t29 - t31 / t5 + t33
+    t31 = grad_vjp_affine1 * t16
+    t32 = np.einsum("...,...a->a", t31, t11, optimize=True)
+    t33 = 1 / np.sqrt(affine1)
+    t34 = grad_vjp_sum1 * t33
+    t35 = np.einsum("...,...a->a", t34, grad, optimize=True)
+    t36 = np.einsum("...,...a,...a->a", t33, grad, grad_vjp_x, optimize=True)
+    grad_scale = -1 / 2 * t32 - t35 * t7 + t36
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -307,10 +317,12 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001, return_stages=False)
     t1 = np.shape(x)[-3]
     t2 = np.shape(x)[-2]
     t3 = np.sum(x, axis=(-4, -3, -2))
-    mean = t3 / (t0 * t1 * t2)
-    t4 = np.sum((-mean + x) ** 2, axis=(-4, -3, -2))
-    variance = t4 / (t0 * t1 * t2)
-    y = offset + scale * (-mean + x) / np.sqrt(epsilon + variance)
+    t4 = 1 / (t0 * t1 * t2)
+    mean = t3 * t4
+    t5 = -mean + x
+    t6 = np.sum(t5**2, axis=(-4, -3, -2))
+    variance = t4 * t6
+    y = offset + scale * t5 / np.sqrt(epsilon + variance)
     if return_stages:  # for batch_norm_training_grad(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
     return y
@@ -325,17 +337,14 @@ def batch_norm_training_grad(
         mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         variance[c] = sum_{b, h, w} (-mean[c] + x[b, h, w, c])**2 / (B * H * W)
             i.e. `t4 / (t0 * t1 * t2)`
-        grad_variance[c] = -sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * scale[c] /
-            (2 * (epsilon + variance[c])**(3/2))
-            i.e. `-1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)`
         grad_x[i, j, k, c] = grad[i, j, k, c] * scale[c] / sqrt(epsilon + variance[c])
-            + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
+            - sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * (-mean[c] + x[i, j, k,
+                c]) * scale[c] / (B * H * W * (epsilon + variance[c])**(3/2))
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
-            - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
-            i.e. `grad * t11 - t10 * t11 * t13 + t12 * t13 * (-mean + x) - t12 * (-mean * t6 * ...`
+            i.e. `scale * t13 * (grad - t10 * t12 * t9 / t11 - t12 * t8)`
         grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
-            variance[c]), i.e. `t5 / np.sqrt(epsilon + variance)`
-        grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `np.sum(grad, axis=(-4, -3, -2))`
+            variance[c]), i.e. `t10 * t13`
+        grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t8`
     """
     if mean is None or variance is None:
         t0 = np.shape(x)[-4]
@@ -345,24 +354,18 @@ def batch_norm_training_grad(
         mean = t3 / (t0 * t1 * t2)
         t4 = np.sum((-mean + x) ** 2, axis=(-4, -3, -2))
         variance = t4 / (t0 * t1 * t2)
-    t5 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
-    grad_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
-    t6 = np.shape(x)[-4]
-    t7 = np.shape(x)[-3]
-    t8 = np.shape(x)[-2]
-    t9 = np.sum(x, axis=(-4, -3, -2))
-    t10 = np.sum(grad, axis=(-4, -3, -2))
-    t11 = scale / np.sqrt(epsilon + variance)
-    t12 = 2 * grad_variance
-    t13 = 1 / (t6 * t7 * t8)
-    grad_x = (
-        grad * t11
-        - t10 * t11 * t13
-        + t12 * t13 * (-mean + x)
-        - t12 * (-mean * t6 * t7 * t8 + t9) / (t6**2 * t7**2 * t8**2)
-    )
-    grad_scale = t5 / np.sqrt(epsilon + variance)
-    grad_offset = np.sum(grad, axis=(-4, -3, -2))
+    t5 = np.shape(x)[-4]
+    t6 = np.shape(x)[-3]
+    t7 = np.shape(x)[-2]
+    t8 = np.sum(grad, axis=(-4, -3, -2))
+    t9 = -mean + x
+    t10 = np.sum(grad * t9, axis=(-4, -3, -2))
+    t11 = epsilon + variance
+    t12 = 1 / (t5 * t6 * t7)
+    t13 = 1 / np.sqrt(t11)
+    grad_x = scale * t13 * (grad - t10 * t12 * t9 / t11 - t12 * t8)
+    grad_scale = t10 * t13
+    grad_offset = t8
     return grad_x, grad_scale, grad_offset
 
 
@@ -398,56 +401,45 @@ def batch_norm_training_grad_grad(
     t7 = np.shape(grad)[-3]
     t8 = np.shape(grad)[-2]
     t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-    grad_vjp_mean = t9 / (t6 * t7 * t8)
-    t10 = np.sum(x, axis=(-4, -3, -2))
-    t11 = np.sum(grad_vjp_x * (-mean + x), axis=(-4, -3, -2))
-    grad_vjp_variance = 2 * (-grad_vjp_mean * (-mean * t6 * t7 * t8 + t10) + t11) / (t6 * t7 * t8)
-    t12 = np.sum(grad * (-mean + x), axis=(-4, -3, -2))
-    t13 = np.sum(grad * grad_vjp_x, axis=(-4, -3, -2))
-    t14 = np.sum(grad, axis=(-4, -3, -2))
-    t15 = epsilon + variance
-    t16 = 2 * scale
-    grad_variance = (
-        (1 / 4)
-        * (
-            grad_vjp_mean * t14 * t16
-            - 2 * grad_vjp_scale * t12
-            + 3 * grad_vjp_variance * scale * t12 / t15
-            - t13 * t16
-        )
-        / t15 ** (3 / 2)
-    )
-    t17 = 1 / np.sqrt(t15)
-    t18 = scale * t17
-    t19 = -mean + x
+    t10 = 1 / (t6 * t7 * t8)
+    grad_vjp_mean = t10 * t9
+    t11 = -mean + x
+    t12 = np.sum(grad_vjp_x * t11, axis=(-4, -3, -2))
+    grad_vjp_variance = 2 * t10 * t12
+    t13 = epsilon + variance
+    t14 = 1 / np.sqrt(t13)
+    t15 = scale * t14
+    t16 = 1 / t13 ** (3 / 2)
     grad_grad = (
-        -grad_vjp_mean * t18
+        -grad_vjp_mean * t15
         + grad_vjp_offset
-        + grad_vjp_scale * t17 * t19
-        - 1 / 2 * grad_vjp_variance * scale * t19 / t15 ** (3 / 2)
-        + grad_vjp_x * t18
+        + grad_vjp_scale * t11 * t14
+        - 1 / 2 * grad_vjp_variance * scale * t11 * t16
+        + grad_vjp_x * t15
     )
-    t20 = np.sum(x, axis=(-4, -3, -2))
-    t21 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-    t22 = np.sum(grad, axis=(-4, -3, -2))
-    t23 = grad_vjp_scale / np.sqrt(t15)
-    t24 = (1 / 2) * grad_vjp_variance * scale / t15 ** (3 / 2)
-    t25 = 2 * vjp_variance
-    t26 = 1 / (t6 * t7 * t8)
-    t27 = 1 / (t6**2 * t7**2 * t8**2)
-    t28 = 2 * grad_variance
-    t29 = t22 * t26
+    t17 = np.sum(grad, axis=(-4, -3, -2))
+    t18 = np.sum(grad * t11, axis=(-4, -3, -2))
+    t19 = np.sum(grad * grad_vjp_x, axis=(-4, -3, -2))
+    t20 = grad_vjp_scale * t14
+    t21 = scale * t16
+    t22 = (1 / 2) * grad_vjp_variance * t21
+    t23 = 2 * vjp_variance
+    t24 = t10 * t17
+    t25 = t10 * t11
+    t26 = t18 * t25
     grad_x = (
-        grad * t23
-        - grad * t24
-        + grad_vjp_x * t25 * t26
-        - t21 * t25 * t27
-        - t23 * t29
-        + t24 * t29
-        + t26 * t28 * (-mean + x)
-        - t27 * t28 * (-mean * t6 * t7 * t8 + t20)
+        grad * t20
+        - grad * t22
+        + grad_vjp_mean * t11 * t21 * t24
+        - grad_vjp_scale * t16 * t26
+        + (3 / 2) * grad_vjp_variance * scale * t26 / t13 ** (5 / 2)
+        + grad_vjp_x * t10 * t23
+        - t19 * t21 * t25
+        - t20 * t24
+        + t22 * t24
+        - t23 * t9 / (t6**2 * t7**2 * t8**2)
     )
-    grad_scale = (-grad_vjp_mean * t14 - 1 / 2 * grad_vjp_variance * t12 / t15 + t13) / np.sqrt(t15)
+    grad_scale = t14 * (-grad_vjp_mean * t17 - 1 / 2 * grad_vjp_variance * t18 / t13 + t19)
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -460,19 +452,20 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False
     t1 = np.shape(x_split)[-4]
     t2 = np.shape(x_split)[-3]
     t3 = np.sum(x_split, axis=(-4, -3, -1))
-    mean = t3 / (t0 * t1 * t2)
-    t4 = mean[..., None, None, :, None]
-    t5 = np.sum((-t4 + x_split) ** 2, axis=(-4, -3, -1))
-    variance = t5 / (t0 * t1 * t2)
-    t6 = variance[..., None, None, :, None]
-    t7 = np.shape(x_split)[-5]
-    t8 = np.shape(x_split)[-4]
-    t9 = np.shape(x_split)[-3]
-    t10 = np.shape(x_split)[-2]
-    t11 = np.shape(x_split)[-1]
+    t4 = 1 / (t0 * t1 * t2)
+    mean = t3 * t4
+    t5 = mean[..., None, None, :, None]
+    t6 = -t5 + x_split
+    t7 = np.sum(t6**2, axis=(-4, -3, -1))
+    variance = t4 * t7
+    t8 = variance[..., None, None, :, None]
+    t9 = np.shape(x_split)[-5]
+    t10 = np.shape(x_split)[-4]
+    t11 = np.shape(x_split)[-3]
+    t12 = np.shape(x_split)[-2]
+    t13 = np.shape(x_split)[-1]
     y = np.reshape(
-        offset_split + scale_split * (-t4 + x_split) / np.sqrt(epsilon + t6),
-        (t7, t8, t9, t10 * t11),
+        offset_split + scale_split * t6 / np.sqrt(epsilon + t8), (t9, t10, t11, t12 * t13)
     )
     if return_stages:  # for group_norm_grad(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
@@ -488,19 +481,15 @@ def group_norm_grad(
         mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t4 / (t1 * t2 * t3)`
         variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
             i.e. `t6 / (t1 * t2 * t3)`
-        grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
-            * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
-            i.e. `-1 / 2 * t9 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
-            + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
+            - sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) * (-mean[b, g] +
+                x[b, i, j, g, k]) * scale[g, c] / (C * H * W * (epsilon + variance[b, g])**(3/2))
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
-            - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
-                H**2 * W**2)
-            i.e. `np.reshape(grad * scale_split * t23 - t15 * t23 * t24 + t24 * t25 * (-t7 + ...`
+            i.e. `np.reshape((grad * scale_split - t12 * t23 - t14 * t17 * t23 / t22) / ...`
         grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
-            sqrt(epsilon + variance[b, g]), i.e. `np.reshape(t27, (t22 * t0,))`
-        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `np.reshape(t28, (t22 * t0,))`
+            sqrt(epsilon + variance[b, g]), i.e. `np.reshape(t25, (t21 * t0,))`
+        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `np.reshape(t26, (t21 * t0,))`
     """
     x_split = np.reshape(x, np.shape(x)[:-1] + (groups, -1))
     scale_split = np.reshape(scale, np.shape(scale)[:-1] + (groups, -1))
@@ -516,38 +505,32 @@ def group_norm_grad(
         t5 = mean[..., None, None, :, None]
         t6 = np.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
         variance = t6 / (t1 * t2 * t3)
-    t7 = mean[..., None, None, :, None]
-    t8 = grad * (-t7 + x_split)
-    t9 = np.einsum("ab,cdeab->ca", scale_split, t8, optimize=True)
-    grad_variance = -1 / 2 * t9 / (epsilon + variance) ** (3 / 2)
-    t10 = variance[..., None, None, :, None]
-    t11 = np.shape(x_split)[-1]
-    t12 = np.shape(x_split)[-4]
-    t13 = np.shape(x_split)[-3]
-    t14 = np.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
-    t15 = t14[..., None, None, :, None]
-    t16 = np.transpose(x_split, (0, 4, 2, 3, 1))
-    t17 = np.sum(t16, axis=(-4, -3, -1), keepdims=True)
-    t18 = grad_variance[..., None, None, :, None]
-    t19 = np.shape(x_split)[-5]
-    t20 = np.shape(x_split)[-4]
-    t21 = np.shape(x_split)[-3]
-    t22 = np.shape(x_split)[-2]
-    t23 = 1 / np.sqrt(epsilon + t10)
-    t24 = 1 / (t11 * t12 * t13)
-    t25 = 2 * t18
+    t7 = variance[..., None, None, :, None]
+    t8 = np.shape(x_split)[-1]
+    t9 = np.shape(x_split)[-4]
+    t10 = np.shape(x_split)[-3]
+    t11 = np.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
+    t12 = t11[..., None, None, :, None]
+    t13 = mean[..., None, None, :, None]
+    t14 = -t13 + x_split
+    t15 = grad * t14
+    t16 = np.einsum("ab,cdeab->ca", scale_split, t15, optimize=True)
+    t17 = t16[..., None, None, :, None]
+    t18 = np.shape(x_split)[-5]
+    t19 = np.shape(x_split)[-4]
+    t20 = np.shape(x_split)[-3]
+    t21 = np.shape(x_split)[-2]
+    t22 = epsilon + t7
+    t23 = 1 / (t10 * t8 * t9)
     grad_x = np.reshape(
-        grad * scale_split * t23
-        - t15 * t23 * t24
-        + t24 * t25 * (-t7 + x_split)
-        - t25 * (-t11 * t12 * t13 * t7 + t17) / (t11**2 * t12**2 * t13**2),
-        (t19, t20, t21, t22 * t0),
+        (grad * scale_split - t12 * t23 - t14 * t17 * t23 / t22) / np.sqrt(t22),
+        (t18, t19, t20, t21 * t0),
     )
-    t26 = 1 / np.sqrt(epsilon + variance)
-    t27 = np.einsum("ab,acdbe->be", t26, t8, optimize=True)
-    grad_scale = np.reshape(t27, (t22 * t0,))
-    t28 = np.sum(grad, axis=(-5, -4, -3))
-    grad_offset = np.reshape(t28, (t22 * t0,))
+    t24 = 1 / np.sqrt(epsilon + variance)
+    t25 = np.einsum("ab,acdbe->be", t24, t15, optimize=True)
+    grad_scale = np.reshape(t25, (t21 * t0,))
+    t26 = np.sum(grad, axis=(-5, -4, -3))
+    grad_offset = np.reshape(t26, (t21 * t0,))
     return grad_x, grad_scale, grad_offset
 
 
@@ -594,75 +577,70 @@ def group_norm_grad_grad(
     t10 = np.shape(grad_split)[-4]
     t11 = np.shape(grad_split)[-3]
     t12 = np.sum(grad_vjp_x, axis=(-4, -3, -1))
-    grad_vjp_mean = t12 / (t10 * t11 * t9)
-    t13 = np.sum(x_split, axis=(-4, -3, -1))
+    t13 = 1 / (t10 * t11 * t9)
+    grad_vjp_mean = t12 * t13
     t14 = mean[..., None, None, :, None]
-    t15 = np.sum(grad_vjp_x * (-t14 + x_split), axis=(-4, -3, -1))
-    grad_vjp_variance = (
-        2 * (-grad_vjp_mean * (-mean * t10 * t11 * t9 + t13) + t15) / (t10 * t11 * t9)
-    )
-    t16 = grad_split * (-t14 + x_split)
-    t17 = np.einsum("ab,cdeab->ca", grad_vjp_scale, t16, optimize=True)
-    t18 = np.einsum("ab,cdeab,cdeab->ca", scale_split, grad_split, grad_vjp_x, optimize=True)
-    t19 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
-    t20 = np.einsum("ab,cdeab->ca", scale_split, t16, optimize=True)
-    t21 = epsilon + variance
-    grad_variance = (
-        (1 / 4)
-        * (2 * grad_vjp_mean * t19 + 3 * grad_vjp_variance * t20 / t21 - 2 * t17 - 2 * t18)
-        / t21 ** (3 / 2)
-    )
-    t22 = variance[..., None, None, :, None]
-    t23 = grad_vjp_mean[..., None, None, :, None]
-    t24 = grad_vjp_variance[..., None, None, :, None]
-    t25 = np.shape(grad_split)[-5]
-    t26 = np.shape(grad_split)[-4]
-    t27 = np.shape(grad_split)[-3]
-    t28 = np.shape(grad_split)[-2]
-    t29 = epsilon + t22
-    t30 = 1 / np.sqrt(t29)
-    t31 = scale_split * t30
-    t32 = -t14 + x_split
+    t15 = -t14 + x_split
+    t16 = np.sum(grad_vjp_x * t15, axis=(-4, -3, -1))
+    grad_vjp_variance = 2 * t13 * t16
+    t17 = variance[..., None, None, :, None]
+    t18 = grad_vjp_mean[..., None, None, :, None]
+    t19 = grad_vjp_variance[..., None, None, :, None]
+    t20 = np.shape(grad_split)[-5]
+    t21 = np.shape(grad_split)[-4]
+    t22 = np.shape(grad_split)[-3]
+    t23 = np.shape(grad_split)[-2]
+    t24 = epsilon + t17
+    t25 = 1 / np.sqrt(t24)
+    t26 = scale_split * t25
+    t27 = 1 / t24 ** (3 / 2)
     grad_grad = np.reshape(
         grad_vjp_offset
-        + grad_vjp_scale * t30 * t32
-        + grad_vjp_x * t31
-        - 1 / 2 * scale_split * t24 * t32 / t29 ** (3 / 2)
-        - t23 * t31,
-        (t25, t26, t27, t28 * t0),
+        + grad_vjp_scale * t15 * t25
+        + grad_vjp_x * t26
+        - 1 / 2 * scale_split * t15 * t19 * t27
+        - t18 * t26,
+        (t20, t21, t22, t23 * t0),
     )
-    t33 = np.einsum("ab,cdeab->ca", grad_vjp_scale, grad_split, optimize=True)
+    t28 = np.einsum("ab,cdeab->ca", grad_vjp_scale, grad_split, optimize=True)
+    t29 = t28[..., None, None, :, None]
+    t30 = vjp_variance[..., None, None, :, None]
+    t31 = np.transpose(grad_vjp_x, (0, 4, 2, 3, 1))
+    t32 = np.sum(t31, axis=(-4, -3, -1), keepdims=True)
+    t33 = np.einsum("ab,cdeab->ca", scale_split, grad_split, optimize=True)
     t34 = t33[..., None, None, :, None]
-    t35 = np.transpose(x_split, (0, 4, 2, 3, 1))
-    t36 = np.sum(t35, axis=(-4, -3, -1), keepdims=True)
-    t37 = grad_variance[..., None, None, :, None]
-    t38 = vjp_variance[..., None, None, :, None]
-    t39 = np.transpose(grad_vjp_x, (0, 4, 2, 3, 1))
-    t40 = np.sum(t39, axis=(-4, -3, -1), keepdims=True)
-    t41 = t19[..., None, None, :, None]
-    t42 = (1 / 2) * t24 / t29 ** (3 / 2)
-    t43 = 1 / (t10 * t11 * t9)
-    t44 = 2 * t38
-    t45 = 1 / (t10**2 * t11**2 * t9**2)
-    t46 = 2 * t37
+    t35 = grad_split * t15
+    t36 = np.einsum("ab,cdeab->ca", grad_vjp_scale, t35, optimize=True)
+    t37 = t36[..., None, None, :, None]
+    t38 = np.einsum("ab,cdeab,cdeab->ca", scale_split, grad_split, grad_vjp_x, optimize=True)
+    t39 = t38[..., None, None, :, None]
+    t40 = np.einsum("ab,cdeab->ca", scale_split, t35, optimize=True)
+    t41 = t40[..., None, None, :, None]
+    t42 = (1 / 2) * t19 * t27
+    t43 = 2 * t30
+    t44 = t13 * t15
+    t45 = t27 * t44
     grad_x = np.reshape(
-        grad_split * grad_vjp_scale * t30
+        grad_split * grad_vjp_scale * t25
         - grad_split * scale_split * t42
-        + grad_vjp_x * t43 * t44
-        - t30 * t34 * t43
-        - t40 * t44 * t45
-        + t41 * t42 * t43
-        + t43 * t46 * (-t14 + x_split)
-        - t45 * t46 * (-t10 * t11 * t14 * t9 + t36),
-        (t25, t26, t27, t28 * t0),
+        + grad_vjp_x * t13 * t43
+        - t13 * t25 * t29
+        + t13 * t34 * t42
+        + t18 * t34 * t45
+        + (3 / 2) * t19 * t41 * t44 / t24 ** (5 / 2)
+        - t37 * t45
+        - t39 * t45
+        - t32 * t43 / (t10**2 * t11**2 * t9**2),
+        (t20, t21, t22, t23 * t0),
     )
-    t47 = grad_vjp_mean / np.sqrt(epsilon + variance)
-    t48 = np.einsum("ab,acdbe->be", t47, grad_split, optimize=True)
-    t49 = grad_vjp_variance / (epsilon + variance) ** (3 / 2)
-    t50 = np.einsum("ab,acdbe->be", t49, t16, optimize=True)
-    t51 = 1 / np.sqrt(epsilon + variance)
-    t52 = np.einsum("ab,acdbe,acdbe->be", t51, grad_split, grad_vjp_x, optimize=True)
-    grad_scale = np.reshape(-t48 - 1 / 2 * t50 + t52, (t28 * t0,))
+    t46 = epsilon + variance
+    t47 = 1 / np.sqrt(t46)
+    t48 = grad_vjp_mean * t47
+    t49 = np.einsum("ab,acdbe->be", t48, grad_split, optimize=True)
+    t50 = grad_vjp_variance / t46 ** (3 / 2)
+    t51 = np.einsum("ab,acdbe->be", t50, t35, optimize=True)
+    t52 = np.einsum("ab,acdbe,acdbe->be", t47, grad_split, grad_vjp_x, optimize=True)
+    grad_scale = np.reshape(-t49 - 1 / 2 * t51 + t52, (t23 * t0,))
     return grad_grad, grad_x, grad_scale, None
 
 
@@ -673,9 +651,10 @@ def scaled_dot_product_attention(q, k, v, mask, *, return_stages=False):
     scores = mask + t1 * float(1 / np.sqrt(t0))
     ext1 = np.max(scores, axis=-1)
     t2 = ext1[..., None]
-    sum1 = np.sum(np.exp(scores - t2), axis=-1)
-    t3 = sum1[..., None]
-    weights = np.exp(scores - t2) / t3
+    t3 = np.exp(scores - t2)
+    sum1 = np.sum(t3, axis=-1)
+    t4 = sum1[..., None]
+    weights = t3 / t4
     output = weights @ v
     if return_stages:  # for scaled_dot_product_attention_grad(..., **stages): not computed again
         return output, {"weights": weights}
@@ -699,9 +678,9 @@ def scaled_dot_product_attention_grad(grad, q, k, v, mask, *, output=None, weigh
             - sum_j grad_weights[batch, i, j] * weights[batch, i, j] * weights[batch, i, l]
             i.e. `weights * (grad_weights - t4)`
         grad_q[batch, i, d] = sum_j grad_scores[batch, i, j] * k[batch, j, d] / sqrt(D)
-            i.e. `t6 * float(1 / np.sqrt(t5))`
+            i.e. `t6 * t7`
         grad_k[batch, j, d] = sum_i grad_scores[batch, i, j] * q[batch, i, d] / sqrt(D)
-            i.e. `t7 * float(1 / np.sqrt(t5))`
+            i.e. `t7 * t8`
         grad_v[batch, j, e] = sum_i grad[batch, i, e] * weights[batch, i, j]
             i.e. `np.swapaxes(weights, -1, -2) @ grad`
         grad_mask[batch, i, j] = grad_scores[batch, i, j], i.e. `grad_scores`
@@ -720,10 +699,11 @@ def scaled_dot_product_attention_grad(grad, q, k, v, mask, *, output=None, weigh
     grad_scores = weights * (grad_weights - t4)
     t5 = np.shape(q)[-1]
     t6 = grad_scores @ k
-    grad_q = t6 * float(1 / np.sqrt(t5))
+    t7 = float(1 / np.sqrt(t5))
+    grad_q = t6 * t7
     grad_q = _sum_to_shape(grad_q, np.shape(q))
-    t7 = np.swapaxes(grad_scores, -1, -2) @ q
-    grad_k = t7 * float(1 / np.sqrt(t5))
+    t8 = np.swapaxes(grad_scores, -1, -2) @ q
+    grad_k = t7 * t8
     grad_k = _sum_to_shape(grad_k, np.shape(k))
     grad_v = np.swapaxes(weights, -1, -2) @ grad
     grad_v = _sum_to_shape(grad_v, np.shape(v))
@@ -779,37 +759,39 @@ def scaled_dot_product_attention_grad_grad(
     t8 = grad_vjp_q @ np.swapaxes(k, -1, -2)
     t9 = float(1 / np.sqrt(t6))
     grad_vjp_scores = grad_vjp_mask + t7 * t9 + t8 * t9
-    t10 = np.sum(grad_vjp_scores * weights, axis=-1)
-    grad_vjp_sum1 = sum1 * t10
-    t11 = sum1[..., None]
-    t12 = grad_vjp_sum1[..., None]
-    grad_vjp_weights = weights * (grad_vjp_scores - t12 / t11)
+    t10 = grad_vjp_scores * weights
+    t11 = np.sum(t10, axis=-1)
+    grad_vjp_sum1 = sum1 * t11
+    t12 = sum1[..., None]
+    t13 = grad_vjp_sum1[..., None]
+    t14 = 1 / t12
+    grad_vjp_weights = weights * (grad_vjp_scores - t13 * t14)
     grad_weights = grad @ np.swapaxes(grad_vjp_v, -1, -2)
-    t13 = np.sum(grad_weights * weights, axis=-1, keepdims=True)
-    t14 = np.sum(grad_vjp_scores * vjp_weights * weights, axis=-1, keepdims=True)
-    t15 = vjp_sum1[..., None]
-    t16 = np.sum(vjp_weights * weights, axis=-1, keepdims=True)
-    t17 = t12 / t11
+    t15 = np.sum(grad_weights * weights, axis=-1, keepdims=True)
+    t16 = np.sum(t10 * vjp_weights, axis=-1, keepdims=True)
+    t17 = vjp_sum1[..., None]
+    t18 = np.sum(vjp_weights * weights, axis=-1, keepdims=True)
+    t19 = t13 * t14
     grad_scores = weights * (
-        grad_vjp_scores * t11 * t15
+        grad_vjp_scores * t12 * t17
         + grad_vjp_scores * vjp_weights
         + grad_weights
-        - t13
-        - t14
-        + 2 * t16 * t17
-        - t17 * vjp_weights
+        - t15
+        - t16
+        + 2 * t18 * t19
+        - t19 * vjp_weights
     )
-    t18 = weights @ grad_vjp_v
-    t19 = grad_vjp_weights @ v
-    grad_grad = t18 + t19
+    t20 = weights @ grad_vjp_v
+    t21 = grad_vjp_weights @ v
+    grad_grad = t20 + t21
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t20 = grad_scores @ k
-    t21 = vjp_scores @ grad_vjp_k
-    grad_q = (t20 + t21) * float(1 / np.sqrt(t6))
+    t22 = grad_scores @ k
+    t23 = vjp_scores @ grad_vjp_k
+    grad_q = t9 * (t22 + t23)
     grad_q = _sum_to_shape(grad_q, np.shape(q))
-    t22 = np.swapaxes(grad_scores, -1, -2) @ q
-    t23 = np.swapaxes(vjp_scores, -1, -2) @ grad_vjp_q
-    grad_k = (t22 + t23) * float(1 / np.sqrt(t6))
+    t24 = np.swapaxes(grad_scores, -1, -2) @ q
+    t25 = np.swapaxes(vjp_scores, -1, -2) @ grad_vjp_q
+    grad_k = t9 * (t24 + t25)
     grad_k = _sum_to_shape(grad_k, np.shape(k))
     grad_v = np.swapaxes(grad_vjp_weights, -1, -2) @ grad
     grad_v = _sum_to_shape(grad_v, np.shape(v))
@@ -928,10 +910,10 @@ def cosine_similarity_grad(grad, x, y, *, output=None, sum1=None, sum2=None, eps
             i.e. `grad / np.sqrt(epsilon + sum1 * sum2)`
         grad_x[batch, d] = grad_sum3[batch] * y[batch, d]
             - grad[batch] * output[batch] * sum2[batch] * x[batch, d] / (epsilon + sum1[batch] *
-                sum2[batch]), i.e. `t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)`
+                sum2[batch]), i.e. `t0 * y - t2 * t3 * t4 * t5 * x`
         grad_y[batch, d] = grad_sum3[batch] * x[batch, d]
             - grad[batch] * output[batch] * sum1[batch] * y[batch, d] / (epsilon + sum1[batch] *
-                sum2[batch]), i.e. `t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)`
+                sum2[batch]), i.e. `t0 * x - t1 * t3 * t4 * t5 * y`
     """
     if output is None:
         output = cosine_similarity(x, y, epsilon=epsilon)
@@ -944,9 +926,10 @@ def cosine_similarity_grad(grad, x, y, *, output=None, sum1=None, sum2=None, eps
     t2 = sum2[..., None]
     t3 = output[..., None]
     t4 = grad[..., None]
-    grad_x = t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)
+    t5 = 1 / (epsilon + t1 * t2)
+    grad_x = t0 * y - t2 * t3 * t4 * t5 * x
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    grad_y = t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)
+    grad_y = t0 * x - t1 * t3 * t4 * t5 * y
     grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
@@ -990,51 +973,54 @@ def cosine_similarity_grad_grad(
     t2 = np.sum(grad_vjp_x * y, axis=-1)
     t3 = np.sum(grad_vjp_y * x, axis=-1)
     grad_vjp_sum3 = t2 + t3
-    grad_sum3 = (
-        -1 / 2 * vjp_sum3 * (grad_vjp_sum1 * sum2 + grad_vjp_sum2 * sum1) / (epsilon + sum1 * sum2)
-    )
     t4 = epsilon + sum1 * sum2
-    t5 = (1 / 2) * sum3 / t4
-    grad_grad = (-grad_vjp_sum1 * sum2 * t5 - grad_vjp_sum2 * sum1 * t5 + grad_vjp_sum3) / np.sqrt(
+    t5 = 1 / t4
+    grad_sum3 = -1 / 2 * t5 * vjp_sum3 * (grad_vjp_sum1 * sum2 + grad_vjp_sum2 * sum1)
+    t6 = (1 / 2) * sum3 * t5
+    grad_grad = (-grad_vjp_sum1 * sum2 * t6 - grad_vjp_sum2 * sum1 * t6 + grad_vjp_sum3) / np.sqrt(
         t4
     )
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t6 = grad_sum3[..., None]
-    t7 = vjp_sum3[..., None]
-    t8 = vjp_sum1[..., None]
-    t9 = sum1[..., None]
-    t10 = sum2[..., None]
-    t11 = grad_vjp_sum2[..., None]
-    t12 = sum3[..., None]
-    t13 = grad_vjp_sum3[..., None]
-    t14 = grad_vjp_sum1[..., None]
-    t15 = t10 * t9
-    t16 = epsilon + t15
-    t17 = t7 * x / t16
-    t18 = t11 * t12
-    t19 = (3 / 2) * t7 * x / t16**2
+    t7 = grad_sum3[..., None]
+    t8 = vjp_sum3[..., None]
+    t9 = vjp_sum1[..., None]
+    t10 = sum1[..., None]
+    t11 = sum2[..., None]
+    t12 = grad_vjp_sum2[..., None]
+    t13 = sum3[..., None]
+    t14 = grad_vjp_sum3[..., None]
+    t15 = grad_vjp_sum1[..., None]
+    t16 = t10 * t11
+    t17 = epsilon + t16
+    t18 = t8 * x
+    t19 = 1 / t17
+    t20 = t18 * t19
+    t21 = t12 * t13
+    t22 = 1 / t17**2
+    t23 = (3 / 2) * t18 * t22
     grad_x = (
-        2 * grad_vjp_x * t8
-        + grad_vjp_y * t7
-        + t10**2 * t12 * t14 * t19
-        - t10 * t13 * t17
-        + t15 * t18 * t19
-        - t17 * t18
-        + t6 * y
+        2 * grad_vjp_x * t9
+        + grad_vjp_y * t8
+        + t11**2 * t13 * t15 * t23
+        - t11 * t14 * t20
+        + t16 * t21 * t23
+        - t20 * t21
+        + t7 * y
     )
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t20 = vjp_sum2[..., None]
-    t21 = t7 * y / t16
-    t22 = t12 * t14
-    t23 = (3 / 2) * t7 * y / t16**2
+    t24 = vjp_sum2[..., None]
+    t25 = t8 * y
+    t26 = t19 * t25
+    t27 = t13 * t15
+    t28 = (3 / 2) * t22 * t25
     grad_y = (
-        grad_vjp_x * t7
-        + 2 * grad_vjp_y * t20
-        + t11 * t12 * t23 * t9**2
-        - t13 * t21 * t9
-        + t15 * t22 * t23
-        - t21 * t22
-        + t6 * x
+        grad_vjp_x * t8
+        + 2 * grad_vjp_y * t24
+        + t10**2 * t12 * t13 * t28
+        - t10 * t14 * t26
+        + t16 * t27 * t28
+        - t26 * t27
+        + t7 * x
     )
     grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_grad, grad_x, grad_y
@@ -1100,21 +1086,22 @@ def rbf_kernel_grad_grad(
     t5 = np.sum(grad_vjp_x * x, axis=-1, keepdims=True)
     t6 = np.sum(grad_vjp_y * y, axis=-1)
     grad_vjp_sum1 = -2 * t3 - 2 * t4 + 2 * t5 + 2 * t6
-    grad_sum1 = -1 / 2 * grad_vjp_sum1 * vjp_sum1 / length_scale**2
-    t7 = (1 / 2) / length_scale**2
-    grad_grad = -grad_vjp_sum1 * t7 * np.exp(-sum1 * t7)
-    t8 = grad_sum1 @ y
-    t9 = vjp_sum1 @ grad_vjp_y
-    t10 = np.sum(vjp_sum1, axis=-1, keepdims=True)
-    t11 = np.sum(grad_sum1, axis=-1, keepdims=True)
-    grad_x = 2 * grad_vjp_x * t10 + 2 * t11 * x - 2 * t8 - 2 * t9
-    t12 = grad_sum1.T @ x
-    t13 = vjp_sum1.T @ grad_vjp_x
-    t14 = vjp_sum1.T
-    t15 = np.sum(t14, axis=-1, keepdims=True)
-    t16 = grad_sum1.T
-    t17 = np.sum(t16, axis=-1, keepdims=True)
-    grad_y = 2 * grad_vjp_y * t15 - 2 * t12 - 2 * t13 + 2 * t17 * y
+    t7 = 1 / length_scale**2
+    grad_sum1 = -1 / 2 * grad_vjp_sum1 * t7 * vjp_sum1
+    t8 = (1 / 2) * t7
+    grad_grad = -grad_vjp_sum1 * t8 * np.exp(-sum1 * t8)
+    t9 = grad_sum1 @ y
+    t10 = vjp_sum1 @ grad_vjp_y
+    t11 = np.sum(vjp_sum1, axis=-1, keepdims=True)
+    t12 = np.sum(grad_sum1, axis=-1, keepdims=True)
+    grad_x = 2 * grad_vjp_x * t11 - 2 * t10 + 2 * t12 * x - 2 * t9
+    t13 = grad_sum1.T @ x
+    t14 = vjp_sum1.T @ grad_vjp_x
+    t15 = vjp_sum1.T
+    t16 = np.sum(t15, axis=-1, keepdims=True)
+    t17 = grad_sum1.T
+    t18 = np.sum(t17, axis=-1, keepdims=True)
+    grad_y = 2 * grad_vjp_y * t16 - 2 * t13 - 2 * t14 + 2 * t18 * y
     return grad_grad, grad_x, grad_y
 
 
@@ -1192,18 +1179,19 @@ def log_sum_exp_mat_mul_grad_grad(
     t2 = grad_vjp_a @ b
     t3 = a @ grad_vjp_b
     grad_vjp_affine1 = t2 + t3
-    grad_vjp_sum2 = np.sum(grad_vjp_affine1 * np.exp(affine1), axis=-1)
-    t4 = sum2[..., None]
-    t5 = vjp_sum2[..., None]
-    t6 = grad_vjp_sum2[..., None]
-    grad_sum1 = grad_vjp_affine1 * vjp_affine1 - t5 * t6 * np.exp(affine1) / t4
+    t4 = np.exp(affine1)
+    grad_vjp_sum2 = np.sum(grad_vjp_affine1 * t4, axis=-1)
+    t5 = sum2[..., None]
+    t6 = vjp_sum2[..., None]
+    t7 = grad_vjp_sum2[..., None]
+    grad_sum1 = grad_vjp_affine1 * vjp_affine1 - t4 * t6 * t7 / t5
     grad_grad = grad_vjp_sum2 / sum2
-    t7 = grad_sum1 @ b.T
-    t8 = vjp_sum1 @ grad_vjp_b.T
-    grad_a = t7 + t8
-    t9 = a.T @ grad_sum1
-    t10 = grad_vjp_a.T @ vjp_sum1
-    grad_b = t10 + t9
+    t8 = grad_sum1 @ b.T
+    t9 = vjp_sum1 @ grad_vjp_b.T
+    grad_a = t8 + t9
+    t10 = a.T @ grad_sum1
+    t11 = grad_vjp_a.T @ vjp_sum1
+    grad_b = t10 + t11
     return grad_grad, grad_a, grad_b
 
 
@@ -1225,8 +1213,7 @@ def bias_gelu_grad(grad, x, bias, *, y=None):
                 sqrt(pi))
             + 26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch,
                 c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch,
-                c])**3 / (400000 * sqrt(pi))
-            i.e. `(1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)`
+                c])**3 / (400000 * sqrt(pi)), i.e. `(1 / 400000) * t4`
         grad_bias[c] = sum_batch (26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 *
             (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c]
             + x[batch, c])**3 / (400000 * sqrt(pi)) + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) *
@@ -1239,8 +1226,8 @@ def bias_gelu_grad(grad, x, bias, *, y=None):
     t1 = t0**3
     t2 = np.tanh(0.7978845608028654 * (t0 + (8943 / 200000) * t1))
     t3 = 0.7978845608028654 * (1 - t2**2)
-    grad_x = (1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
     t4 = grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
+    grad_x = (1 / 400000) * t4
     t5 = np.sum(t4, axis=tuple(range(np.ndim(t4) - 1)))
     grad_bias = (1 / 400000) * t5
     return grad_x, grad_bias
@@ -1252,54 +1239,41 @@ def bias_gelu_grad_grad(grad_vjp_x, grad_vjp_bias, grad, x, bias, *, vjp_x=None,
     t1 = t0**3
     t2 = np.tanh(0.7978845608028654 * (t0 + (8943 / 200000) * t1))
     t3 = (1 / 2) * t2 + 1 / 2
-    t4 = 0.7978845608028654 * (1 - t2**2)
-    t5 = grad_vjp_bias * t4
-    t6 = (1 / 2) * t0
-    t7 = grad_vjp_x * t4
-    t8 = (26829 / 400000) * t1
-    grad_grad = grad_vjp_bias * t3 + grad_vjp_x * t3 + t5 * t6 + t5 * t8 + t6 * t7 + t7 * t8
+    t4 = -(t2**2)
+    t5 = t4 + 1
+    t6 = 0.7978845608028654 * t5
+    t7 = grad_vjp_bias * t6
+    t8 = (1 / 2) * t0
+    t9 = grad_vjp_x * t6
+    t10 = (26829 / 400000) * t1
+    grad_grad = grad_vjp_bias * t3 + grad_vjp_x * t3 + t10 * t7 + t10 * t9 + t7 * t8 + t8 * t9
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t9 = t0**2
-    t10 = 0.3183098861837907 * t2
-    t11 = grad_vjp_bias * t10
-    t12 = 2 * t0
-    t13 = grad_vjp_x * t10
-    t14 = (26829 / 50000) * t1
-    t15 = (719795241 / 20000000000) * t0**5
-    grad_x = (
+    t11 = t0**2
+    t12 = 0.3183098861837907 * t2
+    t13 = grad_vjp_bias * t12
+    t14 = 2 * t0
+    t15 = grad_vjp_x * t12
+    t16 = (26829 / 50000) * t1
+    t17 = (719795241 / 20000000000) * t0**5
+    t18 = (
         grad
-        * (1 - t2**2)
+        * t5
         * (
-            0.21406444881780073 * grad_vjp_bias * t9
+            0.21406444881780073 * grad_vjp_bias * t11
             + 0.7978845608028654 * grad_vjp_bias
-            + 0.21406444881780073 * grad_vjp_x * t9
+            + 0.21406444881780073 * grad_vjp_x * t11
             + 0.7978845608028654 * grad_vjp_x
-            - t11 * t12
-            - t11 * t14
-            - t11 * t15
-            - t12 * t13
             - t13 * t14
-            - t13 * t15
+            - t13 * t16
+            - t13 * t17
+            - t14 * t15
+            - t15 * t16
+            - t15 * t17
         )
     )
+    grad_x = t18
     grad_x = _sum_to_shape(grad_x, np.shape(x))
-    t16 = (
-        grad
-        * (1 - t2**2)
-        * (
-            0.21406444881780073 * grad_vjp_bias * t9
-            + 0.7978845608028654 * grad_vjp_bias
-            + 0.21406444881780073 * grad_vjp_x * t9
-            + 0.7978845608028654 * grad_vjp_x
-            - t11 * t12
-            - t11 * t14
-            - t11 * t15
-            - t12 * t13
-            - t13 * t14
-            - t13 * t15
-        )
-    )
-    grad_bias = np.sum(t16, axis=tuple(range(np.ndim(t16) - 1)))
+    grad_bias = np.sum(t18, axis=tuple(range(np.ndim(t18) - 1)))
     return grad_grad, grad_x, grad_bias
 
 
@@ -1397,24 +1371,18 @@ def rotary_embedding_grad_grad(
     t9 = np.shape(grad_split)[-2]
     t10 = sin_split * t4
     t11 = grad_vjp_sin * t5
-    t12 = (
-        cos_split * grad_vjp_x
-        + grad_vjp_cos * x_split
-        - 2 * t10 * (1 - t7)
-        + t10
-        + 2 * t11 * t7
-        - t11
-    )
-    grad_grad = np.reshape(t12, np.shape(t12)[:-3] + (t8, t9 * t1))
-    t13 = _gather(grad_vjp_sin, t3, -2)
-    t14 = _gather(grad_split, t3, -2)
-    t15 = t13 * t14
-    t16 = grad_split * grad_vjp_cos + 2 * t15 * (1 - t7) - t15
-    grad_x = np.reshape(t16, np.shape(t16)[:-3] + (t8, t9 * t1))
-    t17 = grad_split * grad_vjp_x
-    t18 = np.sum(t17, axis=tuple(range(np.ndim(t17) - 3)))
-    grad_cos = np.reshape(t18, (t8, t9 * t1))
-    t19 = grad_split * t4
-    t20 = np.sum(t19, axis=tuple(range(np.ndim(t19) - 3)))
-    grad_sin = np.reshape(t20 * (2 * t7 - 1), (t8, t9 * t1))
+    t12 = 1 - t7
+    t13 = cos_split * grad_vjp_x + grad_vjp_cos * x_split - 2 * t10 * t12 + t10 + 2 * t11 * t7 - t11
+    grad_grad = np.reshape(t13, np.shape(t13)[:-3] + (t8, t9 * t1))
+    t14 = _gather(grad_vjp_sin, t3, -2)
+    t15 = _gather(grad_split, t3, -2)
+    t16 = t14 * t15
+    t17 = grad_split * grad_vjp_cos + 2 * t12 * t16 - t16
+    grad_x = np.reshape(t17, np.shape(t17)[:-3] + (t8, t9 * t1))
+    t18 = grad_split * grad_vjp_x
+    t19 = np.sum(t18, axis=tuple(range(np.ndim(t18) - 3)))
+    grad_cos = np.reshape(t19, (t8, t9 * t1))
+    t20 = grad_split * t4
+    t21 = np.sum(t20, axis=tuple(range(np.ndim(t20) - 3)))
+    grad_sin = np.reshape(t21 * (2 * t7 - 1), (t8, t9 * t1))
     return grad_grad, grad_x, grad_cos, grad_sin

@@ -39,10 +39,13 @@ def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     sum1 = tf.reduce_sum(x, axis=-1)
     t0 = tf.cast(tf.shape(x)[-1], x.dtype)
     t1 = sum1[..., None]
-    t2 = tf.reduce_sum((x - t1 / t0) ** 2, axis=-1)
-    affine1 = epsilon + t2 / t0
-    t3 = affine1[..., None]
-    y = offset + scale * (x - t1 / t0) / tf.math.sqrt(t3)
+    t2 = 1 / t0
+    t3 = -t1 * t2
+    t4 = t3 + x
+    t5 = tf.reduce_sum(t4**2, axis=-1)
+    affine1 = epsilon + t2 * t5
+    t6 = affine1[..., None]
+    y = offset + scale * t4 / tf.math.sqrt(t6)
     if return_stages:  # for layer_norm_vjp(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -59,9 +62,9 @@ def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affin
             - sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * (x[batch, k] - sum1[batch] /
                 N) * scale[i] / (N * affine1[batch]**(3/2))
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            i.e. `(grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / tf.math.sqrt(t3)`
+            i.e. `(grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / tf.math.sqrt(t3)`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `_einsum_over_batch("...,...a->a", t12, t8)`
+            sqrt(affine1[batch]), i.e. `_einsum_over_batch("...,...a->a", t14, t11)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))`
     """
@@ -76,13 +79,15 @@ def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affin
     t5 = tf.einsum("a,...a->...", scale, grad)
     t6 = t5[..., None]
     t7 = sum1[..., None]
-    t8 = grad * (x - t7 / t4)
-    t9 = tf.einsum("a,...a->...", scale, t8)
-    t10 = t9[..., None]
-    t11 = 1 / t4
-    grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / tf.math.sqrt(t3)
-    t12 = 1 / tf.math.sqrt(affine1)
-    grad_scale = _einsum_over_batch("...,...a->a", t12, t8)
+    t8 = 1 / t4
+    t9 = -t7 * t8
+    t10 = t9 + x
+    t11 = grad * t10
+    t12 = tf.einsum("a,...a->...", scale, t11)
+    t13 = t12[..., None]
+    grad_x = (grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / tf.math.sqrt(t3)
+    t14 = 1 / tf.math.sqrt(affine1)
+    grad_scale = _einsum_over_batch("...,...a->a", t14, t11)
     grad_offset = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
     return grad_x, grad_scale, grad_offset
 
@@ -108,10 +113,11 @@ def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages
     sum1 = tf.reduce_sum(x, axis=-1)
     t0 = tf.cast(tf.shape(x)[-1], x.dtype)
     t1 = tf.reduce_sum(x**2, axis=-1)
-    affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
-    t2 = affine1[..., None]
-    t3 = sum1[..., None]
-    y = offset + scale * (x - t3 / t0) / tf.math.sqrt(t2)
+    t2 = 1 / t0
+    affine1 = epsilon - sum1**2 / t0**2 + t1 * t2
+    t3 = affine1[..., None]
+    t4 = sum1[..., None]
+    y = offset + scale * (-t2 * t4 + x) / tf.math.sqrt(t3)
     if return_stages:  # for layer_norm_moments_vjp(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -125,14 +131,14 @@ def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=Non
         affine1[batch] = epsilon + sum_k x[batch, k]**2 / N - sum1[batch]**2 / N**2
             i.e. `epsilon - sum1**2 / t0**2 + t1 / t0`
         grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
-            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t5 / affine1 ** (3 / 2)`
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
         grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
             + 2 * grad_affine1[batch] * x[batch, k] / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2`
+            i.e. `grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `_einsum_over_batch("...,...a->a", t13, t4)`
+            sqrt(affine1[batch]), i.e. `_einsum_over_batch("...,...a->a", t13, t5)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))`
     """
@@ -143,19 +149,19 @@ def layer_norm_moments_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=Non
         affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
     t2 = tf.cast(tf.shape(x)[-1], x.dtype)
     t3 = sum1[..., None]
-    t4 = grad * (x - t3 / t2)
-    t5 = tf.einsum("a,...a->...", scale, t4)
-    grad_affine1 = -1 / 2 * t5 / affine1 ** (3 / 2)
-    t6 = affine1[..., None]
-    t7 = tf.einsum("a,...a->...", scale, grad)
-    t8 = t7[..., None]
-    t9 = grad_affine1[..., None]
-    t10 = 1 / tf.math.sqrt(t6)
-    t11 = 2 * t9
-    t12 = 1 / t2
-    grad_x = grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2
+    t4 = 1 / t2
+    t5 = grad * (-t3 * t4 + x)
+    t6 = tf.einsum("a,...a->...", scale, t5)
+    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
+    t7 = affine1[..., None]
+    t8 = tf.einsum("a,...a->...", scale, grad)
+    t9 = t8[..., None]
+    t10 = grad_affine1[..., None]
+    t11 = 1 / tf.math.sqrt(t7)
+    t12 = 2 * t10
+    grad_x = grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2
     t13 = 1 / tf.math.sqrt(affine1)
-    grad_scale = _einsum_over_batch("...,...a->a", t13, t4)
+    grad_scale = _einsum_over_batch("...,...a->a", t13, t5)
     grad_offset = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
     return grad_x, grad_scale, grad_offset
 
@@ -187,10 +193,12 @@ def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stage
     t1 = tf.cast(tf.shape(x)[-3], x.dtype)
     t2 = tf.cast(tf.shape(x)[-2], x.dtype)
     t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-    mean = t3 / (t0 * t1 * t2)
-    t4 = tf.reduce_sum((-mean + x) ** 2, axis=[-4, -3, -2])
-    variance = t4 / (t0 * t1 * t2)
-    y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)
+    t4 = 1 / (t0 * t1 * t2)
+    mean = t3 * t4
+    t5 = -mean + x
+    t6 = tf.reduce_sum(t5**2, axis=[-4, -3, -2])
+    variance = t4 * t6
+    y = offset + scale * t5 / tf.math.sqrt(epsilon + variance)
     if return_stages:  # for batch_norm_training_vjp(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
     return y
@@ -203,18 +211,14 @@ def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=No
         mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         variance[c] = sum_{b, h, w} (-mean[c] + x[b, h, w, c])**2 / (B * H * W)
             i.e. `t4 / (t0 * t1 * t2)`
-        grad_variance[c] = -sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * scale[c] /
-            (2 * (epsilon + variance[c])**(3/2))
-            i.e. `-1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)`
         grad_x[i, j, k, c] = grad[i, j, k, c] * scale[c] / sqrt(epsilon + variance[c])
-            + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
+            - sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * (-mean[c] + x[i, j, k,
+                c]) * scale[c] / (B * H * W * (epsilon + variance[c])**(3/2))
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
-            - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
-            i.e. `grad * t11 - t10 * t11 * t13 + t12 * t13 * (-mean + x) - t12 * (-mean * t6 * ...`
+            i.e. `scale * t13 * (grad - t10 * t12 * t9 / t11 - t12 * t8)`
         grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
-            variance[c]), i.e. `t5 / tf.math.sqrt(epsilon + variance)`
-        grad_offset[c] = sum_{b, h, w} grad[b, h, w, c]
-            i.e. `tf.reduce_sum(grad, axis=[-4, -3, -2])`
+            variance[c]), i.e. `t10 * t13`
+        grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t8`
     """
     if mean is None or variance is None:
         t0 = tf.cast(tf.shape(x)[-4], x.dtype)
@@ -224,24 +228,18 @@ def batch_norm_training_vjp(grad, x, scale, offset, y, *, epsilon=0.001, mean=No
         mean = t3 / (t0 * t1 * t2)
         t4 = tf.reduce_sum((-mean + x) ** 2, axis=[-4, -3, -2])
         variance = t4 / (t0 * t1 * t2)
-    t5 = tf.reduce_sum(grad * (-mean + x), axis=[-4, -3, -2])
-    grad_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
-    t6 = tf.cast(tf.shape(x)[-4], x.dtype)
-    t7 = tf.cast(tf.shape(x)[-3], x.dtype)
-    t8 = tf.cast(tf.shape(x)[-2], x.dtype)
-    t9 = tf.reduce_sum(x, axis=[-4, -3, -2])
-    t10 = tf.reduce_sum(grad, axis=[-4, -3, -2])
-    t11 = scale / tf.math.sqrt(epsilon + variance)
-    t12 = 2 * grad_variance
-    t13 = 1 / (t6 * t7 * t8)
-    grad_x = (
-        grad * t11
-        - t10 * t11 * t13
-        + t12 * t13 * (-mean + x)
-        - t12 * (-mean * t6 * t7 * t8 + t9) / (t6**2 * t7**2 * t8**2)
-    )
-    grad_scale = t5 / tf.math.sqrt(epsilon + variance)
-    grad_offset = tf.reduce_sum(grad, axis=[-4, -3, -2])
+    t5 = tf.cast(tf.shape(x)[-4], x.dtype)
+    t6 = tf.cast(tf.shape(x)[-3], x.dtype)
+    t7 = tf.cast(tf.shape(x)[-2], x.dtype)
+    t8 = tf.reduce_sum(grad, axis=[-4, -3, -2])
+    t9 = -mean + x
+    t10 = tf.reduce_sum(grad * t9, axis=[-4, -3, -2])
+    t11 = epsilon + variance
+    t12 = 1 / (t5 * t6 * t7)
+    t13 = 1 / tf.math.sqrt(t11)
+    grad_x = scale * t13 * (grad - t10 * t12 * t9 / t11 - t12 * t8)
+    grad_scale = t10 * t13
+    grad_offset = t8
     return grad_x, grad_scale, grad_offset
 
 
@@ -283,19 +281,20 @@ def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stag
     t1 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
     t2 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
     t3 = tf.reduce_sum(x_split, axis=[-4, -3, -1])
-    mean = t3 / (t0 * t1 * t2)
-    t4 = mean[..., None, None, :, None]
-    t5 = tf.reduce_sum((-t4 + x_split) ** 2, axis=[-4, -3, -1])
-    variance = t5 / (t0 * t1 * t2)
-    t6 = variance[..., None, None, :, None]
-    t7 = tf.shape(x_split, out_type=tf.int64)[-5]
-    t8 = tf.shape(x_split, out_type=tf.int64)[-4]
-    t9 = tf.shape(x_split, out_type=tf.int64)[-3]
-    t10 = tf.shape(x_split, out_type=tf.int64)[-2]
-    t11 = tf.shape(x_split, out_type=tf.int64)[-1]
+    t4 = 1 / (t0 * t1 * t2)
+    mean = t3 * t4
+    t5 = mean[..., None, None, :, None]
+    t6 = -t5 + x_split
+    t7 = tf.reduce_sum(t6**2, axis=[-4, -3, -1])
+    variance = t4 * t7
+    t8 = variance[..., None, None, :, None]
+    t9 = tf.shape(x_split, out_type=tf.int64)[-5]
+    t10 = tf.shape(x_split, out_type=tf.int64)[-4]
+    t11 = tf.shape(x_split, out_type=tf.int64)[-3]
+    t12 = tf.shape(x_split, out_type=tf.int64)[-2]
+    t13 = tf.shape(x_split, out_type=tf.int64)[-1]
     y = tf.reshape(
-        offset_split + scale_split * (-t4 + x_split) / tf.math.sqrt(epsilon + t6),
-        [t7, t8, t9, t10 * t11],
+        offset_split + scale_split * t6 / tf.math.sqrt(epsilon + t8), [t9, t10, t11, t12 * t13]
     )
     if return_stages:  # for group_norm_vjp(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
@@ -309,19 +308,15 @@ def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=N
         mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t4 / (t1 * t2 * t3)`
         variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
             i.e. `t6 / (t1 * t2 * t3)`
-        grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
-            * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
-            i.e. `-1 / 2 * t9 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
-            + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
+            - sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) * (-mean[b, g] +
+                x[b, i, j, g, k]) * scale[g, c] / (C * H * W * (epsilon + variance[b, g])**(3/2))
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
-            - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
-                H**2 * W**2)
-            i.e. `tf.reshape(grad * scale_split * t23 - t15 * t23 * t24 + t24 * t25 * (-t7 + ...`
+            i.e. `tf.reshape((grad * scale_split - t12 * t23 - t14 * t17 * t23 / t22) / ...`
         grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
-            sqrt(epsilon + variance[b, g]), i.e. `tf.reshape(t27, [t22 * t0])`
-        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `tf.reshape(t28, [t22 * t0])`
+            sqrt(epsilon + variance[b, g]), i.e. `tf.reshape(t25, [t21 * t0])`
+        grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `tf.reshape(t26, [t21 * t0])`
     """
     x_split = tf.reshape(
         x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0)
@@ -347,38 +342,32 @@ def group_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, groups=2, mean=N
         t5 = mean[..., None, None, :, None]
         t6 = tf.reduce_sum((-t5 + x_split) ** 2, axis=[-4, -3, -1])
         variance = t6 / (t1 * t2 * t3)
-    t7 = mean[..., None, None, :, None]
-    t8 = grad * (-t7 + x_split)
-    t9 = tf.einsum("ab,cdeab->ca", scale_split, t8)
-    grad_variance = -1 / 2 * t9 / (epsilon + variance) ** (3 / 2)
-    t10 = variance[..., None, None, :, None]
-    t11 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
-    t12 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
-    t13 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
-    t14 = tf.einsum("ab,cdeab->ca", scale_split, grad)
-    t15 = t14[..., None, None, :, None]
-    t16 = tf.transpose(x_split, perm=[0, 4, 2, 3, 1])
-    t17 = tf.reduce_sum(t16, axis=[-4, -3, -1], keepdims=True)
-    t18 = grad_variance[..., None, None, :, None]
-    t19 = tf.shape(x_split, out_type=tf.int64)[-5]
-    t20 = tf.shape(x_split, out_type=tf.int64)[-4]
-    t21 = tf.shape(x_split, out_type=tf.int64)[-3]
-    t22 = tf.shape(x_split, out_type=tf.int64)[-2]
-    t23 = 1 / tf.math.sqrt(epsilon + t10)
-    t24 = 1 / (t11 * t12 * t13)
-    t25 = 2 * t18
+    t7 = variance[..., None, None, :, None]
+    t8 = tf.cast(tf.shape(x_split)[-1], x_split.dtype)
+    t9 = tf.cast(tf.shape(x_split)[-4], x_split.dtype)
+    t10 = tf.cast(tf.shape(x_split)[-3], x_split.dtype)
+    t11 = tf.einsum("ab,cdeab->ca", scale_split, grad)
+    t12 = t11[..., None, None, :, None]
+    t13 = mean[..., None, None, :, None]
+    t14 = -t13 + x_split
+    t15 = grad * t14
+    t16 = tf.einsum("ab,cdeab->ca", scale_split, t15)
+    t17 = t16[..., None, None, :, None]
+    t18 = tf.shape(x_split, out_type=tf.int64)[-5]
+    t19 = tf.shape(x_split, out_type=tf.int64)[-4]
+    t20 = tf.shape(x_split, out_type=tf.int64)[-3]
+    t21 = tf.shape(x_split, out_type=tf.int64)[-2]
+    t22 = epsilon + t7
+    t23 = 1 / (t10 * t8 * t9)
     grad_x = tf.reshape(
-        grad * scale_split * t23
-        - t15 * t23 * t24
-        + t24 * t25 * (-t7 + x_split)
-        - t25 * (-t11 * t12 * t13 * t7 + t17) / (t11**2 * t12**2 * t13**2),
-        [t19, t20, t21, t22 * t0],
+        (grad * scale_split - t12 * t23 - t14 * t17 * t23 / t22) / tf.math.sqrt(t22),
+        [t18, t19, t20, t21 * t0],
     )
-    t26 = 1 / tf.math.sqrt(epsilon + variance)
-    t27 = tf.einsum("ab,acdbe->be", t26, t8)
-    grad_scale = tf.reshape(t27, [t22 * t0])
-    t28 = tf.reduce_sum(grad, axis=[-5, -4, -3])
-    grad_offset = tf.reshape(t28, [t22 * t0])
+    t24 = 1 / tf.math.sqrt(epsilon + variance)
+    t25 = tf.einsum("ab,acdbe->be", t24, t15)
+    grad_scale = tf.reshape(t25, [t21 * t0])
+    t26 = tf.reduce_sum(grad, axis=[-5, -4, -3])
+    grad_offset = tf.reshape(t26, [t21 * t0])
     return grad_x, grad_scale, grad_offset
 
 
@@ -407,9 +396,10 @@ def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
     scores = mask + t1 * (1 / tf.math.sqrt(t0))
     ext1 = tf.reduce_max(scores, axis=-1)
     t2 = ext1[..., None]
-    sum1 = tf.reduce_sum(tf.math.exp(scores - t2), axis=-1)
-    t3 = sum1[..., None]
-    weights = tf.math.exp(scores - t2) / t3
+    t3 = tf.math.exp(scores - t2)
+    sum1 = tf.reduce_sum(t3, axis=-1)
+    t4 = sum1[..., None]
+    weights = t3 / t4
     output = tf.linalg.matmul(weights, v)
     if return_stages:  # for scaled_dot_product_attention_vjp(..., **stages): not computed again
         return output, {"weights": weights}
@@ -433,9 +423,9 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, *, weights=Non
             - sum_j grad_weights[batch, i, j] * weights[batch, i, j] * weights[batch, i, l]
             i.e. `weights * (grad_weights - t4)`
         grad_q[batch, i, d] = sum_j grad_scores[batch, i, j] * k[batch, j, d] / sqrt(D)
-            i.e. `t6 * (1 / tf.math.sqrt(t5))`
+            i.e. `t6 * t7`
         grad_k[batch, j, d] = sum_i grad_scores[batch, i, j] * q[batch, i, d] / sqrt(D)
-            i.e. `t7 * (1 / tf.math.sqrt(t5))`
+            i.e. `t7 * t8`
         grad_v[batch, j, e] = sum_i grad[batch, i, e] * weights[batch, i, j]
             i.e. `tf.linalg.matmul(weights, grad, transpose_a=True)`
         grad_mask[batch, i, j] = grad_scores[batch, i, j], i.e. `grad_scores`
@@ -454,10 +444,11 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, *, weights=Non
     grad_scores = weights * (grad_weights - t4)
     t5 = tf.cast(tf.shape(q)[-1], q.dtype)
     t6 = tf.linalg.matmul(grad_scores, k)
-    grad_q = t6 * (1 / tf.math.sqrt(t5))
+    t7 = 1 / tf.math.sqrt(t5)
+    grad_q = t6 * t7
     grad_q = _sum_to_shape(grad_q, q)
-    t7 = tf.linalg.matmul(grad_scores, q, transpose_a=True)
-    grad_k = t7 * (1 / tf.math.sqrt(t5))
+    t8 = tf.linalg.matmul(grad_scores, q, transpose_a=True)
+    grad_k = t7 * t8
     grad_k = _sum_to_shape(grad_k, k)
     grad_v = tf.linalg.matmul(weights, grad, transpose_a=True)
     grad_v = _sum_to_shape(grad_v, v)
@@ -569,10 +560,10 @@ def cosine_similarity_vjp(grad, x, y, output, *, epsilon=1e-08, sum1=None, sum2=
             i.e. `grad / tf.math.sqrt(epsilon + sum1 * sum2)`
         grad_x[batch, d] = grad_sum3[batch] * y[batch, d]
             - grad[batch] * output[batch] * sum2[batch] * x[batch, d] / (epsilon + sum1[batch] *
-                sum2[batch]), i.e. `t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)`
+                sum2[batch]), i.e. `t0 * y - t2 * t3 * t4 * t5 * x`
         grad_y[batch, d] = grad_sum3[batch] * x[batch, d]
             - grad[batch] * output[batch] * sum1[batch] * y[batch, d] / (epsilon + sum1[batch] *
-                sum2[batch]), i.e. `t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)`
+                sum2[batch]), i.e. `t0 * x - t1 * t3 * t4 * t5 * y`
     """
     if sum1 is None or sum2 is None:
         sum1 = tf.reduce_sum(x**2, axis=-1)
@@ -583,9 +574,10 @@ def cosine_similarity_vjp(grad, x, y, output, *, epsilon=1e-08, sum1=None, sum2=
     t2 = sum2[..., None]
     t3 = output[..., None]
     t4 = grad[..., None]
-    grad_x = t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)
+    t5 = 1 / (epsilon + t1 * t2)
+    grad_x = t0 * y - t2 * t3 * t4 * t5 * x
     grad_x = _sum_to_shape(grad_x, x)
-    grad_y = t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)
+    grad_y = t0 * x - t1 * t3 * t4 * t5 * y
     grad_y = _sum_to_shape(grad_y, y)
     return grad_x, grad_y
 
@@ -742,8 +734,7 @@ def bias_gelu_vjp(grad, x, bias, y):
                 sqrt(pi))
             + 26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch,
                 c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch,
-                c])**3 / (400000 * sqrt(pi))
-            i.e. `(1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)`
+                c])**3 / (400000 * sqrt(pi)), i.e. `(1 / 400000) * t4`
         grad_bias[c] = sum_batch (26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 *
             (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c]
             + x[batch, c])**3 / (400000 * sqrt(pi)) + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) *
@@ -756,8 +747,8 @@ def bias_gelu_vjp(grad, x, bias, y):
     t1 = t0**3
     t2 = tf.math.tanh(0.7978845608028654 * (t0 + (8943 / 200000) * t1))
     t3 = 0.7978845608028654 * (1 - t2**2)
-    grad_x = (1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
     t4 = grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
+    grad_x = (1 / 400000) * t4
     t5 = tf.reduce_sum(t4, axis=tf.range(tf.rank(t4) - 1))
     grad_bias = (1 / 400000) * t5
     return grad_x, grad_bias

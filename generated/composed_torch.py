@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def layer_norm(x, scale, offset, *, epsilon=0.001):
-    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19); differentiated by layer_norm_vjp, saving x, scale, sum1, affine1 and the shape of offset."""
+    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19); differentiated by layer_norm_vjp, saving x (for x and scale's gradients), scale (for x's gradient), sum1 (for x and scale's gradients), affine1 (for x and scale's gradients) and the shape of offset."""
     return _layer_norm_autograd(x, scale, offset, epsilon=epsilon)
 
 
@@ -28,10 +28,13 @@ def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     sum1 = torch.sum(x, axis=-1)
     t0 = x.shape[-1]
     t1 = sum1[..., None]
-    t2 = torch.sum((x - t1 / t0) ** 2, axis=-1)
-    affine1 = epsilon + t2 / t0
-    t3 = affine1[..., None]
-    y = offset + scale * (x - t1 / t0) / torch.sqrt(t3)
+    t2 = 1 / t0
+    t3 = -t1 * t2
+    t4 = t3 + x
+    t5 = torch.sum(t4**2, axis=-1)
+    affine1 = epsilon + t2 * t5
+    t6 = affine1[..., None]
+    y = offset + scale * t4 / torch.sqrt(t6)
     if return_stages:  # for layer_norm_vjp(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -59,9 +62,9 @@ def layer_norm_vjp(
             - sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * (x[batch, k] - sum1[batch] /
                 N) * scale[i] / (N * affine1[batch]**(3/2))
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            i.e. `(grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / torch.sqrt(t3)`
+            i.e. `(grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / torch.sqrt(t3)`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `torch.einsum("...,...a->a", t12, t8)`
+            sqrt(affine1[batch]), i.e. `torch.einsum("...,...a->a", t14, t11)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `_over(torch.sum, grad, tuple(range(grad.ndim - 1)))`
     """
@@ -82,15 +85,17 @@ def layer_norm_vjp(
         t6 = t5[..., None]
     if needs_grad[0] or needs_grad[1]:
         t7 = sum1[..., None]
-        t8 = grad * (x - t7 / t4)
+        t8 = 1 / t4
+        t9 = -t7 * t8
+        t10 = t9 + x
+        t11 = grad * t10
     if needs_grad[0]:
-        t9 = torch.einsum("a,...a->...", scale, t8)
-        t10 = t9[..., None]
-        t11 = 1 / t4
-        grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / torch.sqrt(t3)
+        t12 = torch.einsum("a,...a->...", scale, t11)
+        t13 = t12[..., None]
+        grad_x = (grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / torch.sqrt(t3)
     if needs_grad[1]:
-        t12 = 1 / torch.sqrt(affine1)
-        grad_scale = torch.einsum("...,...a->a", t12, t8)
+        t14 = 1 / torch.sqrt(affine1)
+        grad_scale = torch.einsum("...,...a->a", t14, t11)
     if needs_grad[2]:
         grad_offset = _over(torch.sum, grad, tuple(range(grad.ndim - 1)))
     return grad_x, grad_scale, grad_offset
@@ -103,11 +108,12 @@ _layer_norm_autograd = _autograd_function(
     "y",
     stages="sum1 affine1",
     shapes_only="offset",
+    reads={"x": "x scale sum1 affine1", "scale": "x sum1 affine1", "offset": ""},
 )
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
-    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30); differentiated by layer_norm_moments_vjp, saving x, scale, sum1, affine1 and the shape of offset."""
+    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30); differentiated by layer_norm_moments_vjp, saving x (for x and scale's gradients), scale (for x's gradient), sum1 (for x and scale's gradients), affine1 (for x and scale's gradients) and the shape of offset."""
     return _layer_norm_moments_autograd(x, scale, offset, epsilon=epsilon)
 
 
@@ -116,10 +122,11 @@ def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages
     sum1 = torch.sum(x, axis=-1)
     t0 = x.shape[-1]
     t1 = torch.sum(x**2, axis=-1)
-    affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
-    t2 = affine1[..., None]
-    t3 = sum1[..., None]
-    y = offset + scale * (x - t3 / t0) / torch.sqrt(t2)
+    t2 = 1 / t0
+    affine1 = epsilon - sum1**2 / t0**2 + t1 * t2
+    t3 = affine1[..., None]
+    t4 = sum1[..., None]
+    y = offset + scale * (-t2 * t4 + x) / torch.sqrt(t3)
     if return_stages:  # for layer_norm_moments_vjp(..., **stages): not computed again
         return y, {"sum1": sum1, "affine1": affine1}
     return y
@@ -144,14 +151,14 @@ def layer_norm_moments_vjp(
         affine1[batch] = epsilon + sum_k x[batch, k]**2 / N - sum1[batch]**2 / N**2
             i.e. `epsilon - sum1**2 / t0**2 + t1 / t0`
         grad_affine1[batch] = -sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * scale[i] /
-            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t5 / affine1 ** (3 / 2)`
+            (2 * affine1[batch]**(3/2)), i.e. `-1 / 2 * t6 / affine1 ** (3 / 2)`
         grad_x[batch, k] = grad[batch, k] * scale[k] / sqrt(affine1[batch])
             + 2 * grad_affine1[batch] * x[batch, k] / N
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
             - 2 * grad_affine1[batch] * sum1[batch] / N**2
-            i.e. `grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2`
+            i.e. `grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `torch.einsum("...,...a->a", t13, t4)`
+            sqrt(affine1[batch]), i.e. `torch.einsum("...,...a->a", t13, t5)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `_over(torch.sum, grad, tuple(range(grad.ndim - 1)))`
     """
@@ -164,21 +171,21 @@ def layer_norm_moments_vjp(
             affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
         t2 = x.shape[-1]
         t3 = sum1[..., None]
-        t4 = grad * (x - t3 / t2)
+        t4 = 1 / t2
+        t5 = grad * (-t3 * t4 + x)
     if needs_grad[0]:
-        t5 = torch.einsum("a,...a->...", scale, t4)
-        grad_affine1 = -1 / 2 * t5 / affine1 ** (3 / 2)
-        t6 = affine1[..., None]
-        t7 = torch.einsum("a,...a->...", scale, grad)
-        t8 = t7[..., None]
-        t9 = grad_affine1[..., None]
-        t10 = 1 / torch.sqrt(t6)
-        t11 = 2 * t9
-        t12 = 1 / t2
-        grad_x = grad * scale * t10 - t10 * t12 * t8 + t11 * t12 * x - t11 * t3 / t2**2
+        t6 = torch.einsum("a,...a->...", scale, t5)
+        grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
+        t7 = affine1[..., None]
+        t8 = torch.einsum("a,...a->...", scale, grad)
+        t9 = t8[..., None]
+        t10 = grad_affine1[..., None]
+        t11 = 1 / torch.sqrt(t7)
+        t12 = 2 * t10
+        grad_x = grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2
     if needs_grad[1]:
         t13 = 1 / torch.sqrt(affine1)
-        grad_scale = torch.einsum("...,...a->a", t13, t4)
+        grad_scale = torch.einsum("...,...a->a", t13, t5)
     if needs_grad[2]:
         grad_offset = _over(torch.sum, grad, tuple(range(grad.ndim - 1)))
     return grad_x, grad_scale, grad_offset
@@ -191,11 +198,12 @@ _layer_norm_moments_autograd = _autograd_function(
     "y",
     stages="sum1 affine1",
     shapes_only="offset",
+    reads={"x": "x scale sum1 affine1", "scale": "x sum1 affine1", "offset": ""},
 )
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001):
-    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41); differentiated by batch_norm_training_vjp, saving x, scale, mean, variance and the shape of offset."""
+    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41); differentiated by batch_norm_training_vjp, saving x (for x and scale's gradients), scale (for x's gradient), mean (for x and scale's gradients), variance (for x and scale's gradients) and the shape of offset."""
     return _batch_norm_training_autograd(x, scale, offset, epsilon=epsilon)
 
 
@@ -205,10 +213,12 @@ def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stage
     t1 = x.shape[-3]
     t2 = x.shape[-2]
     t3 = torch.sum(x, axis=(-4, -3, -2))
-    mean = t3 / (t0 * t1 * t2)
-    t4 = torch.sum((-mean + x) ** 2, axis=(-4, -3, -2))
-    variance = t4 / (t0 * t1 * t2)
-    y = offset + scale * (-mean + x) / torch.sqrt(epsilon + variance)
+    t4 = 1 / (t0 * t1 * t2)
+    mean = t3 * t4
+    t5 = -mean + x
+    t6 = torch.sum(t5**2, axis=(-4, -3, -2))
+    variance = t4 * t6
+    y = offset + scale * t5 / torch.sqrt(epsilon + variance)
     if return_stages:  # for batch_norm_training_vjp(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
     return y
@@ -232,17 +242,14 @@ def batch_norm_training_vjp(
         mean[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         variance[c] = sum_{b, h, w} (-mean[c] + x[b, h, w, c])**2 / (B * H * W)
             i.e. `t4 / (t0 * t1 * t2)`
-        grad_variance[c] = -sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * scale[c] /
-            (2 * (epsilon + variance[c])**(3/2))
-            i.e. `-1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)`
         grad_x[i, j, k, c] = grad[i, j, k, c] * scale[c] / sqrt(epsilon + variance[c])
-            + 2 * grad_variance[c] * (-mean[c] + x[i, j, k, c]) / (B * H * W)
+            - sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) * (-mean[c] + x[i, j, k,
+                c]) * scale[c] / (B * H * W * (epsilon + variance[c])**(3/2))
             - sum_{b, h, w} grad[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon + variance[c]))
-            - sum_{b, h, w} 2 * grad_variance[c] * (-mean[c] + x[b, h, w, c]) / (B**2 * H**2 * W**2)
-            i.e. `grad * t11 - t10 * t11 * t13 + t12 * t13 * (-mean + x) - t12 * (-mean * t6 * ...`
+            i.e. `scale * t13 * (grad - t10 * t12 * t9 / t11 - t12 * t8)`
         grad_scale[c] = sum_{b, h, w} grad[b, h, w, c] * (-mean[c] + x[b, h, w, c]) / sqrt(epsilon +
-            variance[c]), i.e. `t5 / torch.sqrt(epsilon + variance)`
-        grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `torch.sum(grad, axis=(-4, -3, -2))`
+            variance[c]), i.e. `t10 * t13`
+        grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t8`
     """
     grad_x = grad_scale = grad_offset = None
     if needs_grad[0] or needs_grad[1]:
@@ -254,27 +261,26 @@ def batch_norm_training_vjp(
             mean = t3 / (t0 * t1 * t2)
             t4 = torch.sum((-mean + x) ** 2, axis=(-4, -3, -2))
             variance = t4 / (t0 * t1 * t2)
-        t5 = torch.sum(grad * (-mean + x), axis=(-4, -3, -2))
     if needs_grad[0]:
-        grad_variance = -1 / 2 * scale * t5 / (epsilon + variance) ** (3 / 2)
-        t6 = x.shape[-4]
-        t7 = x.shape[-3]
-        t8 = x.shape[-2]
-        t9 = torch.sum(x, axis=(-4, -3, -2))
-        t10 = torch.sum(grad, axis=(-4, -3, -2))
-        t11 = scale / torch.sqrt(epsilon + variance)
-        t12 = 2 * grad_variance
-        t13 = 1 / (t6 * t7 * t8)
-        grad_x = (
-            grad * t11
-            - t10 * t11 * t13
-            + t12 * t13 * (-mean + x)
-            - t12 * (-mean * t6 * t7 * t8 + t9) / (t6**2 * t7**2 * t8**2)
-        )
+        t5 = x.shape[-4]
+        t6 = x.shape[-3]
+        t7 = x.shape[-2]
+    if needs_grad[0] or needs_grad[2]:
+        t8 = torch.sum(grad, axis=(-4, -3, -2))
+    if needs_grad[0] or needs_grad[1]:
+        t9 = -mean + x
+        t10 = torch.sum(grad * t9, axis=(-4, -3, -2))
+        t11 = epsilon + variance
+    if needs_grad[0]:
+        t12 = 1 / (t5 * t6 * t7)
+    if needs_grad[0] or needs_grad[1]:
+        t13 = 1 / torch.sqrt(t11)
+    if needs_grad[0]:
+        grad_x = scale * t13 * (grad - t10 * t12 * t9 / t11 - t12 * t8)
     if needs_grad[1]:
-        grad_scale = t5 / torch.sqrt(epsilon + variance)
+        grad_scale = t10 * t13
     if needs_grad[2]:
-        grad_offset = torch.sum(grad, axis=(-4, -3, -2))
+        grad_offset = t8
     return grad_x, grad_scale, grad_offset
 
 
@@ -285,11 +291,12 @@ _batch_norm_training_autograd = _autograd_function(
     "y",
     stages="mean variance",
     shapes_only="offset",
+    reads={"x": "x scale mean variance", "scale": "x mean variance", "offset": ""},
 )
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
-    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55); differentiated by group_norm_vjp, saving x, scale, offset, mean, variance."""
+    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55); differentiated by group_norm_vjp, saving x (for x and scale's gradients), scale (for x's gradient), mean (for x and scale's gradients), variance (for x and scale's gradients) and the shape of offset."""
     return _group_norm_autograd(x, scale, offset, epsilon=epsilon, groups=groups)
 
 
@@ -302,19 +309,20 @@ def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stag
     t1 = x_split.shape[-4]
     t2 = x_split.shape[-3]
     t3 = torch.sum(x_split, axis=(-4, -3, -1))
-    mean = t3 / (t0 * t1 * t2)
-    t4 = mean[..., None, None, :, None]
-    t5 = torch.sum((-t4 + x_split) ** 2, axis=(-4, -3, -1))
-    variance = t5 / (t0 * t1 * t2)
-    t6 = variance[..., None, None, :, None]
-    t7 = x_split.shape[-5]
-    t8 = x_split.shape[-4]
-    t9 = x_split.shape[-3]
-    t10 = x_split.shape[-2]
-    t11 = x_split.shape[-1]
+    t4 = 1 / (t0 * t1 * t2)
+    mean = t3 * t4
+    t5 = mean[..., None, None, :, None]
+    t6 = -t5 + x_split
+    t7 = torch.sum(t6**2, axis=(-4, -3, -1))
+    variance = t4 * t7
+    t8 = variance[..., None, None, :, None]
+    t9 = x_split.shape[-5]
+    t10 = x_split.shape[-4]
+    t11 = x_split.shape[-3]
+    t12 = x_split.shape[-2]
+    t13 = x_split.shape[-1]
     y = torch.reshape(
-        offset_split + scale_split * (-t4 + x_split) / torch.sqrt(epsilon + t6),
-        (t7, t8, t9, t10 * t11),
+        offset_split + scale_split * t6 / torch.sqrt(epsilon + t8), (t9, t10, t11, t12 * t13)
     )
     if return_stages:  # for group_norm_vjp(..., **stages): not computed again
         return y, {"mean": mean, "variance": variance}
@@ -340,20 +348,16 @@ def group_norm_vjp(
         mean[b, g] = sum_{h, w, c} x[b, h, w, g, c] / (C * H * W), i.e. `t4 / (t1 * t2 * t3)`
         variance[b, g] = sum_{h, w, c} (-mean[b, g] + x[b, h, w, g, c])**2 / (C * H * W)
             i.e. `t6 / (t1 * t2 * t3)`
-        grad_variance[b, g] = -sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c])
-            * scale[g, c] / (2 * (epsilon + variance[b, g])**(3/2))
-            i.e. `-1 / 2 * t9 / (epsilon + variance) ** (3 / 2)`
         grad_x[b, i, j, g, k] = grad[b, i, j, g, k] * scale[g, k] / sqrt(epsilon + variance[b, g])
-            + 2 * grad_variance[b, g] * (-mean[b, g] + x[b, i, j, g, k]) / (C * H * W)
+            - sum_{h, w, c} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) * (-mean[b, g] +
+                x[b, i, j, g, k]) * scale[g, c] / (C * H * W * (epsilon + variance[b, g])**(3/2))
             - sum_{h, w, c} grad[b, h, w, g, c] * scale[g, c] / (C * H * W * sqrt(epsilon +
                 variance[b, g]))
-            - sum_{h, w, c} 2 * grad_variance[b, g] * (-mean[b, g] + x[b, h, w, g, c]) / (C**2 *
-                H**2 * W**2)
-            i.e. `torch.reshape(grad * scale_split * t23 - t15 * t23 * t24 + t24 * t25 * (-t7 ...`
+            i.e. `torch.reshape((grad * scale_split - t12 * t23 - t14 * t17 * t23 / t22) / ...`
         grad_scale[g, c] = sum_{b, h, w} grad[b, h, w, g, c] * (-mean[b, g] + x[b, h, w, g, c]) /
-            sqrt(epsilon + variance[b, g]), i.e. `torch.reshape(t27, (t22 * t0,))`
+            sqrt(epsilon + variance[b, g]), i.e. `torch.reshape(t25, (t21 * t0,))`
         grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c]
-            i.e. `torch.reshape(t28, (t22 * t0,))`
+            i.e. `torch.reshape(t26, (t21 * t0,))`
     """
     grad_x = grad_scale = grad_offset = None
     x_split = torch.reshape(x, x.shape[:-1] + (groups, -1))
@@ -372,52 +376,54 @@ def group_norm_vjp(
             t5 = mean[..., None, None, :, None]
             t6 = torch.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
             variance = t6 / (t1 * t2 * t3)
-        t7 = mean[..., None, None, :, None]
-        t8 = grad * (-t7 + x_split)
     if needs_grad[0]:
-        t9 = torch.einsum("ab,cdeab->ca", scale_split, t8)
-        grad_variance = -1 / 2 * t9 / (epsilon + variance) ** (3 / 2)
-        t10 = variance[..., None, None, :, None]
-        t11 = x_split.shape[-1]
-        t12 = x_split.shape[-4]
-        t13 = x_split.shape[-3]
-        t14 = torch.einsum("ab,cdeab->ca", scale_split, grad)
-        t15 = t14[..., None, None, :, None]
-        t16 = torch.permute(x_split, (0, 4, 2, 3, 1))
-        t17 = torch.sum(t16, axis=(-4, -3, -1), keepdims=True)
-        t18 = grad_variance[..., None, None, :, None]
-        t19 = x_split.shape[-5]
-        t20 = x_split.shape[-4]
-        t21 = x_split.shape[-3]
-    t22 = x_split.shape[-2]
+        t7 = variance[..., None, None, :, None]
+        t8 = x_split.shape[-1]
+        t9 = x_split.shape[-4]
+        t10 = x_split.shape[-3]
+        t11 = torch.einsum("ab,cdeab->ca", scale_split, grad)
+        t12 = t11[..., None, None, :, None]
+    if needs_grad[0] or needs_grad[1]:
+        t13 = mean[..., None, None, :, None]
+        t14 = -t13 + x_split
+        t15 = grad * t14
     if needs_grad[0]:
-        t23 = 1 / torch.sqrt(epsilon + t10)
-        t24 = 1 / (t11 * t12 * t13)
-        t25 = 2 * t18
+        t16 = torch.einsum("ab,cdeab->ca", scale_split, t15)
+        t17 = t16[..., None, None, :, None]
+        t18 = x_split.shape[-5]
+        t19 = x_split.shape[-4]
+        t20 = x_split.shape[-3]
+    t21 = x_split.shape[-2]
+    if needs_grad[0]:
+        t22 = epsilon + t7
+        t23 = 1 / (t10 * t8 * t9)
         grad_x = torch.reshape(
-            grad * scale_split * t23
-            - t15 * t23 * t24
-            + t24 * t25 * (-t7 + x_split)
-            - t25 * (-t11 * t12 * t13 * t7 + t17) / (t11**2 * t12**2 * t13**2),
-            (t19, t20, t21, t22 * t0),
+            (grad * scale_split - t12 * t23 - t14 * t17 * t23 / t22) / torch.sqrt(t22),
+            (t18, t19, t20, t21 * t0),
         )
     if needs_grad[1]:
-        t26 = 1 / torch.sqrt(epsilon + variance)
-        t27 = torch.einsum("ab,acdbe->be", t26, t8)
-        grad_scale = torch.reshape(t27, (t22 * t0,))
+        t24 = 1 / torch.sqrt(epsilon + variance)
+        t25 = torch.einsum("ab,acdbe->be", t24, t15)
+        grad_scale = torch.reshape(t25, (t21 * t0,))
     if needs_grad[2]:
-        t28 = torch.sum(grad, axis=(-5, -4, -3))
-        grad_offset = torch.reshape(t28, (t22 * t0,))
+        t26 = torch.sum(grad, axis=(-5, -4, -3))
+        grad_offset = torch.reshape(t26, (t21 * t0,))
     return grad_x, grad_scale, grad_offset
 
 
 _group_norm_autograd = _autograd_function(
-    "GroupNorm", group_norm_forward, group_norm_vjp, "y", stages="mean variance"
+    "GroupNorm",
+    group_norm_forward,
+    group_norm_vjp,
+    "y",
+    stages="mean variance",
+    shapes_only="offset",
+    reads={"x": "x scale mean variance", "scale": "x mean variance", "offset": ""},
 )
 
 
 def scaled_dot_product_attention(q, k, v, mask):
-    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70); differentiated by scaled_dot_product_attention_vjp, saving q, k, v, mask, weights."""
+    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70); differentiated by scaled_dot_product_attention_vjp, saving q, k, v (for q, k and mask's gradients), mask, weights."""
     return _scaled_dot_product_attention_autograd(q, k, v, mask)
 
 
@@ -428,9 +434,10 @@ def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
     scores = mask + t1 * float(1 / np.sqrt(t0))
     ext1 = torch.amax(scores, axis=-1)
     t2 = ext1[..., None]
-    sum1 = torch.sum(torch.exp(scores - t2), axis=-1)
-    t3 = sum1[..., None]
-    weights = torch.exp(scores - t2) / t3
+    t3 = torch.exp(scores - t2)
+    sum1 = torch.sum(t3, axis=-1)
+    t4 = sum1[..., None]
+    weights = t3 / t4
     output = weights @ v
     if return_stages:  # for scaled_dot_product_attention_vjp(..., **stages): not computed again
         return output, {"weights": weights}
@@ -454,11 +461,11 @@ def scaled_dot_product_attention_vjp(
             i.e. `grad @ torch.swapaxes(v, -1, -2)`
         grad_scores[batch, i, l] = grad_weights[batch, i, l] * weights[batch, i, l]
             - sum_j grad_weights[batch, i, j] * weights[batch, i, j] * weights[batch, i, l]
-            i.e. `weights * (grad_weights - t4)`
+            i.e. `torch._softmax_backward_data(grad_weights, weights, -1, weights.dtype)`
         grad_q[batch, i, d] = sum_j grad_scores[batch, i, j] * k[batch, j, d] / sqrt(D)
-            i.e. `t6 * float(1 / np.sqrt(t5))`
+            i.e. `t6 * t7`
         grad_k[batch, j, d] = sum_i grad_scores[batch, i, j] * q[batch, i, d] / sqrt(D)
-            i.e. `t7 * float(1 / np.sqrt(t5))`
+            i.e. `t7 * t8`
         grad_v[batch, j, e] = sum_i grad[batch, i, e] * weights[batch, i, j]
             i.e. `torch.swapaxes(weights, -1, -2) @ grad`
         grad_mask[batch, i, j] = grad_scores[batch, i, j], i.e. `grad_scores`
@@ -475,17 +482,19 @@ def scaled_dot_product_attention_vjp(
         weights = torch.exp(scores - t2) / t3
     if needs_grad[0] or needs_grad[1] or needs_grad[3]:
         grad_weights = grad @ torch.swapaxes(v, -1, -2)
-        t4 = torch.sum(grad_weights * weights, axis=-1, keepdims=True)
-        grad_scores = weights * (grad_weights - t4)
+        grad_scores = torch._softmax_backward_data(grad_weights, weights, -1, weights.dtype)
     if needs_grad[0] or needs_grad[1]:
         t5 = q.shape[-1]
     if needs_grad[0]:
         t6 = grad_scores @ k
-        grad_q = t6 * float(1 / np.sqrt(t5))
+    if needs_grad[0] or needs_grad[1]:
+        t7 = float(1 / np.sqrt(t5))
+    if needs_grad[0]:
+        grad_q = t6 * t7
         grad_q = _sum_to_shape(grad_q, q.shape)
     if needs_grad[1]:
-        t7 = torch.swapaxes(grad_scores, -1, -2) @ q
-        grad_k = t7 * float(1 / np.sqrt(t5))
+        t8 = torch.swapaxes(grad_scores, -1, -2) @ q
+        grad_k = t7 * t8
         grad_k = _sum_to_shape(grad_k, k.shape)
     if needs_grad[2]:
         grad_v = torch.swapaxes(weights, -1, -2) @ grad
@@ -502,11 +511,17 @@ _scaled_dot_product_attention_autograd = _autograd_function(
     scaled_dot_product_attention_vjp,
     "output",
     stages="weights",
+    reads={
+        "q": "q k v mask weights",
+        "k": "q k v mask weights",
+        "v": "q k mask weights",
+        "mask": "q k v mask weights",
+    },
 )
 
 
 def mlp_block(x, w1, b1, w2, b2):
-    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84); differentiated by mlp_block_vjp, saving x, w1, b1, w2, affine1 and the shape of b2."""
+    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84); differentiated by mlp_block_vjp, saving x (for x, w1, b1 and w2's gradients), w1 (for x, w1, b1 and w2's gradients), b1 (for x, w1, b1 and w2's gradients), w2 (for x, w1 and b1's gradients), affine1 (for x, w1, b1 and w2's gradients) and the shape of b2."""
     return _mlp_block_autograd(x, w1, b1, w2, b2)
 
 
@@ -561,7 +576,19 @@ def mlp_block_vjp(
 
 
 _mlp_block_autograd = _autograd_function(
-    "MlpBlock", mlp_block_forward, mlp_block_vjp, "y", stages="affine1", shapes_only="b2"
+    "MlpBlock",
+    mlp_block_forward,
+    mlp_block_vjp,
+    "y",
+    stages="affine1",
+    shapes_only="b2",
+    reads={
+        "x": "x w1 b1 w2 affine1",
+        "w1": "x w1 b1 w2 affine1",
+        "b1": "x w1 b1 w2 affine1",
+        "w2": "x w1 b1 affine1",
+        "b2": "",
+    },
 )
 
 
@@ -594,10 +621,10 @@ def cosine_similarity_vjp(
             i.e. `grad / torch.sqrt(epsilon + sum1 * sum2)`
         grad_x[batch, d] = grad_sum3[batch] * y[batch, d]
             - grad[batch] * output[batch] * sum2[batch] * x[batch, d] / (epsilon + sum1[batch] *
-                sum2[batch]), i.e. `t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)`
+                sum2[batch]), i.e. `t0 * y - t2 * t3 * t4 * t5 * x`
         grad_y[batch, d] = grad_sum3[batch] * x[batch, d]
             - grad[batch] * output[batch] * sum1[batch] * y[batch, d] / (epsilon + sum1[batch] *
-                sum2[batch]), i.e. `t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)`
+                sum2[batch]), i.e. `t0 * x - t1 * t3 * t4 * t5 * y`
     """
     if output is None:
         output = cosine_similarity_forward(x, y, epsilon=epsilon)
@@ -611,11 +638,12 @@ def cosine_similarity_vjp(
     t2 = sum2[..., None]
     t3 = output[..., None]
     t4 = grad[..., None]
+    t5 = 1 / (epsilon + t1 * t2)
     if needs_grad[0]:
-        grad_x = t0 * y - t2 * t3 * t4 * x / (epsilon + t1 * t2)
+        grad_x = t0 * y - t2 * t3 * t4 * t5 * x
         grad_x = _sum_to_shape(grad_x, x.shape)
     if needs_grad[1]:
-        grad_y = t0 * x - t1 * t3 * t4 * y / (epsilon + t1 * t2)
+        grad_y = t0 * x - t1 * t3 * t4 * t5 * y
         grad_y = _sum_to_shape(grad_y, y.shape)
     return grad_x, grad_y
 
@@ -760,8 +788,7 @@ def bias_gelu_vjp(grad, x, bias, *, y=None, needs_grad=(True, True)):
                 sqrt(pi))
             + 26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 * (bias[c] + x[batch,
                 c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c] + x[batch,
-                c])**3 / (400000 * sqrt(pi))
-            i.e. `(1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)`
+                c])**3 / (400000 * sqrt(pi)), i.e. `(1 / 400000) * t4`
         grad_bias[c] = sum_batch (26829 * sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) * (8943 *
             (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi))**2) * (bias[c]
             + x[batch, c])**3 / (400000 * sqrt(pi)) + sqrt(2) * grad[batch, c] * (1 - tanh(sqrt(2) *
@@ -775,10 +802,10 @@ def bias_gelu_vjp(grad, x, bias, *, y=None, needs_grad=(True, True)):
     t1 = t0**3
     t2 = torch.tanh(0.7978845608028654 * (t0 + (8943 / 200000) * t1))
     t3 = 0.7978845608028654 * (1 - t2**2)
+    t4 = grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
     if needs_grad[0]:
-        grad_x = (1 / 400000) * grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
+        grad_x = (1 / 400000) * t4
     if needs_grad[1]:
-        t4 = grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
         t5 = _over(torch.sum, t4, tuple(range(t4.ndim - 1)))
         grad_bias = (1 / 400000) * t5
     return grad_x, grad_bias
@@ -788,7 +815,7 @@ _bias_gelu_autograd = _autograd_function("BiasGelu", bias_gelu_forward, bias_gel
 
 
 def rotary_embedding(x, cos, sin):
-    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:136); differentiated by rotary_embedding_vjp, saving x, cos, sin."""
+    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:136); differentiated by rotary_embedding_vjp, saving x (for cos and sin's gradients), cos (for x's gradient), sin (for x's gradient)."""
     return _rotary_embedding_autograd(x, cos, sin)
 
 
@@ -862,5 +889,9 @@ def rotary_embedding_vjp(grad, x, cos, sin, *, y=None, needs_grad=(True, True, T
 
 
 _rotary_embedding_autograd = _autograd_function(
-    "RotaryEmbedding", rotary_embedding_forward, rotary_embedding_vjp, "y"
+    "RotaryEmbedding",
+    rotary_embedding_forward,
+    rotary_embedding_vjp,
+    "y",
+    reads={"x": "cos sin", "cos": "x", "sin": "x"},
 )

@@ -1440,12 +1440,11 @@ def max_pool_grad_forward(
         t12 = jnp.transpose(t11, (0, 5, 1, 3, 2, 4))
         t13 = jnp.transpose(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
-        t15 = _shift_right(
-            jnp.cumsum(jnp.asarray(t12 == t14, orig_input.dtype), axis=-3), axis=-3, fill=0
-        )
-        t16 = jnp.sum(jnp.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
-        t17 = _shift_right(jnp.cumsum(t16, axis=-4), axis=-4, fill=0)
-        affine1 = t15 + t17
+        t15 = jnp.asarray(t12 == t14, orig_input.dtype)
+        t16 = _shift_right(jnp.cumsum(t15, axis=-3), axis=-3, fill=0)
+        t17 = jnp.sum(t15, axis=-3, keepdims=True)
+        t18 = _shift_right(jnp.cumsum(t17, axis=-4), axis=-4, fill=0)
+        affine1 = t16 + t18
         if padding == "VALID":
             output = _max_pool_backprop(
                 orig_input,
@@ -1607,12 +1606,11 @@ def max_pool_grad_v2_forward(
         t12 = jnp.transpose(t11, (0, 5, 1, 3, 2, 4))
         t13 = jnp.transpose(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
-        t15 = _shift_right(
-            jnp.cumsum(jnp.asarray(t12 == t14, orig_input.dtype), axis=-3), axis=-3, fill=0
-        )
-        t16 = jnp.sum(jnp.asarray(t12 == t14, orig_input.dtype), axis=-3, keepdims=True)
-        t17 = _shift_right(jnp.cumsum(t16, axis=-4), axis=-4, fill=0)
-        affine1 = t15 + t17
+        t15 = jnp.asarray(t12 == t14, orig_input.dtype)
+        t16 = _shift_right(jnp.cumsum(t15, axis=-3), axis=-3, fill=0)
+        t17 = jnp.sum(t15, axis=-3, keepdims=True)
+        t18 = _shift_right(jnp.cumsum(t17, axis=-4), axis=-4, fill=0)
+        affine1 = t16 + t18
         if padding == "VALID":
             output = _max_pool_backprop(
                 orig_input,
@@ -1776,16 +1774,15 @@ def max_pool_gradgrad_forward(
         t11 = _gather(t5, t9, -4, fill=-jnp.inf)
         t12 = jnp.transpose(t11, (0, 1, 3, 5, 2, 4))
         t13 = orig_output[..., None, None]
-        t14 = _shift_right(
-            jnp.cumsum(jnp.asarray(t12 == t13, orig_input.dtype), axis=-1), axis=-1, fill=0
-        )
-        t15 = jnp.sum(jnp.asarray(t12 == t13, orig_input.dtype), axis=-1, keepdims=True)
-        t16 = _shift_right(jnp.cumsum(t15, axis=-2), axis=-2, fill=0)
-        affine1 = t14 + t16
-        t17 = _gather(grad, t3, -2)
-        t18 = _gather(t17, t9, -4)
-        t19 = jnp.transpose(t18, (0, 1, 3, 5, 2, 4))
-        output = jnp.sum(jnp.where((affine1 == 0) & (t12 == t13), t19, 0), axis=(-2, -1))
+        t14 = jnp.asarray(t12 == t13, orig_input.dtype)
+        t15 = _shift_right(jnp.cumsum(t14, axis=-1), axis=-1, fill=0)
+        t16 = jnp.sum(t14, axis=-1, keepdims=True)
+        t17 = _shift_right(jnp.cumsum(t16, axis=-2), axis=-2, fill=0)
+        affine1 = t15 + t17
+        t18 = _gather(grad, t3, -2)
+        t19 = _gather(t18, t9, -4)
+        t20 = jnp.transpose(t19, (0, 1, 3, 5, 2, 4))
+        output = jnp.sum(jnp.where((affine1 == 0) & (t12 == t13), t20, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -1916,15 +1913,14 @@ def max_pool3d_grad_forward(
         t18 = jnp.transpose(t17, (0, 7, 1, 3, 5, 2, 4, 6))
         t19 = jnp.transpose(orig_output, (0, 4, 1, 2, 3))
         t20 = t19[..., None, None, None, :, :, :]
-        t21 = _shift_right(
-            jnp.cumsum(jnp.asarray(t18 == t20, orig_input.dtype), axis=-4), axis=-4, fill=0
-        )
-        t22 = jnp.sum(jnp.asarray(t18 == t20, orig_input.dtype), axis=-4, keepdims=True)
-        t23 = _shift_right(jnp.cumsum(t22, axis=-5), axis=-5, fill=0)
-        t24 = jnp.transpose(t17, (0, 7, 1, 5, 3, 2, 4, 6))
-        t25 = jnp.sum(jnp.asarray(t20 == t24, orig_input.dtype), axis=(-5, -4), keepdims=True)
-        t26 = _shift_right(jnp.cumsum(t25, axis=-6), axis=-6, fill=0)
-        affine1 = t21 + t23 + t26
+        t21 = jnp.asarray(t18 == t20, orig_input.dtype)
+        t22 = _shift_right(jnp.cumsum(t21, axis=-4), axis=-4, fill=0)
+        t23 = jnp.sum(t21, axis=-4, keepdims=True)
+        t24 = _shift_right(jnp.cumsum(t23, axis=-5), axis=-5, fill=0)
+        t25 = jnp.transpose(t17, (0, 7, 1, 5, 3, 2, 4, 6))
+        t26 = jnp.sum(jnp.asarray(t20 == t25, orig_input.dtype), axis=(-5, -4), keepdims=True)
+        t27 = _shift_right(jnp.cumsum(t26, axis=-6), axis=-6, fill=0)
+        affine1 = t22 + t24 + t27
         if padding == "VALID":
             output = _max_pool_backprop(
                 orig_input,
@@ -2138,20 +2134,19 @@ def max_pool3d_gradgrad_forward(
         t17 = _gather(t11, t15, -6, fill=-jnp.inf)
         t18 = jnp.transpose(t17, (0, 1, 3, 5, 7, 2, 4, 6))
         t19 = orig_output[..., None, None, None]
-        t20 = _shift_right(
-            jnp.cumsum(jnp.asarray(t18 == t19, orig_input.dtype), axis=-1), axis=-1, fill=0
-        )
-        t21 = jnp.sum(jnp.asarray(t18 == t19, orig_input.dtype), axis=-1, keepdims=True)
-        t22 = _shift_right(jnp.cumsum(t21, axis=-2), axis=-2, fill=0)
-        t23 = jnp.transpose(t17, (0, 1, 3, 5, 7, 2, 6, 4))
-        t24 = jnp.sum(jnp.asarray(t19 == t23, orig_input.dtype), axis=(-2, -1), keepdims=True)
-        t25 = _shift_right(jnp.cumsum(t24, axis=-3), axis=-3, fill=0)
-        affine1 = t20 + t22 + t25
-        t26 = _gather(grad, t3, -2)
-        t27 = _gather(t26, t9, -4)
-        t28 = _gather(t27, t15, -6)
-        t29 = jnp.transpose(t28, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = jnp.sum(jnp.where((affine1 == 0) & (t18 == t19), t29, 0), axis=(-3, -2, -1))
+        t20 = jnp.asarray(t18 == t19, orig_input.dtype)
+        t21 = _shift_right(jnp.cumsum(t20, axis=-1), axis=-1, fill=0)
+        t22 = jnp.sum(t20, axis=-1, keepdims=True)
+        t23 = _shift_right(jnp.cumsum(t22, axis=-2), axis=-2, fill=0)
+        t24 = jnp.transpose(t17, (0, 1, 3, 5, 7, 2, 6, 4))
+        t25 = jnp.sum(jnp.asarray(t19 == t24, orig_input.dtype), axis=(-2, -1), keepdims=True)
+        t26 = _shift_right(jnp.cumsum(t25, axis=-3), axis=-3, fill=0)
+        affine1 = t21 + t23 + t26
+        t27 = _gather(grad, t3, -2)
+        t28 = _gather(t27, t9, -4)
+        t29 = _gather(t28, t15, -6)
+        t30 = jnp.transpose(t29, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = jnp.sum(jnp.where((affine1 == 0) & (t18 == t19), t30, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(
             f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"

@@ -1808,10 +1808,11 @@ def max_pool_grad_forward(
         t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
         t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
         t14 = t13[..., None, None, :, :]
-        t15 = tf.math.cumsum(tf.cast(tf.equal(t12, t14), orig_input.dtype), axis=-3, exclusive=True)
-        t16 = tf.reduce_sum(tf.cast(tf.equal(t12, t14), orig_input.dtype), axis=-3, keepdims=True)
-        t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
-        affine1 = t15 + t17
+        t15 = tf.cast(tf.equal(t12, t14), orig_input.dtype)
+        t16 = tf.math.cumsum(t15, axis=-3, exclusive=True)
+        t17 = tf.reduce_sum(t15, axis=-3, keepdims=True)
+        t18 = tf.math.cumsum(t17, axis=-4, exclusive=True)
+        affine1 = t16 + t18
         if padding == "VALID":
             output = _max_pool_backprop(
                 orig_input,
@@ -2008,10 +2009,11 @@ def max_pool_grad_v2_forward(
         t12 = tf.transpose(t11, perm=[0, 5, 1, 3, 2, 4])
         t13 = tf.transpose(orig_output, perm=[0, 3, 1, 2])
         t14 = t13[..., None, None, :, :]
-        t15 = tf.math.cumsum(tf.cast(tf.equal(t12, t14), orig_input.dtype), axis=-3, exclusive=True)
-        t16 = tf.reduce_sum(tf.cast(tf.equal(t12, t14), orig_input.dtype), axis=-3, keepdims=True)
-        t17 = tf.math.cumsum(t16, axis=-4, exclusive=True)
-        affine1 = t15 + t17
+        t15 = tf.cast(tf.equal(t12, t14), orig_input.dtype)
+        t16 = tf.math.cumsum(t15, axis=-3, exclusive=True)
+        t17 = tf.reduce_sum(t15, axis=-3, keepdims=True)
+        t18 = tf.math.cumsum(t17, axis=-4, exclusive=True)
+        affine1 = t16 + t18
         if padding == "VALID":
             output = _max_pool_backprop(
                 orig_input,
@@ -2212,15 +2214,16 @@ def max_pool_gradgrad_forward(
         t11 = _gather(t5, t9, -4, fill=float("-inf"))
         t12 = tf.transpose(t11, perm=[0, 1, 3, 5, 2, 4])
         t13 = orig_output[..., None, None]
-        t14 = tf.math.cumsum(tf.cast(tf.equal(t12, t13), orig_input.dtype), axis=-1, exclusive=True)
-        t15 = tf.reduce_sum(tf.cast(tf.equal(t12, t13), orig_input.dtype), axis=-1, keepdims=True)
-        t16 = tf.math.cumsum(t15, axis=-2, exclusive=True)
-        affine1 = t14 + t16
-        t17 = _gather(grad, t3, -2)
-        t18 = _gather(t17, t9, -4)
-        t19 = tf.transpose(t18, perm=[0, 1, 3, 5, 2, 4])
+        t14 = tf.cast(tf.equal(t12, t13), orig_input.dtype)
+        t15 = tf.math.cumsum(t14, axis=-1, exclusive=True)
+        t16 = tf.reduce_sum(t14, axis=-1, keepdims=True)
+        t17 = tf.math.cumsum(t16, axis=-2, exclusive=True)
+        affine1 = t15 + t17
+        t18 = _gather(grad, t3, -2)
+        t19 = _gather(t18, t9, -4)
+        t20 = tf.transpose(t19, perm=[0, 1, 3, 5, 2, 4])
         output = tf.reduce_sum(
-            t19
+            t20
             * tf.cast(tf.equal(t12, t13), orig_input.dtype)
             * tf.cast(tf.equal(affine1, 0), orig_input.dtype),
             axis=[-2, -1],
@@ -2382,15 +2385,16 @@ def max_pool3d_grad_forward(
         t18 = tf.transpose(t17, perm=[0, 7, 1, 3, 5, 2, 4, 6])
         t19 = tf.transpose(orig_output, perm=[0, 4, 1, 2, 3])
         t20 = t19[..., None, None, None, :, :, :]
-        t21 = tf.math.cumsum(tf.cast(tf.equal(t18, t20), orig_input.dtype), axis=-4, exclusive=True)
-        t22 = tf.reduce_sum(tf.cast(tf.equal(t18, t20), orig_input.dtype), axis=-4, keepdims=True)
-        t23 = tf.math.cumsum(t22, axis=-5, exclusive=True)
-        t24 = tf.transpose(t17, perm=[0, 7, 1, 5, 3, 2, 4, 6])
-        t25 = tf.reduce_sum(
-            tf.cast(tf.equal(t20, t24), orig_input.dtype), axis=[-5, -4], keepdims=True
+        t21 = tf.cast(tf.equal(t18, t20), orig_input.dtype)
+        t22 = tf.math.cumsum(t21, axis=-4, exclusive=True)
+        t23 = tf.reduce_sum(t21, axis=-4, keepdims=True)
+        t24 = tf.math.cumsum(t23, axis=-5, exclusive=True)
+        t25 = tf.transpose(t17, perm=[0, 7, 1, 5, 3, 2, 4, 6])
+        t26 = tf.reduce_sum(
+            tf.cast(tf.equal(t20, t25), orig_input.dtype), axis=[-5, -4], keepdims=True
         )
-        t26 = tf.math.cumsum(t25, axis=-6, exclusive=True)
-        affine1 = t21 + t23 + t26
+        t27 = tf.math.cumsum(t26, axis=-6, exclusive=True)
+        affine1 = t22 + t24 + t27
         if padding == "VALID":
             output = _max_pool_backprop(
                 orig_input,
@@ -2636,21 +2640,22 @@ def max_pool3d_gradgrad_forward(
         t17 = _gather(t11, t15, -6, fill=float("-inf"))
         t18 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 4, 6])
         t19 = orig_output[..., None, None, None]
-        t20 = tf.math.cumsum(tf.cast(tf.equal(t18, t19), orig_input.dtype), axis=-1, exclusive=True)
-        t21 = tf.reduce_sum(tf.cast(tf.equal(t18, t19), orig_input.dtype), axis=-1, keepdims=True)
-        t22 = tf.math.cumsum(t21, axis=-2, exclusive=True)
-        t23 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 6, 4])
-        t24 = tf.reduce_sum(
-            tf.cast(tf.equal(t19, t23), orig_input.dtype), axis=[-2, -1], keepdims=True
+        t20 = tf.cast(tf.equal(t18, t19), orig_input.dtype)
+        t21 = tf.math.cumsum(t20, axis=-1, exclusive=True)
+        t22 = tf.reduce_sum(t20, axis=-1, keepdims=True)
+        t23 = tf.math.cumsum(t22, axis=-2, exclusive=True)
+        t24 = tf.transpose(t17, perm=[0, 1, 3, 5, 7, 2, 6, 4])
+        t25 = tf.reduce_sum(
+            tf.cast(tf.equal(t19, t24), orig_input.dtype), axis=[-2, -1], keepdims=True
         )
-        t25 = tf.math.cumsum(t24, axis=-3, exclusive=True)
-        affine1 = t20 + t22 + t25
-        t26 = _gather(grad, t3, -2)
-        t27 = _gather(t26, t9, -4)
-        t28 = _gather(t27, t15, -6)
-        t29 = tf.transpose(t28, perm=[0, 1, 3, 5, 7, 2, 4, 6])
+        t26 = tf.math.cumsum(t25, axis=-3, exclusive=True)
+        affine1 = t21 + t23 + t26
+        t27 = _gather(grad, t3, -2)
+        t28 = _gather(t27, t9, -4)
+        t29 = _gather(t28, t15, -6)
+        t30 = tf.transpose(t29, perm=[0, 1, 3, 5, 7, 2, 4, 6])
         output = tf.reduce_sum(
-            t29
+            t30
             * tf.cast(tf.equal(t18, t19), orig_input.dtype)
             * tf.cast(tf.equal(affine1, 0), orig_input.dtype),
             axis=[-3, -2, -1],

@@ -48,7 +48,7 @@ def conv2d_backprop_input(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Conv2DBackpropInput: Conv2D's gradient in its input, of shape `input_sizes`: each entry of out_backprop (declared at ops/conv_grads.py:35); differentiated by conv2d_backprop_input_vjp, saving filter, out_backprop."""
+    """Conv2DBackpropInput: Conv2D's gradient in its input, of shape `input_sizes`: each entry of out_backprop (declared at ops/conv_grads.py:35); differentiated by conv2d_backprop_input_vjp, saving filter (for out_backprop's gradient), out_backprop (for filter's gradient)."""
     return _conv2d_backprop_input_autograd(
         filter,
         out_backprop,
@@ -224,7 +224,11 @@ def conv2d_backprop_input_vjp(
 
 
 _conv2d_backprop_input_autograd = _autograd_function(
-    "Conv2DBackpropInput", conv2d_backprop_input_forward, conv2d_backprop_input_vjp, "output"
+    "Conv2DBackpropInput",
+    conv2d_backprop_input_forward,
+    conv2d_backprop_input_vjp,
+    "output",
+    reads={"filter": "out_backprop", "out_backprop": "filter"},
 )
 
 
@@ -238,7 +242,7 @@ def conv2d_backprop_filter(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """Conv2DBackpropFilter: Conv2D's gradient in its filter, of shape `filter_sizes`: each window of the input (declared at ops/conv_grads.py:54); differentiated by conv2d_backprop_filter_vjp, saving input, out_backprop."""
+    """Conv2DBackpropFilter: Conv2D's gradient in its filter, of shape `filter_sizes`: each window of the input (declared at ops/conv_grads.py:54); differentiated by conv2d_backprop_filter_vjp, saving input (for out_backprop's gradient), out_backprop (for input's gradient)."""
     return _conv2d_backprop_filter_autograd(
         input,
         out_backprop,
@@ -414,7 +418,11 @@ def conv2d_backprop_filter_vjp(
 
 
 _conv2d_backprop_filter_autograd = _autograd_function(
-    "Conv2DBackpropFilter", conv2d_backprop_filter_forward, conv2d_backprop_filter_vjp, "output"
+    "Conv2DBackpropFilter",
+    conv2d_backprop_filter_forward,
+    conv2d_backprop_filter_vjp,
+    "output",
+    reads={"input": "out_backprop", "out_backprop": "input"},
 )
 
 
@@ -428,7 +436,7 @@ def depthwise_conv2d_native_backprop_input(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """DepthwiseConv2dNativeBackpropInput: DepthwiseConv2dNative's gradient in its input, of shape `input_sizes`: channel c of (declared at ops/conv_grads.py:72); differentiated by depthwise_conv2d_native_backprop_input_vjp, saving filter, out_backprop."""
+    """DepthwiseConv2dNativeBackpropInput: DepthwiseConv2dNative's gradient in its input, of shape `input_sizes`: channel c of (declared at ops/conv_grads.py:72); differentiated by depthwise_conv2d_native_backprop_input_vjp, saving filter (for out_backprop's gradient), out_backprop (for filter's gradient)."""
     return _depthwise_conv2d_native_backprop_input_autograd(
         filter,
         out_backprop,
@@ -640,6 +648,7 @@ _depthwise_conv2d_native_backprop_input_autograd = _autograd_function(
     depthwise_conv2d_native_backprop_input_forward,
     depthwise_conv2d_native_backprop_input_vjp,
     "output",
+    reads={"filter": "out_backprop", "out_backprop": "filter"},
 )
 
 
@@ -653,7 +662,7 @@ def depthwise_conv2d_native_backprop_filter(
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
 ):
-    """DepthwiseConv2dNativeBackpropFilter: DepthwiseConv2dNative's gradient in its filter, of shape `filter_sizes`: each window (declared at ops/conv_grads.py:91); differentiated by depthwise_conv2d_native_backprop_filter_vjp, saving input, out_backprop."""
+    """DepthwiseConv2dNativeBackpropFilter: DepthwiseConv2dNative's gradient in its filter, of shape `filter_sizes`: each window (declared at ops/conv_grads.py:91); differentiated by depthwise_conv2d_native_backprop_filter_vjp, saving input (for out_backprop's gradient), out_backprop (for input's gradient)."""
     return _depthwise_conv2d_native_backprop_filter_autograd(
         input,
         out_backprop,
@@ -867,13 +876,14 @@ _depthwise_conv2d_native_backprop_filter_autograd = _autograd_function(
     depthwise_conv2d_native_backprop_filter_forward,
     depthwise_conv2d_native_backprop_filter_vjp,
     "output",
+    reads={"input": "out_backprop", "out_backprop": "input"},
 )
 
 
 def conv3d_backprop_input_v2(
     filter, out_backprop, *, padding="VALID", input_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
-    """Conv3DBackpropInputV2: Conv3D's gradient in its input, of shape `input_sizes` (declared at ops/conv_grads.py:113); differentiated by conv3d_backprop_input_v2_vjp, saving filter, out_backprop."""
+    """Conv3DBackpropInputV2: Conv3D's gradient in its input, of shape `input_sizes` (declared at ops/conv_grads.py:113); differentiated by conv3d_backprop_input_v2_vjp, saving filter (for out_backprop's gradient), out_backprop (for filter's gradient)."""
     return _conv3d_backprop_input_v2_autograd(
         filter,
         out_backprop,
@@ -1006,13 +1016,14 @@ _conv3d_backprop_input_v2_autograd = _autograd_function(
     conv3d_backprop_input_v2_forward,
     conv3d_backprop_input_v2_vjp,
     "output",
+    reads={"filter": "out_backprop", "out_backprop": "filter"},
 )
 
 
 def conv3d_backprop_filter_v2(
     input, out_backprop, *, padding="VALID", filter_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
-    """Conv3DBackpropFilterV2: Conv3D's gradient in its filter, of shape `filter_sizes` (declared at ops/conv_grads.py:136); differentiated by conv3d_backprop_filter_v2_vjp, saving input, out_backprop."""
+    """Conv3DBackpropFilterV2: Conv3D's gradient in its filter, of shape `filter_sizes` (declared at ops/conv_grads.py:136); differentiated by conv3d_backprop_filter_v2_vjp, saving input (for out_backprop's gradient), out_backprop (for input's gradient)."""
     return _conv3d_backprop_filter_v2_autograd(
         input,
         out_backprop,
@@ -1145,6 +1156,7 @@ _conv3d_backprop_filter_v2_autograd = _autograd_function(
     conv3d_backprop_filter_v2_forward,
     conv3d_backprop_filter_v2_vjp,
     "output",
+    reads={"input": "out_backprop", "out_backprop": "input"},
 )
 
 
@@ -1584,12 +1596,11 @@ def max_pool_grad_forward(
         t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
         t13 = torch.permute(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
-        t15 = _shift_right(
-            torch.cumsum(torch.asarray(t12 == t14, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
-        )
-        t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
-        t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
-        affine1 = t15 + t17
+        t15 = torch.asarray(t12 == t14, dtype=orig_input.dtype)
+        t16 = _shift_right(torch.cumsum(t15, dim=-3), axis=-3, fill=0)
+        t17 = torch.sum(t15, axis=-3, keepdims=True)
+        t18 = _shift_right(torch.cumsum(t17, dim=-4), axis=-4, fill=0)
+        affine1 = t16 + t18
         if padding == "VALID":
             output = _max_pool_backprop(
                 orig_input,
@@ -1760,12 +1771,11 @@ def max_pool_grad_v2_forward(
         t12 = torch.permute(t11, (0, 5, 1, 3, 2, 4))
         t13 = torch.permute(orig_output, (0, 3, 1, 2))
         t14 = t13[..., None, None, :, :]
-        t15 = _shift_right(
-            torch.cumsum(torch.asarray(t12 == t14, dtype=orig_input.dtype), dim=-3), axis=-3, fill=0
-        )
-        t16 = torch.sum(torch.asarray(t12 == t14, dtype=orig_input.dtype), axis=-3, keepdims=True)
-        t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
-        affine1 = t15 + t17
+        t15 = torch.asarray(t12 == t14, dtype=orig_input.dtype)
+        t16 = _shift_right(torch.cumsum(t15, dim=-3), axis=-3, fill=0)
+        t17 = torch.sum(t15, axis=-3, keepdims=True)
+        t18 = _shift_right(torch.cumsum(t17, dim=-4), axis=-4, fill=0)
+        affine1 = t16 + t18
         if padding == "VALID":
             output = _max_pool_backprop(
                 orig_input,
@@ -1938,16 +1948,15 @@ def max_pool_gradgrad_forward(
         t11 = _gather(t5, t9, -4, fill=-torch.inf)
         t12 = torch.permute(t11, (0, 1, 3, 5, 2, 4))
         t13 = orig_output[..., None, None]
-        t14 = _shift_right(
-            torch.cumsum(torch.asarray(t12 == t13, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
-        )
-        t15 = torch.sum(torch.asarray(t12 == t13, dtype=orig_input.dtype), axis=-1, keepdims=True)
-        t16 = _shift_right(torch.cumsum(t15, dim=-2), axis=-2, fill=0)
-        affine1 = t14 + t16
-        t17 = _gather(grad, t3, -2)
-        t18 = _gather(t17, t9, -4)
-        t19 = torch.permute(t18, (0, 1, 3, 5, 2, 4))
-        output = torch.sum(torch.where((affine1 == 0) & (t12 == t13), t19, 0), axis=(-2, -1))
+        t14 = torch.asarray(t12 == t13, dtype=orig_input.dtype)
+        t15 = _shift_right(torch.cumsum(t14, dim=-1), axis=-1, fill=0)
+        t16 = torch.sum(t14, axis=-1, keepdims=True)
+        t17 = _shift_right(torch.cumsum(t16, dim=-2), axis=-2, fill=0)
+        affine1 = t15 + t17
+        t18 = _gather(grad, t3, -2)
+        t19 = _gather(t18, t9, -4)
+        t20 = torch.permute(t19, (0, 1, 3, 5, 2, 4))
+        output = torch.sum(torch.where((affine1 == 0) & (t12 == t13), t20, 0), axis=(-2, -1))
     else:
         raise ValueError(
             f"MaxPoolGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"
@@ -2082,17 +2091,16 @@ def max_pool3d_grad_forward(
         t18 = torch.permute(t17, (0, 7, 1, 3, 5, 2, 4, 6))
         t19 = torch.permute(orig_output, (0, 4, 1, 2, 3))
         t20 = t19[..., None, None, None, :, :, :]
-        t21 = _shift_right(
-            torch.cumsum(torch.asarray(t18 == t20, dtype=orig_input.dtype), dim=-4), axis=-4, fill=0
+        t21 = torch.asarray(t18 == t20, dtype=orig_input.dtype)
+        t22 = _shift_right(torch.cumsum(t21, dim=-4), axis=-4, fill=0)
+        t23 = torch.sum(t21, axis=-4, keepdims=True)
+        t24 = _shift_right(torch.cumsum(t23, dim=-5), axis=-5, fill=0)
+        t25 = torch.permute(t17, (0, 7, 1, 5, 3, 2, 4, 6))
+        t26 = torch.sum(
+            torch.asarray(t20 == t25, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
         )
-        t22 = torch.sum(torch.asarray(t18 == t20, dtype=orig_input.dtype), axis=-4, keepdims=True)
-        t23 = _shift_right(torch.cumsum(t22, dim=-5), axis=-5, fill=0)
-        t24 = torch.permute(t17, (0, 7, 1, 5, 3, 2, 4, 6))
-        t25 = torch.sum(
-            torch.asarray(t20 == t24, dtype=orig_input.dtype), axis=(-5, -4), keepdims=True
-        )
-        t26 = _shift_right(torch.cumsum(t25, dim=-6), axis=-6, fill=0)
-        affine1 = t21 + t23 + t26
+        t27 = _shift_right(torch.cumsum(t26, dim=-6), axis=-6, fill=0)
+        affine1 = t22 + t24 + t27
         if padding == "VALID":
             output = _max_pool_backprop(
                 orig_input,
@@ -2309,22 +2317,21 @@ def max_pool3d_gradgrad_forward(
         t17 = _gather(t11, t15, -6, fill=-torch.inf)
         t18 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 4, 6))
         t19 = orig_output[..., None, None, None]
-        t20 = _shift_right(
-            torch.cumsum(torch.asarray(t18 == t19, dtype=orig_input.dtype), dim=-1), axis=-1, fill=0
+        t20 = torch.asarray(t18 == t19, dtype=orig_input.dtype)
+        t21 = _shift_right(torch.cumsum(t20, dim=-1), axis=-1, fill=0)
+        t22 = torch.sum(t20, axis=-1, keepdims=True)
+        t23 = _shift_right(torch.cumsum(t22, dim=-2), axis=-2, fill=0)
+        t24 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 6, 4))
+        t25 = torch.sum(
+            torch.asarray(t19 == t24, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
         )
-        t21 = torch.sum(torch.asarray(t18 == t19, dtype=orig_input.dtype), axis=-1, keepdims=True)
-        t22 = _shift_right(torch.cumsum(t21, dim=-2), axis=-2, fill=0)
-        t23 = torch.permute(t17, (0, 1, 3, 5, 7, 2, 6, 4))
-        t24 = torch.sum(
-            torch.asarray(t19 == t23, dtype=orig_input.dtype), axis=(-2, -1), keepdims=True
-        )
-        t25 = _shift_right(torch.cumsum(t24, dim=-3), axis=-3, fill=0)
-        affine1 = t20 + t22 + t25
-        t26 = _gather(grad, t3, -2)
-        t27 = _gather(t26, t9, -4)
-        t28 = _gather(t27, t15, -6)
-        t29 = torch.permute(t28, (0, 1, 3, 5, 7, 2, 4, 6))
-        output = torch.sum(torch.where((affine1 == 0) & (t18 == t19), t29, 0), axis=(-3, -2, -1))
+        t26 = _shift_right(torch.cumsum(t25, dim=-3), axis=-3, fill=0)
+        affine1 = t21 + t23 + t26
+        t27 = _gather(grad, t3, -2)
+        t28 = _gather(t27, t9, -4)
+        t29 = _gather(t28, t15, -6)
+        t30 = torch.permute(t29, (0, 1, 3, 5, 7, 2, 4, 6))
+        output = torch.sum(torch.where((affine1 == 0) & (t18 == t19), t30, 0), axis=(-3, -2, -1))
     else:
         raise ValueError(
             f"MaxPool3DGradGrad: unsupported attributes padding={padding!r}, data_format={data_format!r}"

@@ -1099,7 +1099,7 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
             rates[2] + j * strides[2], n], -oo) + filter[j0, b, n], output[k, i, j, n]) + sum_{b, a
             = 0..j0 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], n], -oo) + filter[a, b, n], output[k, i, j, n]))
-            i.e. `_scatter_add(t18, t10, 2, t19)`
+            i.e. `_scatter_add(t19, t10, 2, t20)`
         grad_filter[k, l, c] = sum_{n, i, j} grad[n, i, j, c] *
             first_attained(indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], j *
             strides[2] + l * rates[2], c], -oo) + filter[k, l, c], output[n, i, j, c]), sum_{b =
@@ -1107,7 +1107,7 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
             rates[2] + j * strides[2], c], -oo) + filter[k, b, c], output[n, i, j, c]) + sum_{b, a =
             0..k - 1} indicator_equal(read_outside(input[n, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
-            i.e. `jnp.sum(jnp.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), axis=(-3, ...`
+            i.e. `jnp.sum(jnp.where((t30 == t22 + t29) & (t32 + t34 == 0), t21, 0), axis=(-3, ...`
     """
     if output is None:
         output = dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
@@ -1135,41 +1135,39 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
             t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t13, t14, strides[1], rates[1])
         t15 = _gather(t8, t12, -4, fill=-jnp.inf)
         t16 = output[..., None, :, None, :]
-        t17 = _shift_right(
-            jnp.cumsum(jnp.asarray(t16 == t1 + t15, grad.dtype), axis=-2), axis=-2, fill=0
-        )
-        t18 = jnp.sum(jnp.asarray(t16 == t1 + t15, grad.dtype), axis=-2, keepdims=True)
-        t19 = _shift_right(jnp.cumsum(t18, axis=-4), axis=-4, fill=0)
-        t20 = jnp.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
+        t17 = jnp.asarray(t16 == t1 + t15, grad.dtype)
+        t18 = _shift_right(jnp.cumsum(t17, axis=-2), axis=-2, fill=0)
+        t19 = jnp.sum(t17, axis=-2, keepdims=True)
+        t20 = _shift_right(jnp.cumsum(t19, axis=-4), axis=-4, fill=0)
+        t21 = jnp.where((t16 == t1 + t15) & (t18 + t20 == 0), t0, 0)
         if padding == "VALID":
             t7 = jnp.shape(input)[-2]
-        t21 = _scatter_add(t20, t5, 1, t7)  # no gather form: an explicit scatter-add
+        t22 = _scatter_add(t21, t5, 1, t7)  # no gather form: an explicit scatter-add
         if padding == "VALID":
             t13 = jnp.shape(input)[-3]
-        grad_input = _scatter_add(t21, t12, 2, t13)  # no gather form: an explicit scatter-add
-        t22 = jnp.transpose(grad, (3, 0, 1, 2))
-        t23 = filter[..., None, None, None]
-        t24 = t4[..., None]
+        grad_input = _scatter_add(t22, t12, 2, t13)  # no gather form: an explicit scatter-add
+        t23 = jnp.transpose(grad, (3, 0, 1, 2))
+        t24 = filter[..., None, None, None]
+        t25 = t4[..., None]
         if padding == "VALID":
-            t25 = rates[2] * t24 + strides[2] * t2
+            t26 = rates[2] * t25 + strides[2] * t2
         else:
-            t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t7, t6, strides[2], rates[2])
-        t26 = _gather(input, t25, -2, fill=-jnp.inf)
-        t27 = t11[..., None]
+            t26 = rates[2] * t25 + strides[2] * t2 - _same_padding(t7, t6, strides[2], rates[2])
+        t27 = _gather(input, t26, -2, fill=-jnp.inf)
+        t28 = t11[..., None]
         if padding == "VALID":
-            t28 = rates[1] * t27 + strides[1] * t9
+            t29 = rates[1] * t28 + strides[1] * t9
         else:
-            t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t13, t14, strides[1], rates[1])
-        t29 = _gather(t26, t28, -4, fill=-jnp.inf)
-        t30 = jnp.transpose(t29, (1, 3, 5, 0, 2, 4))
-        t31 = jnp.transpose(output, (3, 0, 1, 2))
-        t32 = _shift_right(
-            jnp.cumsum(jnp.asarray(t31 == t23 + t30, grad.dtype), axis=-5), axis=-5, fill=0
-        )
-        t33 = jnp.sum(jnp.asarray(t31 == t23 + t30, grad.dtype), axis=-5, keepdims=True)
-        t34 = _shift_right(jnp.cumsum(t33, axis=-6), axis=-6, fill=0)
+            t29 = rates[1] * t28 + strides[1] * t9 - _same_padding(t13, t14, strides[1], rates[1])
+        t30 = _gather(t27, t29, -4, fill=-jnp.inf)
+        t31 = jnp.transpose(t30, (1, 3, 5, 0, 2, 4))
+        t32 = jnp.transpose(output, (3, 0, 1, 2))
+        t33 = jnp.asarray(t32 == t24 + t31, grad.dtype)
+        t34 = _shift_right(jnp.cumsum(t33, axis=-5), axis=-5, fill=0)
+        t35 = jnp.sum(t33, axis=-5, keepdims=True)
+        t36 = _shift_right(jnp.cumsum(t35, axis=-6), axis=-6, fill=0)
         grad_filter = jnp.sum(
-            jnp.where((t31 == t23 + t30) & (t32 + t34 == 0), t22, 0), axis=(-3, -2, -1)
+            jnp.where((t32 == t24 + t31) & (t34 + t36 == 0), t23, 0), axis=(-3, -2, -1)
         )
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")

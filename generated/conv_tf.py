@@ -1349,7 +1349,7 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
             rates[2] + j * strides[2], n], -oo) + filter[j0, b, n], output[k, i, j, n]) + sum_{b, a
             = 0..j0 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], n], -oo) + filter[a, b, n], output[k, i, j, n]))
-            i.e. `_scatter_add(t18, t10, 2, t19)`
+            i.e. `_scatter_add(t19, t10, 2, t20)`
         grad_filter[k, l, c] = sum_{n, i, j} grad[n, i, j, c] *
             first_attained(indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], j *
             strides[2] + l * rates[2], c], -oo) + filter[k, l, c], output[n, i, j, c]), sum_{b =
@@ -1357,7 +1357,7 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
             rates[2] + j * strides[2], c], -oo) + filter[k, b, c], output[n, i, j, c]) + sum_{b, a =
             0..k - 1} indicator_equal(read_outside(input[n, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
-            i.e. `tf.reduce_sum(t20 * tf.cast(tf.equal(t29, t21 + t28), grad.dtype) * ...`
+            i.e. `tf.reduce_sum(t21 * tf.cast(tf.equal(t30, t22 + t29), grad.dtype) * ...`
     """
     if padding in ("VALID", "SAME"):
         t0 = grad[..., None, :, None, :]
@@ -1383,43 +1383,45 @@ def dilation2d_vjp(grad, input, filter, output, *, padding="VALID", strides, rat
             t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t13, t14, strides[1], rates[1])
         t15 = _gather(t8, t12, -4, fill=float("-inf"))
         t16 = output[..., None, :, None, :]
-        t17 = tf.math.cumsum(tf.cast(tf.equal(t16, t1 + t15), grad.dtype), axis=-2, exclusive=True)
-        t18 = tf.reduce_sum(tf.cast(tf.equal(t16, t1 + t15), grad.dtype), axis=-2, keepdims=True)
-        t19 = tf.math.cumsum(t18, axis=-4, exclusive=True)
-        t20 = (
+        t17 = tf.cast(tf.equal(t16, t1 + t15), grad.dtype)
+        t18 = tf.math.cumsum(t17, axis=-2, exclusive=True)
+        t19 = tf.reduce_sum(t17, axis=-2, keepdims=True)
+        t20 = tf.math.cumsum(t19, axis=-4, exclusive=True)
+        t21 = (
             t0
             * tf.cast(tf.equal(t16, t1 + t15), grad.dtype)
-            * tf.cast(tf.equal(t17 + t19, 0), grad.dtype)
+            * tf.cast(tf.equal(t18 + t20, 0), grad.dtype)
         )
         if padding == "VALID":
             t7 = tf.shape(input, out_type=tf.int64)[-2]
-        t21 = _scatter_add(t20, t5, 1, t7)  # no gather form: an explicit scatter-add
+        t22 = _scatter_add(t21, t5, 1, t7)  # no gather form: an explicit scatter-add
         if padding == "VALID":
             t13 = tf.shape(input, out_type=tf.int64)[-3]
-        grad_input = _scatter_add(t21, t12, 2, t13)  # no gather form: an explicit scatter-add
-        t22 = tf.transpose(grad, perm=[3, 0, 1, 2])
-        t23 = filter[..., None, None, None]
-        t24 = t4[..., None]
+        grad_input = _scatter_add(t22, t12, 2, t13)  # no gather form: an explicit scatter-add
+        t23 = tf.transpose(grad, perm=[3, 0, 1, 2])
+        t24 = filter[..., None, None, None]
+        t25 = t4[..., None]
         if padding == "VALID":
-            t25 = rates[2] * t24 + strides[2] * t2
+            t26 = rates[2] * t25 + strides[2] * t2
         else:
-            t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t7, t6, strides[2], rates[2])
-        t26 = _gather(input, t25, -2, fill=float("-inf"))
-        t27 = t11[..., None]
+            t26 = rates[2] * t25 + strides[2] * t2 - _same_padding(t7, t6, strides[2], rates[2])
+        t27 = _gather(input, t26, -2, fill=float("-inf"))
+        t28 = t11[..., None]
         if padding == "VALID":
-            t28 = rates[1] * t27 + strides[1] * t9
+            t29 = rates[1] * t28 + strides[1] * t9
         else:
-            t28 = rates[1] * t27 + strides[1] * t9 - _same_padding(t13, t14, strides[1], rates[1])
-        t29 = _gather(t26, t28, -4, fill=float("-inf"))
-        t30 = tf.transpose(t29, perm=[1, 3, 5, 0, 2, 4])
-        t31 = tf.transpose(output, perm=[3, 0, 1, 2])
-        t32 = tf.math.cumsum(tf.cast(tf.equal(t31, t23 + t30), grad.dtype), axis=-5, exclusive=True)
-        t33 = tf.reduce_sum(tf.cast(tf.equal(t31, t23 + t30), grad.dtype), axis=-5, keepdims=True)
-        t34 = tf.math.cumsum(t33, axis=-6, exclusive=True)
+            t29 = rates[1] * t28 + strides[1] * t9 - _same_padding(t13, t14, strides[1], rates[1])
+        t30 = _gather(t27, t29, -4, fill=float("-inf"))
+        t31 = tf.transpose(t30, perm=[1, 3, 5, 0, 2, 4])
+        t32 = tf.transpose(output, perm=[3, 0, 1, 2])
+        t33 = tf.cast(tf.equal(t32, t24 + t31), grad.dtype)
+        t34 = tf.math.cumsum(t33, axis=-5, exclusive=True)
+        t35 = tf.reduce_sum(t33, axis=-5, keepdims=True)
+        t36 = tf.math.cumsum(t35, axis=-6, exclusive=True)
         grad_filter = tf.reduce_sum(
-            t22
-            * tf.cast(tf.equal(t31, t23 + t30), grad.dtype)
-            * tf.cast(tf.equal(t32 + t34, 0), grad.dtype),
+            t23
+            * tf.cast(tf.equal(t32, t24 + t31), grad.dtype)
+            * tf.cast(tf.equal(t34 + t36, 0), grad.dtype),
             axis=[-3, -2, -1],
         )
     else:

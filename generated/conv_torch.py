@@ -41,7 +41,7 @@ def _same_padding(size, kernel, stride, dilation):
 def conv2d(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:42); differentiated by conv2d_vjp, saving input, filter."""
+    """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:42); differentiated by conv2d_vjp, saving input (for filter's gradient), filter (for input's gradient)."""
     return _conv2d_autograd(
         input,
         filter,
@@ -207,13 +207,15 @@ def conv2d_vjp(
     return grad_input, grad_filter
 
 
-_conv2d_autograd = _autograd_function("Conv2D", conv2d_forward, conv2d_vjp, "output")
+_conv2d_autograd = _autograd_function(
+    "Conv2D", conv2d_forward, conv2d_vjp, "output", reads={"input": "filter", "filter": "input"}
+)
 
 
 def depthwise_conv2d_native(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
-    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:63); differentiated by depthwise_conv2d_native_vjp, saving input, filter."""
+    """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:63); differentiated by depthwise_conv2d_native_vjp, saving input (for filter's gradient), filter (for input's gradient)."""
     return _depthwise_conv2d_native_autograd(
         input,
         filter,
@@ -414,7 +416,11 @@ def depthwise_conv2d_native_vjp(
 
 
 _depthwise_conv2d_native_autograd = _autograd_function(
-    "DepthwiseConv2dNative", depthwise_conv2d_native_forward, depthwise_conv2d_native_vjp, "output"
+    "DepthwiseConv2dNative",
+    depthwise_conv2d_native_forward,
+    depthwise_conv2d_native_vjp,
+    "output",
+    reads={"input": "filter", "filter": "input"},
 )
 
 
@@ -522,7 +528,7 @@ _extract_image_patches_autograd = _autograd_function(
 
 
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
-    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:90); differentiated by conv3d_vjp, saving input, filter."""
+    """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:90); differentiated by conv3d_vjp, saving input (for filter's gradient), filter (for input's gradient)."""
     return _conv3d_autograd(input, filter, padding=padding, strides=strides, dilations=dilations)
 
 
@@ -640,7 +646,9 @@ def conv3d_vjp(
     return grad_input, grad_filter
 
 
-_conv3d_autograd = _autograd_function("Conv3D", conv3d_forward, conv3d_vjp, "output")
+_conv3d_autograd = _autograd_function(
+    "Conv3D", conv3d_forward, conv3d_vjp, "output", reads={"input": "filter", "filter": "input"}
+)
 
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
@@ -1160,7 +1168,7 @@ def dilation2d_vjp(
             rates[2] + j * strides[2], n], -oo) + filter[j0, b, n], output[k, i, j, n]) + sum_{b, a
             = 0..j0 - 1} indicator_equal(read_outside(input[k, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], n], -oo) + filter[a, b, n], output[k, i, j, n]))
-            i.e. `_scatter_add(t18, t10, 2, t19)`
+            i.e. `_scatter_add(t19, t10, 2, t20)`
         grad_filter[k, l, c] = sum_{n, i, j} grad[n, i, j, c] *
             first_attained(indicator_equal(read_outside(input[n, i * strides[1] + k * rates[1], j *
             strides[2] + l * rates[2], c], -oo) + filter[k, l, c], output[n, i, j, c]), sum_{b =
@@ -1168,7 +1176,7 @@ def dilation2d_vjp(
             rates[2] + j * strides[2], c], -oo) + filter[k, b, c], output[n, i, j, c]) + sum_{b, a =
             0..k - 1} indicator_equal(read_outside(input[n, a * rates[1] + i * strides[1], b *
             rates[2] + j * strides[2], c], -oo) + filter[a, b, c], output[n, i, j, c]))
-            i.e. `torch.sum(torch.where((t29 == t21 + t28) & (t30 + t32 == 0), t20, 0), ...`
+            i.e. `torch.sum(torch.where((t30 == t22 + t29) & (t32 + t34 == 0), t21, 0), ...`
     """
     if output is None:
         output = dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
@@ -1200,44 +1208,34 @@ def dilation2d_vjp(
                 t12 = rates[1] * t11 + strides[1] * t10
                 t13 = _gather(t6, t12, -4, fill=-torch.inf)
                 t14 = output[..., None, :, None, :]
-                t15 = _shift_right(
-                    torch.cumsum(torch.asarray(t14 == t1 + t13, dtype=grad.dtype), dim=-2),
-                    axis=-2,
-                    fill=0,
-                )
-                t16 = torch.sum(
-                    torch.asarray(t14 == t1 + t13, dtype=grad.dtype), axis=-2, keepdims=True
-                )
-                t17 = _shift_right(torch.cumsum(t16, dim=-4), axis=-4, fill=0)
-                t18 = torch.where((t14 == t1 + t13) & (t15 + t17 == 0), t0, 0)
-                t19 = input.shape[-2]
-                t20 = _scatter_add(t18, t5, 1, t19)  # no gather form: an explicit scatter-add
-                t21 = input.shape[-3]
+                t15 = torch.asarray(t14 == t1 + t13, dtype=grad.dtype)
+                t16 = _shift_right(torch.cumsum(t15, dim=-2), axis=-2, fill=0)
+                t17 = torch.sum(t15, axis=-2, keepdims=True)
+                t18 = _shift_right(torch.cumsum(t17, dim=-4), axis=-4, fill=0)
+                t19 = torch.where((t14 == t1 + t13) & (t16 + t18 == 0), t0, 0)
+                t20 = input.shape[-2]
+                t21 = _scatter_add(t19, t5, 1, t20)  # no gather form: an explicit scatter-add
+                t22 = input.shape[-3]
                 grad_input = _scatter_add(
-                    t20, t12, 2, t21
+                    t21, t12, 2, t22
                 )  # no gather form: an explicit scatter-add
             if needs_grad[1]:
-                t22 = torch.permute(grad, (3, 0, 1, 2))
-                t23 = filter[..., None, None, None]
-                t24 = t4[..., None]
-                t25 = rates[2] * t24 + strides[2] * t2
-                t26 = _gather(input, t25, -2, fill=-torch.inf)
-                t27 = t11[..., None]
-                t28 = rates[1] * t27 + strides[1] * t9
-                t29 = _gather(t26, t28, -4, fill=-torch.inf)
-                t30 = torch.permute(t29, (1, 3, 5, 0, 2, 4))
-                t31 = torch.permute(output, (3, 0, 1, 2))
-                t32 = _shift_right(
-                    torch.cumsum(torch.asarray(t31 == t23 + t30, dtype=grad.dtype), dim=-5),
-                    axis=-5,
-                    fill=0,
-                )
-                t33 = torch.sum(
-                    torch.asarray(t31 == t23 + t30, dtype=grad.dtype), axis=-5, keepdims=True
-                )
-                t34 = _shift_right(torch.cumsum(t33, dim=-6), axis=-6, fill=0)
+                t23 = torch.permute(grad, (3, 0, 1, 2))
+                t24 = filter[..., None, None, None]
+                t25 = t4[..., None]
+                t26 = rates[2] * t25 + strides[2] * t2
+                t27 = _gather(input, t26, -2, fill=-torch.inf)
+                t28 = t11[..., None]
+                t29 = rates[1] * t28 + strides[1] * t9
+                t30 = _gather(t27, t29, -4, fill=-torch.inf)
+                t31 = torch.permute(t30, (1, 3, 5, 0, 2, 4))
+                t32 = torch.permute(output, (3, 0, 1, 2))
+                t33 = torch.asarray(t32 == t24 + t31, dtype=grad.dtype)
+                t34 = _shift_right(torch.cumsum(t33, dim=-5), axis=-5, fill=0)
+                t35 = torch.sum(t33, axis=-5, keepdims=True)
+                t36 = _shift_right(torch.cumsum(t35, dim=-6), axis=-6, fill=0)
                 grad_filter = torch.sum(
-                    torch.where((t31 == t23 + t30) & (t32 + t34 == 0), t22, 0), axis=(-3, -2, -1)
+                    torch.where((t32 == t24 + t31) & (t34 + t36 == 0), t23, 0), axis=(-3, -2, -1)
                 )
         else:
             t12 = input.shape[-3]
@@ -1250,44 +1248,34 @@ def dilation2d_vjp(
                 )
                 t15 = _gather(t8, t14, -4, fill=-torch.inf)
                 t16 = output[..., None, :, None, :]
-                t17 = _shift_right(
-                    torch.cumsum(torch.asarray(t16 == t1 + t15, dtype=grad.dtype), dim=-2),
-                    axis=-2,
-                    fill=0,
-                )
-                t18 = torch.sum(
-                    torch.asarray(t16 == t1 + t15, dtype=grad.dtype), axis=-2, keepdims=True
-                )
-                t19 = _shift_right(torch.cumsum(t18, dim=-4), axis=-4, fill=0)
-                t20 = torch.where((t16 == t1 + t15) & (t17 + t19 == 0), t0, 0)
-                t21 = _scatter_add(t20, t7, 1, t6)  # no gather form: an explicit scatter-add
+                t17 = torch.asarray(t16 == t1 + t15, dtype=grad.dtype)
+                t18 = _shift_right(torch.cumsum(t17, dim=-2), axis=-2, fill=0)
+                t19 = torch.sum(t17, axis=-2, keepdims=True)
+                t20 = _shift_right(torch.cumsum(t19, dim=-4), axis=-4, fill=0)
+                t21 = torch.where((t16 == t1 + t15) & (t18 + t20 == 0), t0, 0)
+                t22 = _scatter_add(t21, t7, 1, t6)  # no gather form: an explicit scatter-add
                 grad_input = _scatter_add(
-                    t21, t14, 2, t12
+                    t22, t14, 2, t12
                 )  # no gather form: an explicit scatter-add
             if needs_grad[1]:
-                t22 = torch.permute(grad, (3, 0, 1, 2))
-                t23 = filter[..., None, None, None]
-                t24 = t4[..., None]
-                t25 = rates[2] * t24 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
-                t26 = _gather(input, t25, -2, fill=-torch.inf)
-                t27 = t11[..., None]
-                t28 = (
-                    rates[1] * t27 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+                t23 = torch.permute(grad, (3, 0, 1, 2))
+                t24 = filter[..., None, None, None]
+                t25 = t4[..., None]
+                t26 = rates[2] * t25 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+                t27 = _gather(input, t26, -2, fill=-torch.inf)
+                t28 = t11[..., None]
+                t29 = (
+                    rates[1] * t28 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
                 )
-                t29 = _gather(t26, t28, -4, fill=-torch.inf)
-                t30 = torch.permute(t29, (1, 3, 5, 0, 2, 4))
-                t31 = torch.permute(output, (3, 0, 1, 2))
-                t32 = _shift_right(
-                    torch.cumsum(torch.asarray(t31 == t23 + t30, dtype=grad.dtype), dim=-5),
-                    axis=-5,
-                    fill=0,
-                )
-                t33 = torch.sum(
-                    torch.asarray(t31 == t23 + t30, dtype=grad.dtype), axis=-5, keepdims=True
-                )
-                t34 = _shift_right(torch.cumsum(t33, dim=-6), axis=-6, fill=0)
+                t30 = _gather(t27, t29, -4, fill=-torch.inf)
+                t31 = torch.permute(t30, (1, 3, 5, 0, 2, 4))
+                t32 = torch.permute(output, (3, 0, 1, 2))
+                t33 = torch.asarray(t32 == t24 + t31, dtype=grad.dtype)
+                t34 = _shift_right(torch.cumsum(t33, dim=-5), axis=-5, fill=0)
+                t35 = torch.sum(t33, axis=-5, keepdims=True)
+                t36 = _shift_right(torch.cumsum(t35, dim=-6), axis=-6, fill=0)
                 grad_filter = torch.sum(
-                    torch.where((t31 == t23 + t30) & (t32 + t34 == 0), t22, 0), axis=(-3, -2, -1)
+                    torch.where((t32 == t24 + t31) & (t34 + t36 == 0), t23, 0), axis=(-3, -2, -1)
                 )
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")

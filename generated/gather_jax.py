@@ -269,7 +269,7 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, *, output=None, num_segmen
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `jnp.where(data == t0, t5 / t4, 0)`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
     """
     if output is None:
         output = unsorted_segment_max_forward(data, segment_ids, num_segments=num_segments)
@@ -279,7 +279,7 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, *, output=None, num_segmen
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = jnp.where(data == t0, t5 / t4, 0)
+    grad_data = t1 * t5 / t4
     return grad_data, None
 
 
@@ -305,7 +305,7 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, *, output=None, num_segmen
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `jnp.where(data == t0, t5 / t4, 0)`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
     """
     if output is None:
         output = unsorted_segment_min_forward(data, segment_ids, num_segments=num_segments)
@@ -315,7 +315,7 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, *, output=None, num_segmen
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = jnp.where(data == t0, t5 / t4, 0)
+    grad_data = t1 * t5 / t4
     return grad_data, None
 
 
@@ -404,7 +404,7 @@ def segment_max_vjp(grad, data, segment_ids, *, output=None, ext1=None):
             i.e. `jnp.where(t3 > 0, grad, 0)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `jnp.where(data == t4, t8 / t7, 0)`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
     """
     if ext1 is None:
         t0 = jnp.shape(grad)[-2]
@@ -418,7 +418,7 @@ def segment_max_vjp(grad, data, segment_ids, *, output=None, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = jnp.where(data == t4, t8 / t7, 0)
+    grad_data = t5 * t8 / t7
     return grad_data, None
 
 
@@ -453,7 +453,7 @@ def segment_min_vjp(grad, data, segment_ids, *, output=None, ext1=None):
             i.e. `jnp.where(t3 > 0, grad, 0)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `jnp.where(data == t4, t8 / t7, 0)`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
     """
     if ext1 is None:
         t0 = jnp.shape(grad)[-2]
@@ -467,7 +467,7 @@ def segment_min_vjp(grad, data, segment_ids, *, output=None, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = jnp.where(data == t4, t8 / t7, 0)
+    grad_data = t5 * t8 / t7
     return grad_data, None
 
 

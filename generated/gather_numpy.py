@@ -312,7 +312,7 @@ def unsorted_segment_max_grad(grad, data, segment_ids, *, output=None, num_segme
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `np.where(data == t0, t5 / t4, 0)`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
     """
     if output is None:
         output = unsorted_segment_max(data, segment_ids, num_segments=num_segments)
@@ -322,7 +322,7 @@ def unsorted_segment_max_grad(grad, data, segment_ids, *, output=None, num_segme
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = np.where(data == t0, t5 / t4, 0)
+    grad_data = t1 * t5 / t4
     return grad_data, None
 
 
@@ -336,7 +336,7 @@ def unsorted_segment_max_grad_grad(
     t3 = np.asarray(data == t2, grad_vjp_data.dtype)
     t4 = _scatter_add(t3, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
     t5 = _gather(t4, segment_ids, -2)
-    t6 = np.where(data == t2, grad_vjp_data / t5, 0)
+    t6 = grad_vjp_data * t3 / t5
     grad_grad = _scatter_add(t6, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
     return grad_grad, None, None
 
@@ -353,7 +353,7 @@ def unsorted_segment_min_grad(grad, data, segment_ids, *, output=None, num_segme
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j]), i.e. `np.where(data == t0, t5 / t4, 0)`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
     """
     if output is None:
         output = unsorted_segment_min(data, segment_ids, num_segments=num_segments)
@@ -363,7 +363,7 @@ def unsorted_segment_min_grad(grad, data, segment_ids, *, output=None, num_segme
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = np.where(data == t0, t5 / t4, 0)
+    grad_data = t1 * t5 / t4
     return grad_data, None
 
 
@@ -377,7 +377,7 @@ def unsorted_segment_min_grad_grad(
     t3 = np.asarray(data == t2, grad_vjp_data.dtype)
     t4 = _scatter_add(t3, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
     t5 = _gather(t4, segment_ids, -2)
-    t6 = np.where(data == t2, grad_vjp_data / t5, 0)
+    t6 = grad_vjp_data * t3 / t5
     grad_grad = _scatter_add(t6, segment_ids, 1, t0)  # no gather form: an explicit scatter-add
     return grad_grad, None, None
 
@@ -445,7 +445,7 @@ def segment_max_grad(grad, data, segment_ids, *, output=None, ext1=None):
             i.e. `np.where(t3 > 0, grad, 0)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `np.where(data == t4, t8 / t7, 0)`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
     """
     if ext1 is None:
         t0 = np.shape(grad)[-2]
@@ -459,7 +459,7 @@ def segment_max_grad(grad, data, segment_ids, *, output=None, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = np.where(data == t4, t8 / t7, 0)
+    grad_data = t5 * t8 / t7
     return grad_data, None
 
 
@@ -475,7 +475,7 @@ def segment_max_grad_grad(
     t3 = np.shape(grad)[-2]
     t4 = _scatter_add(t2, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t5 = _gather(t4, segment_ids, -2)
-    t6 = np.where(data == t1, grad_vjp_data / t5, 0)
+    t6 = grad_vjp_data * t2 / t5
     t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t8 = np.asarray(1, dtype=np.result_type(data))
     t9 = _scatter_add(t8, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
@@ -506,7 +506,7 @@ def segment_min_grad(grad, data, segment_ids, *, output=None, ext1=None):
             i.e. `np.where(t3 > 0, grad, 0)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j]), i.e. `np.where(data == t4, t8 / t7, 0)`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
     """
     if ext1 is None:
         t0 = np.shape(grad)[-2]
@@ -520,7 +520,7 @@ def segment_min_grad(grad, data, segment_ids, *, output=None, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = np.where(data == t4, t8 / t7, 0)
+    grad_data = t5 * t8 / t7
     return grad_data, None
 
 
@@ -536,7 +536,7 @@ def segment_min_grad_grad(
     t3 = np.shape(grad)[-2]
     t4 = _scatter_add(t2, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t5 = _gather(t4, segment_ids, -2)
-    t6 = np.where(data == t1, grad_vjp_data / t5, 0)
+    t6 = grad_vjp_data * t2 / t5
     t7 = _scatter_add(t6, segment_ids, 1, t3)  # no gather form: an explicit scatter-add
     t8 = np.asarray(1, dtype=np.result_type(data))
     t9 = _scatter_add(t8, segment_ids, 1, t3)  # no gather form: an explicit scatter-add

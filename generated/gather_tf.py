@@ -393,8 +393,7 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, output, *, num_segments):
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j])
-            i.e. `t5 * tf.cast(tf.equal(data, t0), grad.dtype) / t4`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
     """
     t0 = _gather(output, segment_ids, -2)
     t1 = tf.cast(tf.equal(data, t0), grad.dtype)
@@ -402,7 +401,7 @@ def unsorted_segment_max_vjp(grad, data, segment_ids, output, *, num_segments):
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = t5 * tf.cast(tf.equal(data, t0), grad.dtype) / t4
+    grad_data = t1 * t5 / t4
     return grad_data, None
 
 
@@ -442,8 +441,7 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, output, *, num_segments):
     In index notation, next to the code computing it:
         grad_data[j, p] = grad[segment_ids[j], p] * indicator_equal(data[j, p],
             output[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i,
-            p], output[s, p]) at s = segment_ids[j])
-            i.e. `t5 * tf.cast(tf.equal(data, t0), grad.dtype) / t4`
+            p], output[s, p]) at s = segment_ids[j]), i.e. `t1 * t5 / t4`
     """
     t0 = _gather(output, segment_ids, -2)
     t1 = tf.cast(tf.equal(data, t0), grad.dtype)
@@ -451,7 +449,7 @@ def unsorted_segment_min_vjp(grad, data, segment_ids, output, *, num_segments):
     t3 = _scatter_add(t1, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t4 = _gather(t3, segment_ids, -2)
     t5 = _gather(grad, segment_ids, -2)
-    grad_data = t5 * tf.cast(tf.equal(data, t0), grad.dtype) / t4
+    grad_data = t1 * t5 / t4
     return grad_data, None
 
 
@@ -571,8 +569,7 @@ def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
             i.e. `grad * tf.cast(t3 > 0, grad.dtype)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j])
-            i.e. `t8 * tf.cast(tf.equal(data, t4), grad.dtype) / t7`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
     """
     if ext1 is None:
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
@@ -586,7 +583,7 @@ def segment_max_vjp(grad, data, segment_ids, output, *, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = t8 * tf.cast(tf.equal(data, t4), grad.dtype) / t7
+    grad_data = t5 * t8 / t7
     return grad_data, None
 
 
@@ -629,8 +626,7 @@ def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
             i.e. `grad * tf.cast(t3 > 0, grad.dtype)`
         grad_data[j, p] = grad_ext1[segment_ids[j], p] * indicator_equal(data[j, p],
             ext1[segment_ids[j], p]) / (sum_i delta(s, segment_ids[i]) * indicator_equal(data[i, p],
-            ext1[s, p]) at s = segment_ids[j])
-            i.e. `t8 * tf.cast(tf.equal(data, t4), grad.dtype) / t7`
+            ext1[s, p]) at s = segment_ids[j]), i.e. `t5 * t8 / t7`
     """
     if ext1 is None:
         t0 = tf.shape(grad, out_type=tf.int64)[-2]
@@ -644,7 +640,7 @@ def segment_min_vjp(grad, data, segment_ids, output, *, ext1=None):
     t6 = _scatter_add(t5, segment_ids, 1, t2)  # no gather form: an explicit scatter-add
     t7 = _gather(t6, segment_ids, -2)
     t8 = _gather(grad_ext1, segment_ids, -2)
-    grad_data = t8 * tf.cast(tf.equal(data, t4), grad.dtype) / t7
+    grad_data = t5 * t8 / t7
     return grad_data, None
 
 

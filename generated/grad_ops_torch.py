@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def sigmoid_grad(y, dy):
-    """SigmoidGrad: z = dy * y * (1 - y), Sigmoid's backprop from its output y (declared at ops/grad_ops.py:18); differentiated by sigmoid_grad_vjp, saving y, dy."""
+    """SigmoidGrad: z = dy * y * (1 - y), Sigmoid's backprop from its output y (declared at ops/grad_ops.py:18); differentiated by sigmoid_grad_vjp, saving y, dy (for y's gradient)."""
     return _sigmoid_grad_autograd(y, dy)
 
 
@@ -47,12 +47,12 @@ def sigmoid_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
 
 
 _sigmoid_grad_autograd = _autograd_function(
-    "SigmoidGrad", sigmoid_grad_forward, sigmoid_grad_vjp, "z"
+    "SigmoidGrad", sigmoid_grad_forward, sigmoid_grad_vjp, "z", reads={"y": "y dy", "dy": "y"}
 )
 
 
 def tanh_grad(y, dy):
-    """TanhGrad: z = dy * (1 - y**2), Tanh's backprop from its output y (declared at ops/grad_ops.py:24); differentiated by tanh_grad_vjp, saving y, dy."""
+    """TanhGrad: z = dy * (1 - y**2), Tanh's backprop from its output y (declared at ops/grad_ops.py:24); differentiated by tanh_grad_vjp, saving y, dy (for y's gradient)."""
     return _tanh_grad_autograd(y, dy)
 
 
@@ -77,11 +77,13 @@ def tanh_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     return grad_y, grad_dy
 
 
-_tanh_grad_autograd = _autograd_function("TanhGrad", tanh_grad_forward, tanh_grad_vjp, "z")
+_tanh_grad_autograd = _autograd_function(
+    "TanhGrad", tanh_grad_forward, tanh_grad_vjp, "z", reads={"y": "y dy", "dy": "y"}
+)
 
 
 def sqrt_grad(y, dy):
-    """SqrtGrad: z = dy / (2 y), Sqrt's backprop from its output y (declared at ops/grad_ops.py:30); differentiated by sqrt_grad_vjp, saving y, z and the shape of dy."""
+    """SqrtGrad: z = dy / (2 y), Sqrt's backprop from its output y (declared at ops/grad_ops.py:30); differentiated by sqrt_grad_vjp, saving y, z (for y's gradient) and the shape of dy."""
     return _sqrt_grad_autograd(y, dy)
 
 
@@ -110,12 +112,18 @@ def sqrt_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
 
 
 _sqrt_grad_autograd = _autograd_function(
-    "SqrtGrad", sqrt_grad_forward, sqrt_grad_vjp, "z", read="z", shapes_only="dy"
+    "SqrtGrad",
+    sqrt_grad_forward,
+    sqrt_grad_vjp,
+    "z",
+    read="z",
+    shapes_only="dy",
+    reads={"y": "y z", "dy": "y"},
 )
 
 
 def rsqrt_grad(y, dy):
-    """RsqrtGrad: z = -dy * y**3 / 2, Rsqrt's backprop from its output y (declared at ops/grad_ops.py:36); differentiated by rsqrt_grad_vjp, saving y, dy."""
+    """RsqrtGrad: z = -dy * y**3 / 2, Rsqrt's backprop from its output y (declared at ops/grad_ops.py:36); differentiated by rsqrt_grad_vjp, saving y, dy (for y's gradient)."""
     return _rsqrt_grad_autograd(y, dy)
 
 
@@ -140,11 +148,13 @@ def rsqrt_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     return grad_y, grad_dy
 
 
-_rsqrt_grad_autograd = _autograd_function("RsqrtGrad", rsqrt_grad_forward, rsqrt_grad_vjp, "z")
+_rsqrt_grad_autograd = _autograd_function(
+    "RsqrtGrad", rsqrt_grad_forward, rsqrt_grad_vjp, "z", reads={"y": "y dy", "dy": "y"}
+)
 
 
 def reciprocal_grad(y, dy):
-    """ReciprocalGrad: z = -dy * y**2, Reciprocal's backprop from its output y (declared at ops/grad_ops.py:42); differentiated by reciprocal_grad_vjp, saving y, dy."""
+    """ReciprocalGrad: z = -dy * y**2, Reciprocal's backprop from its output y (declared at ops/grad_ops.py:42); differentiated by reciprocal_grad_vjp, saving y, dy (for y's gradient)."""
     return _reciprocal_grad_autograd(y, dy)
 
 
@@ -170,12 +180,16 @@ def reciprocal_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
 
 
 _reciprocal_grad_autograd = _autograd_function(
-    "ReciprocalGrad", reciprocal_grad_forward, reciprocal_grad_vjp, "z"
+    "ReciprocalGrad",
+    reciprocal_grad_forward,
+    reciprocal_grad_vjp,
+    "z",
+    reads={"y": "y dy", "dy": "y"},
 )
 
 
 def inv_grad(y, dy):
-    """InvGrad: z = -dy * y**2, Inv's backprop from its output y (declared at ops/grad_ops.py:48); differentiated by inv_grad_vjp, saving y, dy."""
+    """InvGrad: z = -dy * y**2, Inv's backprop from its output y (declared at ops/grad_ops.py:48); differentiated by inv_grad_vjp, saving y, dy (for y's gradient)."""
     return _inv_grad_autograd(y, dy)
 
 
@@ -200,7 +214,9 @@ def inv_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     return grad_y, grad_dy
 
 
-_inv_grad_autograd = _autograd_function("InvGrad", inv_grad_forward, inv_grad_vjp, "z")
+_inv_grad_autograd = _autograd_function(
+    "InvGrad", inv_grad_forward, inv_grad_vjp, "z", reads={"y": "y dy", "dy": "y"}
+)
 
 
 def relu_grad(gradients, features):
@@ -291,7 +307,7 @@ _leaky_relu_grad_autograd = _autograd_function(
 
 
 def elu_grad(gradients, outputs):
-    """EluGrad: backprops = gradients where Elu's outputs > 0, else gradients * (outputs + 1) (declared at ops/grad_ops.py:73); differentiated by elu_grad_vjp, saving gradients, outputs."""
+    """EluGrad: backprops = gradients where Elu's outputs > 0, else gradients * (outputs + 1) (declared at ops/grad_ops.py:73); differentiated by elu_grad_vjp, saving gradients (for outputs's gradient), outputs."""
     return _elu_grad_autograd(gradients, outputs)
 
 
@@ -321,11 +337,17 @@ def elu_grad_vjp(grad, gradients, outputs, *, backprops=None, needs_grad=(True, 
     return grad_gradients, grad_outputs
 
 
-_elu_grad_autograd = _autograd_function("EluGrad", elu_grad_forward, elu_grad_vjp, "backprops")
+_elu_grad_autograd = _autograd_function(
+    "EluGrad",
+    elu_grad_forward,
+    elu_grad_vjp,
+    "backprops",
+    reads={"gradients": "outputs", "outputs": "gradients outputs"},
+)
 
 
 def selu_grad(gradients, outputs):
-    """SeluGrad: backprops = gradients * scale where Selu's outputs >= 0, else gradients * (outputs + scale * alpha) (declared at ops/grad_ops.py:81); differentiated by selu_grad_vjp, saving gradients, outputs."""
+    """SeluGrad: backprops = gradients * scale where Selu's outputs >= 0, else gradients * (outputs + scale * alpha) (declared at ops/grad_ops.py:81); differentiated by selu_grad_vjp, saving gradients (for outputs's gradient), outputs."""
     return _selu_grad_autograd(gradients, outputs)
 
 
@@ -359,11 +381,17 @@ def selu_grad_vjp(grad, gradients, outputs, *, backprops=None, needs_grad=(True,
     return grad_gradients, grad_outputs
 
 
-_selu_grad_autograd = _autograd_function("SeluGrad", selu_grad_forward, selu_grad_vjp, "backprops")
+_selu_grad_autograd = _autograd_function(
+    "SeluGrad",
+    selu_grad_forward,
+    selu_grad_vjp,
+    "backprops",
+    reads={"gradients": "outputs", "outputs": "gradients outputs"},
+)
 
 
 def softplus_grad(gradients, features):
-    """SoftplusGrad: backprops = gradients * sigmoid(features), Softplus's backprop (declared at ops/grad_ops.py:90); differentiated by softplus_grad_vjp, saving gradients, features."""
+    """SoftplusGrad: backprops = gradients * sigmoid(features), Softplus's backprop (declared at ops/grad_ops.py:90); differentiated by softplus_grad_vjp, saving gradients (for features's gradient), features."""
     return _softplus_grad_autograd(gradients, features)
 
 
@@ -394,5 +422,9 @@ def softplus_grad_vjp(grad, gradients, features, *, backprops=None, needs_grad=(
 
 
 _softplus_grad_autograd = _autograd_function(
-    "SoftplusGrad", softplus_grad_forward, softplus_grad_vjp, "backprops"
+    "SoftplusGrad",
+    softplus_grad_forward,
+    softplus_grad_vjp,
+    "backprops",
+    reads={"gradients": "features", "features": "gradients features"},
 )

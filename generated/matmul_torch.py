@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def matmul(a, b, *, transpose_a=False, transpose_b=False):
-    """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:11); differentiated by matmul_vjp, saving a, b."""
+    """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:11); differentiated by matmul_vjp, saving a (for b's gradient), b (for a's gradient)."""
     return _matmul_autograd(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
@@ -92,11 +92,13 @@ def matmul_vjp(
     return grad_a, grad_b
 
 
-_matmul_autograd = _autograd_function("MatMul", matmul_forward, matmul_vjp, "product")
+_matmul_autograd = _autograd_function(
+    "MatMul", matmul_forward, matmul_vjp, "product", reads={"a": "b", "b": "a"}
+)
 
 
 def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
-    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:21); differentiated by sparse_mat_mul_vjp, saving a, b."""
+    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:21); differentiated by sparse_mat_mul_vjp, saving a (for b's gradient), b (for a's gradient)."""
     return _sparse_mat_mul_autograd(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
@@ -168,5 +170,9 @@ def sparse_mat_mul_vjp(
 
 
 _sparse_mat_mul_autograd = _autograd_function(
-    "SparseMatMul", sparse_mat_mul_forward, sparse_mat_mul_vjp, "product"
+    "SparseMatMul",
+    sparse_mat_mul_forward,
+    sparse_mat_mul_vjp,
+    "product",
+    reads={"a": "b", "b": "a"},
 )

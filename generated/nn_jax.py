@@ -27,9 +27,10 @@ def softmax_forward(logits):
     """Softmax's formula."""
     ext1 = jnp.max(logits, axis=-1)
     t0 = ext1[..., None]
-    sum1 = jnp.sum(jnp.exp(logits - t0), axis=-1)
-    t1 = sum1[..., None]
-    softmax = jnp.exp(logits - t0) / t1
+    t1 = jnp.exp(logits - t0)
+    sum1 = jnp.sum(t1, axis=-1)
+    t2 = sum1[..., None]
+    softmax = t1 / t2
     return softmax
 
 
@@ -121,11 +122,12 @@ def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages
     """SoftmaxCrossEntropyWithLogits's formula."""
     ext1 = jnp.max(features, axis=-1)
     t0 = ext1[..., None]
-    sum1 = jnp.sum(jnp.exp(features - t0), axis=-1)
-    t1 = sum1[..., None]
-    t2 = jnp.sum(labels * (features - t0 - jnp.log(t1)), axis=-1)
-    loss = -t2
-    backprop = -labels + jnp.exp(features - t0) / t1
+    t1 = jnp.exp(features - t0)
+    sum1 = jnp.sum(t1, axis=-1)
+    t2 = sum1[..., None]
+    t3 = jnp.sum(labels * (features - t0 - jnp.log(t2)), axis=-1)
+    loss = -t3
+    backprop = -labels + t1 / t2
     if (
         return_stages
     ):  # for softmax_cross_entropy_with_logits_vjp(..., **stages): not computed again
@@ -146,7 +148,7 @@ def softmax_cross_entropy_with_logits_vjp(
             + grad_backprop[i, k] * (backprop[i, k] + labels[i, k])
             + sum_j (-grad_backprop[i, j] * (backprop[i, j] + labels[i, j]) + grad_loss[i] *
                 labels[i, j]) * (backprop[i, k] + labels[i, k])
-            i.e. `grad_backprop * t3 - labels * t1 + t2 * t3`
+            i.e. `grad_backprop * t2 - labels * t1 + t2 * t3`
         grad_labels[i, j] = -grad_loss[i] * (-log(sum1[i]) - ext1[i] + features[i, j])
             - grad_backprop[i, j], i.e. `-grad_backprop - t1 * (features - t4 - jnp.log(t5))`
     """
@@ -157,9 +159,9 @@ def softmax_cross_entropy_with_logits_vjp(
         t0 = ext1[..., None]
         sum1 = jnp.sum(jnp.exp(features - t0), axis=-1)
     t1 = grad_loss[..., None]
-    t2 = jnp.sum(-grad_backprop * (backprop + labels) + labels * t1, axis=-1, keepdims=True)
-    t3 = backprop + labels
-    grad_features = grad_backprop * t3 - labels * t1 + t2 * t3
+    t2 = backprop + labels
+    t3 = jnp.sum(-grad_backprop * t2 + labels * t1, axis=-1, keepdims=True)
+    grad_features = grad_backprop * t2 - labels * t1 + t2 * t3
     t4 = ext1[..., None]
     t5 = sum1[..., None]
     grad_labels = -grad_backprop - t1 * (features - t4 - jnp.log(t5))
@@ -183,22 +185,23 @@ def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits's formula."""
     ext1 = jnp.max(features, axis=-1)
     t0 = ext1[..., None]
-    sum1 = jnp.sum(jnp.exp(features - t0), axis=-1)
-    t1 = jnp.shape(features)[-2]
-    t2 = jnp.shape(features)[-1]
-    t3 = jnp.reshape(features, (t1 * t2,))
-    t4 = jnp.arange(jnp.shape(features)[-2])
-    t5 = jnp.asarray(t4, dtype=jnp.int64)
-    t6 = jnp.asarray(labels, dtype=jnp.int64)
-    t7 = jnp.where((t6 >= 0) & (t2 > t6), t2 * t5 + t6, -1)
-    t8 = _gather(t3, t7, -1)
-    loss = ext1 - t8 + jnp.log(sum1)
-    t9 = jnp.asarray(-1, dtype=jnp.result_type(features))
-    t10 = t1 * t2
-    t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
-    t12 = jnp.reshape(t11, jnp.shape(t11)[:-1] + (-1, t2))
-    t13 = sum1[..., None]
-    backprop = t12 + jnp.exp(features - t0) / t13
+    t1 = jnp.exp(features - t0)
+    sum1 = jnp.sum(t1, axis=-1)
+    t2 = jnp.shape(features)[-2]
+    t3 = jnp.shape(features)[-1]
+    t4 = jnp.reshape(features, (t2 * t3,))
+    t5 = jnp.arange(jnp.shape(features)[-2])
+    t6 = jnp.asarray(t5, dtype=jnp.int64)
+    t7 = jnp.asarray(labels, dtype=jnp.int64)
+    t8 = jnp.where((t7 >= 0) & (t3 > t7), t3 * t6 + t7, -1)
+    t9 = _gather(t4, t8, -1)
+    loss = ext1 - t9 + jnp.log(sum1)
+    t10 = jnp.asarray(-1, dtype=jnp.result_type(features))
+    t11 = t2 * t3
+    t12 = _scatter_add(t10, t8, 0, t11)  # no gather form: an explicit scatter-add
+    t13 = jnp.reshape(t12, jnp.shape(t12)[:-1] + (-1, t3))
+    t14 = sum1[..., None]
+    backprop = t1 / t14 + t13
     return (loss, backprop)
 
 
@@ -214,8 +217,7 @@ def sparse_softmax_cross_entropy_with_logits_vjp(
             + grad_backprop[i, k] * (delta(k, labels[i]) + backprop[i, k])
             + grad_loss[i] * (delta(k, labels[i]) + backprop[i, k])
             - sum_j grad_backprop[i, j] * (delta(j, labels[i]) + backprop[i, j]) * (delta(k,
-                labels[i]) + backprop[i, k])
-            i.e. `grad_backprop * t15 + t10 * t15 - t11 * t15 + t14`
+                labels[i]) + backprop[i, k]), i.e. `t10 * t11 - t11 * t13 + t12 + t16`
     """
     if backprop is None:
         backprop = sparse_softmax_cross_entropy_with_logits_forward(features, labels)[1]
@@ -230,12 +232,13 @@ def sparse_softmax_cross_entropy_with_logits_vjp(
     t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
     t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t2))
     t10 = grad_loss[..., None]
-    t11 = jnp.sum(grad_backprop * (backprop + t9), axis=-1, keepdims=True)
-    t12 = -grad_loss
-    t13 = _scatter_add(t12, t6, 0, t7)  # no gather form: an explicit scatter-add
-    t14 = jnp.reshape(t13, jnp.shape(t13)[:-1] + (-1, t2))
-    t15 = backprop + t9
-    grad_features = grad_backprop * t15 + t10 * t15 - t11 * t15 + t14
+    t11 = backprop + t9
+    t12 = grad_backprop * t11
+    t13 = jnp.sum(t12, axis=-1, keepdims=True)
+    t14 = -grad_loss
+    t15 = _scatter_add(t14, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t16 = jnp.reshape(t15, jnp.shape(t15)[:-1] + (-1, t2))
+    grad_features = t10 * t11 - t11 * t13 + t12 + t16
     return grad_features, None
 
 

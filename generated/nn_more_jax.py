@@ -60,13 +60,11 @@ def batch_norm_with_global_normalization_vjp(
 
     In index notation, next to the code computing it, for scale_after_normalization=False (other
     values of scale_after_normalization change it):
-        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
-            i.e. `grad / jnp.sqrt(v + variance_epsilon)`
-        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
-            i.e. `-t0 / jnp.sqrt(v + variance_epsilon)`
+        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `grad * t1`
+        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `-t1 * t2`
         grad_v[c] = -sum_{b, h, w} grad[b, h, w, c] * (-beta[c] + result[b, h, w, c]) / (2 *
-            (variance_epsilon + v[c])), i.e. `-1 / 2 * t1 / (v + variance_epsilon)`
-        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t0`
+            (variance_epsilon + v[c])), i.e. `-1 / 2 * t3 / t0`
+        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t2`
     """
     if result is None:
         result = batch_norm_with_global_normalization_forward(
@@ -78,20 +76,25 @@ def batch_norm_with_global_normalization_vjp(
             scale_after_normalization=scale_after_normalization,
             variance_epsilon=variance_epsilon,
         )
-    t0 = jnp.sum(grad, axis=(-4, -3, -2))
-    grad_beta = t0
+    t0 = v + variance_epsilon
+    t1 = 1 / jnp.sqrt(t0)
     if not scale_after_normalization:
-        grad_t = grad / jnp.sqrt(v + variance_epsilon)
-        grad_m = -t0 / jnp.sqrt(v + variance_epsilon)
-        t1 = jnp.sum(grad * (-beta + result), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * t1 / (v + variance_epsilon)
+        grad_t = grad * t1
+        t2 = jnp.sum(grad, axis=(-4, -3, -2))
+        grad_m = -t1 * t2
+        t3 = jnp.sum(grad * (-beta + result), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * t3 / t0
+        grad_beta = t2
         grad_gamma = None
     else:
-        grad_t = gamma * grad / jnp.sqrt(v + variance_epsilon)
-        grad_m = -gamma * t0 / jnp.sqrt(v + variance_epsilon)
-        t1 = jnp.sum(grad * (-m + t), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
-        grad_gamma = t1 / jnp.sqrt(v + variance_epsilon)
+        t2 = gamma * t1
+        grad_t = grad * t2
+        t3 = jnp.sum(grad, axis=(-4, -3, -2))
+        grad_m = -t2 * t3
+        t4 = jnp.sum(grad * (-m + t), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * gamma * t4 / t0 ** (3 / 2)
+        grad_beta = t3
+        grad_gamma = t1 * t4
     return grad_t, grad_m, grad_v, grad_beta, grad_gamma
 
 
@@ -217,15 +220,16 @@ def fused_batch_norm_forward(
         t1 = jnp.shape(x)[-3]
         t2 = jnp.shape(x)[-2]
         t3 = jnp.sum(x, axis=(-4, -3, -2))
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = jnp.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / jnp.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        t5 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-            1 - exponential_avg_factor
-        )
+        t4 = 1 / (t0 * t1 * t2)
+        batch_mean_ = t3 * t4
+        t5 = -batch_mean_ + x
+        t6 = jnp.sum(t5**2, axis=(-4, -3, -2))
+        batch_variance_ = t4 * t6
+        y = offset + scale * t5 / jnp.sqrt(batch_variance_ + epsilon)
+        t7 = 1 - exponential_avg_factor
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+        t8 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     if return_stages:  # for fused_batch_norm_vjp(..., **stages): not computed again
@@ -264,27 +268,22 @@ def fused_batch_norm_vjp(
     (other values of data_format, is_training change it):
         batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
-            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
-            + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
-            + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
-            - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-                reserve_space_2[c]))
-            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
-            + grad_reserve_space_1[c] / (B * H * W)
-            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
-                * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
+            - sum_{b, h, w} grad_y[b, h, w, c] * (-batch_mean_[c] + x[i, j, k, c]) *
+                (-reserve_space_1[c] + x[b, h, w, c]) * scale[c] / (B * H * W * (epsilon +
+                reserve_space_2[c])**(3/2))
+            + 2 * grad_batch_variance[c] * exponential_avg_factor * (-batch_mean_[c] + x[i, j, k,
+                c]) / (B * H * W - 1)
+            + 2 * grad_reserve_space_2[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
+            ... (`symgrad explain` prints it whole)
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + exponential_avg_factor * ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / jnp.sqrt(epsilon + reserve_space_2)`
-        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `jnp.sum(grad_y, axis=(-4, -3, -2))`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t10 * t8`
+        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `t7`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t15`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t15`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_forward(
@@ -315,19 +314,15 @@ def fused_batch_norm_vjp(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / jnp.sqrt(epsilon + reserve_space_2)
-        t0 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t0 / jnp.sqrt(epsilon + reserve_space_2)
+        t0 = epsilon + reserve_space_2
+        t1 = 1 / jnp.sqrt(t0)
+        grad_x = grad_y * scale * t1
+        t2 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t1 * t2
         grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = (
-            grad_batch_mean
-            - grad_offset * scale / jnp.sqrt(epsilon + reserve_space_2)
-            + grad_reserve_space_1
-        )
+        grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
         grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
         )
     else:
         if batch_mean_ is None:
@@ -336,33 +331,31 @@ def fused_batch_norm_vjp(
             t2 = jnp.shape(x)[-2]
             t3 = jnp.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t5 = jnp.shape(x)[-4]
-        t6 = jnp.shape(x)[-3]
-        t7 = jnp.shape(x)[-2]
-        t8 = t5 * t6 * t7
-        grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
-        t9 = jnp.sum(x, axis=(-4, -3, -2))
-        t10 = jnp.sum(grad_y, axis=(-4, -3, -2))
-        t11 = scale / jnp.sqrt(epsilon + reserve_space_2)
-        t12 = 1 / (t5 * t6 * t7)
-        t13 = 2 * grad_batch_variance_
+        t4 = jnp.shape(x)[-4]
+        t5 = jnp.shape(x)[-3]
+        t6 = jnp.shape(x)[-2]
+        t7 = jnp.sum(grad_y, axis=(-4, -3, -2))
+        t8 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        t9 = epsilon + reserve_space_2
+        t10 = 1 / jnp.sqrt(t9)
+        t11 = scale * t10
+        t12 = 1 / (t4 * t5 * t6)
+        t13 = -batch_mean_ + x
+        t14 = 2 * t13
         grad_x = (
             exponential_avg_factor * grad_batch_mean * t12
+            + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
             + grad_reserve_space_1 * t12
+            + grad_reserve_space_2 * t12 * t14
             + grad_y * t11
-            - t10 * t11 * t12
-            + t12 * t13 * (-batch_mean_ + x)
-            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+            - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+            - t11 * t12 * t7
         )
-        grad_scale = t4 / jnp.sqrt(epsilon + reserve_space_2)
-        grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        grad_scale = t10 * t8
+        grad_offset = t7
+        t15 = 1 - exponential_avg_factor
+        grad_mean = grad_batch_mean * t15
+        grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -430,15 +423,16 @@ def fused_batch_norm_v2_forward(
         t1 = jnp.shape(x)[-3]
         t2 = jnp.shape(x)[-2]
         t3 = jnp.sum(x, axis=(-4, -3, -2))
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = jnp.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / jnp.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        t5 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-            1 - exponential_avg_factor
-        )
+        t4 = 1 / (t0 * t1 * t2)
+        batch_mean_ = t3 * t4
+        t5 = -batch_mean_ + x
+        t6 = jnp.sum(t5**2, axis=(-4, -3, -2))
+        batch_variance_ = t4 * t6
+        y = offset + scale * t5 / jnp.sqrt(batch_variance_ + epsilon)
+        t7 = 1 - exponential_avg_factor
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+        t8 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     if return_stages:  # for fused_batch_norm_v2_vjp(..., **stages): not computed again
@@ -477,27 +471,22 @@ def fused_batch_norm_v2_vjp(
     (other values of data_format, is_training change it):
         batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
-            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
-            + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
-            + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
-            - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-                reserve_space_2[c]))
-            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
-            + grad_reserve_space_1[c] / (B * H * W)
-            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
-                * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
+            - sum_{b, h, w} grad_y[b, h, w, c] * (-batch_mean_[c] + x[i, j, k, c]) *
+                (-reserve_space_1[c] + x[b, h, w, c]) * scale[c] / (B * H * W * (epsilon +
+                reserve_space_2[c])**(3/2))
+            + 2 * grad_batch_variance[c] * exponential_avg_factor * (-batch_mean_[c] + x[i, j, k,
+                c]) / (B * H * W - 1)
+            + 2 * grad_reserve_space_2[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
+            ... (`symgrad explain` prints it whole)
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + exponential_avg_factor * ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / jnp.sqrt(epsilon + reserve_space_2)`
-        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `jnp.sum(grad_y, axis=(-4, -3, -2))`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t10 * t8`
+        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `t7`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t15`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t15`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_v2_forward(
@@ -528,19 +517,15 @@ def fused_batch_norm_v2_vjp(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / jnp.sqrt(epsilon + reserve_space_2)
-        t0 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t0 / jnp.sqrt(epsilon + reserve_space_2)
+        t0 = epsilon + reserve_space_2
+        t1 = 1 / jnp.sqrt(t0)
+        grad_x = grad_y * scale * t1
+        t2 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t1 * t2
         grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = (
-            grad_batch_mean
-            - grad_offset * scale / jnp.sqrt(epsilon + reserve_space_2)
-            + grad_reserve_space_1
-        )
+        grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
         grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
         )
     else:
         if batch_mean_ is None:
@@ -549,33 +534,31 @@ def fused_batch_norm_v2_vjp(
             t2 = jnp.shape(x)[-2]
             t3 = jnp.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t5 = jnp.shape(x)[-4]
-        t6 = jnp.shape(x)[-3]
-        t7 = jnp.shape(x)[-2]
-        t8 = t5 * t6 * t7
-        grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
-        t9 = jnp.sum(x, axis=(-4, -3, -2))
-        t10 = jnp.sum(grad_y, axis=(-4, -3, -2))
-        t11 = scale / jnp.sqrt(epsilon + reserve_space_2)
-        t12 = 1 / (t5 * t6 * t7)
-        t13 = 2 * grad_batch_variance_
+        t4 = jnp.shape(x)[-4]
+        t5 = jnp.shape(x)[-3]
+        t6 = jnp.shape(x)[-2]
+        t7 = jnp.sum(grad_y, axis=(-4, -3, -2))
+        t8 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        t9 = epsilon + reserve_space_2
+        t10 = 1 / jnp.sqrt(t9)
+        t11 = scale * t10
+        t12 = 1 / (t4 * t5 * t6)
+        t13 = -batch_mean_ + x
+        t14 = 2 * t13
         grad_x = (
             exponential_avg_factor * grad_batch_mean * t12
+            + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
             + grad_reserve_space_1 * t12
+            + grad_reserve_space_2 * t12 * t14
             + grad_y * t11
-            - t10 * t11 * t12
-            + t12 * t13 * (-batch_mean_ + x)
-            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+            - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+            - t11 * t12 * t7
         )
-        grad_scale = t4 / jnp.sqrt(epsilon + reserve_space_2)
-        grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        grad_scale = t10 * t8
+        grad_offset = t7
+        t15 = 1 - exponential_avg_factor
+        grad_mean = grad_batch_mean * t15
+        grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -640,20 +623,23 @@ def fused_batch_norm_v3_forward(
             t1 = jnp.shape(x)[-3]
             t2 = jnp.shape(x)[-2]
             t3 = jnp.sum(x, axis=(-4, -3, -2))
-            batch_mean_ = t3 / (t0 * t1 * t2)
-            t4 = jnp.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-            batch_variance_ = t4 / (t0 * t1 * t2)
-            y = offset + scale * (-batch_mean_ + x) / jnp.sqrt(batch_variance_ + epsilon)
-            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-            t5 = t0 * t1 * t2
-            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-                1 - exponential_avg_factor
+            t4 = 1 / (t0 * t1 * t2)
+            batch_mean_ = t3 * t4
+            t5 = -batch_mean_ + x
+            t6 = jnp.sum(t5**2, axis=(-4, -3, -2))
+            batch_variance_ = t4 * t6
+            y = offset + scale * t5 / jnp.sqrt(batch_variance_ + epsilon)
+            t7 = 1 - exponential_avg_factor
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+            t8 = t0 * t1 * t2
+            batch_variance = (
+                batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
             )
             reserve_space_1 = batch_mean_
             reserve_space_2 = batch_variance_
-        t6 = jnp.asarray(0, dtype=jnp.result_type(x))
-        t7 = 0
-        reserve_space_3 = jnp.broadcast_to(t6, tuple((t7,)))
+        t9 = jnp.asarray(0, dtype=jnp.result_type(x))
+        t10 = 0
+        reserve_space_3 = jnp.broadcast_to(t9, tuple((t10,)))
     else:
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -696,27 +682,22 @@ def fused_batch_norm_v3_vjp(
     (other values of data_format, is_training change it):
         batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
-            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
-            + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
-            + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
-            - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-                reserve_space_2[c]))
-            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
-            + grad_reserve_space_1[c] / (B * H * W)
-            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
-                * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
+            - sum_{b, h, w} grad_y[b, h, w, c] * (-batch_mean_[c] + x[i, j, k, c]) *
+                (-reserve_space_1[c] + x[b, h, w, c]) * scale[c] / (B * H * W * (epsilon +
+                reserve_space_2[c])**(3/2))
+            + 2 * grad_batch_variance[c] * exponential_avg_factor * (-batch_mean_[c] + x[i, j, k,
+                c]) / (B * H * W - 1)
+            + 2 * grad_reserve_space_2[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
+            ... (`symgrad explain` prints it whole)
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + exponential_avg_factor * ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / jnp.sqrt(epsilon + reserve_space_2)`
-        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `jnp.sum(grad_y, axis=(-4, -3, -2))`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t10 * t8`
+        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `t7`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t15`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t15`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_v3_forward(
@@ -747,19 +728,15 @@ def fused_batch_norm_v3_vjp(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / jnp.sqrt(epsilon + reserve_space_2)
-        t0 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t0 / jnp.sqrt(epsilon + reserve_space_2)
+        t0 = epsilon + reserve_space_2
+        t1 = 1 / jnp.sqrt(t0)
+        grad_x = grad_y * scale * t1
+        t2 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t1 * t2
         grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = (
-            grad_batch_mean
-            - grad_offset * scale / jnp.sqrt(epsilon + reserve_space_2)
-            + grad_reserve_space_1
-        )
+        grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
         grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
         )
     else:
         if batch_mean_ is None:
@@ -768,33 +745,31 @@ def fused_batch_norm_v3_vjp(
             t2 = jnp.shape(x)[-2]
             t3 = jnp.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t5 = jnp.shape(x)[-4]
-        t6 = jnp.shape(x)[-3]
-        t7 = jnp.shape(x)[-2]
-        t8 = t5 * t6 * t7
-        grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
-        t9 = jnp.sum(x, axis=(-4, -3, -2))
-        t10 = jnp.sum(grad_y, axis=(-4, -3, -2))
-        t11 = scale / jnp.sqrt(epsilon + reserve_space_2)
-        t12 = 1 / (t5 * t6 * t7)
-        t13 = 2 * grad_batch_variance_
+        t4 = jnp.shape(x)[-4]
+        t5 = jnp.shape(x)[-3]
+        t6 = jnp.shape(x)[-2]
+        t7 = jnp.sum(grad_y, axis=(-4, -3, -2))
+        t8 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        t9 = epsilon + reserve_space_2
+        t10 = 1 / jnp.sqrt(t9)
+        t11 = scale * t10
+        t12 = 1 / (t4 * t5 * t6)
+        t13 = -batch_mean_ + x
+        t14 = 2 * t13
         grad_x = (
             exponential_avg_factor * grad_batch_mean * t12
+            + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
             + grad_reserve_space_1 * t12
+            + grad_reserve_space_2 * t12 * t14
             + grad_y * t11
-            - t10 * t11 * t12
-            + t12 * t13 * (-batch_mean_ + x)
-            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+            - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+            - t11 * t12 * t7
         )
-        grad_scale = t4 / jnp.sqrt(epsilon + reserve_space_2)
-        grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        grad_scale = t10 * t8
+        grad_offset = t7
+        t15 = 1 - exponential_avg_factor
+        grad_mean = grad_batch_mean * t15
+        grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 

@@ -41,13 +41,11 @@ def batch_norm_with_global_normalization_grad(
 
     In index notation, next to the code computing it, for scale_after_normalization=False (other
     values of scale_after_normalization change it):
-        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
-            i.e. `grad / np.sqrt(v + variance_epsilon)`
-        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
-            i.e. `-t0 / np.sqrt(v + variance_epsilon)`
+        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `grad * t1`
+        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `-t1 * t2`
         grad_v[c] = -sum_{b, h, w} grad[b, h, w, c] * (-beta[c] + result[b, h, w, c]) / (2 *
-            (variance_epsilon + v[c])), i.e. `-1 / 2 * t1 / (v + variance_epsilon)`
-        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t0`
+            (variance_epsilon + v[c])), i.e. `-1 / 2 * t3 / t0`
+        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t2`
     """
     if result is None:
         result = batch_norm_with_global_normalization(
@@ -59,20 +57,25 @@ def batch_norm_with_global_normalization_grad(
             scale_after_normalization=scale_after_normalization,
             variance_epsilon=variance_epsilon,
         )
-    t0 = np.sum(grad, axis=(-4, -3, -2))
-    grad_beta = t0
+    t0 = v + variance_epsilon
+    t1 = 1 / np.sqrt(t0)
     if not scale_after_normalization:
-        grad_t = grad / np.sqrt(v + variance_epsilon)
-        grad_m = -t0 / np.sqrt(v + variance_epsilon)
-        t1 = np.sum(grad * (-beta + result), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * t1 / (v + variance_epsilon)
+        grad_t = grad * t1
+        t2 = np.sum(grad, axis=(-4, -3, -2))
+        grad_m = -t1 * t2
+        t3 = np.sum(grad * (-beta + result), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * t3 / t0
+        grad_beta = t2
         grad_gamma = None
     else:
-        grad_t = gamma * grad / np.sqrt(v + variance_epsilon)
-        grad_m = -gamma * t0 / np.sqrt(v + variance_epsilon)
-        t1 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
-        grad_gamma = t1 / np.sqrt(v + variance_epsilon)
+        t2 = gamma * t1
+        grad_t = grad * t2
+        t3 = np.sum(grad, axis=(-4, -3, -2))
+        grad_m = -t2 * t3
+        t4 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
+        grad_v = -1 / 2 * gamma * t4 / t0 ** (3 / 2)
+        grad_beta = t3
+        grad_gamma = t1 * t4
     return grad_t, grad_m, grad_v, grad_beta, grad_gamma
 
 
@@ -111,46 +114,49 @@ def batch_norm_with_global_normalization_grad_grad(
     t0 = v + variance_epsilon
     t1 = 1 / np.sqrt(t0)
     if not scale_after_normalization:
+        t2 = -m + t
         grad_grad = (
             grad_vjp_beta
             - grad_vjp_m * t1
             + grad_vjp_t * t1
-            - 1 / 2 * grad_vjp_v * (-m + t) / t0 ** (3 / 2)
+            - 1 / 2 * grad_vjp_v * t2 / t0 ** (3 / 2)
         )
-        grad_t = -1 / 2 * grad_vjp_v * vjp_t / (v + variance_epsilon)
-        t2 = np.sum(vjp_t, axis=(-4, -3, -2))
-        grad_m = (1 / 2) * grad_vjp_v * t2 / (v + variance_epsilon)
-        t3 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
-        t4 = np.sum(vjp_t * (-m + t), axis=(-4, -3, -2))
-        t5 = 1 / (v + variance_epsilon)
-        grad_v = (1 / 4) * t5 * (2 * grad_vjp_m * t2 + 3 * grad_vjp_v * t4 * t5 - 2 * t3)
+        t3 = 1 / t0
+        t4 = grad_vjp_v * t3
+        grad_t = -1 / 2 * t4 * vjp_t
+        t5 = np.sum(vjp_t, axis=(-4, -3, -2))
+        grad_m = (1 / 2) * t4 * t5
+        t6 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
+        t7 = np.sum(t2 * vjp_t, axis=(-4, -3, -2))
+        grad_v = (1 / 4) * t3 * (2 * grad_vjp_m * t5 + 3 * grad_vjp_v * t3 * t7 - 2 * t6)
         grad_gamma = None
     else:
         t2 = gamma * t1
         t3 = -m + t
+        t4 = 1 / t0 ** (3 / 2)
         grad_grad = (
-            -1 / 2 * gamma * grad_vjp_v * t3 / t0 ** (3 / 2)
+            -1 / 2 * gamma * grad_vjp_v * t3 * t4
             + grad_vjp_beta
             + grad_vjp_gamma * t1 * t3
             - grad_vjp_m * t2
             + grad_vjp_t * t2
         )
-        grad_t = grad * grad_vjp_gamma / np.sqrt(t0) - 1 / 2 * grad_vjp_v * vjp_t / t0
-        t4 = np.sum(vjp_t, axis=(-4, -3, -2))
-        t5 = np.sum(grad, axis=(-4, -3, -2))
-        grad_m = -grad_vjp_gamma * t5 / np.sqrt(t0) + (1 / 2) * grad_vjp_v * t4 / t0
-        t6 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
-        t7 = np.sum(grad * (-m + t), axis=(-4, -3, -2))
-        t8 = np.sum(vjp_t * (-m + t), axis=(-4, -3, -2))
-        t9 = 1 / t0
+        t5 = 1 / t0
+        grad_t = grad * grad_vjp_gamma * t1 - 1 / 2 * grad_vjp_v * t5 * vjp_t
+        t6 = np.sum(vjp_t, axis=(-4, -3, -2))
+        t7 = np.sum(grad, axis=(-4, -3, -2))
+        grad_m = -grad_vjp_gamma * t1 * t7 + (1 / 2) * grad_vjp_v * t5 * t6
+        t8 = np.sum(grad_vjp_t * vjp_t, axis=(-4, -3, -2))
+        t9 = np.sum(grad * t3, axis=(-4, -3, -2))
+        t10 = np.sum(t3 * vjp_t, axis=(-4, -3, -2))
         grad_v = (
-            -1 / 2 * grad_vjp_gamma * t7 / t0 ** (3 / 2)
-            + (1 / 2) * grad_vjp_m * t4 * t9
-            + (3 / 4) * grad_vjp_v * t8 / t0**2
-            - 1 / 2 * t6 * t9
+            -1 / 2 * grad_vjp_gamma * t4 * t9
+            + (1 / 2) * grad_vjp_m * t5 * t6
+            + (3 / 4) * grad_vjp_v * t10 / t0**2
+            - 1 / 2 * t5 * t8
         )
-        t10 = np.sum(grad * grad_vjp_t, axis=(-4, -3, -2))
-        grad_gamma = (-grad_vjp_m * t5 - 1 / 2 * grad_vjp_v * t7 / t0 + t10) / np.sqrt(t0)
+        t11 = np.sum(grad * grad_vjp_t, axis=(-4, -3, -2))
+        grad_gamma = t1 * (-grad_vjp_m * t7 - 1 / 2 * grad_vjp_v * t5 * t9 + t11)
     return grad_grad, grad_t, grad_m, grad_v, None, grad_gamma
 
 
@@ -242,18 +248,17 @@ def lrn_grad_grad(
     grad_vjp_affine1 = 2 * alpha * t14
     t15 = 1 / affine1
     t16 = grad_vjp_affine1 * input * t15
-    grad_affine1 = affine1 ** (-beta) * beta * grad * t15 * (beta * t16 - grad_vjp_input + t16)
-    grad_grad = affine1 ** (-beta) * (grad_vjp_input - beta * grad_vjp_affine1 * input / affine1)
-    t17 = depth_radius - t10 + t8
-    t18 = _gather(vjp_affine1, t17, -1)
-    t19 = np.sum(t18, axis=-1)
-    t20 = _gather(grad_affine1, t17, -1)
-    t21 = np.sum(t20, axis=-1)
-    t22 = 2 * alpha
+    t17 = affine1 ** (-beta)
+    grad_affine1 = beta * grad * t15 * t17 * (beta * t16 - grad_vjp_input + t16)
+    grad_grad = t17 * (-beta * grad_vjp_affine1 * input * t15 + grad_vjp_input)
+    t18 = depth_radius - t10 + t8
+    t19 = _gather(vjp_affine1, t18, -1)
+    t20 = np.sum(t19, axis=-1)
+    t21 = _gather(grad_affine1, t18, -1)
+    t22 = np.sum(t21, axis=-1)
+    t23 = 2 * alpha
     grad_input = (
-        grad_vjp_input * t19 * t22
-        + input * t21 * t22
-        - affine1 ** (-beta) * beta * grad * grad_vjp_affine1 / affine1
+        -beta * grad * grad_vjp_affine1 * t15 * t17 + grad_vjp_input * t20 * t23 + input * t22 * t23
     )
     return grad_grad, grad_input
 
@@ -288,15 +293,16 @@ def fused_batch_norm(
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
         t3 = np.sum(x, axis=(-4, -3, -2))
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        t5 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-            1 - exponential_avg_factor
-        )
+        t4 = 1 / (t0 * t1 * t2)
+        batch_mean_ = t3 * t4
+        t5 = -batch_mean_ + x
+        t6 = np.sum(t5**2, axis=(-4, -3, -2))
+        batch_variance_ = t4 * t6
+        y = offset + scale * t5 / np.sqrt(batch_variance_ + epsilon)
+        t7 = 1 - exponential_avg_factor
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+        t8 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     if return_stages:  # for fused_batch_norm_grad(..., **stages): not computed again
@@ -335,27 +341,22 @@ def fused_batch_norm_grad(
     (other values of data_format, is_training change it):
         batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
-            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
-            + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
-            + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
-            - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-                reserve_space_2[c]))
-            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
-            + grad_reserve_space_1[c] / (B * H * W)
-            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
-                * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
+            - sum_{b, h, w} grad_y[b, h, w, c] * (-batch_mean_[c] + x[i, j, k, c]) *
+                (-reserve_space_1[c] + x[b, h, w, c]) * scale[c] / (B * H * W * (epsilon +
+                reserve_space_2[c])**(3/2))
+            + 2 * grad_batch_variance[c] * exponential_avg_factor * (-batch_mean_[c] + x[i, j, k,
+                c]) / (B * H * W - 1)
+            + 2 * grad_reserve_space_2[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
+            ... (`symgrad explain` prints it whole)
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + exponential_avg_factor * ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
-        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t10 * t8`
+        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `t7`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t15`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t15`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm(
@@ -386,19 +387,15 @@ def fused_batch_norm_grad(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / np.sqrt(epsilon + reserve_space_2)
-        t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
+        t0 = epsilon + reserve_space_2
+        t1 = 1 / np.sqrt(t0)
+        grad_x = grad_y * scale * t1
+        t2 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t1 * t2
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = (
-            grad_batch_mean
-            - grad_offset * scale / np.sqrt(epsilon + reserve_space_2)
-            + grad_reserve_space_1
-        )
+        grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
         grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
         )
     else:
         if batch_mean_ is None:
@@ -407,33 +404,31 @@ def fused_batch_norm_grad(
             t2 = np.shape(x)[-2]
             t3 = np.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t5 = np.shape(x)[-4]
-        t6 = np.shape(x)[-3]
-        t7 = np.shape(x)[-2]
-        t8 = t5 * t6 * t7
-        grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
-        t9 = np.sum(x, axis=(-4, -3, -2))
-        t10 = np.sum(grad_y, axis=(-4, -3, -2))
-        t11 = scale / np.sqrt(epsilon + reserve_space_2)
-        t12 = 1 / (t5 * t6 * t7)
-        t13 = 2 * grad_batch_variance_
+        t4 = np.shape(x)[-4]
+        t5 = np.shape(x)[-3]
+        t6 = np.shape(x)[-2]
+        t7 = np.sum(grad_y, axis=(-4, -3, -2))
+        t8 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        t9 = epsilon + reserve_space_2
+        t10 = 1 / np.sqrt(t9)
+        t11 = scale * t10
+        t12 = 1 / (t4 * t5 * t6)
+        t13 = -batch_mean_ + x
+        t14 = 2 * t13
         grad_x = (
             exponential_avg_factor * grad_batch_mean * t12
+            + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
             + grad_reserve_space_1 * t12
+            + grad_reserve_space_2 * t12 * t14
             + grad_y * t11
-            - t10 * t11 * t12
-            + t12 * t13 * (-batch_mean_ + x)
-            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+            - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+            - t11 * t12 * t7
         )
-        grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
-        grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        grad_scale = t10 * t8
+        grad_offset = t7
+        t15 = 1 - exponential_avg_factor
+        grad_mean = grad_batch_mean * t15
+        grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -494,32 +489,34 @@ def fused_batch_norm_grad_grad(
         t1 = 1 / np.sqrt(t0)
         t2 = scale * t1
         t3 = -mean + x
+        t4 = 1 / t0 ** (3 / 2)
         grad_grad_y = (
             -grad_vjp_mean * t2
             + grad_vjp_offset
             + grad_vjp_scale * t1 * t3
-            - 1 / 2 * grad_vjp_variance * scale * t3 / t0 ** (3 / 2)
+            - 1 / 2 * grad_vjp_variance * scale * t3 * t4
             + grad_vjp_x * t2
         )
         grad_grad_batch_mean = grad_vjp_mean
         grad_grad_batch_variance = grad_vjp_variance
         grad_grad_reserve_space_1 = grad_vjp_mean
         grad_grad_reserve_space_2 = grad_vjp_variance
-        grad_x = grad_vjp_scale * grad_y / np.sqrt(t0) - 1 / 2 * grad_vjp_variance * vjp_x / t0
-        t4 = np.sum(grad_y, axis=(-4, -3, -2))
-        t5 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
-        t6 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        grad_scale = (-grad_vjp_mean * t4 - 1 / 2 * grad_vjp_variance * t5 / t0 + t6) / np.sqrt(t0)
-        t7 = np.sum(vjp_x, axis=(-4, -3, -2))
-        grad_mean = -grad_vjp_scale * t4 / np.sqrt(t0) + (1 / 2) * grad_vjp_variance * t7 / t0
-        t8 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
-        t9 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
-        t10 = (1 / 2) / t0
+        t5 = 1 / t0
+        grad_x = grad_vjp_scale * grad_y * t1 - 1 / 2 * grad_vjp_variance * t5 * vjp_x
+        t6 = np.sum(grad_y, axis=(-4, -3, -2))
+        t7 = np.sum(grad_y * t3, axis=(-4, -3, -2))
+        t8 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        grad_scale = t1 * (-grad_vjp_mean * t6 - 1 / 2 * grad_vjp_variance * t5 * t7 + t8)
+        t9 = np.sum(vjp_x, axis=(-4, -3, -2))
+        grad_mean = -grad_vjp_scale * t1 * t6 + (1 / 2) * grad_vjp_variance * t5 * t9
+        t10 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
+        t11 = np.sum(t3 * vjp_x, axis=(-4, -3, -2))
+        t12 = (1 / 2) * t5
         grad_variance = (
-            grad_vjp_mean * t10 * t7
-            - 1 / 2 * grad_vjp_scale * t5 / t0 ** (3 / 2)
-            + (3 / 4) * grad_vjp_variance * t9 / t0**2
-            - t10 * t8
+            grad_vjp_mean * t12 * t9
+            - 1 / 2 * grad_vjp_scale * t4 * t7
+            + (3 / 4) * grad_vjp_variance * t11 / t0**2
+            - t10 * t12
         )
     else:
         return _fused_batch_norm_grad_grad_is_training(
@@ -589,69 +586,56 @@ def _fused_batch_norm_grad_grad_is_training(
     t7 = np.shape(grad_y)[-3]
     t8 = np.shape(grad_y)[-2]
     t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-    grad_vjp_batch_mean_ = t9 / (t6 * t7 * t8)
-    t10 = np.sum(x, axis=(-4, -3, -2))
-    t11 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
-    grad_vjp_batch_variance_ = (
-        2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t11) / (t6 * t7 * t8)
-    )
-    t12 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-    t13 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-    t14 = np.sum(grad_y, axis=(-4, -3, -2))
-    t15 = batch_variance_ + epsilon
-    t16 = 2 * scale
-    grad_batch_variance_ = (
-        (1 / 4)
-        * (
-            grad_vjp_batch_mean_ * t14 * t16
-            + 3 * grad_vjp_batch_variance_ * scale * t12 / t15
-            - 2 * grad_vjp_scale * t12
-            - t13 * t16
-        )
-        / t15 ** (3 / 2)
-    )
-    t17 = 1 / np.sqrt(t15)
-    t18 = scale * t17
-    t19 = -batch_mean_ + x
+    t10 = 1 / (t6 * t7 * t8)
+    grad_vjp_batch_mean_ = t10 * t9
+    t11 = -batch_mean_ + x
+    t12 = np.sum(grad_vjp_x * t11, axis=(-4, -3, -2))
+    grad_vjp_batch_variance_ = 2 * t10 * t12
+    t13 = batch_variance_ + epsilon
+    t14 = 1 / np.sqrt(t13)
+    t15 = scale * t14
+    t16 = 1 / t13 ** (3 / 2)
     grad_grad_y = (
-        -grad_vjp_batch_mean_ * t18
-        - 1 / 2 * grad_vjp_batch_variance_ * scale * t19 / t15 ** (3 / 2)
+        -grad_vjp_batch_mean_ * t15
+        - 1 / 2 * grad_vjp_batch_variance_ * scale * t11 * t16
         + grad_vjp_offset
-        + grad_vjp_scale * t17 * t19
-        + grad_vjp_x * t18
+        + grad_vjp_scale * t11 * t14
+        + grad_vjp_x * t15
     )
-    grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
-        1 - exponential_avg_factor
+    t17 = 1 - exponential_avg_factor
+    grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * t17
+    t18 = t6 * t7 * t8
+    grad_grad_batch_variance = (
+        exponential_avg_factor * grad_vjp_batch_variance_ * t18 / (t18 - 1)
+        + grad_vjp_variance * t17
     )
-    t20 = t6 * t7 * t8
-    grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t20 / (
-        t20 - 1
-    ) + grad_vjp_variance * (1 - exponential_avg_factor)
     grad_grad_reserve_space_1 = grad_vjp_batch_mean_
     grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-    t21 = np.sum(x, axis=(-4, -3, -2))
-    t22 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-    t23 = np.sum(grad_y, axis=(-4, -3, -2))
-    t24 = grad_vjp_scale / np.sqrt(t15)
-    t25 = (1 / 2) * grad_vjp_batch_variance_ * scale / t15 ** (3 / 2)
-    t26 = 2 * vjp_batch_variance_
-    t27 = 1 / (t6 * t7 * t8)
-    t28 = 1 / (t6**2 * t7**2 * t8**2)
-    t29 = 2 * grad_batch_variance_
-    t30 = t23 * t27
+    t19 = np.sum(grad_y, axis=(-4, -3, -2))
+    t20 = np.sum(grad_y * t11, axis=(-4, -3, -2))
+    t21 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+    t22 = grad_vjp_scale * t14
+    t23 = scale * t16
+    t24 = (1 / 2) * grad_vjp_batch_variance_ * t23
+    t25 = 2 * vjp_batch_variance_
+    t26 = t10 * t19
+    t27 = t10 * t11
+    t28 = t20 * t27
     grad_x = (
-        grad_vjp_x * t26 * t27
-        + grad_y * t24
-        - grad_y * t25
-        - t22 * t26 * t28
-        - t24 * t30
-        + t25 * t30
-        + t27 * t29 * (-batch_mean_ + x)
-        - t28 * t29 * (-batch_mean_ * t6 * t7 * t8 + t21)
+        grad_vjp_batch_mean_ * t11 * t23 * t26
+        + (3 / 2) * grad_vjp_batch_variance_ * scale * t28 / t13 ** (5 / 2)
+        - grad_vjp_scale * t16 * t28
+        + grad_vjp_x * t10 * t25
+        + grad_y * t22
+        - grad_y * t24
+        - t21 * t23 * t27
+        - t22 * t26
+        + t24 * t26
+        - t25 * t9 / (t6**2 * t7**2 * t8**2)
     )
-    grad_scale = (
-        -grad_vjp_batch_mean_ * t14 - 1 / 2 * grad_vjp_batch_variance_ * t12 / t15 + t13
-    ) / np.sqrt(t15)
+    grad_scale = t14 * (
+        -grad_vjp_batch_mean_ * t19 - 1 / 2 * grad_vjp_batch_variance_ * t20 / t13 + t21
+    )
     grad_mean = None
     grad_variance = None
     return (
@@ -698,15 +682,16 @@ def fused_batch_norm_v2(
         t1 = np.shape(x)[-3]
         t2 = np.shape(x)[-2]
         t3 = np.sum(x, axis=(-4, -3, -2))
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        t5 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-            1 - exponential_avg_factor
-        )
+        t4 = 1 / (t0 * t1 * t2)
+        batch_mean_ = t3 * t4
+        t5 = -batch_mean_ + x
+        t6 = np.sum(t5**2, axis=(-4, -3, -2))
+        batch_variance_ = t4 * t6
+        y = offset + scale * t5 / np.sqrt(batch_variance_ + epsilon)
+        t7 = 1 - exponential_avg_factor
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+        t8 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     if return_stages:  # for fused_batch_norm_v2_grad(..., **stages): not computed again
@@ -745,27 +730,22 @@ def fused_batch_norm_v2_grad(
     (other values of data_format, is_training change it):
         batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
-            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
-            + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
-            + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
-            - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-                reserve_space_2[c]))
-            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
-            + grad_reserve_space_1[c] / (B * H * W)
-            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
-                * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
+            - sum_{b, h, w} grad_y[b, h, w, c] * (-batch_mean_[c] + x[i, j, k, c]) *
+                (-reserve_space_1[c] + x[b, h, w, c]) * scale[c] / (B * H * W * (epsilon +
+                reserve_space_2[c])**(3/2))
+            + 2 * grad_batch_variance[c] * exponential_avg_factor * (-batch_mean_[c] + x[i, j, k,
+                c]) / (B * H * W - 1)
+            + 2 * grad_reserve_space_2[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
+            ... (`symgrad explain` prints it whole)
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + exponential_avg_factor * ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
-        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t10 * t8`
+        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `t7`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t15`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t15`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_v2(
@@ -796,19 +776,15 @@ def fused_batch_norm_v2_grad(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / np.sqrt(epsilon + reserve_space_2)
-        t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
+        t0 = epsilon + reserve_space_2
+        t1 = 1 / np.sqrt(t0)
+        grad_x = grad_y * scale * t1
+        t2 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t1 * t2
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = (
-            grad_batch_mean
-            - grad_offset * scale / np.sqrt(epsilon + reserve_space_2)
-            + grad_reserve_space_1
-        )
+        grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
         grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
         )
     else:
         if batch_mean_ is None:
@@ -817,33 +793,31 @@ def fused_batch_norm_v2_grad(
             t2 = np.shape(x)[-2]
             t3 = np.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t5 = np.shape(x)[-4]
-        t6 = np.shape(x)[-3]
-        t7 = np.shape(x)[-2]
-        t8 = t5 * t6 * t7
-        grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
-        t9 = np.sum(x, axis=(-4, -3, -2))
-        t10 = np.sum(grad_y, axis=(-4, -3, -2))
-        t11 = scale / np.sqrt(epsilon + reserve_space_2)
-        t12 = 1 / (t5 * t6 * t7)
-        t13 = 2 * grad_batch_variance_
+        t4 = np.shape(x)[-4]
+        t5 = np.shape(x)[-3]
+        t6 = np.shape(x)[-2]
+        t7 = np.sum(grad_y, axis=(-4, -3, -2))
+        t8 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        t9 = epsilon + reserve_space_2
+        t10 = 1 / np.sqrt(t9)
+        t11 = scale * t10
+        t12 = 1 / (t4 * t5 * t6)
+        t13 = -batch_mean_ + x
+        t14 = 2 * t13
         grad_x = (
             exponential_avg_factor * grad_batch_mean * t12
+            + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
             + grad_reserve_space_1 * t12
+            + grad_reserve_space_2 * t12 * t14
             + grad_y * t11
-            - t10 * t11 * t12
-            + t12 * t13 * (-batch_mean_ + x)
-            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+            - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+            - t11 * t12 * t7
         )
-        grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
-        grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        grad_scale = t10 * t8
+        grad_offset = t7
+        t15 = 1 - exponential_avg_factor
+        grad_mean = grad_batch_mean * t15
+        grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -904,32 +878,34 @@ def fused_batch_norm_v2_grad_grad(
         t1 = 1 / np.sqrt(t0)
         t2 = scale * t1
         t3 = -mean + x
+        t4 = 1 / t0 ** (3 / 2)
         grad_grad_y = (
             -grad_vjp_mean * t2
             + grad_vjp_offset
             + grad_vjp_scale * t1 * t3
-            - 1 / 2 * grad_vjp_variance * scale * t3 / t0 ** (3 / 2)
+            - 1 / 2 * grad_vjp_variance * scale * t3 * t4
             + grad_vjp_x * t2
         )
         grad_grad_batch_mean = grad_vjp_mean
         grad_grad_batch_variance = grad_vjp_variance
         grad_grad_reserve_space_1 = grad_vjp_mean
         grad_grad_reserve_space_2 = grad_vjp_variance
-        grad_x = grad_vjp_scale * grad_y / np.sqrt(t0) - 1 / 2 * grad_vjp_variance * vjp_x / t0
-        t4 = np.sum(grad_y, axis=(-4, -3, -2))
-        t5 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
-        t6 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        grad_scale = (-grad_vjp_mean * t4 - 1 / 2 * grad_vjp_variance * t5 / t0 + t6) / np.sqrt(t0)
-        t7 = np.sum(vjp_x, axis=(-4, -3, -2))
-        grad_mean = -grad_vjp_scale * t4 / np.sqrt(t0) + (1 / 2) * grad_vjp_variance * t7 / t0
-        t8 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
-        t9 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
-        t10 = (1 / 2) / t0
+        t5 = 1 / t0
+        grad_x = grad_vjp_scale * grad_y * t1 - 1 / 2 * grad_vjp_variance * t5 * vjp_x
+        t6 = np.sum(grad_y, axis=(-4, -3, -2))
+        t7 = np.sum(grad_y * t3, axis=(-4, -3, -2))
+        t8 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        grad_scale = t1 * (-grad_vjp_mean * t6 - 1 / 2 * grad_vjp_variance * t5 * t7 + t8)
+        t9 = np.sum(vjp_x, axis=(-4, -3, -2))
+        grad_mean = -grad_vjp_scale * t1 * t6 + (1 / 2) * grad_vjp_variance * t5 * t9
+        t10 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
+        t11 = np.sum(t3 * vjp_x, axis=(-4, -3, -2))
+        t12 = (1 / 2) * t5
         grad_variance = (
-            grad_vjp_mean * t10 * t7
-            - 1 / 2 * grad_vjp_scale * t5 / t0 ** (3 / 2)
-            + (3 / 4) * grad_vjp_variance * t9 / t0**2
-            - t10 * t8
+            grad_vjp_mean * t12 * t9
+            - 1 / 2 * grad_vjp_scale * t4 * t7
+            + (3 / 4) * grad_vjp_variance * t11 / t0**2
+            - t10 * t12
         )
     else:
         return _fused_batch_norm_v2_grad_grad_is_training(
@@ -999,69 +975,56 @@ def _fused_batch_norm_v2_grad_grad_is_training(
     t7 = np.shape(grad_y)[-3]
     t8 = np.shape(grad_y)[-2]
     t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-    grad_vjp_batch_mean_ = t9 / (t6 * t7 * t8)
-    t10 = np.sum(x, axis=(-4, -3, -2))
-    t11 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
-    grad_vjp_batch_variance_ = (
-        2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t11) / (t6 * t7 * t8)
-    )
-    t12 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-    t13 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-    t14 = np.sum(grad_y, axis=(-4, -3, -2))
-    t15 = batch_variance_ + epsilon
-    t16 = 2 * scale
-    grad_batch_variance_ = (
-        (1 / 4)
-        * (
-            grad_vjp_batch_mean_ * t14 * t16
-            + 3 * grad_vjp_batch_variance_ * scale * t12 / t15
-            - 2 * grad_vjp_scale * t12
-            - t13 * t16
-        )
-        / t15 ** (3 / 2)
-    )
-    t17 = 1 / np.sqrt(t15)
-    t18 = scale * t17
-    t19 = -batch_mean_ + x
+    t10 = 1 / (t6 * t7 * t8)
+    grad_vjp_batch_mean_ = t10 * t9
+    t11 = -batch_mean_ + x
+    t12 = np.sum(grad_vjp_x * t11, axis=(-4, -3, -2))
+    grad_vjp_batch_variance_ = 2 * t10 * t12
+    t13 = batch_variance_ + epsilon
+    t14 = 1 / np.sqrt(t13)
+    t15 = scale * t14
+    t16 = 1 / t13 ** (3 / 2)
     grad_grad_y = (
-        -grad_vjp_batch_mean_ * t18
-        - 1 / 2 * grad_vjp_batch_variance_ * scale * t19 / t15 ** (3 / 2)
+        -grad_vjp_batch_mean_ * t15
+        - 1 / 2 * grad_vjp_batch_variance_ * scale * t11 * t16
         + grad_vjp_offset
-        + grad_vjp_scale * t17 * t19
-        + grad_vjp_x * t18
+        + grad_vjp_scale * t11 * t14
+        + grad_vjp_x * t15
     )
-    grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
-        1 - exponential_avg_factor
+    t17 = 1 - exponential_avg_factor
+    grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * t17
+    t18 = t6 * t7 * t8
+    grad_grad_batch_variance = (
+        exponential_avg_factor * grad_vjp_batch_variance_ * t18 / (t18 - 1)
+        + grad_vjp_variance * t17
     )
-    t20 = t6 * t7 * t8
-    grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t20 / (
-        t20 - 1
-    ) + grad_vjp_variance * (1 - exponential_avg_factor)
     grad_grad_reserve_space_1 = grad_vjp_batch_mean_
     grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-    t21 = np.sum(x, axis=(-4, -3, -2))
-    t22 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-    t23 = np.sum(grad_y, axis=(-4, -3, -2))
-    t24 = grad_vjp_scale / np.sqrt(t15)
-    t25 = (1 / 2) * grad_vjp_batch_variance_ * scale / t15 ** (3 / 2)
-    t26 = 2 * vjp_batch_variance_
-    t27 = 1 / (t6 * t7 * t8)
-    t28 = 1 / (t6**2 * t7**2 * t8**2)
-    t29 = 2 * grad_batch_variance_
-    t30 = t23 * t27
+    t19 = np.sum(grad_y, axis=(-4, -3, -2))
+    t20 = np.sum(grad_y * t11, axis=(-4, -3, -2))
+    t21 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+    t22 = grad_vjp_scale * t14
+    t23 = scale * t16
+    t24 = (1 / 2) * grad_vjp_batch_variance_ * t23
+    t25 = 2 * vjp_batch_variance_
+    t26 = t10 * t19
+    t27 = t10 * t11
+    t28 = t20 * t27
     grad_x = (
-        grad_vjp_x * t26 * t27
-        + grad_y * t24
-        - grad_y * t25
-        - t22 * t26 * t28
-        - t24 * t30
-        + t25 * t30
-        + t27 * t29 * (-batch_mean_ + x)
-        - t28 * t29 * (-batch_mean_ * t6 * t7 * t8 + t21)
+        grad_vjp_batch_mean_ * t11 * t23 * t26
+        + (3 / 2) * grad_vjp_batch_variance_ * scale * t28 / t13 ** (5 / 2)
+        - grad_vjp_scale * t16 * t28
+        + grad_vjp_x * t10 * t25
+        + grad_y * t22
+        - grad_y * t24
+        - t21 * t23 * t27
+        - t22 * t26
+        + t24 * t26
+        - t25 * t9 / (t6**2 * t7**2 * t8**2)
     )
-    grad_scale = (
-        -grad_vjp_batch_mean_ * t14 - 1 / 2 * grad_vjp_batch_variance_ * t12 / t15 + t13
-    ) / np.sqrt(t15)
+    grad_scale = t14 * (
+        -grad_vjp_batch_mean_ * t19 - 1 / 2 * grad_vjp_batch_variance_ * t20 / t13 + t21
+    )
     grad_mean = None
     grad_variance = None
     return (
@@ -1105,20 +1068,23 @@ def fused_batch_norm_v3(
             t1 = np.shape(x)[-3]
             t2 = np.shape(x)[-2]
             t3 = np.sum(x, axis=(-4, -3, -2))
-            batch_mean_ = t3 / (t0 * t1 * t2)
-            t4 = np.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-            batch_variance_ = t4 / (t0 * t1 * t2)
-            y = offset + scale * (-batch_mean_ + x) / np.sqrt(batch_variance_ + epsilon)
-            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-            t5 = t0 * t1 * t2
-            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-                1 - exponential_avg_factor
+            t4 = 1 / (t0 * t1 * t2)
+            batch_mean_ = t3 * t4
+            t5 = -batch_mean_ + x
+            t6 = np.sum(t5**2, axis=(-4, -3, -2))
+            batch_variance_ = t4 * t6
+            y = offset + scale * t5 / np.sqrt(batch_variance_ + epsilon)
+            t7 = 1 - exponential_avg_factor
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+            t8 = t0 * t1 * t2
+            batch_variance = (
+                batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
             )
             reserve_space_1 = batch_mean_
             reserve_space_2 = batch_variance_
-        t6 = np.asarray(0, dtype=np.result_type(x))
-        t7 = 0
-        reserve_space_3 = np.broadcast_to(t6, tuple((t7,)))
+        t9 = np.asarray(0, dtype=np.result_type(x))
+        t10 = 0
+        reserve_space_3 = np.broadcast_to(t9, tuple((t10,)))
     else:
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -1161,27 +1127,22 @@ def fused_batch_norm_v3_grad(
     (other values of data_format, is_training change it):
         batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
-            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
-            + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
-            + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
-            - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-                reserve_space_2[c]))
-            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
-            + grad_reserve_space_1[c] / (B * H * W)
-            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
-                * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
+            - sum_{b, h, w} grad_y[b, h, w, c] * (-batch_mean_[c] + x[i, j, k, c]) *
+                (-reserve_space_1[c] + x[b, h, w, c]) * scale[c] / (B * H * W * (epsilon +
+                reserve_space_2[c])**(3/2))
+            + 2 * grad_batch_variance[c] * exponential_avg_factor * (-batch_mean_[c] + x[i, j, k,
+                c]) / (B * H * W - 1)
+            + 2 * grad_reserve_space_2[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
+            ... (`symgrad explain` prints it whole)
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + exponential_avg_factor * ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / np.sqrt(epsilon + reserve_space_2)`
-        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `np.sum(grad_y, axis=(-4, -3, -2))`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t10 * t8`
+        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `t7`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t15`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t15`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_v3(
@@ -1212,19 +1173,15 @@ def fused_batch_norm_v3_grad(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / np.sqrt(epsilon + reserve_space_2)
-        t0 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t0 / np.sqrt(epsilon + reserve_space_2)
+        t0 = epsilon + reserve_space_2
+        t1 = 1 / np.sqrt(t0)
+        grad_x = grad_y * scale * t1
+        t2 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        grad_scale = t1 * t2
         grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = (
-            grad_batch_mean
-            - grad_offset * scale / np.sqrt(epsilon + reserve_space_2)
-            + grad_reserve_space_1
-        )
+        grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
         grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
         )
     else:
         if batch_mean_ is None:
@@ -1233,33 +1190,31 @@ def fused_batch_norm_v3_grad(
             t2 = np.shape(x)[-2]
             t3 = np.sum(x, axis=(-4, -3, -2))
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t5 = np.shape(x)[-4]
-        t6 = np.shape(x)[-3]
-        t7 = np.shape(x)[-2]
-        t8 = t5 * t6 * t7
-        grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
-        t9 = np.sum(x, axis=(-4, -3, -2))
-        t10 = np.sum(grad_y, axis=(-4, -3, -2))
-        t11 = scale / np.sqrt(epsilon + reserve_space_2)
-        t12 = 1 / (t5 * t6 * t7)
-        t13 = 2 * grad_batch_variance_
+        t4 = np.shape(x)[-4]
+        t5 = np.shape(x)[-3]
+        t6 = np.shape(x)[-2]
+        t7 = np.sum(grad_y, axis=(-4, -3, -2))
+        t8 = np.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        t9 = epsilon + reserve_space_2
+        t10 = 1 / np.sqrt(t9)
+        t11 = scale * t10
+        t12 = 1 / (t4 * t5 * t6)
+        t13 = -batch_mean_ + x
+        t14 = 2 * t13
         grad_x = (
             exponential_avg_factor * grad_batch_mean * t12
+            + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
             + grad_reserve_space_1 * t12
+            + grad_reserve_space_2 * t12 * t14
             + grad_y * t11
-            - t10 * t11 * t12
-            + t12 * t13 * (-batch_mean_ + x)
-            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+            - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+            - t11 * t12 * t7
         )
-        grad_scale = t4 / np.sqrt(epsilon + reserve_space_2)
-        grad_offset = np.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        grad_scale = t10 * t8
+        grad_offset = t7
+        t15 = 1 - exponential_avg_factor
+        grad_mean = grad_batch_mean * t15
+        grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -1322,32 +1277,34 @@ def fused_batch_norm_v3_grad_grad(
         t1 = 1 / np.sqrt(t0)
         t2 = scale * t1
         t3 = -mean + x
+        t4 = 1 / t0 ** (3 / 2)
         grad_grad_y = (
             -grad_vjp_mean * t2
             + grad_vjp_offset
             + grad_vjp_scale * t1 * t3
-            - 1 / 2 * grad_vjp_variance * scale * t3 / t0 ** (3 / 2)
+            - 1 / 2 * grad_vjp_variance * scale * t3 * t4
             + grad_vjp_x * t2
         )
         grad_grad_batch_mean = grad_vjp_mean
         grad_grad_batch_variance = grad_vjp_variance
         grad_grad_reserve_space_1 = grad_vjp_mean
         grad_grad_reserve_space_2 = grad_vjp_variance
-        grad_x = grad_vjp_scale * grad_y / np.sqrt(t0) - 1 / 2 * grad_vjp_variance * vjp_x / t0
-        t4 = np.sum(grad_y, axis=(-4, -3, -2))
-        t5 = np.sum(grad_y * (-mean + x), axis=(-4, -3, -2))
-        t6 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-        grad_scale = (-grad_vjp_mean * t4 - 1 / 2 * grad_vjp_variance * t5 / t0 + t6) / np.sqrt(t0)
-        t7 = np.sum(vjp_x, axis=(-4, -3, -2))
-        grad_mean = -grad_vjp_scale * t4 / np.sqrt(t0) + (1 / 2) * grad_vjp_variance * t7 / t0
-        t8 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
-        t9 = np.sum(vjp_x * (-mean + x), axis=(-4, -3, -2))
-        t10 = (1 / 2) / t0
+        t5 = 1 / t0
+        grad_x = grad_vjp_scale * grad_y * t1 - 1 / 2 * grad_vjp_variance * t5 * vjp_x
+        t6 = np.sum(grad_y, axis=(-4, -3, -2))
+        t7 = np.sum(grad_y * t3, axis=(-4, -3, -2))
+        t8 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+        grad_scale = t1 * (-grad_vjp_mean * t6 - 1 / 2 * grad_vjp_variance * t5 * t7 + t8)
+        t9 = np.sum(vjp_x, axis=(-4, -3, -2))
+        grad_mean = -grad_vjp_scale * t1 * t6 + (1 / 2) * grad_vjp_variance * t5 * t9
+        t10 = np.sum(grad_vjp_x * vjp_x, axis=(-4, -3, -2))
+        t11 = np.sum(t3 * vjp_x, axis=(-4, -3, -2))
+        t12 = (1 / 2) * t5
         grad_variance = (
-            grad_vjp_mean * t10 * t7
-            - 1 / 2 * grad_vjp_scale * t5 / t0 ** (3 / 2)
-            + (3 / 4) * grad_vjp_variance * t9 / t0**2
-            - t10 * t8
+            grad_vjp_mean * t12 * t9
+            - 1 / 2 * grad_vjp_scale * t4 * t7
+            + (3 / 4) * grad_vjp_variance * t11 / t0**2
+            - t10 * t12
         )
     else:
         return _fused_batch_norm_v3_grad_grad_is_training(
@@ -1418,69 +1375,56 @@ def _fused_batch_norm_v3_grad_grad_is_training(
     t7 = np.shape(grad_y)[-3]
     t8 = np.shape(grad_y)[-2]
     t9 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-    grad_vjp_batch_mean_ = t9 / (t6 * t7 * t8)
-    t10 = np.sum(x, axis=(-4, -3, -2))
-    t11 = np.sum(grad_vjp_x * (-batch_mean_ + x), axis=(-4, -3, -2))
-    grad_vjp_batch_variance_ = (
-        2 * (-grad_vjp_batch_mean_ * (-batch_mean_ * t6 * t7 * t8 + t10) + t11) / (t6 * t7 * t8)
-    )
-    t12 = np.sum(grad_y * (-batch_mean_ + x), axis=(-4, -3, -2))
-    t13 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
-    t14 = np.sum(grad_y, axis=(-4, -3, -2))
-    t15 = batch_variance_ + epsilon
-    t16 = 2 * scale
-    grad_batch_variance_ = (
-        (1 / 4)
-        * (
-            grad_vjp_batch_mean_ * t14 * t16
-            + 3 * grad_vjp_batch_variance_ * scale * t12 / t15
-            - 2 * grad_vjp_scale * t12
-            - t13 * t16
-        )
-        / t15 ** (3 / 2)
-    )
-    t17 = 1 / np.sqrt(t15)
-    t18 = scale * t17
-    t19 = -batch_mean_ + x
+    t10 = 1 / (t6 * t7 * t8)
+    grad_vjp_batch_mean_ = t10 * t9
+    t11 = -batch_mean_ + x
+    t12 = np.sum(grad_vjp_x * t11, axis=(-4, -3, -2))
+    grad_vjp_batch_variance_ = 2 * t10 * t12
+    t13 = batch_variance_ + epsilon
+    t14 = 1 / np.sqrt(t13)
+    t15 = scale * t14
+    t16 = 1 / t13 ** (3 / 2)
     grad_grad_y = (
-        -grad_vjp_batch_mean_ * t18
-        - 1 / 2 * grad_vjp_batch_variance_ * scale * t19 / t15 ** (3 / 2)
+        -grad_vjp_batch_mean_ * t15
+        - 1 / 2 * grad_vjp_batch_variance_ * scale * t11 * t16
         + grad_vjp_offset
-        + grad_vjp_scale * t17 * t19
-        + grad_vjp_x * t18
+        + grad_vjp_scale * t11 * t14
+        + grad_vjp_x * t15
     )
-    grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * (
-        1 - exponential_avg_factor
+    t17 = 1 - exponential_avg_factor
+    grad_grad_batch_mean = exponential_avg_factor * grad_vjp_batch_mean_ + grad_vjp_mean * t17
+    t18 = t6 * t7 * t8
+    grad_grad_batch_variance = (
+        exponential_avg_factor * grad_vjp_batch_variance_ * t18 / (t18 - 1)
+        + grad_vjp_variance * t17
     )
-    t20 = t6 * t7 * t8
-    grad_grad_batch_variance = exponential_avg_factor * grad_vjp_batch_variance_ * t20 / (
-        t20 - 1
-    ) + grad_vjp_variance * (1 - exponential_avg_factor)
     grad_grad_reserve_space_1 = grad_vjp_batch_mean_
     grad_grad_reserve_space_2 = grad_vjp_batch_variance_
-    t21 = np.sum(x, axis=(-4, -3, -2))
-    t22 = np.sum(grad_vjp_x, axis=(-4, -3, -2))
-    t23 = np.sum(grad_y, axis=(-4, -3, -2))
-    t24 = grad_vjp_scale / np.sqrt(t15)
-    t25 = (1 / 2) * grad_vjp_batch_variance_ * scale / t15 ** (3 / 2)
-    t26 = 2 * vjp_batch_variance_
-    t27 = 1 / (t6 * t7 * t8)
-    t28 = 1 / (t6**2 * t7**2 * t8**2)
-    t29 = 2 * grad_batch_variance_
-    t30 = t23 * t27
+    t19 = np.sum(grad_y, axis=(-4, -3, -2))
+    t20 = np.sum(grad_y * t11, axis=(-4, -3, -2))
+    t21 = np.sum(grad_vjp_x * grad_y, axis=(-4, -3, -2))
+    t22 = grad_vjp_scale * t14
+    t23 = scale * t16
+    t24 = (1 / 2) * grad_vjp_batch_variance_ * t23
+    t25 = 2 * vjp_batch_variance_
+    t26 = t10 * t19
+    t27 = t10 * t11
+    t28 = t20 * t27
     grad_x = (
-        grad_vjp_x * t26 * t27
-        + grad_y * t24
-        - grad_y * t25
-        - t22 * t26 * t28
-        - t24 * t30
-        + t25 * t30
-        + t27 * t29 * (-batch_mean_ + x)
-        - t28 * t29 * (-batch_mean_ * t6 * t7 * t8 + t21)
+        grad_vjp_batch_mean_ * t11 * t23 * t26
+        + (3 / 2) * grad_vjp_batch_variance_ * scale * t28 / t13 ** (5 / 2)
+        - grad_vjp_scale * t16 * t28
+        + grad_vjp_x * t10 * t25
+        + grad_y * t22
+        - grad_y * t24
+        - t21 * t23 * t27
+        - t22 * t26
+        + t24 * t26
+        - t25 * t9 / (t6**2 * t7**2 * t8**2)
     )
-    grad_scale = (
-        -grad_vjp_batch_mean_ * t14 - 1 / 2 * grad_vjp_batch_variance_ * t12 / t15 + t13
-    ) / np.sqrt(t15)
+    grad_scale = t14 * (
+        -grad_vjp_batch_mean_ * t19 - 1 / 2 * grad_vjp_batch_variance_ * t20 / t13 + t21
+    )
     grad_mean = None
     grad_variance = None
     return (

@@ -62,28 +62,31 @@ def batch_norm_with_global_normalization_vjp(
 
     In index notation, next to the code computing it, for scale_after_normalization=False (other
     values of scale_after_normalization change it):
-        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
-            i.e. `grad / tf.math.sqrt(v + variance_epsilon)`
-        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
-            i.e. `-t0 / tf.math.sqrt(v + variance_epsilon)`
+        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `grad * t1`
+        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `-t1 * t2`
         grad_v[c] = -sum_{b, h, w} grad[b, h, w, c] * (-beta[c] + result[b, h, w, c]) / (2 *
-            (variance_epsilon + v[c])), i.e. `-1 / 2 * t1 / (v + variance_epsilon)`
-        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t0`
+            (variance_epsilon + v[c])), i.e. `-1 / 2 * t3 / t0`
+        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t2`
     """
-    t0 = tf.reduce_sum(grad, axis=[-4, -3, -2])
-    grad_beta = t0
+    t0 = v + variance_epsilon
+    t1 = 1 / tf.math.sqrt(t0)
     if not scale_after_normalization:
-        grad_t = grad / tf.math.sqrt(v + variance_epsilon)
-        grad_m = -t0 / tf.math.sqrt(v + variance_epsilon)
-        t1 = tf.reduce_sum(grad * (-beta + result), axis=[-4, -3, -2])
-        grad_v = -1 / 2 * t1 / (v + variance_epsilon)
+        grad_t = grad * t1
+        t2 = tf.reduce_sum(grad, axis=[-4, -3, -2])
+        grad_m = -t1 * t2
+        t3 = tf.reduce_sum(grad * (-beta + result), axis=[-4, -3, -2])
+        grad_v = -1 / 2 * t3 / t0
+        grad_beta = t2
         grad_gamma = None
     else:
-        grad_t = gamma * grad / tf.math.sqrt(v + variance_epsilon)
-        grad_m = -gamma * t0 / tf.math.sqrt(v + variance_epsilon)
-        t1 = tf.reduce_sum(grad * (-m + t), axis=[-4, -3, -2])
-        grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
-        grad_gamma = t1 / tf.math.sqrt(v + variance_epsilon)
+        t2 = gamma * t1
+        grad_t = grad * t2
+        t3 = tf.reduce_sum(grad, axis=[-4, -3, -2])
+        grad_m = -t2 * t3
+        t4 = tf.reduce_sum(grad * (-m + t), axis=[-4, -3, -2])
+        grad_v = -1 / 2 * gamma * t4 / t0 ** (3 / 2)
+        grad_beta = t3
+        grad_gamma = t1 * t4
     return grad_t, grad_m, grad_v, grad_beta, grad_gamma
 
 
@@ -248,15 +251,16 @@ def fused_batch_norm_forward(
         t1 = tf.cast(tf.shape(x)[-3], x.dtype)
         t2 = tf.cast(tf.shape(x)[-2], x.dtype)
         t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        t5 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-            1 - exponential_avg_factor
-        )
+        t4 = 1 / (t0 * t1 * t2)
+        batch_mean_ = t3 * t4
+        t5 = -batch_mean_ + x
+        t6 = tf.reduce_sum(t5**2, axis=[-4, -3, -2])
+        batch_variance_ = t4 * t6
+        y = offset + scale * t5 / tf.math.sqrt(batch_variance_ + epsilon)
+        t7 = 1 - exponential_avg_factor
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+        t8 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     if return_stages:  # for fused_batch_norm_vjp(..., **stages): not computed again
@@ -295,47 +299,37 @@ def fused_batch_norm_vjp(
     (other values of data_format, is_training change it):
         batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
-            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
-            + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
-            + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
-            - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-                reserve_space_2[c]))
-            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
-            + grad_reserve_space_1[c] / (B * H * W)
-            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
-                * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
+            - sum_{b, h, w} grad_y[b, h, w, c] * (-batch_mean_[c] + x[i, j, k, c]) *
+                (-reserve_space_1[c] + x[b, h, w, c]) * scale[c] / (B * H * W * (epsilon +
+                reserve_space_2[c])**(3/2))
+            + 2 * grad_batch_variance[c] * exponential_avg_factor * (-batch_mean_[c] + x[i, j, k,
+                c]) / (B * H * W - 1)
+            + 2 * grad_reserve_space_2[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
+            ... (`symgrad explain` prints it whole)
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + exponential_avg_factor * ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / tf.math.sqrt(epsilon + reserve_space_2)`
-        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
-            i.e. `tf.reduce_sum(grad_y, axis=[-4, -3, -2])`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t10 * t8`
+        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `t7`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t15`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t15`
     """
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / tf.math.sqrt(epsilon + reserve_space_2)
-        t0 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
-        grad_scale = t0 / tf.math.sqrt(epsilon + reserve_space_2)
+        t0 = epsilon + reserve_space_2
+        t1 = 1 / tf.math.sqrt(t0)
+        grad_x = grad_y * scale * t1
+        t2 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
+        grad_scale = t1 * t2
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        grad_mean = (
-            grad_batch_mean
-            - grad_offset * scale / tf.math.sqrt(epsilon + reserve_space_2)
-            + grad_reserve_space_1
-        )
+        grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
         grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
         )
     else:
         if batch_mean_ is None:
@@ -344,33 +338,31 @@ def fused_batch_norm_vjp(
             t2 = tf.cast(tf.shape(x)[-2], x.dtype)
             t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
-        t5 = tf.cast(tf.shape(x)[-4], x.dtype)
-        t6 = tf.cast(tf.shape(x)[-3], x.dtype)
-        t7 = tf.cast(tf.shape(x)[-2], x.dtype)
-        t8 = t5 * t6 * t7
-        grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
-        t9 = tf.reduce_sum(x, axis=[-4, -3, -2])
-        t10 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        t11 = scale / tf.math.sqrt(epsilon + reserve_space_2)
-        t12 = 1 / (t5 * t6 * t7)
-        t13 = 2 * grad_batch_variance_
+        t4 = tf.cast(tf.shape(x)[-4], x.dtype)
+        t5 = tf.cast(tf.shape(x)[-3], x.dtype)
+        t6 = tf.cast(tf.shape(x)[-2], x.dtype)
+        t7 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
+        t8 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
+        t9 = epsilon + reserve_space_2
+        t10 = 1 / tf.math.sqrt(t9)
+        t11 = scale * t10
+        t12 = 1 / (t4 * t5 * t6)
+        t13 = -batch_mean_ + x
+        t14 = 2 * t13
         grad_x = (
             exponential_avg_factor * grad_batch_mean * t12
+            + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
             + grad_reserve_space_1 * t12
+            + grad_reserve_space_2 * t12 * t14
             + grad_y * t11
-            - t10 * t11 * t12
-            + t12 * t13 * (-batch_mean_ + x)
-            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+            - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+            - t11 * t12 * t7
         )
-        grad_scale = t4 / tf.math.sqrt(epsilon + reserve_space_2)
-        grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        grad_scale = t10 * t8
+        grad_offset = t7
+        t15 = 1 - exponential_avg_factor
+        grad_mean = grad_batch_mean * t15
+        grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -478,15 +470,16 @@ def fused_batch_norm_v2_forward(
         t1 = tf.cast(tf.shape(x)[-3], x.dtype)
         t2 = tf.cast(tf.shape(x)[-2], x.dtype)
         t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        t5 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-            1 - exponential_avg_factor
-        )
+        t4 = 1 / (t0 * t1 * t2)
+        batch_mean_ = t3 * t4
+        t5 = -batch_mean_ + x
+        t6 = tf.reduce_sum(t5**2, axis=[-4, -3, -2])
+        batch_variance_ = t4 * t6
+        y = offset + scale * t5 / tf.math.sqrt(batch_variance_ + epsilon)
+        t7 = 1 - exponential_avg_factor
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+        t8 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     if return_stages:  # for fused_batch_norm_v2_vjp(..., **stages): not computed again
@@ -525,47 +518,37 @@ def fused_batch_norm_v2_vjp(
     (other values of data_format, is_training change it):
         batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
-            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
-            + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
-            + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
-            - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-                reserve_space_2[c]))
-            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
-            + grad_reserve_space_1[c] / (B * H * W)
-            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
-                * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
+            - sum_{b, h, w} grad_y[b, h, w, c] * (-batch_mean_[c] + x[i, j, k, c]) *
+                (-reserve_space_1[c] + x[b, h, w, c]) * scale[c] / (B * H * W * (epsilon +
+                reserve_space_2[c])**(3/2))
+            + 2 * grad_batch_variance[c] * exponential_avg_factor * (-batch_mean_[c] + x[i, j, k,
+                c]) / (B * H * W - 1)
+            + 2 * grad_reserve_space_2[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
+            ... (`symgrad explain` prints it whole)
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + exponential_avg_factor * ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / tf.math.sqrt(epsilon + reserve_space_2)`
-        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
-            i.e. `tf.reduce_sum(grad_y, axis=[-4, -3, -2])`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t10 * t8`
+        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `t7`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t15`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t15`
     """
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / tf.math.sqrt(epsilon + reserve_space_2)
-        t0 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
-        grad_scale = t0 / tf.math.sqrt(epsilon + reserve_space_2)
+        t0 = epsilon + reserve_space_2
+        t1 = 1 / tf.math.sqrt(t0)
+        grad_x = grad_y * scale * t1
+        t2 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
+        grad_scale = t1 * t2
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        grad_mean = (
-            grad_batch_mean
-            - grad_offset * scale / tf.math.sqrt(epsilon + reserve_space_2)
-            + grad_reserve_space_1
-        )
+        grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
         grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
         )
     else:
         if batch_mean_ is None:
@@ -574,33 +557,31 @@ def fused_batch_norm_v2_vjp(
             t2 = tf.cast(tf.shape(x)[-2], x.dtype)
             t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
-        t5 = tf.cast(tf.shape(x)[-4], x.dtype)
-        t6 = tf.cast(tf.shape(x)[-3], x.dtype)
-        t7 = tf.cast(tf.shape(x)[-2], x.dtype)
-        t8 = t5 * t6 * t7
-        grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
-        t9 = tf.reduce_sum(x, axis=[-4, -3, -2])
-        t10 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        t11 = scale / tf.math.sqrt(epsilon + reserve_space_2)
-        t12 = 1 / (t5 * t6 * t7)
-        t13 = 2 * grad_batch_variance_
+        t4 = tf.cast(tf.shape(x)[-4], x.dtype)
+        t5 = tf.cast(tf.shape(x)[-3], x.dtype)
+        t6 = tf.cast(tf.shape(x)[-2], x.dtype)
+        t7 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
+        t8 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
+        t9 = epsilon + reserve_space_2
+        t10 = 1 / tf.math.sqrt(t9)
+        t11 = scale * t10
+        t12 = 1 / (t4 * t5 * t6)
+        t13 = -batch_mean_ + x
+        t14 = 2 * t13
         grad_x = (
             exponential_avg_factor * grad_batch_mean * t12
+            + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
             + grad_reserve_space_1 * t12
+            + grad_reserve_space_2 * t12 * t14
             + grad_y * t11
-            - t10 * t11 * t12
-            + t12 * t13 * (-batch_mean_ + x)
-            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+            - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+            - t11 * t12 * t7
         )
-        grad_scale = t4 / tf.math.sqrt(epsilon + reserve_space_2)
-        grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        grad_scale = t10 * t8
+        grad_offset = t7
+        t15 = 1 - exponential_avg_factor
+        grad_mean = grad_batch_mean * t15
+        grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -705,20 +686,23 @@ def fused_batch_norm_v3_forward(
             t1 = tf.cast(tf.shape(x)[-3], x.dtype)
             t2 = tf.cast(tf.shape(x)[-2], x.dtype)
             t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
-            batch_mean_ = t3 / (t0 * t1 * t2)
-            t4 = tf.reduce_sum((-batch_mean_ + x) ** 2, axis=[-4, -3, -2])
-            batch_variance_ = t4 / (t0 * t1 * t2)
-            y = offset + scale * (-batch_mean_ + x) / tf.math.sqrt(batch_variance_ + epsilon)
-            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-            t5 = t0 * t1 * t2
-            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-                1 - exponential_avg_factor
+            t4 = 1 / (t0 * t1 * t2)
+            batch_mean_ = t3 * t4
+            t5 = -batch_mean_ + x
+            t6 = tf.reduce_sum(t5**2, axis=[-4, -3, -2])
+            batch_variance_ = t4 * t6
+            y = offset + scale * t5 / tf.math.sqrt(batch_variance_ + epsilon)
+            t7 = 1 - exponential_avg_factor
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+            t8 = t0 * t1 * t2
+            batch_variance = (
+                batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
             )
             reserve_space_1 = batch_mean_
             reserve_space_2 = batch_variance_
-        t6 = tf.constant(0, dtype=x.dtype)
-        t7 = 0
-        reserve_space_3 = tf.broadcast_to(t6, (t7,))
+        t9 = tf.constant(0, dtype=x.dtype)
+        t10 = 0
+        reserve_space_3 = tf.broadcast_to(t9, (t10,))
     else:
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -761,47 +745,37 @@ def fused_batch_norm_v3_vjp(
     (other values of data_format, is_training change it):
         batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
-            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
-            + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
-            + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
-            - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-                reserve_space_2[c]))
-            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
-            + grad_reserve_space_1[c] / (B * H * W)
-            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
-                * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
+            - sum_{b, h, w} grad_y[b, h, w, c] * (-batch_mean_[c] + x[i, j, k, c]) *
+                (-reserve_space_1[c] + x[b, h, w, c]) * scale[c] / (B * H * W * (epsilon +
+                reserve_space_2[c])**(3/2))
+            + 2 * grad_batch_variance[c] * exponential_avg_factor * (-batch_mean_[c] + x[i, j, k,
+                c]) / (B * H * W - 1)
+            + 2 * grad_reserve_space_2[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
+            ... (`symgrad explain` prints it whole)
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + exponential_avg_factor * ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / tf.math.sqrt(epsilon + reserve_space_2)`
-        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
-            i.e. `tf.reduce_sum(grad_y, axis=[-4, -3, -2])`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t10 * t8`
+        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `t7`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t15`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t15`
     """
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        grad_x = grad_y * scale / tf.math.sqrt(epsilon + reserve_space_2)
-        t0 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
-        grad_scale = t0 / tf.math.sqrt(epsilon + reserve_space_2)
+        t0 = epsilon + reserve_space_2
+        t1 = 1 / tf.math.sqrt(t0)
+        grad_x = grad_y * scale * t1
+        t2 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
+        grad_scale = t1 * t2
         grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        grad_mean = (
-            grad_batch_mean
-            - grad_offset * scale / tf.math.sqrt(epsilon + reserve_space_2)
-            + grad_reserve_space_1
-        )
+        grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
         grad_variance = (
-            grad_batch_variance
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
         )
     else:
         if batch_mean_ is None:
@@ -810,33 +784,31 @@ def fused_batch_norm_v3_vjp(
             t2 = tf.cast(tf.shape(x)[-2], x.dtype)
             t3 = tf.reduce_sum(x, axis=[-4, -3, -2])
             batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
-        t5 = tf.cast(tf.shape(x)[-4], x.dtype)
-        t6 = tf.cast(tf.shape(x)[-3], x.dtype)
-        t7 = tf.cast(tf.shape(x)[-2], x.dtype)
-        t8 = t5 * t6 * t7
-        grad_batch_variance_ = (
-            exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-            + grad_reserve_space_2
-            - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-        )
-        t9 = tf.reduce_sum(x, axis=[-4, -3, -2])
-        t10 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        t11 = scale / tf.math.sqrt(epsilon + reserve_space_2)
-        t12 = 1 / (t5 * t6 * t7)
-        t13 = 2 * grad_batch_variance_
+        t4 = tf.cast(tf.shape(x)[-4], x.dtype)
+        t5 = tf.cast(tf.shape(x)[-3], x.dtype)
+        t6 = tf.cast(tf.shape(x)[-2], x.dtype)
+        t7 = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
+        t8 = tf.reduce_sum(grad_y * (-reserve_space_1 + x), axis=[-4, -3, -2])
+        t9 = epsilon + reserve_space_2
+        t10 = 1 / tf.math.sqrt(t9)
+        t11 = scale * t10
+        t12 = 1 / (t4 * t5 * t6)
+        t13 = -batch_mean_ + x
+        t14 = 2 * t13
         grad_x = (
             exponential_avg_factor * grad_batch_mean * t12
+            + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
             + grad_reserve_space_1 * t12
+            + grad_reserve_space_2 * t12 * t14
             + grad_y * t11
-            - t10 * t11 * t12
-            + t12 * t13 * (-batch_mean_ + x)
-            - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+            - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+            - t11 * t12 * t7
         )
-        grad_scale = t4 / tf.math.sqrt(epsilon + reserve_space_2)
-        grad_offset = tf.reduce_sum(grad_y, axis=[-4, -3, -2])
-        grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
-        grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+        grad_scale = t10 * t8
+        grad_offset = t7
+        t15 = 1 - exponential_avg_factor
+        grad_mean = grad_batch_mean * t15
+        grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 

@@ -21,7 +21,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 def batch_norm_with_global_normalization(
     t, m, v, beta, gamma, *, scale_after_normalization=False, variance_epsilon=0.001
 ):
-    """BatchNormWithGlobalNormalization: (t - m) / sqrt(v + variance_epsilon), times gamma if scale_after_normalization, plus beta: (declared at ops/nn_more.py:15); differentiated by batch_norm_with_global_normalization_vjp, saving t, m, v, beta, gamma, result."""
+    """BatchNormWithGlobalNormalization: (t - m) / sqrt(v + variance_epsilon), times gamma if scale_after_normalization, plus beta: (declared at ops/nn_more.py:15); differentiated by batch_norm_with_global_normalization_vjp, saving t (for v and gamma's gradients), m (for v and gamma's gradients), v (for t, m, v and gamma's gradients), beta (for v's gradient), gamma (for t, m and v's gradients), result (for v's gradient)."""
     return _batch_norm_with_global_normalization_autograd(
         t,
         m,
@@ -61,13 +61,11 @@ def batch_norm_with_global_normalization_vjp(
 
     In index notation, next to the code computing it, for scale_after_normalization=False (other
     values of scale_after_normalization change it):
-        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
-            i.e. `grad / torch.sqrt(v + variance_epsilon)`
-        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c])
-            i.e. `-t0 / torch.sqrt(v + variance_epsilon)`
+        grad_t[b, h, w, c] = grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `grad * t1`
+        grad_m[c] = -sum_{b, h, w} grad[b, h, w, c] / sqrt(variance_epsilon + v[c]), i.e. `-t1 * t2`
         grad_v[c] = -sum_{b, h, w} grad[b, h, w, c] * (-beta[c] + result[b, h, w, c]) / (2 *
-            (variance_epsilon + v[c])), i.e. `-1 / 2 * t1 / (v + variance_epsilon)`
-        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t0`
+            (variance_epsilon + v[c])), i.e. `-1 / 2 * t3 / t0`
+        grad_beta[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t2`
     """
     if result is None:
         result = batch_norm_with_global_normalization_forward(
@@ -81,35 +79,45 @@ def batch_norm_with_global_normalization_vjp(
         )
     if not scale_after_normalization:
         grad_t = grad_m = grad_v = grad_beta = grad_gamma = None
+        if needs_grad[0] or needs_grad[1] or needs_grad[2]:
+            t0 = v + variance_epsilon
+        if needs_grad[0] or needs_grad[1]:
+            t1 = 1 / torch.sqrt(t0)
         if needs_grad[0]:
-            grad_t = grad / torch.sqrt(v + variance_epsilon)
+            grad_t = grad * t1
         if needs_grad[1] or needs_grad[3]:
-            t0 = torch.sum(grad, axis=(-4, -3, -2))
+            t2 = torch.sum(grad, axis=(-4, -3, -2))
         if needs_grad[1]:
-            grad_m = -t0 / torch.sqrt(v + variance_epsilon)
+            grad_m = -t1 * t2
         if needs_grad[2]:
-            t1 = torch.sum(grad * (-beta + result), axis=(-4, -3, -2))
-            grad_v = -1 / 2 * t1 / (v + variance_epsilon)
+            t3 = torch.sum(grad * (-beta + result), axis=(-4, -3, -2))
+            grad_v = -1 / 2 * t3 / t0
         if needs_grad[3]:
-            grad_beta = t0
+            grad_beta = t2
         if needs_grad[4]:
             grad_gamma = None
     else:
         grad_t = grad_m = grad_v = grad_beta = grad_gamma = None
+        if needs_grad[0] or needs_grad[1] or needs_grad[2] or needs_grad[4]:
+            t0 = v + variance_epsilon
+        if needs_grad[0] or needs_grad[1] or needs_grad[4]:
+            t1 = 1 / torch.sqrt(t0)
+        if needs_grad[0] or needs_grad[1]:
+            t2 = gamma * t1
         if needs_grad[0]:
-            grad_t = gamma * grad / torch.sqrt(v + variance_epsilon)
+            grad_t = grad * t2
         if needs_grad[1] or needs_grad[3]:
-            t0 = torch.sum(grad, axis=(-4, -3, -2))
+            t3 = torch.sum(grad, axis=(-4, -3, -2))
         if needs_grad[1]:
-            grad_m = -gamma * t0 / torch.sqrt(v + variance_epsilon)
+            grad_m = -t2 * t3
         if needs_grad[2] or needs_grad[4]:
-            t1 = torch.sum(grad * (-m + t), axis=(-4, -3, -2))
+            t4 = torch.sum(grad * (-m + t), axis=(-4, -3, -2))
         if needs_grad[2]:
-            grad_v = -1 / 2 * gamma * t1 / (v + variance_epsilon) ** (3 / 2)
+            grad_v = -1 / 2 * gamma * t4 / t0 ** (3 / 2)
         if needs_grad[3]:
-            grad_beta = t0
+            grad_beta = t3
         if needs_grad[4]:
-            grad_gamma = t1 / torch.sqrt(v + variance_epsilon)
+            grad_gamma = t1 * t4
     return grad_t, grad_m, grad_v, grad_beta, grad_gamma
 
 
@@ -119,6 +127,13 @@ _batch_norm_with_global_normalization_autograd = _autograd_function(
     batch_norm_with_global_normalization_vjp,
     "result",
     read="result",
+    reads={
+        "t": "v gamma",
+        "m": "v gamma",
+        "v": "t m v beta gamma result",
+        "beta": "",
+        "gamma": "t m v",
+    },
 )
 
 
@@ -197,7 +212,7 @@ def fused_batch_norm(
     epsilon=0.0001,
     exponential_avg_factor=1.0,
 ):
-    """FusedBatchNorm: Batch normalisation, scaled and offset per channel, with its statistics as outputs (declared at ops/nn_more.py:83); differentiated by fused_batch_norm_vjp, saving x, scale, reserve_space_1, reserve_space_2, batch_mean_ and the shapes of offset, mean, variance."""
+    """FusedBatchNorm: Batch normalisation, scaled and offset per channel, with its statistics as outputs (declared at ops/nn_more.py:83); differentiated by fused_batch_norm_vjp, saving x (for x, scale and variance's gradients), scale (for x, mean and variance's gradients), reserve_space_1 (for x, scale and variance's gradients), reserve_space_2 (for x, scale, mean and variance's gradients), batch_mean_ (for x's gradient) and the shapes of offset, mean, variance."""
     return _fused_batch_norm_autograd(
         x,
         scale,
@@ -241,15 +256,16 @@ def fused_batch_norm_forward(
         t1 = x.shape[-3]
         t2 = x.shape[-2]
         t3 = torch.sum(x, axis=(-4, -3, -2))
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / torch.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        t5 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-            1 - exponential_avg_factor
-        )
+        t4 = 1 / (t0 * t1 * t2)
+        batch_mean_ = t3 * t4
+        t5 = -batch_mean_ + x
+        t6 = torch.sum(t5**2, axis=(-4, -3, -2))
+        batch_variance_ = t4 * t6
+        y = offset + scale * t5 / torch.sqrt(batch_variance_ + epsilon)
+        t7 = 1 - exponential_avg_factor
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+        t8 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     if return_stages:  # for fused_batch_norm_vjp(..., **stages): not computed again
@@ -289,28 +305,22 @@ def fused_batch_norm_vjp(
     (other values of data_format, is_training change it):
         batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
-            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
-            + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
-            + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
-            - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-                reserve_space_2[c]))
-            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
-            + grad_reserve_space_1[c] / (B * H * W)
-            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
-                * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
+            - sum_{b, h, w} grad_y[b, h, w, c] * (-batch_mean_[c] + x[i, j, k, c]) *
+                (-reserve_space_1[c] + x[b, h, w, c]) * scale[c] / (B * H * W * (epsilon +
+                reserve_space_2[c])**(3/2))
+            + 2 * grad_batch_variance[c] * exponential_avg_factor * (-batch_mean_[c] + x[i, j, k,
+                c]) / (B * H * W - 1)
+            + 2 * grad_reserve_space_2[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
+            ... (`symgrad explain` prints it whole)
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + exponential_avg_factor * ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / torch.sqrt(epsilon + reserve_space_2)`
-        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
-            i.e. `torch.sum(grad_y, axis=(-4, -3, -2))`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t10 * t8`
+        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `t7`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t15`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t15`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_forward(
@@ -342,25 +352,23 @@ def fused_batch_norm_vjp(
         )
     if not is_training:
         grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0] or needs_grad[1] or needs_grad[3] or needs_grad[4]:
+            t0 = epsilon + reserve_space_2
+        if needs_grad[0] or needs_grad[1] or needs_grad[3]:
+            t1 = 1 / torch.sqrt(t0)
         if needs_grad[0]:
-            grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
+            grad_x = grad_y * scale * t1
         if needs_grad[1] or needs_grad[4]:
-            t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+            t2 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         if needs_grad[1]:
-            grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
+            grad_scale = t1 * t2
         if needs_grad[2] or needs_grad[3]:
             grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
         if needs_grad[3]:
-            grad_mean = (
-                grad_batch_mean
-                - grad_offset * scale / torch.sqrt(epsilon + reserve_space_2)
-                + grad_reserve_space_1
-            )
+            grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
         if needs_grad[4]:
             grad_variance = (
-                grad_batch_variance
-                + grad_reserve_space_2
-                - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+                grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
             )
     else:
         grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
@@ -371,39 +379,39 @@ def fused_batch_norm_vjp(
                 t2 = x.shape[-2]
                 t3 = torch.sum(x, axis=(-4, -3, -2))
                 batch_mean_ = t3 / (t0 * t1 * t2)
+            t4 = x.shape[-4]
+            t5 = x.shape[-3]
+            t6 = x.shape[-2]
+        if needs_grad[0] or needs_grad[2]:
+            t7 = torch.sum(grad_y, axis=(-4, -3, -2))
         if needs_grad[0] or needs_grad[1]:
-            t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+            t8 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+            t9 = epsilon + reserve_space_2
+            t10 = 1 / torch.sqrt(t9)
         if needs_grad[0]:
-            t5 = x.shape[-4]
-            t6 = x.shape[-3]
-            t7 = x.shape[-2]
-            t8 = t5 * t6 * t7
-            grad_batch_variance_ = (
-                exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-                + grad_reserve_space_2
-                - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-            )
-            t9 = torch.sum(x, axis=(-4, -3, -2))
-            t10 = torch.sum(grad_y, axis=(-4, -3, -2))
-            t11 = scale / torch.sqrt(epsilon + reserve_space_2)
-            t12 = 1 / (t5 * t6 * t7)
-            t13 = 2 * grad_batch_variance_
+            t11 = scale * t10
+            t12 = 1 / (t4 * t5 * t6)
+            t13 = -batch_mean_ + x
+            t14 = 2 * t13
             grad_x = (
                 exponential_avg_factor * grad_batch_mean * t12
+                + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
                 + grad_reserve_space_1 * t12
+                + grad_reserve_space_2 * t12 * t14
                 + grad_y * t11
-                - t10 * t11 * t12
-                + t12 * t13 * (-batch_mean_ + x)
-                - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+                - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+                - t11 * t12 * t7
             )
         if needs_grad[1]:
-            grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
+            grad_scale = t10 * t8
         if needs_grad[2]:
-            grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
+            grad_offset = t7
+        if needs_grad[3] or needs_grad[4]:
+            t15 = 1 - exponential_avg_factor
         if needs_grad[3]:
-            grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+            grad_mean = grad_batch_mean * t15
         if needs_grad[4]:
-            grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+            grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -415,6 +423,13 @@ _fused_batch_norm_autograd = _autograd_function(
     read="reserve_space_1 reserve_space_2",
     stages="batch_mean_",
     shapes_only="offset mean variance",
+    reads={
+        "x": "x scale reserve_space_1 reserve_space_2 batch_mean_",
+        "scale": "x reserve_space_1 reserve_space_2",
+        "offset": "",
+        "mean": "scale reserve_space_2",
+        "variance": "x scale reserve_space_1 reserve_space_2",
+    },
 )
 
 
@@ -430,7 +445,7 @@ def fused_batch_norm_v2(
     epsilon=0.0001,
     exponential_avg_factor=1.0,
 ):
-    """FusedBatchNormV2: FusedBatchNorm whose scale, offset and statistics may have another dtype than x (declared at ops/nn_more.py:89); differentiated by fused_batch_norm_v2_vjp, saving x, scale, reserve_space_1, reserve_space_2, batch_mean_ and the shapes of offset, mean, variance."""
+    """FusedBatchNormV2: FusedBatchNorm whose scale, offset and statistics may have another dtype than x (declared at ops/nn_more.py:89); differentiated by fused_batch_norm_v2_vjp, saving x (for x, scale and variance's gradients), scale (for x, mean and variance's gradients), reserve_space_1 (for x, scale and variance's gradients), reserve_space_2 (for x, scale, mean and variance's gradients), batch_mean_ (for x's gradient) and the shapes of offset, mean, variance."""
     return _fused_batch_norm_v2_autograd(
         x,
         scale,
@@ -474,15 +489,16 @@ def fused_batch_norm_v2_forward(
         t1 = x.shape[-3]
         t2 = x.shape[-2]
         t3 = torch.sum(x, axis=(-4, -3, -2))
-        batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-        batch_variance_ = t4 / (t0 * t1 * t2)
-        y = offset + scale * (-batch_mean_ + x) / torch.sqrt(batch_variance_ + epsilon)
-        batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-        t5 = t0 * t1 * t2
-        batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-            1 - exponential_avg_factor
-        )
+        t4 = 1 / (t0 * t1 * t2)
+        batch_mean_ = t3 * t4
+        t5 = -batch_mean_ + x
+        t6 = torch.sum(t5**2, axis=(-4, -3, -2))
+        batch_variance_ = t4 * t6
+        y = offset + scale * t5 / torch.sqrt(batch_variance_ + epsilon)
+        t7 = 1 - exponential_avg_factor
+        batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+        t8 = t0 * t1 * t2
+        batch_variance = batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
         reserve_space_1 = batch_mean_
         reserve_space_2 = batch_variance_
     if return_stages:  # for fused_batch_norm_v2_vjp(..., **stages): not computed again
@@ -522,28 +538,22 @@ def fused_batch_norm_v2_vjp(
     (other values of data_format, is_training change it):
         batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
-            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
-            + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
-            + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
-            - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-                reserve_space_2[c]))
-            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
-            + grad_reserve_space_1[c] / (B * H * W)
-            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
-                * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
+            - sum_{b, h, w} grad_y[b, h, w, c] * (-batch_mean_[c] + x[i, j, k, c]) *
+                (-reserve_space_1[c] + x[b, h, w, c]) * scale[c] / (B * H * W * (epsilon +
+                reserve_space_2[c])**(3/2))
+            + 2 * grad_batch_variance[c] * exponential_avg_factor * (-batch_mean_[c] + x[i, j, k,
+                c]) / (B * H * W - 1)
+            + 2 * grad_reserve_space_2[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
+            ... (`symgrad explain` prints it whole)
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + exponential_avg_factor * ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / torch.sqrt(epsilon + reserve_space_2)`
-        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
-            i.e. `torch.sum(grad_y, axis=(-4, -3, -2))`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t10 * t8`
+        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `t7`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t15`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t15`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_v2_forward(
@@ -575,25 +585,23 @@ def fused_batch_norm_v2_vjp(
         )
     if not is_training:
         grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0] or needs_grad[1] or needs_grad[3] or needs_grad[4]:
+            t0 = epsilon + reserve_space_2
+        if needs_grad[0] or needs_grad[1] or needs_grad[3]:
+            t1 = 1 / torch.sqrt(t0)
         if needs_grad[0]:
-            grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
+            grad_x = grad_y * scale * t1
         if needs_grad[1] or needs_grad[4]:
-            t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+            t2 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         if needs_grad[1]:
-            grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
+            grad_scale = t1 * t2
         if needs_grad[2] or needs_grad[3]:
             grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
         if needs_grad[3]:
-            grad_mean = (
-                grad_batch_mean
-                - grad_offset * scale / torch.sqrt(epsilon + reserve_space_2)
-                + grad_reserve_space_1
-            )
+            grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
         if needs_grad[4]:
             grad_variance = (
-                grad_batch_variance
-                + grad_reserve_space_2
-                - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+                grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
             )
     else:
         grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
@@ -604,39 +612,39 @@ def fused_batch_norm_v2_vjp(
                 t2 = x.shape[-2]
                 t3 = torch.sum(x, axis=(-4, -3, -2))
                 batch_mean_ = t3 / (t0 * t1 * t2)
+            t4 = x.shape[-4]
+            t5 = x.shape[-3]
+            t6 = x.shape[-2]
+        if needs_grad[0] or needs_grad[2]:
+            t7 = torch.sum(grad_y, axis=(-4, -3, -2))
         if needs_grad[0] or needs_grad[1]:
-            t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+            t8 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+            t9 = epsilon + reserve_space_2
+            t10 = 1 / torch.sqrt(t9)
         if needs_grad[0]:
-            t5 = x.shape[-4]
-            t6 = x.shape[-3]
-            t7 = x.shape[-2]
-            t8 = t5 * t6 * t7
-            grad_batch_variance_ = (
-                exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-                + grad_reserve_space_2
-                - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-            )
-            t9 = torch.sum(x, axis=(-4, -3, -2))
-            t10 = torch.sum(grad_y, axis=(-4, -3, -2))
-            t11 = scale / torch.sqrt(epsilon + reserve_space_2)
-            t12 = 1 / (t5 * t6 * t7)
-            t13 = 2 * grad_batch_variance_
+            t11 = scale * t10
+            t12 = 1 / (t4 * t5 * t6)
+            t13 = -batch_mean_ + x
+            t14 = 2 * t13
             grad_x = (
                 exponential_avg_factor * grad_batch_mean * t12
+                + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
                 + grad_reserve_space_1 * t12
+                + grad_reserve_space_2 * t12 * t14
                 + grad_y * t11
-                - t10 * t11 * t12
-                + t12 * t13 * (-batch_mean_ + x)
-                - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+                - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+                - t11 * t12 * t7
             )
         if needs_grad[1]:
-            grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
+            grad_scale = t10 * t8
         if needs_grad[2]:
-            grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
+            grad_offset = t7
+        if needs_grad[3] or needs_grad[4]:
+            t15 = 1 - exponential_avg_factor
         if needs_grad[3]:
-            grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+            grad_mean = grad_batch_mean * t15
         if needs_grad[4]:
-            grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+            grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -648,6 +656,13 @@ _fused_batch_norm_v2_autograd = _autograd_function(
     read="reserve_space_1 reserve_space_2",
     stages="batch_mean_",
     shapes_only="offset mean variance",
+    reads={
+        "x": "x scale reserve_space_1 reserve_space_2 batch_mean_",
+        "scale": "x reserve_space_1 reserve_space_2",
+        "offset": "",
+        "mean": "scale reserve_space_2",
+        "variance": "x scale reserve_space_1 reserve_space_2",
+    },
 )
 
 
@@ -663,7 +678,7 @@ def fused_batch_norm_v3(
     epsilon=0.0001,
     exponential_avg_factor=1.0,
 ):
-    """FusedBatchNormV3: FusedBatchNormV2 with a third reserve space, empty on the CPU (declared at ops/nn_more.py:95); differentiated by fused_batch_norm_v3_vjp, saving x, scale, reserve_space_1, reserve_space_2, batch_mean_ and the shapes of offset, mean, variance."""
+    """FusedBatchNormV3: FusedBatchNormV2 with a third reserve space, empty on the CPU (declared at ops/nn_more.py:95); differentiated by fused_batch_norm_v3_vjp, saving x (for x, scale and variance's gradients), scale (for x, mean and variance's gradients), reserve_space_1 (for x, scale and variance's gradients), reserve_space_2 (for x, scale, mean and variance's gradients), batch_mean_ (for x's gradient) and the shapes of offset, mean, variance."""
     return _fused_batch_norm_v3_autograd(
         x,
         scale,
@@ -704,20 +719,23 @@ def fused_batch_norm_v3_forward(
             t1 = x.shape[-3]
             t2 = x.shape[-2]
             t3 = torch.sum(x, axis=(-4, -3, -2))
-            batch_mean_ = t3 / (t0 * t1 * t2)
-            t4 = torch.sum((-batch_mean_ + x) ** 2, axis=(-4, -3, -2))
-            batch_variance_ = t4 / (t0 * t1 * t2)
-            y = offset + scale * (-batch_mean_ + x) / torch.sqrt(batch_variance_ + epsilon)
-            batch_mean = batch_mean_ * exponential_avg_factor + mean * (1 - exponential_avg_factor)
-            t5 = t0 * t1 * t2
-            batch_variance = batch_variance_ * exponential_avg_factor * t5 / (t5 - 1) + variance * (
-                1 - exponential_avg_factor
+            t4 = 1 / (t0 * t1 * t2)
+            batch_mean_ = t3 * t4
+            t5 = -batch_mean_ + x
+            t6 = torch.sum(t5**2, axis=(-4, -3, -2))
+            batch_variance_ = t4 * t6
+            y = offset + scale * t5 / torch.sqrt(batch_variance_ + epsilon)
+            t7 = 1 - exponential_avg_factor
+            batch_mean = batch_mean_ * exponential_avg_factor + mean * t7
+            t8 = t0 * t1 * t2
+            batch_variance = (
+                batch_variance_ * exponential_avg_factor * t8 / (t8 - 1) + t7 * variance
             )
             reserve_space_1 = batch_mean_
             reserve_space_2 = batch_variance_
-        t6 = torch.asarray(0, dtype=x.dtype)
-        t7 = 0
-        reserve_space_3 = torch.broadcast_to(t6, tuple((t7,)))
+        t9 = torch.asarray(0, dtype=x.dtype)
+        t10 = 0
+        reserve_space_3 = torch.broadcast_to(t9, tuple((t10,)))
     else:
         raise ValueError(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -761,28 +779,22 @@ def fused_batch_norm_v3_vjp(
     (other values of data_format, is_training change it):
         batch_mean_[c] = sum_{b, h, w} x[b, h, w, c] / (B * H * W), i.e. `t3 / (t0 * t1 * t2)`
         batch_variance_[c] = sum_{b, h, w} (-batch_mean_[c] + x[b, h, w, c])**2 / (B * H * W)
-        grad_batch_variance_[c] = -sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h,
-            w, c]) * scale[c] / (2 * (epsilon + reserve_space_2[c])**(3/2))
-            + grad_batch_variance[c] * B * H * W * exponential_avg_factor / (B * H * W - 1)
-            + grad_reserve_space_2[c]
-            i.e. `exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1) + ...`
         grad_x[i, j, k, c] = grad_y[i, j, k, c] * scale[c] / sqrt(epsilon + reserve_space_2[c])
-            + 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
-            - sum_{b, h, w} grad_y[b, h, w, c] * scale[c] / (B * H * W * sqrt(epsilon +
-                reserve_space_2[c]))
-            + grad_batch_mean[c] * exponential_avg_factor / (B * H * W)
-            + grad_reserve_space_1[c] / (B * H * W)
-            - sum_{b, h, w} 2 * grad_batch_variance_[c] * (-batch_mean_[c] + x[b, h, w, c]) / (B**2
-                * H**2 * W**2)
-            i.e. `exponential_avg_factor * grad_batch_mean * t12 + grad_reserve_space_1 * t12 ...`
+            - sum_{b, h, w} grad_y[b, h, w, c] * (-batch_mean_[c] + x[i, j, k, c]) *
+                (-reserve_space_1[c] + x[b, h, w, c]) * scale[c] / (B * H * W * (epsilon +
+                reserve_space_2[c])**(3/2))
+            + 2 * grad_batch_variance[c] * exponential_avg_factor * (-batch_mean_[c] + x[i, j, k,
+                c]) / (B * H * W - 1)
+            + 2 * grad_reserve_space_2[c] * (-batch_mean_[c] + x[i, j, k, c]) / (B * H * W)
+            ... (`symgrad explain` prints it whole)
+            i.e. `exponential_avg_factor * grad_batch_mean * t12 + exponential_avg_factor * ...`
         grad_scale[c] = sum_{b, h, w} grad_y[b, h, w, c] * (-reserve_space_1[c] + x[b, h, w, c]) /
-            sqrt(epsilon + reserve_space_2[c]), i.e. `t4 / torch.sqrt(epsilon + reserve_space_2)`
-        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c]
-            i.e. `torch.sum(grad_y, axis=(-4, -3, -2))`
+            sqrt(epsilon + reserve_space_2[c]), i.e. `t10 * t8`
+        grad_offset[c] = sum_{b, h, w} grad_y[b, h, w, c], i.e. `t7`
         grad_mean[c] = grad_batch_mean[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_mean * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_mean * t15`
         grad_variance[c] = grad_batch_variance[c] * (1 - exponential_avg_factor)
-            i.e. `grad_batch_variance * (1 - exponential_avg_factor)`
+            i.e. `grad_batch_variance * t15`
     """
     if reserve_space_1 is None:
         reserve_space_1 = fused_batch_norm_v3_forward(
@@ -814,25 +826,23 @@ def fused_batch_norm_v3_vjp(
         )
     if not is_training:
         grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0] or needs_grad[1] or needs_grad[3] or needs_grad[4]:
+            t0 = epsilon + reserve_space_2
+        if needs_grad[0] or needs_grad[1] or needs_grad[3]:
+            t1 = 1 / torch.sqrt(t0)
         if needs_grad[0]:
-            grad_x = grad_y * scale / torch.sqrt(epsilon + reserve_space_2)
+            grad_x = grad_y * scale * t1
         if needs_grad[1] or needs_grad[4]:
-            t0 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+            t2 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
         if needs_grad[1]:
-            grad_scale = t0 / torch.sqrt(epsilon + reserve_space_2)
+            grad_scale = t1 * t2
         if needs_grad[2] or needs_grad[3]:
             grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
         if needs_grad[3]:
-            grad_mean = (
-                grad_batch_mean
-                - grad_offset * scale / torch.sqrt(epsilon + reserve_space_2)
-                + grad_reserve_space_1
-            )
+            grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
         if needs_grad[4]:
             grad_variance = (
-                grad_batch_variance
-                + grad_reserve_space_2
-                - 1 / 2 * scale * t0 / (epsilon + reserve_space_2) ** (3 / 2)
+                grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
             )
     else:
         grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
@@ -843,39 +853,39 @@ def fused_batch_norm_v3_vjp(
                 t2 = x.shape[-2]
                 t3 = torch.sum(x, axis=(-4, -3, -2))
                 batch_mean_ = t3 / (t0 * t1 * t2)
+            t4 = x.shape[-4]
+            t5 = x.shape[-3]
+            t6 = x.shape[-2]
+        if needs_grad[0] or needs_grad[2]:
+            t7 = torch.sum(grad_y, axis=(-4, -3, -2))
         if needs_grad[0] or needs_grad[1]:
-            t4 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+            t8 = torch.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+            t9 = epsilon + reserve_space_2
+            t10 = 1 / torch.sqrt(t9)
         if needs_grad[0]:
-            t5 = x.shape[-4]
-            t6 = x.shape[-3]
-            t7 = x.shape[-2]
-            t8 = t5 * t6 * t7
-            grad_batch_variance_ = (
-                exponential_avg_factor * grad_batch_variance * t8 / (t8 - 1)
-                + grad_reserve_space_2
-                - 1 / 2 * scale * t4 / (epsilon + reserve_space_2) ** (3 / 2)
-            )
-            t9 = torch.sum(x, axis=(-4, -3, -2))
-            t10 = torch.sum(grad_y, axis=(-4, -3, -2))
-            t11 = scale / torch.sqrt(epsilon + reserve_space_2)
-            t12 = 1 / (t5 * t6 * t7)
-            t13 = 2 * grad_batch_variance_
+            t11 = scale * t10
+            t12 = 1 / (t4 * t5 * t6)
+            t13 = -batch_mean_ + x
+            t14 = 2 * t13
             grad_x = (
                 exponential_avg_factor * grad_batch_mean * t12
+                + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
                 + grad_reserve_space_1 * t12
+                + grad_reserve_space_2 * t12 * t14
                 + grad_y * t11
-                - t10 * t11 * t12
-                + t12 * t13 * (-batch_mean_ + x)
-                - t13 * (-batch_mean_ * t5 * t6 * t7 + t9) / (t5**2 * t6**2 * t7**2)
+                - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+                - t11 * t12 * t7
             )
         if needs_grad[1]:
-            grad_scale = t4 / torch.sqrt(epsilon + reserve_space_2)
+            grad_scale = t10 * t8
         if needs_grad[2]:
-            grad_offset = torch.sum(grad_y, axis=(-4, -3, -2))
+            grad_offset = t7
+        if needs_grad[3] or needs_grad[4]:
+            t15 = 1 - exponential_avg_factor
         if needs_grad[3]:
-            grad_mean = grad_batch_mean * (1 - exponential_avg_factor)
+            grad_mean = grad_batch_mean * t15
         if needs_grad[4]:
-            grad_variance = grad_batch_variance * (1 - exponential_avg_factor)
+            grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -887,4 +897,11 @@ _fused_batch_norm_v3_autograd = _autograd_function(
     read="reserve_space_1 reserve_space_2",
     stages="batch_mean_",
     shapes_only="offset mean variance",
+    reads={
+        "x": "x scale reserve_space_1 reserve_space_2 batch_mean_",
+        "scale": "x reserve_space_1 reserve_space_2",
+        "offset": "",
+        "mean": "scale reserve_space_2",
+        "variance": "x scale reserve_space_1 reserve_space_2",
+    },
 )

@@ -18,9 +18,10 @@ def softmax(logits):
     """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17)."""
     ext1 = np.max(logits, axis=-1)
     t0 = ext1[..., None]
-    sum1 = np.sum(np.exp(logits - t0), axis=-1)
-    t1 = sum1[..., None]
-    softmax = np.exp(logits - t0) / t1
+    t1 = np.exp(logits - t0)
+    sum1 = np.sum(t1, axis=-1)
+    t2 = sum1[..., None]
+    softmax = t1 / t2
     return softmax
 
 
@@ -52,23 +53,25 @@ def softmax_grad_grad(
         t1 = np.sum(grad * np.exp(logits - t0), axis=-1)
         vjp_sum1 = -t1 / sum1**2
     t2 = ext1[..., None]
-    grad_vjp_sum1 = np.sum(grad_vjp_logits * np.exp(logits - t2), axis=-1)
-    t3 = sum1[..., None]
-    t4 = grad_vjp_sum1[..., None]
-    t5 = 1 / t3
-    grad_grad = t5 * (grad_vjp_logits - t4 * t5) * np.exp(logits - t2)
+    t3 = np.exp(logits - t2)
+    t4 = grad_vjp_logits * t3
+    grad_vjp_sum1 = np.sum(t4, axis=-1)
+    t5 = sum1[..., None]
+    t6 = grad_vjp_sum1[..., None]
+    t7 = 1 / t5
+    grad_grad = t3 * t7 * (grad_vjp_logits - t6 * t7)
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t6 = vjp_sum1[..., None]
-    t7 = np.sum(grad * grad_vjp_logits * np.exp(logits - t2), axis=-1, keepdims=True)
-    t8 = np.sum(grad * np.exp(logits - t2), axis=-1, keepdims=True)
-    t9 = 1 / t3**2
-    grad_logits = (
-        grad * grad_vjp_logits / t3
-        - grad * t4 * t9
-        + grad_vjp_logits * t6
-        - t7 * t9
-        + 2 * t4 * t8 / t3**3
-    ) * np.exp(logits - t2)
+    t8 = vjp_sum1[..., None]
+    t9 = np.sum(grad * t4, axis=-1, keepdims=True)
+    t10 = np.sum(grad * t3, axis=-1, keepdims=True)
+    t11 = 1 / t5**2
+    grad_logits = t3 * (
+        grad * grad_vjp_logits * t7
+        - grad * t11 * t6
+        + grad_vjp_logits * t8
+        + 2 * t10 * t6 / t5**3
+        - t11 * t9
+    )
     grad_logits = _sum_to_shape(grad_logits, np.shape(logits))
     return grad_grad, grad_logits
 
@@ -110,14 +113,15 @@ def log_softmax_grad_grad(
         t1 = np.sum(grad, axis=-1)
         vjp_sum1 = -t1 / sum1
     t2 = ext1[..., None]
-    grad_vjp_sum1 = np.sum(grad_vjp_logits * np.exp(logits - t2), axis=-1)
-    t3 = sum1[..., None]
-    t4 = grad_vjp_sum1[..., None]
-    grad_grad = grad_vjp_logits - t4 / t3
+    t3 = np.exp(logits - t2)
+    grad_vjp_sum1 = np.sum(grad_vjp_logits * t3, axis=-1)
+    t4 = sum1[..., None]
+    t5 = grad_vjp_sum1[..., None]
+    grad_grad = grad_vjp_logits - t5 / t4
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t5 = vjp_sum1[..., None]
-    t6 = np.sum(grad, axis=-1, keepdims=True)
-    grad_logits = (grad_vjp_logits * t5 + t4 * t6 / t3**2) * np.exp(logits - t2)
+    t6 = vjp_sum1[..., None]
+    t7 = np.sum(grad, axis=-1, keepdims=True)
+    grad_logits = t3 * (grad_vjp_logits * t6 + t5 * t7 / t4**2)
     grad_logits = _sum_to_shape(grad_logits, np.shape(logits))
     return grad_grad, grad_logits
 
@@ -150,11 +154,12 @@ def softmax_cross_entropy_with_logits(features, labels, *, return_stages=False):
     """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42)."""
     ext1 = np.max(features, axis=-1)
     t0 = ext1[..., None]
-    sum1 = np.sum(np.exp(features - t0), axis=-1)
-    t1 = sum1[..., None]
-    t2 = np.sum(labels * (features - t0 - np.log(t1)), axis=-1)
-    loss = -t2
-    backprop = -labels + np.exp(features - t0) / t1
+    t1 = np.exp(features - t0)
+    sum1 = np.sum(t1, axis=-1)
+    t2 = sum1[..., None]
+    t3 = np.sum(labels * (features - t0 - np.log(t2)), axis=-1)
+    loss = -t3
+    backprop = -labels + t1 / t2
     if (
         return_stages
     ):  # for softmax_cross_entropy_with_logits_grad(..., **stages): not computed again
@@ -175,7 +180,7 @@ def softmax_cross_entropy_with_logits_grad(
             + grad_backprop[i, k] * (backprop[i, k] + labels[i, k])
             + sum_j (-grad_backprop[i, j] * (backprop[i, j] + labels[i, j]) + grad_loss[i] *
                 labels[i, j]) * (backprop[i, k] + labels[i, k])
-            i.e. `grad_backprop * t3 - labels * t1 + t2 * t3`
+            i.e. `grad_backprop * t2 - labels * t1 + t2 * t3`
         grad_labels[i, j] = -grad_loss[i] * (-log(sum1[i]) - ext1[i] + features[i, j])
             - grad_backprop[i, j], i.e. `-grad_backprop - t1 * (features - t4 - np.log(t5))`
     """
@@ -186,9 +191,9 @@ def softmax_cross_entropy_with_logits_grad(
         t0 = ext1[..., None]
         sum1 = np.sum(np.exp(features - t0), axis=-1)
     t1 = grad_loss[..., None]
-    t2 = np.sum(-grad_backprop * (backprop + labels) + labels * t1, axis=-1, keepdims=True)
-    t3 = backprop + labels
-    grad_features = grad_backprop * t3 - labels * t1 + t2 * t3
+    t2 = backprop + labels
+    t3 = np.sum(-grad_backprop * t2 + labels * t1, axis=-1, keepdims=True)
+    grad_features = grad_backprop * t2 - labels * t1 + t2 * t3
     t4 = ext1[..., None]
     t5 = sum1[..., None]
     grad_labels = -grad_backprop - t1 * (features - t4 - np.log(t5))
@@ -218,36 +223,35 @@ def softmax_cross_entropy_with_logits_grad_grad(
         t2 = np.sum(grad_backprop * np.exp(features - t0), axis=-1)
         vjp_sum1 = (grad_loss * t1 - t2 / sum1) / sum1
     t3 = ext1[..., None]
-    grad_vjp_sum1 = np.sum(grad_vjp_features * np.exp(features - t3), axis=-1)
-    t4 = np.sum(grad_vjp_features * labels, axis=-1)
-    t5 = np.sum(labels, axis=-1)
-    t6 = sum1[..., None]
-    t7 = np.sum(grad_vjp_labels * (-features + t3 + np.log(t6)), axis=-1)
-    grad_grad_loss = grad_vjp_sum1 * t5 / sum1 - t4 + t7
-    t8 = grad_vjp_sum1[..., None]
-    t9 = np.exp(features - t3)
-    grad_grad_backprop = grad_vjp_features * t9 / t6 - grad_vjp_labels - t8 * t9 / t6**2
-    t10 = grad_loss[..., None]
-    t11 = vjp_sum1[..., None]
-    t12 = np.sum(grad_backprop * grad_vjp_features * np.exp(features - t3), axis=-1, keepdims=True)
-    t13 = np.sum(grad_vjp_labels, axis=-1, keepdims=True)
-    t14 = np.sum(
-        2 * grad_backprop * np.exp(features - t3) / t6 - labels * t10, axis=-1, keepdims=True
-    )
-    t15 = grad_vjp_features * t9
-    t16 = t9 / t6**2
-    t17 = 1 / t6
-    t18 = t16 * t8
+    t4 = np.exp(features - t3)
+    t5 = grad_vjp_features * t4
+    grad_vjp_sum1 = np.sum(t5, axis=-1)
+    t6 = np.sum(grad_vjp_features * labels, axis=-1)
+    t7 = np.sum(labels, axis=-1)
+    t8 = sum1[..., None]
+    t9 = np.sum(grad_vjp_labels * (-features + t3 + np.log(t8)), axis=-1)
+    grad_grad_loss = grad_vjp_sum1 * t7 / sum1 - t6 + t9
+    t10 = grad_vjp_sum1[..., None]
+    t11 = 1 / t8**2
+    t12 = 1 / t8
+    grad_grad_backprop = grad_vjp_features * t12 * t4 - grad_vjp_labels - t10 * t11 * t4
+    t13 = grad_loss[..., None]
+    t14 = vjp_sum1[..., None]
+    t15 = np.sum(grad_backprop * t5, axis=-1, keepdims=True)
+    t16 = np.sum(grad_vjp_labels, axis=-1, keepdims=True)
+    t17 = np.sum(2 * grad_backprop * t12 * t4 - labels * t13, axis=-1, keepdims=True)
+    t18 = t11 * t4
+    t19 = t10 * t18
     grad_features = (
-        grad_backprop * t15 * t17
-        - grad_backprop * t18
-        - grad_vjp_labels * t10
-        + t10 * t13 * t17 * t9
-        + t11 * t15
-        - t12 * t16
-        + t14 * t18
+        grad_backprop * t12 * t5
+        - grad_backprop * t19
+        - grad_vjp_labels * t13
+        + t12 * t13 * t16 * t4
+        + t14 * t5
+        - t15 * t18
+        + t17 * t19
     )
-    grad_labels = t10 * (-grad_vjp_features + t8 / t6)
+    grad_labels = t13 * (-grad_vjp_features + t10 * t12)
     return grad_grad_loss, grad_grad_backprop, grad_features, grad_labels
 
 
@@ -255,22 +259,23 @@ def sparse_softmax_cross_entropy_with_logits(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56)."""
     ext1 = np.max(features, axis=-1)
     t0 = ext1[..., None]
-    sum1 = np.sum(np.exp(features - t0), axis=-1)
-    t1 = np.shape(features)[-2]
-    t2 = np.shape(features)[-1]
-    t3 = np.reshape(features, (t1 * t2,))
-    t4 = np.arange(np.shape(features)[-2])
-    t5 = np.asarray(t4, dtype=np.int64)
-    t6 = np.asarray(labels, dtype=np.int64)
-    t7 = np.where((t6 >= 0) & (t2 > t6), t2 * t5 + t6, -1)
-    t8 = _gather(t3, t7, -1)
-    loss = ext1 - t8 + np.log(sum1)
-    t9 = np.asarray(-1, dtype=np.result_type(features))
-    t10 = t1 * t2
-    t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
-    t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
-    t13 = sum1[..., None]
-    backprop = t12 + np.exp(features - t0) / t13
+    t1 = np.exp(features - t0)
+    sum1 = np.sum(t1, axis=-1)
+    t2 = np.shape(features)[-2]
+    t3 = np.shape(features)[-1]
+    t4 = np.reshape(features, (t2 * t3,))
+    t5 = np.arange(np.shape(features)[-2])
+    t6 = np.asarray(t5, dtype=np.int64)
+    t7 = np.asarray(labels, dtype=np.int64)
+    t8 = np.where((t7 >= 0) & (t3 > t7), t3 * t6 + t7, -1)
+    t9 = _gather(t4, t8, -1)
+    loss = ext1 - t9 + np.log(sum1)
+    t10 = np.asarray(-1, dtype=np.result_type(features))
+    t11 = t2 * t3
+    t12 = _scatter_add(t10, t8, 0, t11)  # no gather form: an explicit scatter-add
+    t13 = np.reshape(t12, np.shape(t12)[:-1] + (-1, t3))
+    t14 = sum1[..., None]
+    backprop = t1 / t14 + t13
     return (loss, backprop)
 
 
@@ -286,8 +291,7 @@ def sparse_softmax_cross_entropy_with_logits_grad(
             + grad_backprop[i, k] * (delta(k, labels[i]) + backprop[i, k])
             + grad_loss[i] * (delta(k, labels[i]) + backprop[i, k])
             - sum_j grad_backprop[i, j] * (delta(j, labels[i]) + backprop[i, j]) * (delta(k,
-                labels[i]) + backprop[i, k])
-            i.e. `grad_backprop * t15 + t10 * t15 - t11 * t15 + t14`
+                labels[i]) + backprop[i, k]), i.e. `t10 * t11 - t11 * t13 + t12 + t16`
     """
     if backprop is None:
         backprop = sparse_softmax_cross_entropy_with_logits(features, labels)[1]
@@ -302,12 +306,13 @@ def sparse_softmax_cross_entropy_with_logits_grad(
     t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
     t9 = np.reshape(t8, np.shape(t8)[:-1] + (-1, t2))
     t10 = grad_loss[..., None]
-    t11 = np.sum(grad_backprop * (backprop + t9), axis=-1, keepdims=True)
-    t12 = -grad_loss
-    t13 = _scatter_add(t12, t6, 0, t7)  # no gather form: an explicit scatter-add
-    t14 = np.reshape(t13, np.shape(t13)[:-1] + (-1, t2))
-    t15 = backprop + t9
-    grad_features = grad_backprop * t15 + t10 * t15 - t11 * t15 + t14
+    t11 = backprop + t9
+    t12 = grad_backprop * t11
+    t13 = np.sum(t12, axis=-1, keepdims=True)
+    t14 = -grad_loss
+    t15 = _scatter_add(t14, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t16 = np.reshape(t15, np.shape(t15)[:-1] + (-1, t2))
+    grad_features = t10 * t11 - t11 * t13 + t12 + t16
     return grad_features, None
 
 
@@ -332,34 +337,36 @@ def sparse_softmax_cross_entropy_with_logits_grad_grad(
         t1 = np.sum(grad_backprop * np.exp(features - t0), axis=-1)
         vjp_sum1 = (grad_loss - t1 / sum1) / sum1
     t2 = ext1[..., None]
-    grad_vjp_sum1 = np.sum(grad_vjp_features * np.exp(features - t2), axis=-1)
-    t3 = np.shape(grad_vjp_features)[-2]
-    t4 = np.shape(grad_vjp_features)[-1]
-    t5 = np.reshape(grad_vjp_features, (t3 * t4,))
-    t6 = np.arange(np.shape(grad_loss)[-1])
-    t7 = np.asarray(t6, dtype=np.int64)
-    t8 = np.asarray(labels, dtype=np.int64)
-    t9 = np.where((t8 >= 0) & (t4 > t8), t4 * t7 + t8, -1)
-    t10 = _gather(t5, t9, -1)
-    grad_grad_loss = grad_vjp_sum1 / sum1 - t10
-    t11 = sum1[..., None]
-    t12 = grad_vjp_sum1[..., None]
-    t13 = 1 / t11
-    grad_grad_backprop = t13 * (grad_vjp_features - t12 * t13) * np.exp(features - t2)
-    t14 = vjp_sum1[..., None]
-    t15 = np.sum(grad_backprop * grad_vjp_features * np.exp(features - t2), axis=-1, keepdims=True)
-    t16 = grad_loss[..., None]
-    t17 = np.sum(grad_backprop * np.exp(features - t2), axis=-1, keepdims=True)
-    t18 = 1 / t11**2
-    t19 = t12 * t18
-    grad_features = (
-        grad_backprop * grad_vjp_features / t11
-        - grad_backprop * t19
-        + grad_vjp_features * t14
-        - t15 * t18
-        - t16 * t19
-        + 2 * t12 * t17 / t11**3
-    ) * np.exp(features - t2)
+    t3 = np.exp(features - t2)
+    t4 = grad_vjp_features * t3
+    grad_vjp_sum1 = np.sum(t4, axis=-1)
+    t5 = np.shape(grad_vjp_features)[-2]
+    t6 = np.shape(grad_vjp_features)[-1]
+    t7 = np.reshape(grad_vjp_features, (t5 * t6,))
+    t8 = np.arange(np.shape(grad_loss)[-1])
+    t9 = np.asarray(t8, dtype=np.int64)
+    t10 = np.asarray(labels, dtype=np.int64)
+    t11 = np.where((t10 >= 0) & (t10 < t6), t10 + t6 * t9, -1)
+    t12 = _gather(t7, t11, -1)
+    grad_grad_loss = grad_vjp_sum1 / sum1 - t12
+    t13 = sum1[..., None]
+    t14 = grad_vjp_sum1[..., None]
+    t15 = 1 / t13
+    grad_grad_backprop = t15 * t3 * (grad_vjp_features - t14 * t15)
+    t16 = vjp_sum1[..., None]
+    t17 = np.sum(grad_backprop * t4, axis=-1, keepdims=True)
+    t18 = grad_loss[..., None]
+    t19 = np.sum(grad_backprop * t3, axis=-1, keepdims=True)
+    t20 = 1 / t13**2
+    t21 = t14 * t20
+    grad_features = t3 * (
+        grad_backprop * grad_vjp_features * t15
+        - grad_backprop * t21
+        + grad_vjp_features * t16
+        - t17 * t20
+        - t18 * t21
+        + 2 * t14 * t19 / t13**3
+    )
     return grad_grad_loss, grad_grad_backprop, grad_features, None
 
 

@@ -45,9 +45,10 @@ def softmax_forward(logits):
     """Softmax's formula."""
     ext1 = tf.reduce_max(logits, axis=-1)
     t0 = ext1[..., None]
-    sum1 = tf.reduce_sum(tf.math.exp(logits - t0), axis=-1)
-    t1 = sum1[..., None]
-    softmax = tf.math.exp(logits - t0) / t1
+    t1 = tf.math.exp(logits - t0)
+    sum1 = tf.reduce_sum(t1, axis=-1)
+    t2 = sum1[..., None]
+    softmax = t1 / t2
     return softmax
 
 
@@ -157,11 +158,12 @@ def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages
     """SoftmaxCrossEntropyWithLogits's formula."""
     ext1 = tf.reduce_max(features, axis=-1)
     t0 = ext1[..., None]
-    sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
-    t1 = sum1[..., None]
-    t2 = tf.reduce_sum(labels * (features - t0 - tf.math.log(t1)), axis=-1)
-    loss = -t2
-    backprop = -labels + tf.math.exp(features - t0) / t1
+    t1 = tf.math.exp(features - t0)
+    sum1 = tf.reduce_sum(t1, axis=-1)
+    t2 = sum1[..., None]
+    t3 = tf.reduce_sum(labels * (features - t0 - tf.math.log(t2)), axis=-1)
+    loss = -t3
+    backprop = -labels + t1 / t2
     if (
         return_stages
     ):  # for softmax_cross_entropy_with_logits_vjp(..., **stages): not computed again
@@ -182,7 +184,7 @@ def softmax_cross_entropy_with_logits_vjp(
             + grad_backprop[i, k] * (backprop[i, k] + labels[i, k])
             + sum_j (-grad_backprop[i, j] * (backprop[i, j] + labels[i, j]) + grad_loss[i] *
                 labels[i, j]) * (backprop[i, k] + labels[i, k])
-            i.e. `grad_backprop * t3 - labels * t1 + t2 * t3`
+            i.e. `grad_backprop * t2 - labels * t1 + t2 * t3`
         grad_labels[i, j] = -grad_loss[i] * (-log(sum1[i]) - ext1[i] + features[i, j])
             - grad_backprop[i, j], i.e. `-grad_backprop - t1 * (features - t4 - tf.math.log(t5))`
     """
@@ -191,9 +193,9 @@ def softmax_cross_entropy_with_logits_vjp(
         t0 = ext1[..., None]
         sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
     t1 = grad_loss[..., None]
-    t2 = tf.reduce_sum(-grad_backprop * (backprop + labels) + labels * t1, axis=-1, keepdims=True)
-    t3 = backprop + labels
-    grad_features = grad_backprop * t3 - labels * t1 + t2 * t3
+    t2 = backprop + labels
+    t3 = tf.reduce_sum(-grad_backprop * t2 + labels * t1, axis=-1, keepdims=True)
+    grad_features = grad_backprop * t2 - labels * t1 + t2 * t3
     t4 = ext1[..., None]
     t5 = sum1[..., None]
     grad_labels = -grad_backprop - t1 * (features - t4 - tf.math.log(t5))
@@ -228,24 +230,25 @@ def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits's formula."""
     ext1 = tf.reduce_max(features, axis=-1)
     t0 = ext1[..., None]
-    sum1 = tf.reduce_sum(tf.math.exp(features - t0), axis=-1)
-    t1 = tf.shape(features, out_type=tf.int64)[-2]
-    t2 = tf.shape(features, out_type=tf.int64)[-1]
-    t3 = tf.reshape(features, [t1 * t2])
-    t4 = tf.range(tf.shape(features, out_type=tf.int64)[-2])
-    t5 = tf.cast(t4, tf.int64)
-    t6 = tf.cast(labels, tf.int64)
-    t7 = tf.where((t6 >= 0) & (t2 > t6), t2 * t5 + t6, tf.constant(-1, tf.int64))
-    t8 = _gather(t3, t7, -1)
-    loss = ext1 - t8 + tf.math.log(sum1)
-    t9 = tf.constant(-1, dtype=features.dtype)
-    t10 = t1 * t2
-    t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
-    t12 = tf.reshape(
-        t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+    t1 = tf.math.exp(features - t0)
+    sum1 = tf.reduce_sum(t1, axis=-1)
+    t2 = tf.shape(features, out_type=tf.int64)[-2]
+    t3 = tf.shape(features, out_type=tf.int64)[-1]
+    t4 = tf.reshape(features, [t2 * t3])
+    t5 = tf.range(tf.shape(features, out_type=tf.int64)[-2])
+    t6 = tf.cast(t5, tf.int64)
+    t7 = tf.cast(labels, tf.int64)
+    t8 = tf.where((t7 >= 0) & (t3 > t7), t3 * t6 + t7, tf.constant(-1, tf.int64))
+    t9 = _gather(t4, t8, -1)
+    loss = ext1 - t9 + tf.math.log(sum1)
+    t10 = tf.constant(-1, dtype=features.dtype)
+    t11 = t2 * t3
+    t12 = _scatter_add(t10, t8, 0, t11)  # no gather form: an explicit scatter-add
+    t13 = tf.reshape(
+        t12, tf.concat([tf.shape(t12, out_type=tf.int64)[:-1], tf.cast([-1, t3], tf.int64)], 0)
     )
-    t13 = sum1[..., None]
-    backprop = t12 + tf.math.exp(features - t0) / t13
+    t14 = sum1[..., None]
+    backprop = t1 / t14 + t13
     return (loss, backprop)
 
 
@@ -261,8 +264,7 @@ def sparse_softmax_cross_entropy_with_logits_vjp(
             + grad_backprop[i, k] * (delta(k, labels[i]) + backprop[i, k])
             + grad_loss[i] * (delta(k, labels[i]) + backprop[i, k])
             - sum_j grad_backprop[i, j] * (delta(j, labels[i]) + backprop[i, j]) * (delta(k,
-                labels[i]) + backprop[i, k])
-            i.e. `grad_backprop * t15 + t10 * t15 - t11 * t15 + t14`
+                labels[i]) + backprop[i, k]), i.e. `t10 * t11 - t11 * t13 + t12 + t16`
     """
     t0 = tf.constant(1, dtype=features.dtype)
     t1 = tf.shape(features, out_type=tf.int64)[-2]
@@ -277,14 +279,15 @@ def sparse_softmax_cross_entropy_with_logits_vjp(
         t8, tf.concat([tf.shape(t8, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
     )
     t10 = grad_loss[..., None]
-    t11 = tf.reduce_sum(grad_backprop * (backprop + t9), axis=-1, keepdims=True)
-    t12 = -grad_loss
-    t13 = _scatter_add(t12, t6, 0, t7)  # no gather form: an explicit scatter-add
-    t14 = tf.reshape(
-        t13, tf.concat([tf.shape(t13, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
+    t11 = backprop + t9
+    t12 = grad_backprop * t11
+    t13 = tf.reduce_sum(t12, axis=-1, keepdims=True)
+    t14 = -grad_loss
+    t15 = _scatter_add(t14, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t16 = tf.reshape(
+        t15, tf.concat([tf.shape(t15, out_type=tf.int64)[:-1], tf.cast([-1, t2], tf.int64)], 0)
     )
-    t15 = backprop + t9
-    grad_features = grad_backprop * t15 + t10 * t15 - t11 * t15 + t14
+    grad_features = t10 * t11 - t11 * t13 + t12 + t16
     return grad_features, None
 
 

@@ -27,9 +27,10 @@ def softmax_forward(logits):
     """Softmax's formula."""
     ext1 = torch.amax(logits, axis=-1)
     t0 = ext1[..., None]
-    sum1 = torch.sum(torch.exp(logits - t0), axis=-1)
-    t1 = sum1[..., None]
-    softmax = torch.exp(logits - t0) / t1
+    t1 = torch.exp(logits - t0)
+    sum1 = torch.sum(t1, axis=-1)
+    t2 = sum1[..., None]
+    softmax = t1 / t2
     return softmax
 
 
@@ -41,12 +42,11 @@ def softmax_vjp(grad, logits, *, softmax=None):
         sum1[batch] = sum_k exp(-ext1[batch] + logits[batch, k])
         grad_logits[batch, k] = grad[batch, k] * softmax[batch, k]
             - sum_i grad[batch, i] * softmax[batch, i] * softmax[batch, k]
-            i.e. `softmax * (grad - t0)`
+            i.e. `torch._softmax_backward_data(grad, softmax, -1, softmax.dtype)`
     """
     if softmax is None:
         softmax = softmax_forward(logits)
-    t0 = torch.sum(grad * softmax, axis=-1, keepdims=True)
-    grad_logits = softmax * (grad - t0)
+    grad_logits = torch._softmax_backward_data(grad, softmax, -1, softmax.dtype)
     return (grad_logits,)
 
 
@@ -77,12 +77,11 @@ def log_softmax_vjp(grad, logits, *, logsoftmax=None):
         ext1[batch] = max_l logits[batch, l]
         sum1[batch] = sum_k exp(-ext1[batch] + logits[batch, k])
         grad_logits[batch, k] = grad[batch, k] - sum_i grad[batch, i] * exp(logsoftmax[batch, k])
-            i.e. `grad - t0 * torch.exp(logsoftmax)`
+            i.e. `torch._log_softmax_backward_data(grad, logsoftmax, -1, logsoftmax.dtype)`
     """
     if logsoftmax is None:
         logsoftmax = log_softmax_forward(logits)
-    t0 = torch.sum(grad, axis=-1, keepdims=True)
-    grad_logits = grad - t0 * torch.exp(logsoftmax)
+    grad_logits = torch._log_softmax_backward_data(grad, logsoftmax, -1, logsoftmax.dtype)
     return (grad_logits,)
 
 
@@ -122,7 +121,7 @@ _l2_loss_autograd = _autograd_function("L2Loss", l2_loss_forward, l2_loss_vjp, "
 
 
 def softmax_cross_entropy_with_logits(features, labels):
-    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42); differentiated by softmax_cross_entropy_with_logits_vjp, saving features, labels, backprop, ext1, sum1."""
+    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42); differentiated by softmax_cross_entropy_with_logits_vjp, saving features (for labels's gradient), labels (for features's gradient), backprop (for features's gradient), ext1 (for labels's gradient), sum1 (for labels's gradient)."""
     return _softmax_cross_entropy_with_logits_autograd(features, labels)
 
 
@@ -130,11 +129,12 @@ def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages
     """SoftmaxCrossEntropyWithLogits's formula."""
     ext1 = torch.amax(features, axis=-1)
     t0 = ext1[..., None]
-    sum1 = torch.sum(torch.exp(features - t0), axis=-1)
-    t1 = sum1[..., None]
-    t2 = torch.sum(labels * (features - t0 - torch.log(t1)), axis=-1)
-    loss = -t2
-    backprop = -labels + torch.exp(features - t0) / t1
+    t1 = torch.exp(features - t0)
+    sum1 = torch.sum(t1, axis=-1)
+    t2 = sum1[..., None]
+    t3 = torch.sum(labels * (features - t0 - torch.log(t2)), axis=-1)
+    loss = -t3
+    backprop = -labels + t1 / t2
     if (
         return_stages
     ):  # for softmax_cross_entropy_with_logits_vjp(..., **stages): not computed again
@@ -164,7 +164,7 @@ def softmax_cross_entropy_with_logits_vjp(
             + grad_backprop[i, k] * (backprop[i, k] + labels[i, k])
             + sum_j (-grad_backprop[i, j] * (backprop[i, j] + labels[i, j]) + grad_loss[i] *
                 labels[i, j]) * (backprop[i, k] + labels[i, k])
-            i.e. `grad_backprop * t3 - labels * t1 + t2 * t3`
+            i.e. `grad_backprop * t2 - labels * t1 + t2 * t3`
         grad_labels[i, j] = -grad_loss[i] * (-log(sum1[i]) - ext1[i] + features[i, j])
             - grad_backprop[i, j], i.e. `-grad_backprop - t1 * (features - t4 - torch.log(t5))`
     """
@@ -178,9 +178,9 @@ def softmax_cross_entropy_with_logits_vjp(
             sum1 = torch.sum(torch.exp(features - t0), axis=-1)
     t1 = grad_loss[..., None]
     if needs_grad[0]:
-        t2 = torch.sum(-grad_backprop * (backprop + labels) + labels * t1, axis=-1, keepdims=True)
-        t3 = backprop + labels
-        grad_features = grad_backprop * t3 - labels * t1 + t2 * t3
+        t2 = backprop + labels
+        t3 = torch.sum(-grad_backprop * t2 + labels * t1, axis=-1, keepdims=True)
+        grad_features = grad_backprop * t2 - labels * t1 + t2 * t3
     if needs_grad[1]:
         t4 = ext1[..., None]
         t5 = sum1[..., None]
@@ -195,6 +195,7 @@ _softmax_cross_entropy_with_logits_autograd = _autograd_function(
     "loss backprop",
     read="backprop",
     stages="ext1 sum1",
+    reads={"features": "labels backprop", "labels": "features ext1 sum1"},
 )
 
 
@@ -207,22 +208,23 @@ def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits's formula."""
     ext1 = torch.amax(features, axis=-1)
     t0 = ext1[..., None]
-    sum1 = torch.sum(torch.exp(features - t0), axis=-1)
-    t1 = features.shape[-2]
-    t2 = features.shape[-1]
-    t3 = torch.reshape(features, (t1 * t2,))
-    t4 = torch.arange(features.shape[-2])
-    t5 = torch.as_tensor(t4, dtype=torch.int64)
-    t6 = torch.as_tensor(labels, dtype=torch.int64)
-    t7 = torch.where((t6 >= 0) & (t2 > t6), t2 * t5 + t6, -1)
-    t8 = _gather(t3, t7, -1)
-    loss = ext1 - t8 + torch.log(sum1)
-    t9 = torch.asarray(-1, dtype=features.dtype)
-    t10 = t1 * t2
-    t11 = _scatter_add(t9, t7, 0, t10)  # no gather form: an explicit scatter-add
-    t12 = torch.reshape(t11, t11.shape[:-1] + (-1, t2))
-    t13 = sum1[..., None]
-    backprop = t12 + torch.exp(features - t0) / t13
+    t1 = torch.exp(features - t0)
+    sum1 = torch.sum(t1, axis=-1)
+    t2 = features.shape[-2]
+    t3 = features.shape[-1]
+    t4 = torch.reshape(features, (t2 * t3,))
+    t5 = torch.arange(features.shape[-2])
+    t6 = torch.as_tensor(t5, dtype=torch.int64)
+    t7 = torch.as_tensor(labels, dtype=torch.int64)
+    t8 = torch.where((t7 >= 0) & (t3 > t7), t3 * t6 + t7, -1)
+    t9 = _gather(t4, t8, -1)
+    loss = ext1 - t9 + torch.log(sum1)
+    t10 = torch.asarray(-1, dtype=features.dtype)
+    t11 = t2 * t3
+    t12 = _scatter_add(t10, t8, 0, t11)  # no gather form: an explicit scatter-add
+    t13 = torch.reshape(t12, t12.shape[:-1] + (-1, t3))
+    t14 = sum1[..., None]
+    backprop = t1 / t14 + t13
     return (loss, backprop)
 
 
@@ -238,8 +240,7 @@ def sparse_softmax_cross_entropy_with_logits_vjp(
             + grad_backprop[i, k] * (delta(k, labels[i]) + backprop[i, k])
             + grad_loss[i] * (delta(k, labels[i]) + backprop[i, k])
             - sum_j grad_backprop[i, j] * (delta(j, labels[i]) + backprop[i, j]) * (delta(k,
-                labels[i]) + backprop[i, k])
-            i.e. `grad_backprop * t15 + t10 * t15 - t11 * t15 + t14`
+                labels[i]) + backprop[i, k]), i.e. `t10 * t11 - t11 * t13 + t12 + t16`
     """
     if backprop is None:
         backprop = sparse_softmax_cross_entropy_with_logits_forward(features, labels)[1]
@@ -254,12 +255,13 @@ def sparse_softmax_cross_entropy_with_logits_vjp(
     t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
     t9 = torch.reshape(t8, t8.shape[:-1] + (-1, t2))
     t10 = grad_loss[..., None]
-    t11 = torch.sum(grad_backprop * (backprop + t9), axis=-1, keepdims=True)
-    t12 = -grad_loss
-    t13 = _scatter_add(t12, t6, 0, t7)  # no gather form: an explicit scatter-add
-    t14 = torch.reshape(t13, t13.shape[:-1] + (-1, t2))
-    t15 = backprop + t9
-    grad_features = grad_backprop * t15 + t10 * t15 - t11 * t15 + t14
+    t11 = backprop + t9
+    t12 = grad_backprop * t11
+    t13 = torch.sum(t12, axis=-1, keepdims=True)
+    t14 = -grad_loss
+    t15 = _scatter_add(t14, t6, 0, t7)  # no gather form: an explicit scatter-add
+    t16 = torch.reshape(t15, t15.shape[:-1] + (-1, t2))
+    grad_features = t10 * t11 - t11 * t13 + t12 + t16
     return grad_features, None
 
 
@@ -325,7 +327,7 @@ _bias_add_autograd = _autograd_function(
 
 
 def cross(a, b):
-    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86); differentiated by cross_vjp, saving a, b."""
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86); differentiated by cross_vjp, saving a (for b's gradient), b (for a's gradient)."""
     return _cross_autograd(a, b)
 
 
@@ -370,7 +372,9 @@ def cross_vjp(grad, a, b, *, product=None, needs_grad=(True, True)):
     return grad_a, grad_b
 
 
-_cross_autograd = _autograd_function("Cross", cross_forward, cross_vjp, "product")
+_cross_autograd = _autograd_function(
+    "Cross", cross_forward, cross_vjp, "product", reads={"a": "b", "b": "a"}
+)
 
 
 def bias_add_v1(value, bias):

@@ -359,13 +359,14 @@ def reduce_log_sum_exp_grad_grad(
         sum1 = np.sum(np.exp(input - t0), axis=-1)
         vjp_sum1 = grad / sum1
     t1 = ext1[..., None]
-    grad_vjp_sum1 = np.sum(grad_vjp_input * np.exp(input - t1), axis=-1)
+    t2 = np.exp(input - t1)
+    grad_vjp_sum1 = np.sum(grad_vjp_input * t2, axis=-1)
     grad_grad = grad_vjp_sum1 / sum1
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    t2 = sum1[..., None]
-    t3 = vjp_sum1[..., None]
-    t4 = grad_vjp_sum1[..., None]
-    grad_input = grad_vjp_input * vjp_input - t3 * t4 * np.exp(input - t1) / t2
+    t3 = sum1[..., None]
+    t4 = vjp_sum1[..., None]
+    t5 = grad_vjp_sum1[..., None]
+    grad_input = grad_vjp_input * vjp_input - t2 * t4 * t5 / t3
     grad_input = _sum_to_shape(grad_input, np.shape(input))
     return grad_grad, grad_input
 
@@ -503,28 +504,30 @@ def reduce_prod_grad_grad(
             t0 = grad[..., None, :]
         else:
             t0 = grad[..., None, :, :]
-        grad_prod2 = grad_vjp_input * prod1 * t0
-        grad_prod1 = grad_vjp_input * prod2 * t0
+        t1 = grad_vjp_input * t0
+        grad_prod2 = prod1 * t1
+        grad_prod1 = prod2 * t1
         grad_grad = np.sum(grad_vjp_input * prod1 * prod2, axis=axis)
-        t1 = _linear_scan(grad_prod1, input, axis=axis, exclusive=True, reverse=True)
-        t2 = _linear_scan(grad_prod2, input, axis=axis, exclusive=True)
-        grad_input = prod1 * t1 + prod2 * t2
+        t2 = _linear_scan(grad_prod1, input, axis=axis, exclusive=True, reverse=True)
+        t3 = _linear_scan(grad_prod2, input, axis=axis, exclusive=True)
+        grad_input = prod1 * t2 + prod2 * t3
     elif axis == -1 and keep_dims:
         if prod1 is None or prod2 is None:
             prod1 = _shift_right(np.cumprod(input, axis=-1), axis=-1, fill=1)
             prod2 = np.flip(
                 _shift_right(np.cumprod(np.flip(input, axis=-1), axis=-1), axis=-1, fill=1), axis=-1
             )
-        grad_prod2 = grad * grad_vjp_input * prod1
-        grad_prod1 = grad * grad_vjp_input * prod2
-        t0 = 0
-        t1 = np.arange(np.shape(grad)[-1])
-        t2 = t1 == t0
-        t3 = np.sum(grad_vjp_input * prod1 * prod2, axis=-1, keepdims=True)
-        grad_grad = np.where(t2, t3, 0)
-        t4 = _linear_scan(grad_prod1, input, axis=-1, exclusive=True, reverse=True)
-        t5 = _linear_scan(grad_prod2, input, axis=-1, exclusive=True)
-        grad_input = prod1 * t4 + prod2 * t5
+        t0 = grad * grad_vjp_input
+        grad_prod2 = prod1 * t0
+        grad_prod1 = prod2 * t0
+        t1 = 0
+        t2 = np.arange(np.shape(grad)[-1])
+        t3 = t2 == t1
+        t4 = np.sum(grad_vjp_input * prod1 * prod2, axis=-1, keepdims=True)
+        grad_grad = np.where(t3, t4, 0)
+        t5 = _linear_scan(grad_prod1, input, axis=-1, exclusive=True, reverse=True)
+        t6 = _linear_scan(grad_prod2, input, axis=-1, exclusive=True)
+        grad_input = prod1 * t5 + prod2 * t6
     elif axis in (-2, -3) and keep_dims:
         if prod1 is None or prod2 is None:
             prod1 = _shift_right(np.cumprod(input, axis=axis), axis=axis, fill=1)
@@ -532,20 +535,21 @@ def reduce_prod_grad_grad(
                 _shift_right(np.cumprod(np.flip(input, axis=axis), axis=axis), axis=axis, fill=1),
                 axis=axis,
             )
-        grad_prod2 = grad * grad_vjp_input * prod1
-        grad_prod1 = grad * grad_vjp_input * prod2
-        t0 = 0
-        t1 = np.arange(np.shape(grad)[axis])
-        t2 = t1 == t0
+        t0 = grad * grad_vjp_input
+        grad_prod2 = prod1 * t0
+        grad_prod1 = prod2 * t0
+        t1 = 0
+        t2 = np.arange(np.shape(grad)[axis])
+        t3 = t2 == t1
         if axis == -2:
-            t3 = t2[..., None]
+            t4 = t3[..., None]
         else:
-            t3 = t2[..., None, None]
-        t4 = np.sum(grad_vjp_input * prod1 * prod2, axis=axis, keepdims=True)
-        grad_grad = np.where(t3, t4, 0)
-        t5 = _linear_scan(grad_prod1, input, axis=axis, exclusive=True, reverse=True)
-        t6 = _linear_scan(grad_prod2, input, axis=axis, exclusive=True)
-        grad_input = prod1 * t5 + prod2 * t6
+            t4 = t3[..., None, None]
+        t5 = np.sum(grad_vjp_input * prod1 * prod2, axis=axis, keepdims=True)
+        grad_grad = np.where(t4, t5, 0)
+        t6 = _linear_scan(grad_prod1, input, axis=axis, exclusive=True, reverse=True)
+        t7 = _linear_scan(grad_prod2, input, axis=axis, exclusive=True)
+        grad_input = prod1 * t6 + prod2 * t7
     else:
         raise ValueError(f"ProdGrad: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
@@ -571,30 +575,33 @@ def reduce_max_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
         grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
-            (sum_k indicator_equal(input[batch, k], output[batch]))
-            i.e. `np.where(input == t0, t2 / t1, 0)`
+            (sum_k indicator_equal(input[batch, k], output[batch])), i.e. `t1 * t3 / t2`
     """
     if output is None:
         output = reduce_max(input, axis=axis, keep_dims=keep_dims)
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
-        t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-1, keepdims=True)
-        t2 = grad[..., None]
-        grad_input = np.where(input == t0, t2 / t1, 0)
+        t1 = np.asarray(input == t0, grad.dtype)
+        t2 = np.sum(t1, axis=-1, keepdims=True)
+        t3 = grad[..., None]
+        grad_input = t1 * t3 / t2
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=axis, keepdims=True)
-        grad_input = np.where(input == output, grad / t0, 0)
+        t0 = np.asarray(input == output, grad.dtype)
+        t1 = np.sum(t0, axis=axis, keepdims=True)
+        grad_input = grad * t0 / t1
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
-        t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-2, keepdims=True)
-        t2 = grad[..., None, :]
-        grad_input = np.where(input == t0, t2 / t1, 0)
+        t1 = np.asarray(input == t0, grad.dtype)
+        t2 = np.sum(t1, axis=-2, keepdims=True)
+        t3 = grad[..., None, :]
+        grad_input = t1 * t3 / t2
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
-        t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-3, keepdims=True)
-        t2 = grad[..., None, :, :]
-        grad_input = np.where(input == t0, t2 / t1, 0)
+        t1 = np.asarray(input == t0, grad.dtype)
+        t2 = np.sum(t1, axis=-3, keepdims=True)
+        t3 = grad[..., None, :, :]
+        grad_input = t1 * t3 / t2
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -691,30 +698,33 @@ def reduce_min_grad(grad, input, *, output=None, axis=-1, keep_dims=False):
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
         grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
-            (sum_k indicator_equal(input[batch, k], output[batch]))
-            i.e. `np.where(input == t0, t2 / t1, 0)`
+            (sum_k indicator_equal(input[batch, k], output[batch])), i.e. `t1 * t3 / t2`
     """
     if output is None:
         output = reduce_min(input, axis=axis, keep_dims=keep_dims)
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
-        t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-1, keepdims=True)
-        t2 = grad[..., None]
-        grad_input = np.where(input == t0, t2 / t1, 0)
+        t1 = np.asarray(input == t0, grad.dtype)
+        t2 = np.sum(t1, axis=-1, keepdims=True)
+        t3 = grad[..., None]
+        grad_input = t1 * t3 / t2
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = np.sum(np.asarray(input == output, grad.dtype), axis=axis, keepdims=True)
-        grad_input = np.where(input == output, grad / t0, 0)
+        t0 = np.asarray(input == output, grad.dtype)
+        t1 = np.sum(t0, axis=axis, keepdims=True)
+        grad_input = grad * t0 / t1
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
-        t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-2, keepdims=True)
-        t2 = grad[..., None, :]
-        grad_input = np.where(input == t0, t2 / t1, 0)
+        t1 = np.asarray(input == t0, grad.dtype)
+        t2 = np.sum(t1, axis=-2, keepdims=True)
+        t3 = grad[..., None, :]
+        grad_input = t1 * t3 / t2
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
-        t1 = np.sum(np.asarray(input == t0, grad.dtype), axis=-3, keepdims=True)
-        t2 = grad[..., None, :, :]
-        grad_input = np.where(input == t0, t2 / t1, 0)
+        t1 = np.asarray(input == t0, grad.dtype)
+        t2 = np.sum(t1, axis=-3, keepdims=True)
+        t3 = grad[..., None, :, :]
+        grad_input = t1 * t3 / t2
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -1010,22 +1020,23 @@ def cumulative_logsumexp_grad_grad(
         t1 = np.logaddexp.accumulate(
             np.where(grad_vjp_x > 0, x + np.log(grad_vjp_x), x - 1e30), axis=axis
         )
-        grad_lse1 = -grad * (-np.exp(-lse1 + t0) + np.exp(-lse1 + t1))
-        t2 = np.flip(
+        t2 = -np.exp(-lse1 + t0) + np.exp(-lse1 + t1)
+        grad_lse1 = -grad * t2
+        t3 = np.flip(
             np.logaddexp.accumulate(
                 np.flip(np.where(grad < 0, -lse1 + np.log(-grad), -lse1 - 1e30), axis=axis),
                 axis=axis,
             ),
             axis=axis,
         )
-        t3 = np.flip(
+        t4 = np.flip(
             np.logaddexp.accumulate(
                 np.flip(np.where(grad > 0, -lse1 + np.log(grad), -lse1 - 1e30), axis=axis),
                 axis=axis,
             ),
             axis=axis,
         )
-        t4 = np.flip(
+        t5 = np.flip(
             np.logaddexp.accumulate(
                 np.flip(
                     np.where(grad_lse1 < 0, -lse1 + np.log(-grad_lse1), -lse1 - 1e30), axis=axis
@@ -1034,7 +1045,7 @@ def cumulative_logsumexp_grad_grad(
             ),
             axis=axis,
         )
-        t5 = np.flip(
+        t6 = np.flip(
             np.logaddexp.accumulate(
                 np.flip(
                     np.where(grad_lse1 > 0, -lse1 + np.log(grad_lse1), -lse1 - 1e30), axis=axis
@@ -1060,25 +1071,26 @@ def cumulative_logsumexp_grad_grad(
             ),
             axis=axis,
         )
-        grad_lse1 = -grad * (-np.exp(-lse1 + t0) + np.exp(-lse1 + t1))
-        t2 = np.logaddexp.accumulate(
+        t2 = -np.exp(-lse1 + t0) + np.exp(-lse1 + t1)
+        grad_lse1 = -grad * t2
+        t3 = np.logaddexp.accumulate(
             np.where(grad < 0, -lse1 + np.log(-grad), -lse1 - 1e30), axis=axis
         )
-        t3 = np.logaddexp.accumulate(
+        t4 = np.logaddexp.accumulate(
             np.where(grad > 0, -lse1 + np.log(grad), -lse1 - 1e30), axis=axis
         )
-        t4 = np.logaddexp.accumulate(
+        t5 = np.logaddexp.accumulate(
             np.where(grad_lse1 < 0, -lse1 + np.log(-grad_lse1), -lse1 - 1e30), axis=axis
         )
-        t5 = np.logaddexp.accumulate(
+        t6 = np.logaddexp.accumulate(
             np.where(grad_lse1 > 0, -lse1 + np.log(grad_lse1), -lse1 - 1e30), axis=axis
         )
     else:
         raise ValueError(
             f"CumulativeLogsumexpGrad: unsupported attributes axis={axis!r}, reverse={reverse!r}"
         )
-    grad_grad = -np.exp(-lse1 + t0) + np.exp(-lse1 + t1)
+    grad_grad = t2
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
-    grad_x = grad_vjp_x * (-np.exp(t2 + x) + np.exp(t3 + x)) - np.exp(t4 + x) + np.exp(t5 + x)
+    grad_x = grad_vjp_x * (-np.exp(t3 + x) + np.exp(t4 + x)) - np.exp(t5 + x) + np.exp(t6 + x)
     grad_x = _sum_to_shape(grad_x, np.shape(x))
     return grad_grad, grad_x

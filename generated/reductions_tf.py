@@ -508,28 +508,31 @@ def reduce_max_vjp(grad, input, output, *, axis=-1, keep_dims=False):
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
         grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
-            (sum_k indicator_equal(input[batch, k], output[batch]))
-            i.e. `t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1`
+            (sum_k indicator_equal(input[batch, k], output[batch])), i.e. `t1 * t3 / t2`
     """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
-        t1 = tf.reduce_sum(tf.cast(tf.equal(input, t0), grad.dtype), axis=-1, keepdims=True)
-        t2 = grad[..., None]
-        grad_input = t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1
+        t1 = tf.cast(tf.equal(input, t0), grad.dtype)
+        t2 = tf.reduce_sum(t1, axis=-1, keepdims=True)
+        t3 = grad[..., None]
+        grad_input = t1 * t3 / t2
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = tf.reduce_sum(tf.cast(tf.equal(input, output), grad.dtype), axis=axis, keepdims=True)
-        grad_input = grad * tf.cast(tf.equal(input, output), grad.dtype) / t0
+        t0 = tf.cast(tf.equal(input, output), grad.dtype)
+        t1 = tf.reduce_sum(t0, axis=axis, keepdims=True)
+        grad_input = grad * t0 / t1
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
-        t1 = tf.reduce_sum(tf.cast(tf.equal(input, t0), grad.dtype), axis=-2, keepdims=True)
-        t2 = grad[..., None, :]
-        grad_input = t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1
+        t1 = tf.cast(tf.equal(input, t0), grad.dtype)
+        t2 = tf.reduce_sum(t1, axis=-2, keepdims=True)
+        t3 = grad[..., None, :]
+        grad_input = t1 * t3 / t2
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
-        t1 = tf.reduce_sum(tf.cast(tf.equal(input, t0), grad.dtype), axis=-3, keepdims=True)
-        t2 = grad[..., None, :, :]
-        grad_input = t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1
+        t1 = tf.cast(tf.equal(input, t0), grad.dtype)
+        t2 = tf.reduce_sum(t1, axis=-3, keepdims=True)
+        t3 = grad[..., None, :, :]
+        grad_input = t1 * t3 / t2
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -588,28 +591,31 @@ def reduce_min_vjp(grad, input, output, *, axis=-1, keep_dims=False):
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
         grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
-            (sum_k indicator_equal(input[batch, k], output[batch]))
-            i.e. `t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1`
+            (sum_k indicator_equal(input[batch, k], output[batch])), i.e. `t1 * t3 / t2`
     """
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
-        t1 = tf.reduce_sum(tf.cast(tf.equal(input, t0), grad.dtype), axis=-1, keepdims=True)
-        t2 = grad[..., None]
-        grad_input = t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1
+        t1 = tf.cast(tf.equal(input, t0), grad.dtype)
+        t2 = tf.reduce_sum(t1, axis=-1, keepdims=True)
+        t3 = grad[..., None]
+        grad_input = t1 * t3 / t2
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = tf.reduce_sum(tf.cast(tf.equal(input, output), grad.dtype), axis=axis, keepdims=True)
-        grad_input = grad * tf.cast(tf.equal(input, output), grad.dtype) / t0
+        t0 = tf.cast(tf.equal(input, output), grad.dtype)
+        t1 = tf.reduce_sum(t0, axis=axis, keepdims=True)
+        grad_input = grad * t0 / t1
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
-        t1 = tf.reduce_sum(tf.cast(tf.equal(input, t0), grad.dtype), axis=-2, keepdims=True)
-        t2 = grad[..., None, :]
-        grad_input = t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1
+        t1 = tf.cast(tf.equal(input, t0), grad.dtype)
+        t2 = tf.reduce_sum(t1, axis=-2, keepdims=True)
+        t3 = grad[..., None, :]
+        grad_input = t1 * t3 / t2
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
-        t1 = tf.reduce_sum(tf.cast(tf.equal(input, t0), grad.dtype), axis=-3, keepdims=True)
-        t2 = grad[..., None, :, :]
-        grad_input = t2 * tf.cast(tf.equal(input, t0), grad.dtype) / t1
+        t1 = tf.cast(tf.equal(input, t0), grad.dtype)
+        t2 = tf.reduce_sum(t1, axis=-3, keepdims=True)
+        t3 = grad[..., None, :, :]
+        grad_input = t1 * t3 / t2
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)

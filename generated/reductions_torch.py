@@ -371,30 +371,33 @@ def reduce_max_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
         grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
-            (sum_k indicator_equal(input[batch, k], output[batch]))
-            i.e. `torch.where(input == t0, t2 / t1, 0)`
+            (sum_k indicator_equal(input[batch, k], output[batch])), i.e. `t1 * t3 / t2`
     """
     if output is None:
         output = reduce_max_forward(input, axis=axis, keep_dims=keep_dims)
     axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
-        t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-1, keepdims=True)
-        t2 = grad[..., None]
-        grad_input = torch.where(input == t0, t2 / t1, 0)
+        t1 = torch.asarray(input == t0, dtype=grad.dtype)
+        t2 = torch.sum(t1, axis=-1, keepdims=True)
+        t3 = grad[..., None]
+        grad_input = t1 * t3 / t2
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = torch.sum(torch.asarray(input == output, dtype=grad.dtype), axis=axis, keepdims=True)
-        grad_input = torch.where(input == output, grad / t0, 0)
+        t0 = torch.asarray(input == output, dtype=grad.dtype)
+        t1 = torch.sum(t0, axis=axis, keepdims=True)
+        grad_input = grad * t0 / t1
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
-        t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-2, keepdims=True)
-        t2 = grad[..., None, :]
-        grad_input = torch.where(input == t0, t2 / t1, 0)
+        t1 = torch.asarray(input == t0, dtype=grad.dtype)
+        t2 = torch.sum(t1, axis=-2, keepdims=True)
+        t3 = grad[..., None, :]
+        grad_input = t1 * t3 / t2
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
-        t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-3, keepdims=True)
-        t2 = grad[..., None, :, :]
-        grad_input = torch.where(input == t0, t2 / t1, 0)
+        t1 = torch.asarray(input == t0, dtype=grad.dtype)
+        t2 = torch.sum(t1, axis=-3, keepdims=True)
+        t3 = grad[..., None, :, :]
+        grad_input = t1 * t3 / t2
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)
@@ -428,30 +431,33 @@ def reduce_min_vjp(grad, input, *, output=None, axis=-1, keep_dims=False):
     In index notation, next to the code computing it, for axis=-1, keep_dims=False (other values of
     axis, keep_dims change it):
         grad_input[batch, i] = grad[batch] * indicator_equal(input[batch, i], output[batch]) /
-            (sum_k indicator_equal(input[batch, k], output[batch]))
-            i.e. `torch.where(input == t0, t2 / t1, 0)`
+            (sum_k indicator_equal(input[batch, k], output[batch])), i.e. `t1 * t3 / t2`
     """
     if output is None:
         output = reduce_min_forward(input, axis=axis, keep_dims=keep_dims)
     axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis == -1 and not keep_dims:
         t0 = output[..., None]
-        t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-1, keepdims=True)
-        t2 = grad[..., None]
-        grad_input = torch.where(input == t0, t2 / t1, 0)
+        t1 = torch.asarray(input == t0, dtype=grad.dtype)
+        t2 = torch.sum(t1, axis=-1, keepdims=True)
+        t3 = grad[..., None]
+        grad_input = t1 * t3 / t2
     elif axis in (-1, -2, -3) and keep_dims:
-        t0 = torch.sum(torch.asarray(input == output, dtype=grad.dtype), axis=axis, keepdims=True)
-        grad_input = torch.where(input == output, grad / t0, 0)
+        t0 = torch.asarray(input == output, dtype=grad.dtype)
+        t1 = torch.sum(t0, axis=axis, keepdims=True)
+        grad_input = grad * t0 / t1
     elif axis == -2 and not keep_dims:
         t0 = output[..., None, :]
-        t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-2, keepdims=True)
-        t2 = grad[..., None, :]
-        grad_input = torch.where(input == t0, t2 / t1, 0)
+        t1 = torch.asarray(input == t0, dtype=grad.dtype)
+        t2 = torch.sum(t1, axis=-2, keepdims=True)
+        t3 = grad[..., None, :]
+        grad_input = t1 * t3 / t2
     elif axis == -3 and not keep_dims:
         t0 = output[..., None, :, :]
-        t1 = torch.sum(torch.asarray(input == t0, dtype=grad.dtype), axis=-3, keepdims=True)
-        t2 = grad[..., None, :, :]
-        grad_input = torch.where(input == t0, t2 / t1, 0)
+        t1 = torch.asarray(input == t0, dtype=grad.dtype)
+        t2 = torch.sum(t1, axis=-3, keepdims=True)
+        t3 = grad[..., None, :, :]
+        grad_input = t1 * t3 / t2
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
     return (grad_input,)

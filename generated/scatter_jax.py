@@ -598,8 +598,7 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
         grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
-            output[indices[j, 0], p]))
-            i.e. `jnp.where(t1 == updates, t8 / (t6 + jnp.asarray(t1 == t7, grad.dtype)), 0)`
+            output[indices[j, 0], p])), i.e. `t2 * t8 / (t6 + jnp.asarray(t1 == t7, grad.dtype))`
     """
     if output is None:
         output = tensor_scatter_max_forward(tensor, indices, updates)
@@ -615,7 +614,7 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
         t6 = _gather(t4, t0, -2)
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
-        grad_updates = jnp.where(t1 == updates, t8 / (t6 + jnp.asarray(t1 == t7, grad.dtype)), 0)
+        grad_updates = t2 * t8 / (t6 + jnp.asarray(t1 == t7, grad.dtype))
     elif depth == 2:
         t0 = jnp.shape(output)[-2]
         t1 = jnp.shape(output)[-1]
@@ -653,9 +652,7 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
         t27 = jnp.reshape(grad, (t25 * t26,))
         t28 = jnp.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
         t29 = _gather(t27, t28, -1)
-        grad_updates = jnp.where(
-            t10 == updates, t29 / (t22 + jnp.asarray(t10 == t24, grad.dtype)), 0
-        )
+        grad_updates = t11 * t29 / (t22 + jnp.asarray(t10 == t24, grad.dtype))
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -707,8 +704,7 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
         grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
-            output[indices[j, 0], p]))
-            i.e. `jnp.where(t1 == updates, t8 / (t6 + jnp.asarray(t1 == t7, grad.dtype)), 0)`
+            output[indices[j, 0], p])), i.e. `t2 * t8 / (t6 + jnp.asarray(t1 == t7, grad.dtype))`
     """
     if output is None:
         output = tensor_scatter_min_forward(tensor, indices, updates)
@@ -724,7 +720,7 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
         t6 = _gather(t4, t0, -2)
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
-        grad_updates = jnp.where(t1 == updates, t8 / (t6 + jnp.asarray(t1 == t7, grad.dtype)), 0)
+        grad_updates = t2 * t8 / (t6 + jnp.asarray(t1 == t7, grad.dtype))
     elif depth == 2:
         t0 = jnp.shape(output)[-2]
         t1 = jnp.shape(output)[-1]
@@ -762,9 +758,7 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
         t27 = jnp.reshape(grad, (t25 * t26,))
         t28 = jnp.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
         t29 = _gather(t27, t28, -1)
-        grad_updates = jnp.where(
-            t10 == updates, t29 / (t22 + jnp.asarray(t10 == t24, grad.dtype)), 0
-        )
+        grad_updates = t11 * t29 / (t22 + jnp.asarray(t10 == t24, grad.dtype))
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates

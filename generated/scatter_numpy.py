@@ -765,8 +765,7 @@ def tensor_scatter_max_grad(grad, tensor, indices, updates, *, output=None):
         grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
-            output[indices[j, 0], p]))
-            i.e. `np.where(t1 == updates, t8 / (t6 + np.asarray(t1 == t7, grad.dtype)), 0)`
+            output[indices[j, 0], p])), i.e. `t2 * t8 / (t6 + np.asarray(t1 == t7, grad.dtype))`
     """
     if output is None:
         output = tensor_scatter_max(tensor, indices, updates)
@@ -782,7 +781,7 @@ def tensor_scatter_max_grad(grad, tensor, indices, updates, *, output=None):
         t6 = _gather(t4, t0, -2)
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
-        grad_updates = np.where(t1 == updates, t8 / (t6 + np.asarray(t1 == t7, grad.dtype)), 0)
+        grad_updates = t2 * t8 / (t6 + np.asarray(t1 == t7, grad.dtype))
     elif depth == 2:
         t0 = np.shape(output)[-2]
         t1 = np.shape(output)[-1]
@@ -820,7 +819,7 @@ def tensor_scatter_max_grad(grad, tensor, indices, updates, *, output=None):
         t27 = np.reshape(grad, (t25 * t26,))
         t28 = np.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
         t29 = _gather(t27, t28, -1)
-        grad_updates = np.where(t10 == updates, t29 / (t22 + np.asarray(t10 == t24, grad.dtype)), 0)
+        grad_updates = t11 * t29 / (t22 + np.asarray(t10 == t24, grad.dtype))
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -867,7 +866,7 @@ def tensor_scatter_max_grad_grad(
             0,
         )
         t18 = _scatter_add(t17, t8, 1, t7)  # no gather form: an explicit scatter-add
-        grad_grad = t18 + np.where(tensor == np.maximum(tensor, t9), grad_vjp_tensor / affine1, 0)
+        grad_grad = t18 + np.where(t15 == tensor, grad_vjp_tensor / affine1, 0)
     elif depth == 2:
         if affine1 is None:
             t0 = np.shape(tensor)[-2]
@@ -974,8 +973,7 @@ def tensor_scatter_min_grad(grad, tensor, indices, updates, *, output=None):
         grad_updates[j, p] = grad[indices[j, 0], p] * indicator_equal(updates[j, p],
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
-            output[indices[j, 0], p]))
-            i.e. `np.where(t1 == updates, t8 / (t6 + np.asarray(t1 == t7, grad.dtype)), 0)`
+            output[indices[j, 0], p])), i.e. `t2 * t8 / (t6 + np.asarray(t1 == t7, grad.dtype))`
     """
     if output is None:
         output = tensor_scatter_min(tensor, indices, updates)
@@ -991,7 +989,7 @@ def tensor_scatter_min_grad(grad, tensor, indices, updates, *, output=None):
         t6 = _gather(t4, t0, -2)
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
-        grad_updates = np.where(t1 == updates, t8 / (t6 + np.asarray(t1 == t7, grad.dtype)), 0)
+        grad_updates = t2 * t8 / (t6 + np.asarray(t1 == t7, grad.dtype))
     elif depth == 2:
         t0 = np.shape(output)[-2]
         t1 = np.shape(output)[-1]
@@ -1029,7 +1027,7 @@ def tensor_scatter_min_grad(grad, tensor, indices, updates, *, output=None):
         t27 = np.reshape(grad, (t25 * t26,))
         t28 = np.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
         t29 = _gather(t27, t28, -1)
-        grad_updates = np.where(t10 == updates, t29 / (t22 + np.asarray(t10 == t24, grad.dtype)), 0)
+        grad_updates = t11 * t29 / (t22 + np.asarray(t10 == t24, grad.dtype))
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -1076,7 +1074,7 @@ def tensor_scatter_min_grad_grad(
             0,
         )
         t18 = _scatter_add(t17, t8, 1, t7)  # no gather form: an explicit scatter-add
-        grad_grad = t18 + np.where(tensor == np.minimum(tensor, t9), grad_vjp_tensor / affine1, 0)
+        grad_grad = t18 + np.where(t15 == tensor, grad_vjp_tensor / affine1, 0)
     elif depth == 2:
         if affine1 is None:
             t0 = np.shape(tensor)[-2]

@@ -788,7 +788,7 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `t8 * tf.cast(tf.equal(t1, updates), grad.dtype) / (t6 + tf.cast(tf.equal(t1, ...`
+            i.e. `t2 * t8 / (t6 + tf.cast(tf.equal(t1, t7), grad.dtype))`
     """
     depth = indices.shape[-1]
     if depth == 1:
@@ -802,11 +802,7 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
         t6 = _gather(t4, t0, -2)
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
-        grad_updates = (
-            t8
-            * tf.cast(tf.equal(t1, updates), grad.dtype)
-            / (t6 + tf.cast(tf.equal(t1, t7), grad.dtype))
-        )
+        grad_updates = t2 * t8 / (t6 + tf.cast(tf.equal(t1, t7), grad.dtype))
     elif depth == 2:
         t0 = tf.shape(output, out_type=tf.int64)[-2]
         t1 = tf.shape(output, out_type=tf.int64)[-1]
@@ -846,11 +842,7 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, output):
         t27 = tf.reshape(grad, [t25 * t26])
         t28 = tf.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, tf.constant(-1, tf.int64))
         t29 = _gather(t27, t28, -1)
-        grad_updates = (
-            t29
-            * tf.cast(tf.equal(t10, updates), grad.dtype)
-            / (t22 + tf.cast(tf.equal(t10, t24), grad.dtype))
-        )
+        grad_updates = t11 * t29 / (t22 + tf.cast(tf.equal(t10, t24), grad.dtype))
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -923,7 +915,7 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `t8 * tf.cast(tf.equal(t1, updates), grad.dtype) / (t6 + tf.cast(tf.equal(t1, ...`
+            i.e. `t2 * t8 / (t6 + tf.cast(tf.equal(t1, t7), grad.dtype))`
     """
     depth = indices.shape[-1]
     if depth == 1:
@@ -937,11 +929,7 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
         t6 = _gather(t4, t0, -2)
         t7 = _gather(tensor, t0, -2)
         t8 = _gather(grad, t0, -2)
-        grad_updates = (
-            t8
-            * tf.cast(tf.equal(t1, updates), grad.dtype)
-            / (t6 + tf.cast(tf.equal(t1, t7), grad.dtype))
-        )
+        grad_updates = t2 * t8 / (t6 + tf.cast(tf.equal(t1, t7), grad.dtype))
     elif depth == 2:
         t0 = tf.shape(output, out_type=tf.int64)[-2]
         t1 = tf.shape(output, out_type=tf.int64)[-1]
@@ -981,11 +969,7 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, output):
         t27 = tf.reshape(grad, [t25 * t26])
         t28 = tf.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, tf.constant(-1, tf.int64))
         t29 = _gather(t27, t28, -1)
-        grad_updates = (
-            t29
-            * tf.cast(tf.equal(t10, updates), grad.dtype)
-            / (t22 + tf.cast(tf.equal(t10, t24), grad.dtype))
-        )
+        grad_updates = t11 * t29 / (t22 + tf.cast(tf.equal(t10, t24), grad.dtype))
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates

@@ -290,7 +290,7 @@ _sparse_segment_sqrt_n_with_num_segments_autograd = _autograd_function(
 
 
 def tensor_scatter_add(tensor, indices, updates):
-    """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2), (declared at ops/scatter.py:102); differentiated by tensor_scatter_add_vjp, saving indices and the shapes of tensor, updates."""
+    """TensorScatterAdd: `tensor` with the `updates` added at `indices` (rows at depth 1, entries at depth 2), (declared at ops/scatter.py:102); differentiated by tensor_scatter_add_vjp, saving indices (for updates's gradient) and the shapes of tensor, updates."""
     return _tensor_scatter_add_autograd(tensor, indices, updates)
 
 
@@ -368,11 +368,12 @@ _tensor_scatter_add_autograd = _autograd_function(
     tensor_scatter_add_vjp,
     "output",
     shapes_only="tensor updates",
+    reads={"tensor": "", "updates": "indices"},
 )
 
 
 def tensor_scatter_sub(tensor, indices, updates):
-    """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up (declared at ops/scatter.py:110); differentiated by tensor_scatter_sub_vjp, saving indices and the shapes of tensor, updates."""
+    """TensorScatterSub: `tensor` with the `updates` subtracted at `indices`, repeated positions adding up (declared at ops/scatter.py:110); differentiated by tensor_scatter_sub_vjp, saving indices (for updates's gradient) and the shapes of tensor, updates."""
     return _tensor_scatter_sub_autograd(tensor, indices, updates)
 
 
@@ -452,11 +453,12 @@ _tensor_scatter_sub_autograd = _autograd_function(
     tensor_scatter_sub_vjp,
     "output",
     shapes_only="tensor updates",
+    reads={"tensor": "", "updates": "indices"},
 )
 
 
 def scatter_nd_non_aliasing_add(input, indices, updates):
-    """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the (declared at ops/scatter.py:117); differentiated by scatter_nd_non_aliasing_add_vjp, saving indices and the shapes of input, updates."""
+    """ScatterNdNonAliasingAdd: `input` with the `updates` added at `indices`, repeated positions adding up: the (declared at ops/scatter.py:117); differentiated by scatter_nd_non_aliasing_add_vjp, saving indices (for updates's gradient) and the shapes of input, updates."""
     return _scatter_nd_non_aliasing_add_autograd(input, indices, updates)
 
 
@@ -534,6 +536,7 @@ _scatter_nd_non_aliasing_add_autograd = _autograd_function(
     scatter_nd_non_aliasing_add_vjp,
     "output",
     shapes_only="input updates",
+    reads={"input": "", "updates": "indices"},
 )
 
 
@@ -678,7 +681,7 @@ def tensor_scatter_max_vjp(
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `torch.where(t1 == updates, t8 / (t6 + torch.asarray(t1 == t7, ...`
+            i.e. `t2 * t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype))`
     """
     if output is None:
         output = tensor_scatter_max_forward(tensor, indices, updates)
@@ -697,9 +700,7 @@ def tensor_scatter_max_vjp(
             t6 = _gather(t4, t0, -2)
             t7 = _gather(tensor, t0, -2)
             t8 = _gather(grad, t0, -2)
-            grad_updates = torch.where(
-                t1 == updates, t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype)), 0
-            )
+            grad_updates = t2 * t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype))
     elif depth == 2:
         grad_tensor = grad_updates = None
         t0 = output.shape[-2]
@@ -713,8 +714,7 @@ def tensor_scatter_max_vjp(
         t8 = torch.as_tensor(t6, dtype=torch.int64)
         t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         t10 = _gather(t2, t9, -1)
-        if needs_grad[0]:
-            t11 = torch.asarray(t10 == updates, dtype=grad.dtype)
+        t11 = torch.asarray(t10 == updates, dtype=grad.dtype)
         t12 = tensor.shape[-2]
         t13 = tensor.shape[-1]
         t14 = torch.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
@@ -741,9 +741,7 @@ def tensor_scatter_max_vjp(
             t27 = torch.reshape(grad, (t25 * t26,))
             t28 = torch.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
             t29 = _gather(t27, t28, -1)
-            grad_updates = torch.where(
-                t10 == updates, t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype)), 0
-            )
+            grad_updates = t11 * t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype))
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -798,7 +796,7 @@ def tensor_scatter_min_vjp(
             output[indices[j, 0], p]) / ((sum_i delta(n, indices[i, 0]) * indicator_equal(updates[i,
             p], output[n, p]) at n = indices[j, 0]) + indicator_equal(tensor[indices[j, 0], p],
             output[indices[j, 0], p]))
-            i.e. `torch.where(t1 == updates, t8 / (t6 + torch.asarray(t1 == t7, ...`
+            i.e. `t2 * t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype))`
     """
     if output is None:
         output = tensor_scatter_min_forward(tensor, indices, updates)
@@ -817,9 +815,7 @@ def tensor_scatter_min_vjp(
             t6 = _gather(t4, t0, -2)
             t7 = _gather(tensor, t0, -2)
             t8 = _gather(grad, t0, -2)
-            grad_updates = torch.where(
-                t1 == updates, t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype)), 0
-            )
+            grad_updates = t2 * t8 / (t6 + torch.asarray(t1 == t7, dtype=grad.dtype))
     elif depth == 2:
         grad_tensor = grad_updates = None
         t0 = output.shape[-2]
@@ -833,8 +829,7 @@ def tensor_scatter_min_vjp(
         t8 = torch.as_tensor(t6, dtype=torch.int64)
         t9 = torch.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
         t10 = _gather(t2, t9, -1)
-        if needs_grad[0]:
-            t11 = torch.asarray(t10 == updates, dtype=grad.dtype)
+        t11 = torch.asarray(t10 == updates, dtype=grad.dtype)
         t12 = tensor.shape[-2]
         t13 = tensor.shape[-1]
         t14 = torch.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
@@ -861,9 +856,7 @@ def tensor_scatter_min_vjp(
             t27 = torch.reshape(grad, (t25 * t26,))
             t28 = torch.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
             t29 = _gather(t27, t28, -1)
-            grad_updates = torch.where(
-                t10 == updates, t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype)), 0
-            )
+            grad_updates = t11 * t29 / (t22 + torch.asarray(t10 == t24, dtype=grad.dtype))
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates

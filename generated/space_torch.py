@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def space_to_depth(input, *, data_format="NHWC", block_size):
-    """SpaceToDepth: Each block_size x block_size block of pixels as one pixel of depth block_size**2 * C, (declared at ops/space.py:23); differentiated by space_to_depth_vjp, saving input."""
+    """SpaceToDepth: Each block_size x block_size block of pixels as one pixel of depth block_size**2 * C, (declared at ops/space.py:23); differentiated by space_to_depth_vjp, saving the shape of input."""
     return _space_to_depth_autograd(input, data_format=data_format, block_size=block_size)
 
 
@@ -69,12 +69,12 @@ def space_to_depth_vjp(grad, input, *, output=None, data_format="NHWC", block_si
 
 
 _space_to_depth_autograd = _autograd_function(
-    "SpaceToDepth", space_to_depth_forward, space_to_depth_vjp, "output"
+    "SpaceToDepth", space_to_depth_forward, space_to_depth_vjp, "output", shapes_only="input"
 )
 
 
 def depth_to_space(input, *, data_format="NHWC", block_size):
-    """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel) (declared at ops/space.py:31); differentiated by depth_to_space_vjp, saving input."""
+    """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel) (declared at ops/space.py:31); differentiated by depth_to_space_vjp, saving the shape of input."""
     return _depth_to_space_autograd(input, data_format=data_format, block_size=block_size)
 
 
@@ -119,7 +119,7 @@ def depth_to_space_vjp(grad, input, *, output=None, data_format="NHWC", block_si
 
 
 _depth_to_space_autograd = _autograd_function(
-    "DepthToSpace", depth_to_space_forward, depth_to_space_vjp, "output"
+    "DepthToSpace", depth_to_space_forward, depth_to_space_vjp, "output", shapes_only="input"
 )
 
 
@@ -201,7 +201,7 @@ _space_to_batch_nd_autograd = _autograd_function(
 
 
 def batch_to_space_nd(input, *, block_shape, crops):
-    """BatchToSpaceND: SpaceToBatchND's inverse: batch entry (a * block_shape[1] + b) * N + n to position (declared at ops/space.py:69); differentiated by batch_to_space_nd_vjp, saving input."""
+    """BatchToSpaceND: SpaceToBatchND's inverse: batch entry (a * block_shape[1] + b) * N + n to position (declared at ops/space.py:69); differentiated by batch_to_space_nd_vjp, saving the shape of input."""
     return _batch_to_space_nd_autograd(input, block_shape=block_shape, crops=crops)
 
 
@@ -268,7 +268,11 @@ def batch_to_space_nd_vjp(grad, input, *, output=None, block_shape, crops):
 
 
 _batch_to_space_nd_autograd = _autograd_function(
-    "BatchToSpaceND", batch_to_space_nd_forward, batch_to_space_nd_vjp, "output"
+    "BatchToSpaceND",
+    batch_to_space_nd_forward,
+    batch_to_space_nd_vjp,
+    "output",
+    shapes_only="input",
 )
 
 
@@ -341,7 +345,7 @@ _space_to_batch_autograd = _autograd_function(
 
 
 def batch_to_space(input, *, crops, block_size):
-    """BatchToSpace: BatchToSpaceND with one block size for both spatial axes (declared at ops/space.py:90); differentiated by batch_to_space_vjp, saving input."""
+    """BatchToSpace: BatchToSpaceND with one block size for both spatial axes (declared at ops/space.py:90); differentiated by batch_to_space_vjp, saving the shape of input."""
     return _batch_to_space_autograd(input, crops=crops, block_size=block_size)
 
 
@@ -402,5 +406,5 @@ def batch_to_space_vjp(grad, input, *, output=None, crops, block_size):
 
 
 _batch_to_space_autograd = _autograd_function(
-    "BatchToSpace", batch_to_space_forward, batch_to_space_vjp, "output"
+    "BatchToSpace", batch_to_space_forward, batch_to_space_vjp, "output", shapes_only="input"
 )

@@ -19,7 +19,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def softsign_grad(gradients, features):
-    """SoftsignGrad: Softsign's backprop, gradients / (1 + |features|)**2: its gradient is Softsign's second order (declared at ops/tf_gaps.py:8); differentiated by softsign_grad_vjp, saving features, backprops and the shape of gradients."""
+    """SoftsignGrad: Softsign's backprop, gradients / (1 + |features|)**2: its gradient is Softsign's second order (declared at ops/tf_gaps.py:8); differentiated by softsign_grad_vjp, saving features, backprops (for features's gradient) and the shape of gradients."""
     return _softsign_grad_autograd(gradients, features)
 
 
@@ -58,4 +58,5 @@ _softsign_grad_autograd = _autograd_function(
     "backprops",
     read="backprops",
     shapes_only="gradients",
+    reads={"gradients": "features", "features": "features backprops"},
 )

@@ -23,6 +23,7 @@ from symgrad.docstring import gradient_doc
 from symgrad.errors import LoweringError
 from symgrad.long_functions import split_long_functions
 from symgrad.lowering.requested import requested_only
+from symgrad.lowering.row_kernels import with_row_kernels
 from symgrad.targets import REGISTRY
 
 LINE_LENGTH = 100
@@ -172,13 +173,14 @@ def gradient_function(op: ir.OpCode, printer, positions: dict | None = None, for
         (o, f"{o} = {forward}({', '.join(op.inputs)}{call_attrs})" + (f"[{positions[o]}]" if positions else _pick(op, o)))
         for o in op.outputs_used
     ]
-    vjp = requested_only(op.vjp) if printer.computes_requested and not op.variadic else None
-    needs = [f"needs_grad={(True,) * len(op.inputs)!r}"] if vjp else []
+    vjp = with_row_kernels(op.vjp) if printer.prints_row_kernels and not op.complex_ok else op.vjp
+    requested = requested_only(vjp) if printer.computes_requested and not op.variadic else None
+    needs = [f"needs_grad={(True,) * len(op.inputs)!r}"] if requested else []
     return {
         "name": op.name,
         "func_name": op.func_name,
         "inputs": ", ".join(op.inputs),
-        **vjp_context(op, printer, vjp or op.vjp),
+        **vjp_context(op, printer, requested or vjp),
         "grad_signature": signature(op.grads + op.inputs, [outputs] + stage_params(op) + attrs + needs),
         "output_calls": calls,
     }

@@ -336,40 +336,67 @@ def without_vanishing_terms(value: TensorValue, stages: tuple[Output, ...]) -> T
 
 
 def _vanishes(term: Term, stages: tuple[Output, ...]) -> bool:
-    """`term` sums to zero: each monomial of its factor summed in closed form (free of the
-    summed index: times the count; one entry: the stage defined as its sum)."""
-    if len(term.sums) != 1:
-        return False
-    index, low, high = term.sums[0]
+    """`term` sums to zero: each monomial of its factor summed in closed form (over the summed
+    indices it does not read: times their counts; over those it reads: the stage defined as
+    their sum, up to a factor free of them, as batch norm's mean is over b, h and w)."""
+    summed = {index for index, _, _ in term.sums}
+    if not term.sums or any(sp.Tuple(low, high).has(*summed) for _, low, high in term.sums):
+        return False  # a range bounded by another summed index: no count in closed form
     total = sp.S.Zero
     for monomial in sp.Add.make_args(sp.expand(term.factor)):
-        if not monomial.has(index):
-            total += monomial * (high - low + 1)
+        read = [s for s in term.sums if monomial.has(s[0])]
+        count = sp.Mul(*(high - low + 1 for index, low, high in term.sums if (index, low, high) not in read))
+        if not read:
+            total += monomial * count
             continue
-        coefficient, read = monomial.as_independent(index, as_Add=False)
-        entry = _stage_summing(read, (index, low, high), stages, term.factor)
+        coefficient, summand = monomial.as_independent(*(s[0] for s in read), as_Add=False)
+        entry = _stage_summing(summand, read, stages, term.factor)
         if entry is None:
             return False
-        total += coefficient * entry
+        total += coefficient * count * entry
     return sp.expand(total) == 0
 
 
-def _stage_summing(read: sp.Expr, limit: tuple, stages: tuple[Output, ...], factor: sp.Expr) -> sp.Expr | None:
-    """The entry of the stage defined as `Sum(read, limit)` (up to its indices' names), as
-    `factor` reads it, else None."""
-    index, low, high = limit
+def _stage_summing(read: sp.Expr, limits: list, stages: tuple[Output, ...], factor: sp.Expr) -> sp.Expr | None:
+    """`Sum(read, *limits)` as an entry of the stage defined as that sum (up to its indices'
+    names and their order, times a factor free of them), as `factor` reads it; else None."""
     for stage in stages:
-        if not (isinstance(stage.expr, sp.Sum) and len(stage.expr.limits) == 1):
+        defined = _scaled_sum(stage.expr)
+        if defined is None or len(defined[1]) != len(limits):
             continue
-        bound, stage_low, stage_high = stage.expr.limits[0]
-        if (stage_low, stage_high) != (low, high):
-            continue
+        function, bounds, scale = defined
         wilds = {i: sp.Wild(f"w_{n}") for n, i in enumerate(stage.indices)}
-        found = read.xreplace({index: bound}).match(stage.expr.function.xreplace(wilds))
-        if found is None or not all(w in found for w in wilds.values()):
-            continue
-        if not stage.indices:
-            return scalar_entry(stage.name)
-        at = tuple(found[w] for w in wilds.values())
-        return next((e for e in factor.atoms(sp.Indexed) if str(e.base.label) == stage.name and e.indices == at), None)
+        for order in itertools.permutations(bounds):
+            if [tuple(b[1:]) for b in order] != [tuple(lim[1:]) for lim in limits]:
+                continue
+            renamed = read.xreplace({lim[0]: b[0] for lim, b in zip(limits, order)})
+            found = renamed.match(function.xreplace(wilds))
+            if found is None or not all(w in found for w in wilds.values()):
+                continue
+            if not stage.indices:
+                return scalar_entry(stage.name) / scale
+            at = tuple(found[w] for w in wilds.values())
+            entry = next((e for e in factor.atoms(sp.Indexed) if str(e.base.label) == stage.name and e.indices == at), None)
+            return None if entry is None else entry / scale
     return None
+
+
+def _scaled_sum(expr: sp.Expr) -> tuple | None:
+    """(summand, limits, scale) where `expr` is `scale * Sum(summand, *limits)` (nested sums
+    as one), the scale free of the summed indices; else None."""
+    scale, sums = sp.S.One, expr
+    if isinstance(expr, sp.Mul):
+        found = [a for a in expr.args if isinstance(a, sp.Sum)]
+        if len(found) != 1:
+            return None
+        sums = found[0]
+        scale = expr / sums
+    if not isinstance(sums, sp.Sum):
+        return None
+    limits = []
+    while isinstance(sums, sp.Sum):
+        limits += list(sums.limits)
+        sums = sums.function
+    if scale.has(*(lim[0] for lim in limits)):
+        return None
+    return sums, limits, scale

@@ -140,3 +140,16 @@ def test_mlp_block_gradient_is_matmuls_and_a_mask(derived):
     grad = text[text.index("def mlp_block_grad(") : text.index("def cosine_similarity(")]
     assert "grad @ w2.T" in grad and "grad_affine1 @ w1.T" in grad and "x.T @ grad_affine1" in grad
     assert "einsum" not in grad and "np.eye" not in grad
+
+
+def test_what_two_gradients_both_compute_is_computed_once(derived):
+    """BiasGelu: x's gradient and the summand of bias's are one product, `grad * (...)`,
+    computed once and read by both (the tanh too); batch norm's sums over the rows its
+    gradients share are taken once."""
+    _, files = derived
+    text = files["composed_numpy.py"]
+    gelu = text[text.index("def bias_gelu_grad(") : text.index("def rotary_embedding(")].split('"""')[2]
+    assert gelu.count("grad *") == 1 and gelu.count("np.tanh(") == 1, gelu
+    assert "grad_x = (1 / 400000) * t" in gelu, gelu
+    norm = text[text.index("def batch_norm_training_grad(") : text.index("def group_norm(")].split('"""')[2]
+    assert norm.count("np.sum(grad,") == 1 and norm.count("np.sum(grad * ") == 1, norm

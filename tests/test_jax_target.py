@@ -309,3 +309,41 @@ def test_every_op_runs_under_jit(jax, derived):
             if isinstance(outcome, GradientCallError):
                 failing[op.name] = str(outcome)
     assert set(failing) == set(NOT_JITTABLE), failing
+
+
+def _reversed_values(np_array):
+    """The same values in the reverse order (in the op's domain, as the first were)."""
+    return np.asarray(np_array).reshape(-1)[::-1].reshape(np.shape(np_array))
+
+
+@pytest.mark.exhaustive
+def test_every_op_runs_under_vmap(jax, derived):
+    """Each op's gradient under `jax.vmap` over a batch of two cases (the first case of its
+    first variant, and its values reversed), equal to the two computed one at a time: but
+    where the output's shape depends on the inputs' values."""
+    from symgrad.backends.jax.verify import JaxFunction, import_jax
+    from symgrad.verify.cases import case_groups
+    from symgrad.verify.ops_under_test import load_derived
+
+    import_jax()
+    failing = {}
+    for op in load_derived([ROOT / "ops"], generated=derived[0]):
+        if op.name in NOT_IN_JAX:
+            continue
+        source = JaxFunction.derived(op)
+        variant, _, cases = case_groups(op, ("float64",), quick=True, sample=1)[0]
+        case = cases[0]
+        inputs = [jax.numpy.asarray(x) for x in case.inputs]
+        free, gradients, _ = source._gradients(variant, inputs)
+        pair = [([np.asarray(case.inputs[k]) for k in free], [np.asarray(u) for u in case.upstream]),
+                ([_reversed_values(case.inputs[k]) for k in free], [_reversed_values(u) for u in case.upstream])]
+        try:
+            batched = jax.vmap(gradients)(*(jax.tree_util.tree_map(lambda *xs: np.stack(xs), *[p[n] for p in pair])
+                                            for n in range(2)))
+            for n, (xs, ups) in enumerate(pair):
+                one = gradients(xs, ups)
+                jax.tree_util.tree_map(lambda b, o: np.testing.assert_allclose(np.asarray(b)[n], o, rtol=1e-10,
+                                                                               atol=1e-10), batched, one)
+        except Exception as exc:  # noqa: BLE001 - each failure is reported with its op
+            failing[op.name] = str(exc).strip().splitlines()[0][:200]
+    assert set(failing) == set(NOT_JITTABLE), {k: v for k, v in failing.items() if k not in NOT_JITTABLE}

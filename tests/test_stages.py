@@ -51,6 +51,17 @@ def layer_norm_moments_natural():
     return {"y": ((..., i), (x[..., i] - mean) / sp.sqrt(variance + 1))}
 
 
+@op("BatchNormNatural")
+def batch_norm_natural():
+    # statistics over two axes: the mean's gradient through the variance sums x - mean over
+    # both, identically zero
+    x = tensor("x", (M, N, D))
+    over_both = lambda f: sp.Sum(f, (i, 0, M - 1), (j, 0, N - 1))
+    mean = stage("mean", (d,), over_both(x[i, j, d]) / (M * N))
+    variance = stage("variance", (d,), over_both((x[i, j, d] - mean[d]) ** 2) / (M * N))
+    return {"y": ((i, j, d), (x[i, j, d] - mean[d]) / sp.sqrt(variance[d] + 1))}
+
+
 @op("AttentionScores")
 def attention_scores():
     q = tensor("q", (M, D))
@@ -162,6 +173,7 @@ SHAPES = {
     "row_sum_plus_bias": {"x": (3, 4), "b": (3,)},
     "centered_softmax_product": {"x": (2, 4), "s": (4, 4)},
     "complex_scaled_by_energy": {"x": (2, 4)},
+    "batch_norm_natural": {"x": (3, 4, 2)},
 }
 
 
@@ -244,6 +256,18 @@ def test_a_reduction_over_every_axis_inside_a_function_is_a_scalar_stage(natural
     assert "einsum" not in grad and "np.sum(grad * y, axis=-1)" in grad
     code = grad.split('"""')[2]
     assert "grad_sum1" not in code and code.count("np.sum(z") == 1
+
+
+def test_a_centred_sum_over_several_indices_vanishes(natural):
+    """Batch norm's statistics over two axes: the term of x's gradient through the mean and
+    the variance that sums x - mean over both is zero and left out, so x is summed once (the
+    mean, when not given), and the sums over the rows the gradients share are computed once."""
+    files, _, _ = natural
+    text = files["natural_numpy.py"]
+    grad = text[text.index("def batch_norm_natural_grad(") :].split("\n\n\n")[0]
+    code = grad.split('"""')[2]
+    assert code.count("np.sum(x") == 1 and code.count("np.sum(grad * ") == 1, code
+    assert "transpose" not in code, code
 
 
 def test_a_sum_of_what_its_index_does_not_read_is_a_count(natural):

@@ -39,6 +39,14 @@ class ArrayCodeMixin:
         self._not_supported.add(expr)
         return f"<{type(expr).__name__}>"
 
+    def _print_SoftmaxBackward(self, value: ir.SoftmaxBackward):
+        """As its formula: a row sum kept for broadcasting, then one elementwise expression."""
+        grad, output = sp.Symbol(value.grad), sp.Symbol(value.output)
+        total = self._print(ir.Reduce("sum", ir.Elementwise(grad if value.log else grad * output), (value.axis,), True))
+        if value.log:
+            return f"{value.grad} - {self._print(sp.exp(output))} * {total}"
+        return f"{value.output} * ({value.grad} - {total})"
+
     def _module_format(self, fqn, register=True):
         for prefix, alias in self.aliases.items():
             if fqn.startswith(prefix + "."):
@@ -180,6 +188,7 @@ class ArrayCodeMixin:
     dtype_source: str | None = None  # a variable of the dtype computed in (`render` sets it)
     guards_branches = False  # print `Branch.guarded_body`: the code is differentiated again
     computes_requested = False  # gradients take `needs_grad`: only those asked for are computed
+    prints_row_kernels = False  # prints `ir.SoftmaxBackward` (`symgrad.lowering.row_kernels`)
 
     def _print_IndexArith(self, value):
         self._integer_context = True

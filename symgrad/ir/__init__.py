@@ -30,6 +30,7 @@ from symgrad.ir.arrays import (
     MatMul,
     Reduce,
     Scan,
+    SoftmaxBackward,
     Squeeze,
     Stack,
     SumToShape,
@@ -60,6 +61,6 @@ __all__ = [
     "DiagPart", "DimSize", "Einsum", "Elementwise", "Expand", "Eye", "Formula", "Function", "FusedCall", "Gather",
     "IndexArith", "IntArray", "IntSize", "Iota", "Length", "LinearSecondOrder", "MatMul", "MaxPoolBackprop",
     "MergeAxes", "NegativeAxes", "NegativeAxis", "OpCode", "Rank", "Recompute", "Reduce", "Requested", "Scan", "ScatterAdd",
-    "SplitAxis", "Squeeze", "Stack", "SumToShape", "Transpose", "Unset", "Value", "ZerosLike", "axis_size", "names_in", "reads",
+    "SoftmaxBackward", "SplitAxis", "Squeeze", "Stack", "SumToShape", "Transpose", "Unset", "Value", "ZerosLike", "axis_size", "names_in", "reads",
     "statements",
 ]

@@ -17,6 +17,21 @@ class Elementwise:
 
 
 @dataclass(frozen=True)
+class SoftmaxBackward:
+    """The gradient of a softmax (or log-softmax) along `axis`, given its output: one kernel
+    where a framework has it (PyTorch's `_softmax_backward_data`). Softmax:
+    `output * (grad - sum(grad * output, axis))`; log-softmax: `grad - exp(output) * sum(grad, axis)`."""
+
+    grad: str  # the upstream gradient
+    output: str  # the softmax's (log-softmax's) output
+    axis: int  # negative: counted from the last
+    log: bool = False  # of a log-softmax
+
+    def __str__(self) -> str:
+        return f"{'log_' if self.log else ''}softmax_backward({self.grad}, {self.output}, axis={self.axis})"
+
+
+@dataclass(frozen=True)
 class FusedCall:
     """`value` computed by one fused kernel where a backend has it, else evaluated as written."""
 

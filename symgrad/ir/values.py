@@ -8,7 +8,7 @@ from typing import Union
 
 import sympy as sp
 
-from symgrad.ir.arrays import BroadcastTo, BroadcastToShape, Conj, Constant, DiagPart, Einsum, Elementwise, Expand, Eye, FusedCall, Iota, MatMul, Reduce, Scan, Squeeze, Stack, SumToShape, Transpose, ZerosLike
+from symgrad.ir.arrays import BroadcastTo, BroadcastToShape, Conj, Constant, DiagPart, Einsum, Elementwise, Expand, Eye, FusedCall, Iota, MatMul, Reduce, Scan, SoftmaxBackward, Squeeze, Stack, SumToShape, Transpose, ZerosLike
 from symgrad.ir.kernels import Convolution, Gather, MaxPoolBackprop, ScatterAdd
 from symgrad.ir.shapes import Arange, AsTuple, DimSize, IndexArith, IntArray, IntSize, Length, MergeAxes, NegativeAxes, NegativeAxis, Rank, SplitAxis
 
@@ -16,7 +16,7 @@ Value = Union[
     Elementwise, FusedCall, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, BroadcastToShape, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
     IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank, NegativeAxes, AsTuple, IntArray,
-    MergeAxes, SplitAxis, Length, Stack, Convolution, MaxPoolBackprop,
+    MergeAxes, SplitAxis, Length, Stack, Convolution, MaxPoolBackprop, SoftmaxBackward,
 ]
 
 
@@ -38,6 +38,8 @@ def reads(value: Value) -> set[str]:
         return reads(value.value) | {value.shape}
     if isinstance(value, MatMul):
         return {value.a, value.b}
+    if isinstance(value, SoftmaxBackward):
+        return {value.grad, value.output}
     if isinstance(value, (Einsum, Convolution, MaxPoolBackprop)):
         return set(value.operands)
     if isinstance(value, Stack):

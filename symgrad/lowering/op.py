@@ -32,7 +32,7 @@ from symgrad.ir import (
 from symgrad.functions import as_dtype, like_dtype, promoted
 from symgrad.lowering.conjugation import conjugations
 from symgrad.lowering.elementwise import lower_elementwise_forward, lower_elementwise_vjp
-from symgrad.lowering.shared import share_within_statements, without_idle_temporaries
+from symgrad.lowering.shared import share_across_statements, share_within_statements, without_idle_temporaries
 from symgrad.lowering.signature import OpSignature
 from symgrad.lowering.staged import lower_stage_grads, stages_accepted, stages_passed
 from symgrad.lowering.tensor import TensorLowering, viewed
@@ -253,6 +253,7 @@ def _lower_forward(op: OpSignature, derivation: Derivation) -> Branch:
             lowering.assign(name, value, dtype_of=dtype_of)
     share_within_statements(lowering)
     without_idle_temporaries(lowering)
+    shared_across(lowering)
     return Branch(derivation.variant.attr_values, tuple(lowering.body), lowering.largest_rank)
 
 
@@ -268,6 +269,15 @@ def _lower_vjp(op: OpSignature, derivation: Derivation) -> Branch:
         lowering.largest_term if lowering.largest_rank > bound else "",  # for the error only
         bound,
     )
+
+
+def shared_across(lowering: TensorLowering) -> None:
+    """What statements compute alike computed once (`share_across_statements`), again while
+    that leaves repeats which, merged, share more (x - mean, once 1 / N is one temporary)."""
+    for _ in lowering.body:
+        if not share_across_statements(lowering):
+            return
+        without_idle_temporaries(lowering)
 
 
 def rank_bound(derivation: Derivation) -> int:
@@ -353,6 +363,7 @@ def _lower_tensor_vjp(op: OpSignature, derivation: Derivation) -> TensorLowering
             lowering.body.append(Assign(f"grad_{name}", SumToShape(grad, name)))
     share_within_statements(lowering)
     without_idle_temporaries(lowering)
+    shared_across(lowering)
     lowering.body = stages_passed(lowering.body, op)
     return lowering
 

@@ -55,6 +55,40 @@ def _body_requested(body: tuple, results) -> tuple | None:
     return (ir.Unset(tuple(sorted(unset, key=results.index))),) + tuple(grouped) if unset else tuple(grouped)
 
 
+def reads_by_result(function: ir.Function, value_reads=ir.reads) -> list[tuple[set, set]]:
+    """For each result of `function` (one per input): (the variables whose values computing it
+    reads, every variable it names), over every variant. Values are followed back from the
+    result: an array read only for its shape (`t1 = x_split.shape[-1]`) makes what it was
+    computed from no value read. `value_reads(value)`: the variables an IR value reads the
+    values of."""
+    found = [(set(), set()) for _ in function.results]
+    for branch in function.branches:
+        for body in (branch.body, branch.guarded_body):
+            if body is None:
+                continue
+            readers = _readers(body, function.results)
+            for k, result in enumerate(function.results):
+                if result is None:
+                    continue
+                run = list(function.prologue) + [s for s, read_by in zip(body, readers) if k in read_by or not read_by]
+                values, named = _followed_back(run, result, value_reads)
+                found[k][0].update(values)
+                found[k][1].update(named)
+    return found
+
+
+def _followed_back(run: list, result: str, value_reads) -> tuple[set, set]:
+    """(the variables whose values `run`'s statements read for `result`'s value, every
+    variable they name)."""
+    valued, named = {result}, set()
+    for statement in reversed(ir.statements(run)):
+        named |= ir.names_in(statement.value)
+        if _targets(statement) & valued:
+            valued |= value_reads(statement.value)
+    named |= {stage for s in run if isinstance(s, ir.Recompute) for stage in s.stages}
+    return valued, named
+
+
 def _readers(body: tuple, results) -> list[frozenset]:
     """For each statement of `body`, the positions of the results whose values depend on it:
     each result's needs followed back from the end of the body."""

@@ -46,6 +46,113 @@ def share_within_statements(lowering) -> None:
     lowering.body = body
 
 
+def share_across_statements(lowering) -> bool:
+    """`lowering.body` with a subexpression two elementwise statements both compute (a GELU
+    gradient's `grad * (...)`, which its bias's gradient sums; a softmax's `exp(x - max)`)
+    computed once, before the first, in a temporary. Only what each computes whole: a
+    subexpression as it stands in both, or whole factors both products multiply. A sum is
+    never regrouped, so what cancelled exactly in each statement still does. Whether it
+    shared any."""
+    number, shared = lowering._temporaries(), False
+    while True:
+        found = _shared_across(lowering.body)
+        if found is None:
+            return shared
+        shared = True
+        position, common = found
+        name = sp.Symbol(f"{lowering.prefix}{number}")
+        number += 1
+        lowering.body = (lowering.body[:position] + [Assign(str(name), Elementwise(common))]
+                         + _reading(lowering.body[position:], common, name))
+
+
+def _reading(body: list, common: sp.Expr, name: sp.Symbol) -> list:
+    """`body` reading `name` where it computes `common`, until a statement assigns what
+    `common` reads."""
+    reads, result = {str(s) for s in common.free_symbols}, []
+    for n, statement in enumerate(body):
+        if {s.target for s in statements([statement])} & reads:
+            return result + body[n:]
+        expr = _elementwise_of(statement) if _shareable(statement) else None
+        result.append(statement if expr is None else _with_elementwise(statement, _read_through(expr, common, name)))
+    return result
+
+
+def _shareable(statement) -> bool:
+    expr = _elementwise_of(statement)
+    return expr is not None and not _branches(expr)
+
+
+def _shared_across(body: list):
+    """(the position of the first statement reading it, the largest subexpression two
+    statements compute whole) where some are, the second reading the arrays it reads as the
+    first does; else None."""
+    best = None
+    for a, first in enumerate(body):
+        if not _shareable(first):
+            continue
+        for b in range(a + 1, len(body)):
+            if not _shareable(body[b]):
+                continue
+            for common in _common_parts(_elementwise_of(first), _elementwise_of(body[b])):
+                assigned = {t for s in statements(body[a:b]) for t in s.target.split(", ")}
+                if {str(s) for s in common.free_symbols} & assigned:
+                    continue
+                if best is None or sp.count_ops(common) > sp.count_ops(best[1]):
+                    best = (a, common)
+    return best
+
+
+def _common_parts(x: sp.Expr, y: sp.Expr) -> list:
+    """What `x` and `y` both compute whole and is worth a temporary (an array operation at
+    least): subexpressions as they stand in both, and the product of the factors both
+    products multiply."""
+    whole = _parts(x) & _parts(y)
+    found = [e for e in whole if _worth(e)]
+    factors = _common_factors(x, y)
+    if factors is not None and _worth(factors):
+        found.append(factors)
+    return sorted(found, key=sp.default_sort_key)
+
+
+def _parts(expr: sp.Expr) -> set:
+    return {e for e in sp.preorder_traversal(expr) if e.args and not e.is_number}
+
+
+def _common_factors(x: sp.Expr, y: sp.Expr):
+    """The product of the non-numeric factors `x`'s and `y`'s products share (as many of each
+    as both have), where there are two or more; else None."""
+    if not (isinstance(x, sp.Mul) or isinstance(y, sp.Mul)):
+        return None
+    left = [f for f in sp.Mul.make_args(x) if not f.is_number]
+    right = list(sp.Mul.make_args(y))
+    common = []
+    for f in left:
+        if f in right:
+            right.remove(f)
+            common.append(f)
+    return sp.Mul(*common) if len(common) > 1 else None
+
+
+def _worth(expr: sp.Expr) -> bool:
+    """Computing `expr` costs an array operation: it reads an array and is no bare variable,
+    no indexing of one."""
+    return bool(expr.free_symbols) and sp.count_ops(expr.as_coeff_Mul()[1]) >= 1 and not isinstance(expr, sp.Indexed)
+
+
+def _read_through(expr: sp.Expr, common: sp.Expr, name: sp.Symbol) -> sp.Expr:
+    """`expr` reading `name` where it computes `common`: whole, or as factors of its product."""
+    replaced = expr.xreplace({common: name})
+    if replaced != expr or not isinstance(expr, sp.Mul):
+        return replaced
+    factors, wanted = list(sp.Mul.make_args(expr)), list(sp.Mul.make_args(common))
+    if not all(factors.count(f) >= wanted.count(f) for f in set(wanted)):
+        return expr
+    for f in wanted:
+        factors.remove(f)
+    return sp.Mul(*factors, name)
+
+
 def _needed(expr: sp.Expr, pending: dict) -> list:
     """The pending temporaries `expr` reads, directly or through one another, in the order
     `cse` made them (each after those it reads)."""

@@ -67,12 +67,19 @@ def transcendental(scalar) -> bool:
 
 def layout(body, axes: tuple, summed: tuple) -> list:
     """Axes for reducing `body`: the order of its first tensor entry that holds them all and
-    keeps `axes` in order (no transpose needed), else `axes` then the summed indices."""
-    wanted = set(axes) | set(summed)
-    for entry in sorted(body.atoms(sp.Indexed), key=str):
-        order = list(dict.fromkeys(i for i in entry.indices if i in wanted))
-        if set(order) == wanted and [i for i in order if i in axes] == list(axes):
-            return order
+    keeps `axes` in order (no transpose needed), else `axes` then the summed indices. Of
+    `axes`, a leading run `body` does not vary along may be left out (the result broadcasts
+    against them as it is): batch norm's `sum_{b, h, w} grad[b, h, w, c] * x[b, h, w, c]`
+    inside a value over (i, j, k, c) is summed as grad and x are laid out, over their first
+    three axes."""
+    varying = [i for i in axes if i in free_indices(body)]
+    kept = axes[len(axes) - len(varying):] if BATCH not in axes and tuple(varying) == axes[len(axes) - len(varying):] else axes
+    for kept_axes in dict.fromkeys((tuple(axes), tuple(kept))):
+        wanted = set(kept_axes) | set(summed)
+        for entry in sorted(body.atoms(sp.Indexed), key=str):
+            order = list(dict.fromkeys(i for i in entry.indices if i in wanted))
+            if set(order) == wanted and [i for i in order if i in kept_axes] == list(kept_axes):
+                return order
     return [BATCH] * (BATCH in summed) + list(axes) + [i for i in summed if i != BATCH]
 
 

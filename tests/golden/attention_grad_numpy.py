@@ -15,9 +15,9 @@ def scaled_dot_product_attention_grad(grad, q, k, v, mask, *, output=None, weigh
             - sum_j grad_weights[batch, i, j] * weights[batch, i, j] * weights[batch, i, l]
             i.e. `weights * (grad_weights - t4)`
         grad_q[batch, i, d] = sum_j grad_scores[batch, i, j] * k[batch, j, d] / sqrt(D)
-            i.e. `t6 * float(1 / np.sqrt(t5))`
+            i.e. `t6 * t7`
         grad_k[batch, j, d] = sum_i grad_scores[batch, i, j] * q[batch, i, d] / sqrt(D)
-            i.e. `t7 * float(1 / np.sqrt(t5))`
+            i.e. `t7 * t8`
         grad_v[batch, j, e] = sum_i grad[batch, i, e] * weights[batch, i, j]
             i.e. `np.swapaxes(weights, -1, -2) @ grad`
         grad_mask[batch, i, j] = grad_scores[batch, i, j], i.e. `grad_scores`
@@ -36,10 +36,11 @@ def scaled_dot_product_attention_grad(grad, q, k, v, mask, *, output=None, weigh
     grad_scores = weights * (grad_weights - t4)
     t5 = np.shape(q)[-1]
     t6 = grad_scores @ k
-    grad_q = t6 * float(1 / np.sqrt(t5))
+    t7 = float(1 / np.sqrt(t5))
+    grad_q = t6 * t7
     grad_q = _sum_to_shape(grad_q, np.shape(q))
-    t7 = np.swapaxes(grad_scores, -1, -2) @ q
-    grad_k = t7 * float(1 / np.sqrt(t5))
+    t8 = np.swapaxes(grad_scores, -1, -2) @ q
+    grad_k = t7 * t8
     grad_k = _sum_to_shape(grad_k, np.shape(k))
     grad_v = np.swapaxes(weights, -1, -2) @ grad
     grad_v = _sum_to_shape(grad_v, np.shape(v))

@@ -15,9 +15,9 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, *, weights=Non
             - sum_j grad_weights[batch, i, j] * weights[batch, i, j] * weights[batch, i, l]
             i.e. `weights * (grad_weights - t4)`
         grad_q[batch, i, d] = sum_j grad_scores[batch, i, j] * k[batch, j, d] / sqrt(D)
-            i.e. `t6 * (1 / tf.math.sqrt(t5))`
+            i.e. `t6 * t7`
         grad_k[batch, j, d] = sum_i grad_scores[batch, i, j] * q[batch, i, d] / sqrt(D)
-            i.e. `t7 * (1 / tf.math.sqrt(t5))`
+            i.e. `t7 * t8`
         grad_v[batch, j, e] = sum_i grad[batch, i, e] * weights[batch, i, j]
             i.e. `tf.linalg.matmul(weights, grad, transpose_a=True)`
         grad_mask[batch, i, j] = grad_scores[batch, i, j], i.e. `grad_scores`
@@ -36,10 +36,11 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, output, *, weights=Non
     grad_scores = weights * (grad_weights - t4)
     t5 = tf.cast(tf.shape(q)[-1], q.dtype)
     t6 = tf.linalg.matmul(grad_scores, k)
-    grad_q = t6 * (1 / tf.math.sqrt(t5))
+    t7 = 1 / tf.math.sqrt(t5)
+    grad_q = t6 * t7
     grad_q = _sum_to_shape(grad_q, q)
-    t7 = tf.linalg.matmul(grad_scores, q, transpose_a=True)
-    grad_k = t7 * (1 / tf.math.sqrt(t5))
+    t8 = tf.linalg.matmul(grad_scores, q, transpose_a=True)
+    grad_k = t7 * t8
     grad_k = _sum_to_shape(grad_k, k)
     grad_v = tf.linalg.matmul(weights, grad, transpose_a=True)
     grad_v = _sum_to_shape(grad_v, v)

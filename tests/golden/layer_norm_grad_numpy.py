@@ -9,9 +9,9 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
             - sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * (x[batch, k] - sum1[batch] /
                 N) * scale[i] / (N * affine1[batch]**(3/2))
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            i.e. `(grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / np.sqrt(t3)`
+            i.e. `(grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / np.sqrt(t3)`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t12, t8, optimize=True)`
+            sqrt(affine1[batch]), i.e. `np.einsum("...,...a->a", t14, t11, optimize=True)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))`
     """
@@ -26,12 +26,14 @@ def layer_norm_grad(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, 
     t5 = np.einsum("a,...a->...", scale, grad, optimize=True)
     t6 = t5[..., None]
     t7 = sum1[..., None]
-    t8 = grad * (x - t7 / t4)
-    t9 = np.einsum("a,...a->...", scale, t8, optimize=True)
-    t10 = t9[..., None]
-    t11 = 1 / t4
-    grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / np.sqrt(t3)
-    t12 = 1 / np.sqrt(affine1)
-    grad_scale = np.einsum("...,...a->a", t12, t8, optimize=True)
+    t8 = 1 / t4
+    t9 = -t7 * t8
+    t10 = t9 + x
+    t11 = grad * t10
+    t12 = np.einsum("a,...a->...", scale, t11, optimize=True)
+    t13 = t12[..., None]
+    grad_x = (grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / np.sqrt(t3)
+    t14 = 1 / np.sqrt(affine1)
+    grad_scale = np.einsum("...,...a->a", t14, t11, optimize=True)
     grad_offset = np.sum(grad, axis=tuple(range(np.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset

@@ -9,9 +9,9 @@ def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affin
             - sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * (x[batch, k] - sum1[batch] /
                 N) * scale[i] / (N * affine1[batch]**(3/2))
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            i.e. `(grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / tf.math.sqrt(t3)`
+            i.e. `(grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / tf.math.sqrt(t3)`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `_einsum_over_batch("...,...a->a", t12, t8)`
+            sqrt(affine1[batch]), i.e. `_einsum_over_batch("...,...a->a", t14, t11)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))`
     """
@@ -26,12 +26,14 @@ def layer_norm_vjp(grad, x, scale, offset, y, *, epsilon=0.001, sum1=None, affin
     t5 = tf.einsum("a,...a->...", scale, grad)
     t6 = t5[..., None]
     t7 = sum1[..., None]
-    t8 = grad * (x - t7 / t4)
-    t9 = tf.einsum("a,...a->...", scale, t8)
-    t10 = t9[..., None]
-    t11 = 1 / t4
-    grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / tf.math.sqrt(t3)
-    t12 = 1 / tf.math.sqrt(affine1)
-    grad_scale = _einsum_over_batch("...,...a->a", t12, t8)
+    t8 = 1 / t4
+    t9 = -t7 * t8
+    t10 = t9 + x
+    t11 = grad * t10
+    t12 = tf.einsum("a,...a->...", scale, t11)
+    t13 = t12[..., None]
+    grad_x = (grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / tf.math.sqrt(t3)
+    t14 = 1 / tf.math.sqrt(affine1)
+    grad_scale = _einsum_over_batch("...,...a->a", t14, t11)
     grad_offset = tf.reduce_sum(grad, axis=tf.range(tf.rank(grad) - 1))
     return grad_x, grad_scale, grad_offset

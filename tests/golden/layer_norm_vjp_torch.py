@@ -20,9 +20,9 @@ def layer_norm_vjp(
             - sum_i grad[batch, i] * (x[batch, i] - sum1[batch] / N) * (x[batch, k] - sum1[batch] /
                 N) * scale[i] / (N * affine1[batch]**(3/2))
             - sum_i grad[batch, i] * scale[i] / (N * sqrt(affine1[batch]))
-            i.e. `(grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / torch.sqrt(t3)`
+            i.e. `(grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / torch.sqrt(t3)`
         grad_scale[i] = sum_batch grad[batch, i] * (x[batch, i] - sum1[batch] / N) /
-            sqrt(affine1[batch]), i.e. `torch.einsum("...,...a->a", t12, t8)`
+            sqrt(affine1[batch]), i.e. `torch.einsum("...,...a->a", t14, t11)`
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `_over(torch.sum, grad, tuple(range(grad.ndim - 1)))`
     """
@@ -43,15 +43,17 @@ def layer_norm_vjp(
         t6 = t5[..., None]
     if needs_grad[0] or needs_grad[1]:
         t7 = sum1[..., None]
-        t8 = grad * (x - t7 / t4)
+        t8 = 1 / t4
+        t9 = -t7 * t8
+        t10 = t9 + x
+        t11 = grad * t10
     if needs_grad[0]:
-        t9 = torch.einsum("a,...a->...", scale, t8)
-        t10 = t9[..., None]
-        t11 = 1 / t4
-        grad_x = (grad * scale - t10 * t11 * (-t11 * t7 + x) / t3 - t11 * t6) / torch.sqrt(t3)
+        t12 = torch.einsum("a,...a->...", scale, t11)
+        t13 = t12[..., None]
+        grad_x = (grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / torch.sqrt(t3)
     if needs_grad[1]:
-        t12 = 1 / torch.sqrt(affine1)
-        grad_scale = torch.einsum("...,...a->a", t12, t8)
+        t14 = 1 / torch.sqrt(affine1)
+        grad_scale = torch.einsum("...,...a->a", t14, t11)
     if needs_grad[2]:
         grad_offset = _over(torch.sum, grad, tuple(range(grad.ndim - 1)))
     return grad_x, grad_scale, grad_offset

@@ -6,10 +6,9 @@ def softmax_vjp(grad, logits, *, softmax=None):
         sum1[batch] = sum_k exp(-ext1[batch] + logits[batch, k])
         grad_logits[batch, k] = grad[batch, k] * softmax[batch, k]
             - sum_i grad[batch, i] * softmax[batch, i] * softmax[batch, k]
-            i.e. `softmax * (grad - t0)`
+            i.e. `torch._softmax_backward_data(grad, softmax, -1, softmax.dtype)`
     """
     if softmax is None:
         softmax = softmax_forward(logits)
-    t0 = torch.sum(grad * softmax, axis=-1, keepdims=True)
-    grad_logits = softmax * (grad - t0)
+    grad_logits = torch._softmax_backward_data(grad, softmax, -1, softmax.dtype)
     return (grad_logits,)

@@ -11,6 +11,7 @@ from symgrad import ir
 from symgrad.backends.torch.printer import TorchPrinter
 from symgrad.backends.torch.verify import TorchGradient, TorchSecondOrder
 from symgrad.errors import LoweringError
+from symgrad.lowering.requested import reads_by_result
 from symgrad.render import (
     attr_params,
     common_context,
@@ -64,13 +65,26 @@ def _op(op: ir.OpCode, printer) -> dict:
 
 
 def _saved_text(op: ir.OpCode) -> str:
-    """What the op's Function saves for its backward, in words: the values it reads, and the
+    """What the op's Function saves for its backward, in words: the values it reads (each
+    read for some gradients only, saved when one of those is asked for, says which), and the
     inputs of which it keeps only the shape."""
-    shapes = shapes_only(op)
-    values = [x for x in op.inputs if x not in shapes] + [o for o in op.outputs if o in op.outputs_used]
-    parts = [", ".join(values + list(op.stages))] if values or op.stages else []
+    shapes, by_input = shapes_only(op), reads_by_input(op) or {}
+    values = [x for x in op.inputs if x not in shapes] + [o for o in op.outputs if o in op.outputs_used] + list(op.stages)
+
+    def said(value):
+        readers = [x for x, read in by_input.items() if value in read]
+        if len(readers) == len(by_input):
+            return value
+        return f"{value} (for {_words(readers)}'s gradient{'s' if len(readers) > 1 else ''})"
+
+    parts = [", ".join(map(said, values))] if values else []
     parts += [f"the shape{'s' if len(shapes) > 1 else ''} of {', '.join(shapes)}"] if shapes else []
     return " and ".join(parts) or "nothing"
+
+
+def _words(names) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def _autograd_call(op: ir.OpCode, forward: str) -> str:
@@ -83,6 +97,10 @@ def _autograd_call(op: ir.OpCode, forward: str) -> str:
     options += [f"stages={names_literal(list(op.stages))}"] if op.stages else []
     shapes = shapes_only(op)
     options += [f"shapes_only={names_literal(shapes)}"] if shapes else []
+    by_input = reads_by_input(op)
+    if by_input:
+        pairs = ", ".join(f'"{x}": {names_literal(read)}' for x, read in by_input.items())
+        options.append(f"reads={{{pairs}}}")
     if op.list_output and op.stages:
         raise LoweringError(f"{op.name}: a list output with stages has no PyTorch Function")
     arguments = [f'"{op.name}"', forward, f"{op.func_name}_vjp", outputs_literal(op)] + options
@@ -98,13 +116,28 @@ def shapes_only(op: ir.OpCode) -> list[str]:
     return [x for x in op.inputs if x not in read]
 
 
+def reads_by_input(op: ir.OpCode) -> dict[str, list[str]] | None:
+    """For each input with a gradient, what computing that gradient alone reads of what a
+    Function can save: input values, outputs and stages (in this order); None where every
+    gradient reads the same (nothing is saved for some gradients only). Saved when one of
+    the gradients reading it is asked for."""
+    if op.variadic or op.list_output:
+        return None
+    savable = [*op.inputs, *(o for o in op.outputs if o in op.outputs_used), *op.stages]
+    by_input = {}
+    for x, (values, named) in zip(op.inputs, reads_by_result(op.vjp, _value_reads)):
+        if op.vjp.results[op.inputs.index(x)] is not None:
+            by_input[x] = [v for v in savable if v in (values if v in op.inputs else named)]
+    if len({tuple(read) for read in by_input.values()}) < 2:
+        return None
+    return by_input
+
+
 def values_read(function: ir.Function) -> set[str]:
-    """The variables whose values some statement of `function` reads (of any variant, its
+    """The variables whose values some result of `function` reads (of any variant, its
     recomputation of stages included), not only their shapes: what its caller must keep.
-    A conjugation in the prologue reads no value: a conjugated shape is the same shape."""
-    bodies = [body for b in function.branches for body in (b.body, b.guarded_body) if body is not None]
-    read = {name for body in bodies for s in ir.statements(body) for name in _value_reads(s.value)}
-    return read | {name for s in function.prologue if not isinstance(s.value, ir.Conj) for name in _value_reads(s.value)}
+    A conjugation reads no value where only the shape of what it conjugates is read."""
+    return set().union(*(values for values, _ in reads_by_result(function, _value_reads)))
 
 
 # functions of the printed code whose later arguments are read for their dtype alone

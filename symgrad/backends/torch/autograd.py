@@ -34,7 +34,15 @@ def _standin(shape, dtype, device):
     return torch.empty((), dtype=dtype, device=device).expand(shape)
 
 
-def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_only=""):
+def _kept(reads, needed):
+    """What the requested gradients read (`reads`: each input's gradient's, "a b"), None
+    where every gradient reads the same (`reads` not given): everything is kept."""
+    if reads is None:
+        return None
+    return {name for x, n in zip(reads, needed) if n for name in reads[x].split()}
+
+
+def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_only="", reads=None):
     """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
     backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
     one gradient per input, None for inputs `ctx.needs_input_grad` does not ask for (a `vjp`
@@ -42,14 +50,17 @@ def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_o
     `shapes_only`, whose values it does not read (their shape, dtype and device are kept, and
     it is given a stand-in of one element), the outputs it reads (`read`) and the forward's
     `stages`, which it returns marked non-differentiable; twice differentiated, the backward
-    computes the stages again from the inputs, differentiably. Names are given as "a b", a
-    list output's starred. Applied as `forward` is called."""
+    computes the stages again from the inputs, differentiably. With `reads` (what each input's
+    gradient reads, where they differ), only what the gradients asked for read is saved: an
+    input no asked-for gradient reads is kept as its shape, an output or stage as None.
+    Names are given as "a b", a list output's starred. Applied as `forward` is called."""
     outputs, read, stages, shapes_only = outputs.split(), read.split(), stages.split(), shapes_only.split()
     staged, list_output = len(stages), outputs[0].startswith("*")
     outputs = [name.lstrip("*") for name in outputs]
     takes_needs = "needs_grad" in inspect.signature(vjp).parameters
     names = [p.name for p in inspect.signature(forward).parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD]
     standins = [n for n, p in enumerate(names) if p in shapes_only]
+    reads = None if reads is None else {x: reads.get(x, "") for x in names}
 
     def run(attrs, *inputs):
         if not stages:
@@ -63,13 +74,18 @@ def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_o
         output = output if isinstance(output, tuple) else (output,)
         values, found = output[: len(output) - staged], output[len(output) - staged :]
         given = values if list_output and read else [values[outputs.index(o)] for o in read]
-        ctx.standins = {n: (inputs[n].shape, inputs[n].dtype, inputs[n].device) for n in standins}
-        ctx.save_for_backward(*(x for n, x in enumerate(inputs) if n not in ctx.standins), *given, *found)
         if stages:
             ctx.mark_non_differentiable(*(s for s in found if s is not None))
+        kept = _kept(reads, ctx.needs_input_grad[1:])
+        if kept is not None:
+            given = [v if o in kept else None for v, o in zip(given, read)]
+            found = [v if s in kept else None for v, s in zip(found, stages)]
+        shaped = [n for n, x in enumerate(names) if n in standins or (kept is not None and x not in kept)]
+        ctx.standins = {n: (inputs[n].shape, inputs[n].dtype, inputs[n].device) for n in shaped}
+        ctx.save_for_backward(*(x for n, x in enumerate(inputs) if n not in ctx.standins), *given, *found)
 
     def backward(ctx, *cotangents):
-        saved, count = list(ctx.saved_tensors), len(ctx.needs_input_grad) - 1 - len(standins)
+        saved, count = list(ctx.saved_tensors), len(ctx.needs_input_grad) - 1 - len(ctx.standins)
         inputs, given, found = saved[:count], saved[count : len(saved) - staged], saved[len(saved) - staged :]
         for n, meta in ctx.standins.items():
             inputs.insert(n, _standin(*meta))

@@ -35,6 +35,7 @@ class TorchPrinter(NamesakePrinter):
     renames = {**RENAMES, **{name: name for name in STATIC}}
     missing = frozenset(f"scipy.special.{name}" for name in MISSING)
     computes_requested = True  # the backward passes `ctx.needs_input_grad` as `needs_grad`
+    prints_row_kernels = True  # as `torch._softmax_backward_data` and its log-softmax twin
 
     def _module_format(self, fqn, register=True):
         if fqn in STATIC:  # numpy's, on tensors too
@@ -103,6 +104,10 @@ class TorchPrinter(NamesakePrinter):
 
     def _print_Einsum(self, value: ir.Einsum):
         return f'{self._module_format("numpy.einsum")}("{value.spec}", {", ".join(value.operands)})'
+
+    def _print_SoftmaxBackward(self, value: ir.SoftmaxBackward):
+        kernel = "_log_softmax_backward_data" if value.log else "_softmax_backward_data"
+        return f"torch.{kernel}({value.grad}, {value.output}, {value.axis}, {value.output}.dtype)"
 
     def _print_Reduce(self, value: ir.Reduce):
         """A reduction over axes counted at run time through `_over`: torch reads an empty
