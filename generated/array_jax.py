@@ -1291,6 +1291,7 @@ def tensor_strided_slice_update_vjp(
     strides,
     begin_mask=0,
     end_mask=0,
+    needs_grad=(True, True),
 ):
     """Gradient of TensorStridedSliceUpdate: one array per input (input, value).
 
@@ -1307,68 +1308,79 @@ def tensor_strided_slice_update_vjp(
     begin = np.asarray(begin, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
-    if shrink_axis_mask != 0 or ellipsis_mask != 0 or new_axis_mask != 0:
-        raise ValueError(
-            f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
-        )
-    t0 = jnp.asarray(1, dtype=jnp.result_type(input))
-    if rank == 1:
-        t1 = jnp.shape(input)[-1]
-        t2 = jnp.arange(jnp.shape(value)[-1])
-        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-        t4 = _scatter_add(t0, t3, 0, t1)  # no gather form: an explicit scatter-add
-        grad_input = grad * (1 - t4)
-        grad_value = _gather(grad, t3, -1)
-    elif rank == 2:
-        t1 = jnp.shape(input)[-2]
-        t2 = jnp.arange(jnp.shape(value)[-2])
-        t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-        t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
-        t5 = jnp.shape(input)[-1]
-        t6 = jnp.arange(jnp.shape(value)[-1])
-        t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-        t8 = _scatter_add(t0, t7, 0, t5)  # no gather form: an explicit scatter-add
-        grad_input = grad * (-t4 * t8 + 1)
-        t9 = _gather(grad, t7, -1)
-        grad_value = _gather(t9, t3, -2)
-    elif rank in (3, 4):
-        if rank == 4:
+    if rank in (1, 2, 3, 4) and shrink_axis_mask == 0 and ellipsis_mask == 0 and new_axis_mask == 0:
+        grad_input = grad_value = None
+        if needs_grad[0]:
+            t0 = jnp.asarray(1, dtype=jnp.result_type(input))
+        if rank == 2:
+            t1 = jnp.shape(input)[-2]
+            t2 = jnp.arange(jnp.shape(value)[-2])
+            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            if needs_grad[0]:
+                t4 = _scatter_add(t0, t3, 1, t1)  # no gather form: an explicit scatter-add
+        elif rank == 3:
+            t1 = jnp.shape(input)[-3]
+            t2 = jnp.arange(jnp.shape(value)[-3])
+            t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
+            if needs_grad[0]:
+                t4 = _scatter_add(t0, t3, 2, t1)  # no gather form: an explicit scatter-add
+            t5 = jnp.shape(input)[-2]
+            t6 = jnp.arange(jnp.shape(value)[-2])
+            t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
+            if needs_grad[0]:
+                t8 = _scatter_add(t0, t7, 1, t5)  # no gather form: an explicit scatter-add
+        elif rank == 4:
             t1 = jnp.shape(input)[-4]
             t2 = jnp.arange(jnp.shape(value)[-4])
             t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
-            t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
-        t5 = jnp.shape(input)[-3]
-        t6 = jnp.arange(jnp.shape(value)[-3])
-        if rank == 3:
-            t7 = strides[0] * t6 + _slice_start(t5, begin[0], strides[0], _bit(begin_mask, 0))
-        else:
+            if needs_grad[0]:
+                t4 = _scatter_add(t0, t3, 3, t1)  # no gather form: an explicit scatter-add
+            t5 = jnp.shape(input)[-3]
+            t6 = jnp.arange(jnp.shape(value)[-3])
             t7 = strides[1] * t6 + _slice_start(t5, begin[1], strides[1], _bit(begin_mask, 1))
-        t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
-        t9 = jnp.shape(input)[-2]
-        t10 = jnp.arange(jnp.shape(value)[-2])
-        if rank == 3:
-            t11 = strides[1] * t10 + _slice_start(t9, begin[1], strides[1], _bit(begin_mask, 1))
-        else:
+            if needs_grad[0]:
+                t8 = _scatter_add(t0, t7, 2, t5)  # no gather form: an explicit scatter-add
+            t9 = jnp.shape(input)[-2]
+            t10 = jnp.arange(jnp.shape(value)[-2])
             t11 = strides[2] * t10 + _slice_start(t9, begin[2], strides[2], _bit(begin_mask, 2))
-        t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
+            if needs_grad[0]:
+                t12 = _scatter_add(t0, t11, 1, t9)  # no gather form: an explicit scatter-add
         t13 = jnp.shape(input)[-1]
         t14 = jnp.arange(jnp.shape(value)[-1])
-        if rank == 3:
+        if rank == 1:
+            t15 = strides[0] * t14 + _slice_start(t13, begin[0], strides[0], _bit(begin_mask, 0))
+            if needs_grad[0]:
+                t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+                grad_input = grad * (1 - t16)
+            if needs_grad[1]:
+                grad_value = _gather(grad, t15, -1)
+        elif rank == 2:
+            t15 = strides[1] * t14 + _slice_start(t13, begin[1], strides[1], _bit(begin_mask, 1))
+            if needs_grad[0]:
+                t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+                grad_input = grad * (-t4 * t16 + 1)
+            if needs_grad[1]:
+                t17 = _gather(grad, t15, -1)
+                grad_value = _gather(t17, t3, -2)
+        elif rank == 3:
             t15 = strides[2] * t14 + _slice_start(t13, begin[2], strides[2], _bit(begin_mask, 2))
+            if needs_grad[0]:
+                t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+                grad_input = grad * (-t16 * t4 * t8 + 1)
+            if needs_grad[1]:
+                t17 = _gather(grad, t15, -1)
+                t18 = _gather(t17, t7, -2)
+                grad_value = _gather(t18, t3, -3)
         else:
             t15 = strides[3] * t14 + _slice_start(t13, begin[3], strides[3], _bit(begin_mask, 3))
-        t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
-        if rank == 3:
-            grad_input = grad * (-t16 * t8 * t12 + 1)
-        else:
-            grad_input = grad * (-t12 * t16 * t4 * t8 + 1)
-        t17 = _gather(grad, t15, -1)
-        t18 = _gather(t17, t11, -2)
-        if rank == 3:
-            grad_value = _gather(t18, t7, -3)
-        else:
-            t19 = _gather(t18, t7, -3)
-            grad_value = _gather(t19, t3, -4)
+            if needs_grad[0]:
+                t16 = _scatter_add(t0, t15, 0, t13)  # no gather form: an explicit scatter-add
+                grad_input = grad * (-t12 * t16 * t4 * t8 + 1)
+            if needs_grad[1]:
+                t17 = _gather(grad, t15, -1)
+                t18 = _gather(t17, t11, -2)
+                t19 = _gather(t18, t7, -3)
+                grad_value = _gather(t19, t3, -4)
     else:
         raise ValueError(
             f"TensorStridedSliceUpdate: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"

@@ -556,7 +556,7 @@ def select_v2_forward(condition, t, e):
     return output
 
 
-def select_v2_vjp(grad, condition, t, e, *, output=None):
+def select_v2_vjp(grad, condition, t, e, *, output=None, needs_grad=(True, True, True)):
     """Gradient of SelectV2: one array per input (condition, t, e).
 
     In index notation, next to the code computing it:
@@ -565,8 +565,11 @@ def select_v2_vjp(grad, condition, t, e, *, output=None):
         grad_e = (0 if condition else grad)
             i.e. `_sum_to_shape(jnp.where(condition, 0, grad), np.shape(e))`
     """
-    grad_t = _sum_to_shape(jnp.where(condition, grad, 0), np.shape(t))
-    grad_e = _sum_to_shape(jnp.where(condition, 0, grad), np.shape(e))
+    grad_t = grad_e = None
+    if needs_grad[1]:
+        grad_t = _sum_to_shape(jnp.where(condition, grad, 0), np.shape(t))
+    if needs_grad[2]:
+        grad_e = _sum_to_shape(jnp.where(condition, 0, grad), np.shape(e))
     return None, grad_t, grad_e
 
 
@@ -591,7 +594,7 @@ def select_forward(condition, x, y):
     return output
 
 
-def select_vjp(grad, condition, x, y, *, output=None):
+def select_vjp(grad, condition, x, y, *, output=None, needs_grad=(True, True, True)):
     """Gradient of Select: one array per input (condition, x, y).
 
     In index notation, next to the code computing it, per variant:
@@ -607,12 +610,18 @@ def select_vjp(grad, condition, x, y, *, output=None):
     """
     rank = jnp.ndim(condition)
     if rank == 1:
+        grad_x = grad_y = None
         t0 = condition[..., None]
-        grad_x = jnp.where(t0, grad, 0)
-        grad_y = grad * jnp.asarray(jnp.where(t0, 0, 1), grad.dtype)
+        if needs_grad[1]:
+            grad_x = jnp.where(t0, grad, 0)
+        if needs_grad[2]:
+            grad_y = grad * jnp.asarray(jnp.where(t0, 0, 1), grad.dtype)
     elif rank == 2:
-        grad_x = jnp.where(condition, grad, 0)
-        grad_y = grad * jnp.asarray(jnp.where(condition, 0, 1), grad.dtype)
+        grad_x = grad_y = None
+        if needs_grad[1]:
+            grad_x = jnp.where(condition, grad, 0)
+        if needs_grad[2]:
+            grad_y = grad * jnp.asarray(jnp.where(condition, 0, 1), grad.dtype)
     else:
         raise ValueError(f"Select: unsupported attributes rank={rank!r}")
     return None, grad_x, grad_y

@@ -42,7 +42,9 @@ def batch_mat_mul_v2_forward(x, y, *, adj_x=False, adj_y=False):
     return output
 
 
-def batch_mat_mul_v2_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
+def batch_mat_mul_v2_vjp(
+    grad, x, y, *, output=None, adj_x=False, adj_y=False, needs_grad=(True, True)
+):
     """Gradient of BatchMatMulV2: one array per input (x, y).
 
     In index notation, next to the code computing it, per variant:
@@ -66,28 +68,46 @@ def batch_mat_mul_v2_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
                 i.e. `jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)`
     """
     if not adj_x and not adj_y:
+        grad_x = grad_y = None
         x = _conj(x)
         y = _conj(y)
-        grad_x = grad @ jnp.swapaxes(y, -1, -2)
-        grad_y = jnp.swapaxes(x, -1, -2) @ grad
+        if needs_grad[0]:
+            grad_x = grad @ jnp.swapaxes(y, -1, -2)
+            grad_x = _sum_to_shape(grad_x, np.shape(x))
+        if needs_grad[1]:
+            grad_y = jnp.swapaxes(x, -1, -2) @ grad
+            grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        grad_x = grad @ y
-        t0 = _conj(grad)
-        grad_y = jnp.swapaxes(t0, -1, -2) @ x
+        grad_x = grad_y = None
+        if needs_grad[0]:
+            grad_x = grad @ y
+            grad_x = _sum_to_shape(grad_x, np.shape(x))
+        if needs_grad[1]:
+            t0 = _conj(grad)
+            grad_y = jnp.swapaxes(t0, -1, -2) @ x
+            grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
-        t0 = _conj(grad)
-        grad_x = y @ jnp.swapaxes(t0, -1, -2)
-        grad_y = x @ grad
+        grad_x = grad_y = None
+        if needs_grad[0]:
+            t0 = _conj(grad)
+            grad_x = y @ jnp.swapaxes(t0, -1, -2)
+            grad_x = _sum_to_shape(grad_x, np.shape(x))
+        if needs_grad[1]:
+            grad_y = x @ grad
+            grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
+        grad_x = grad_y = None
         x = _conj(x)
         y = _conj(y)
         t0 = _conj(grad)
-        grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)
-        grad_y = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)
+        if needs_grad[0]:
+            grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)
+            grad_x = _sum_to_shape(grad_x, np.shape(x))
+        if needs_grad[1]:
+            grad_y = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)
+            grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMulV2: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
-    grad_x = _sum_to_shape(grad_x, np.shape(x))
-    grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
 
@@ -118,7 +138,9 @@ def batch_mat_mul_forward(x, y, *, adj_x=False, adj_y=False):
     return output
 
 
-def batch_mat_mul_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
+def batch_mat_mul_vjp(
+    grad, x, y, *, output=None, adj_x=False, adj_y=False, needs_grad=(True, True)
+):
     """Gradient of BatchMatMul: one array per input (x, y).
 
     In index notation, next to the code computing it, per variant:
@@ -142,28 +164,46 @@ def batch_mat_mul_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
                 i.e. `jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)`
     """
     if not adj_x and not adj_y:
+        grad_x = grad_y = None
         x = _conj(x)
         y = _conj(y)
-        grad_x = grad @ jnp.swapaxes(y, -1, -2)
-        grad_y = jnp.swapaxes(x, -1, -2) @ grad
+        if needs_grad[0]:
+            grad_x = grad @ jnp.swapaxes(y, -1, -2)
+            grad_x = _sum_to_shape(grad_x, np.shape(x))
+        if needs_grad[1]:
+            grad_y = jnp.swapaxes(x, -1, -2) @ grad
+            grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        grad_x = grad @ y
-        t0 = _conj(grad)
-        grad_y = jnp.swapaxes(t0, -1, -2) @ x
+        grad_x = grad_y = None
+        if needs_grad[0]:
+            grad_x = grad @ y
+            grad_x = _sum_to_shape(grad_x, np.shape(x))
+        if needs_grad[1]:
+            t0 = _conj(grad)
+            grad_y = jnp.swapaxes(t0, -1, -2) @ x
+            grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
-        t0 = _conj(grad)
-        grad_x = y @ jnp.swapaxes(t0, -1, -2)
-        grad_y = x @ grad
+        grad_x = grad_y = None
+        if needs_grad[0]:
+            t0 = _conj(grad)
+            grad_x = y @ jnp.swapaxes(t0, -1, -2)
+            grad_x = _sum_to_shape(grad_x, np.shape(x))
+        if needs_grad[1]:
+            grad_y = x @ grad
+            grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
+        grad_x = grad_y = None
         x = _conj(x)
         y = _conj(y)
         t0 = _conj(grad)
-        grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)
-        grad_y = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)
+        if needs_grad[0]:
+            grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)
+            grad_x = _sum_to_shape(grad_x, np.shape(x))
+        if needs_grad[1]:
+            grad_y = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)
+            grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMul: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
-    grad_x = _sum_to_shape(grad_x, np.shape(x))
-    grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
 
@@ -194,7 +234,9 @@ def batch_mat_mul_v3_forward(x, y, *, adj_x=False, adj_y=False):
     return output
 
 
-def batch_mat_mul_v3_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
+def batch_mat_mul_v3_vjp(
+    grad, x, y, *, output=None, adj_x=False, adj_y=False, needs_grad=(True, True)
+):
     """Gradient of BatchMatMulV3: one array per input (x, y).
 
     In index notation, next to the code computing it, per variant:
@@ -218,28 +260,46 @@ def batch_mat_mul_v3_vjp(grad, x, y, *, output=None, adj_x=False, adj_y=False):
                 i.e. `jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)`
     """
     if not adj_x and not adj_y:
+        grad_x = grad_y = None
         x = _conj(x)
         y = _conj(y)
-        grad_x = grad @ jnp.swapaxes(y, -1, -2)
-        grad_y = jnp.swapaxes(x, -1, -2) @ grad
+        if needs_grad[0]:
+            grad_x = grad @ jnp.swapaxes(y, -1, -2)
+            grad_x = _sum_to_shape(grad_x, np.shape(x))
+        if needs_grad[1]:
+            grad_y = jnp.swapaxes(x, -1, -2) @ grad
+            grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif not adj_x and adj_y:
-        grad_x = grad @ y
-        t0 = _conj(grad)
-        grad_y = jnp.swapaxes(t0, -1, -2) @ x
+        grad_x = grad_y = None
+        if needs_grad[0]:
+            grad_x = grad @ y
+            grad_x = _sum_to_shape(grad_x, np.shape(x))
+        if needs_grad[1]:
+            t0 = _conj(grad)
+            grad_y = jnp.swapaxes(t0, -1, -2) @ x
+            grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and not adj_y:
-        t0 = _conj(grad)
-        grad_x = y @ jnp.swapaxes(t0, -1, -2)
-        grad_y = x @ grad
+        grad_x = grad_y = None
+        if needs_grad[0]:
+            t0 = _conj(grad)
+            grad_x = y @ jnp.swapaxes(t0, -1, -2)
+            grad_x = _sum_to_shape(grad_x, np.shape(x))
+        if needs_grad[1]:
+            grad_y = x @ grad
+            grad_y = _sum_to_shape(grad_y, np.shape(y))
     elif adj_x and adj_y:
+        grad_x = grad_y = None
         x = _conj(x)
         y = _conj(y)
         t0 = _conj(grad)
-        grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)
-        grad_y = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)
+        if needs_grad[0]:
+            grad_x = jnp.swapaxes(y, -1, -2) @ jnp.swapaxes(t0, -1, -2)
+            grad_x = _sum_to_shape(grad_x, np.shape(x))
+        if needs_grad[1]:
+            grad_y = jnp.swapaxes(t0, -1, -2) @ jnp.swapaxes(x, -1, -2)
+            grad_y = _sum_to_shape(grad_y, np.shape(y))
     else:
         raise ValueError(f"BatchMatMulV3: unsupported attributes adj_x={adj_x!r}, adj_y={adj_y!r}")
-    grad_x = _sum_to_shape(grad_x, np.shape(x))
-    grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
 

@@ -29,15 +29,18 @@ def add_forward(x, y):
     return z
 
 
-def add_vjp(grad, x, y, *, z=None):
+def add_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of AddV2: one array per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
         grad_y = grad, i.e. `_sum_to_shape(grad, np.shape(y))`
     """
-    grad_x = _sum_to_shape(grad, np.shape(x))
-    grad_y = _sum_to_shape(grad, np.shape(y))
+    grad_x = grad_y = None
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad, np.shape(x))
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(grad, np.shape(y))
     return grad_x, grad_y
 
 
@@ -55,15 +58,18 @@ def add_legacy_forward(x, y):
     return z
 
 
-def add_legacy_vjp(grad, x, y, *, z=None):
+def add_legacy_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Add: one array per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
         grad_y = grad, i.e. `_sum_to_shape(grad, np.shape(y))`
     """
-    grad_x = _sum_to_shape(grad, np.shape(x))
-    grad_y = _sum_to_shape(grad, np.shape(y))
+    grad_x = grad_y = None
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad, np.shape(x))
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(grad, np.shape(y))
     return grad_x, grad_y
 
 
@@ -81,15 +87,18 @@ def subtract_forward(x, y):
     return z
 
 
-def subtract_vjp(grad, x, y, *, z=None):
+def subtract_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Sub: one array per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
         grad_y = -grad, i.e. `_sum_to_shape(-grad, np.shape(y))`
     """
-    grad_x = _sum_to_shape(grad, np.shape(x))
-    grad_y = _sum_to_shape(-grad, np.shape(y))
+    grad_x = grad_y = None
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad, np.shape(x))
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(-grad, np.shape(y))
     return grad_x, grad_y
 
 
@@ -107,7 +116,7 @@ def multiply_forward(x, y):
     return z
 
 
-def multiply_vjp(grad, x, y, *, z=None):
+def multiply_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Mul: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -116,8 +125,11 @@ def multiply_vjp(grad, x, y, *, z=None):
     """
     x = _conj(x)
     y = _conj(y)
-    grad_x = _sum_to_shape(grad * y, np.shape(x))
-    grad_y = _sum_to_shape(grad * x, np.shape(y))
+    grad_x = grad_y = None
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad * y, np.shape(x))
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(grad * x, np.shape(y))
     return grad_x, grad_y
 
 
@@ -135,7 +147,7 @@ def real_div_forward(x, y):
     return z
 
 
-def real_div_vjp(grad, x, y, *, z=None):
+def real_div_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of RealDiv: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -146,9 +158,12 @@ def real_div_vjp(grad, x, y, *, z=None):
         z = real_div_forward(x, y)
     y = _conj(y)
     z = _conj(z)
+    grad_x = grad_y = None
     tmp0 = grad / y
-    grad_x = _sum_to_shape(tmp0, np.shape(x))
-    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(tmp0, np.shape(x))
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
     return grad_x, grad_y
 
 
@@ -166,7 +181,7 @@ def div_forward(x, y):
     return z
 
 
-def div_vjp(grad, x, y, *, z=None):
+def div_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Div: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -177,9 +192,12 @@ def div_vjp(grad, x, y, *, z=None):
         z = div_forward(x, y)
     y = _conj(y)
     z = _conj(z)
+    grad_x = grad_y = None
     tmp0 = grad / y
-    grad_x = _sum_to_shape(tmp0, np.shape(x))
-    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(tmp0, np.shape(x))
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
     return grad_x, grad_y
 
 
@@ -197,15 +215,18 @@ def mul_no_nan_forward(x, y):
     return z
 
 
-def mul_no_nan_vjp(grad, x, y, *, z=None):
+def mul_no_nan_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of MulNoNan: one array per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad * y, i.e. `_sum_to_shape(grad * y, np.shape(x))`
         grad_y = grad * x, i.e. `_sum_to_shape(grad * x, np.shape(y))`
     """
-    grad_x = _sum_to_shape(grad * y, np.shape(x))
-    grad_y = _sum_to_shape(grad * x, np.shape(y))
+    grad_x = grad_y = None
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad * y, np.shape(x))
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(grad * x, np.shape(y))
     return grad_x, grad_y
 
 
@@ -262,15 +283,18 @@ def floor_mod_forward(x, y):
     return z
 
 
-def floor_mod_vjp(grad, x, y, *, z=None):
+def floor_mod_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of FloorMod: one array per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad, i.e. `_sum_to_shape(grad, np.shape(x))`
         grad_y = -grad * floor(x / y), i.e. `_sum_to_shape(-grad * jnp.floor(x / y), np.shape(y))`
     """
-    grad_x = _sum_to_shape(grad, np.shape(x))
-    grad_y = _sum_to_shape(-grad * jnp.floor(x / y), np.shape(y))
+    grad_x = grad_y = None
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad, np.shape(x))
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(-grad * jnp.floor(x / y), np.shape(y))
     return grad_x, grad_y
 
 
@@ -289,7 +313,7 @@ def power_forward(x, y):
     return z
 
 
-def power_vjp(grad, x, y, *, z=None):
+def power_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Pow: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -299,38 +323,41 @@ def power_vjp(grad, x, y, *, z=None):
         grad_y = (grad * x**y * log(x) if x > 0 else 0)
             i.e. `_sum_to_shape(jnp.where(tmp0, jnp.where(x <= 0, 1, grad) * ...`
     """
+    grad_x = grad_y = None
     tmp0 = x > 0
-    grad_x = _sum_to_shape(
-        jnp.where(
-            tmp0,
-            jnp.where(x <= 0, 1, grad)
-            * jnp.where(x <= 0, 1, y)
-            * jnp.where(x <= 0, 1, x) ** (jnp.where(x <= 0, 1, y) - 1),
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(
             jnp.where(
-                y == 0,
-                0,
+                tmp0,
+                jnp.where(x <= 0, 1, grad)
+                * jnp.where(x <= 0, 1, y)
+                * jnp.where(x <= 0, 1, x) ** (jnp.where(x <= 0, 1, y) - 1),
                 jnp.where(
-                    y == 1,
-                    grad,
-                    jnp.where(tmp0 | (y == 0) | (y == 1), 1, grad)
-                    * jnp.where(tmp0 | (y == 0) | (y == 1), 1, y)
-                    * jnp.where(tmp0 | (y == 0) | (y == 1), 1, x)
-                    ** (jnp.where(tmp0 | (y == 0) | (y == 1), 1, y) - 1),
+                    y == 0,
+                    0,
+                    jnp.where(
+                        y == 1,
+                        grad,
+                        jnp.where(tmp0 | (y == 0) | (y == 1), 1, grad)
+                        * jnp.where(tmp0 | (y == 0) | (y == 1), 1, y)
+                        * jnp.where(tmp0 | (y == 0) | (y == 1), 1, x)
+                        ** (jnp.where(tmp0 | (y == 0) | (y == 1), 1, y) - 1),
+                    ),
                 ),
             ),
-        ),
-        np.shape(x),
-    )
-    grad_y = _sum_to_shape(
-        jnp.where(
-            tmp0,
-            jnp.where(x <= 0, 1, grad)
-            * jnp.log(jnp.where(x <= 0, 1, x))
-            * jnp.where(x <= 0, 1, x) ** jnp.where(x <= 0, 1, y),
-            0,
-        ),
-        np.shape(y),
-    )
+            np.shape(x),
+        )
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(
+            jnp.where(
+                tmp0,
+                jnp.where(x <= 0, 1, grad)
+                * jnp.log(jnp.where(x <= 0, 1, x))
+                * jnp.where(x <= 0, 1, x) ** jnp.where(x <= 0, 1, y),
+                0,
+            ),
+            np.shape(y),
+        )
     return grad_x, grad_y
 
 
@@ -348,7 +375,7 @@ def maximum_forward(x, y):
     return z
 
 
-def maximum_vjp(grad, x, y, *, z=None):
+def maximum_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Maximum: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -357,9 +384,12 @@ def maximum_vjp(grad, x, y, *, z=None):
         grad_y = (0 if x >= y else grad)
             i.e. `_sum_to_shape(jnp.where(tmp0, 0, grad), np.shape(y))`
     """
+    grad_x = grad_y = None
     tmp0 = x >= y
-    grad_x = _sum_to_shape(jnp.where(tmp0, grad, 0), np.shape(x))
-    grad_y = _sum_to_shape(jnp.where(tmp0, 0, grad), np.shape(y))
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(jnp.where(tmp0, grad, 0), np.shape(x))
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(jnp.where(tmp0, 0, grad), np.shape(y))
     return grad_x, grad_y
 
 
@@ -377,7 +407,7 @@ def minimum_forward(x, y):
     return z
 
 
-def minimum_vjp(grad, x, y, *, z=None):
+def minimum_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Minimum: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -386,9 +416,12 @@ def minimum_vjp(grad, x, y, *, z=None):
         grad_y = (0 if x <= y else grad)
             i.e. `_sum_to_shape(jnp.where(tmp0, 0, grad), np.shape(y))`
     """
+    grad_x = grad_y = None
     tmp0 = x <= y
-    grad_x = _sum_to_shape(jnp.where(tmp0, grad, 0), np.shape(x))
-    grad_y = _sum_to_shape(jnp.where(tmp0, 0, grad), np.shape(y))
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(jnp.where(tmp0, grad, 0), np.shape(x))
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(jnp.where(tmp0, 0, grad), np.shape(y))
     return grad_x, grad_y
 
 
@@ -406,16 +439,19 @@ def squared_difference_forward(x, y):
     return z
 
 
-def squared_difference_vjp(grad, x, y, *, z=None):
+def squared_difference_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of SquaredDifference: one array per input (x, y).
 
     In index notation, next to the code computing it:
         grad_x = grad * (2 * x - 2 * y), i.e. `_sum_to_shape(grad * tmp0, np.shape(x))`
         grad_y = grad * (-2 * x + 2 * y), i.e. `_sum_to_shape(-grad * tmp0, np.shape(y))`
     """
+    grad_x = grad_y = None
     tmp0 = 2 * x - 2 * y
-    grad_x = _sum_to_shape(grad * tmp0, np.shape(x))
-    grad_y = _sum_to_shape(-grad * tmp0, np.shape(y))
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(grad * tmp0, np.shape(x))
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(-grad * tmp0, np.shape(y))
     return grad_x, grad_y
 
 
@@ -435,16 +471,19 @@ def atan2_forward(y, x):
     return z
 
 
-def atan2_vjp(grad, y, x, *, z=None):
+def atan2_vjp(grad, y, x, *, z=None, needs_grad=(True, True)):
     """Gradient of Atan2: one array per input (y, x).
 
     In index notation, next to the code computing it:
         grad_y = grad * x / (x**2 + y**2), i.e. `_sum_to_shape(tmp0 * x, np.shape(y))`
         grad_x = -grad * y / (x**2 + y**2), i.e. `_sum_to_shape(-tmp0 * y, np.shape(x))`
     """
+    grad_y = grad_x = None
     tmp0 = grad / (x**2 + y**2)
-    grad_y = _sum_to_shape(tmp0 * x, np.shape(y))
-    grad_x = _sum_to_shape(-tmp0 * y, np.shape(x))
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(tmp0 * x, np.shape(y))
+    if needs_grad[1]:
+        grad_x = _sum_to_shape(-tmp0 * y, np.shape(x))
     return grad_y, grad_x
 
 
@@ -462,7 +501,7 @@ def xlogy_forward(x, y):
     return z
 
 
-def xlogy_vjp(grad, x, y, *, z=None):
+def xlogy_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Xlogy: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -473,16 +512,20 @@ def xlogy_vjp(grad, x, y, *, z=None):
     """
     x = _conj(x)
     y = _conj(y)
+    grad_x = grad_y = None
     tmp0 = x == 0
-    grad_x = _sum_to_shape(
-        jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.log(jnp.where(tmp0, 1, y))), np.shape(x)
-    )
-    grad_y = _sum_to_shape(
-        jnp.where(
-            tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.where(tmp0, 1, x) / jnp.where(tmp0, 1, y)
-        ),
-        np.shape(y),
-    )
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(
+            jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.log(jnp.where(tmp0, 1, y))),
+            np.shape(x),
+        )
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(
+            jnp.where(
+                tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.where(tmp0, 1, x) / jnp.where(tmp0, 1, y)
+            ),
+            np.shape(y),
+        )
     return grad_x, grad_y
 
 
@@ -500,7 +543,7 @@ def xdivy_forward(x, y):
     return z
 
 
-def xdivy_vjp(grad, x, y, *, z=None):
+def xdivy_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Xdivy: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -511,16 +554,21 @@ def xdivy_vjp(grad, x, y, *, z=None):
     """
     x = _conj(x)
     y = _conj(y)
+    grad_x = grad_y = None
     tmp0 = x == 0
-    grad_x = _sum_to_shape(
-        jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) / jnp.where(tmp0, 1, y)), np.shape(x)
-    )
-    grad_y = _sum_to_shape(
-        jnp.where(
-            tmp0, 0, -jnp.where(tmp0, 1, grad) * jnp.where(tmp0, 1, x) / jnp.where(tmp0, 1, y) ** 2
-        ),
-        np.shape(y),
-    )
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(
+            jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) / jnp.where(tmp0, 1, y)), np.shape(x)
+        )
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(
+            jnp.where(
+                tmp0,
+                0,
+                -jnp.where(tmp0, 1, grad) * jnp.where(tmp0, 1, x) / jnp.where(tmp0, 1, y) ** 2,
+            ),
+            np.shape(y),
+        )
     return grad_x, grad_y
 
 
@@ -538,7 +586,7 @@ def xlog1py_forward(x, y):
     return z
 
 
-def xlog1py_vjp(grad, x, y, *, z=None):
+def xlog1py_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of Xlog1py: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -547,16 +595,22 @@ def xlog1py_vjp(grad, x, y, *, z=None):
         grad_y = (0 if x == 0 else grad * x / (y + 1))
             i.e. `_sum_to_shape(jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.where(tmp0, ...`
     """
+    grad_x = grad_y = None
     tmp0 = x == 0
-    grad_x = _sum_to_shape(
-        jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.log1p(jnp.where(tmp0, 1, y))), np.shape(x)
-    )
-    grad_y = _sum_to_shape(
-        jnp.where(
-            tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.where(tmp0, 1, x) / (jnp.where(tmp0, 1, y) + 1)
-        ),
-        np.shape(y),
-    )
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(
+            jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) * jnp.log1p(jnp.where(tmp0, 1, y))),
+            np.shape(x),
+        )
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(
+            jnp.where(
+                tmp0,
+                0,
+                jnp.where(tmp0, 1, grad) * jnp.where(tmp0, 1, x) / (jnp.where(tmp0, 1, y) + 1),
+            ),
+            np.shape(y),
+        )
     return grad_x, grad_y
 
 
@@ -574,7 +628,7 @@ def div_no_nan_forward(x, y):
     return z
 
 
-def div_no_nan_vjp(grad, x, y, *, z=None):
+def div_no_nan_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     """Gradient of DivNoNan: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -585,16 +639,21 @@ def div_no_nan_vjp(grad, x, y, *, z=None):
     """
     x = _conj(x)
     y = _conj(y)
+    grad_x = grad_y = None
     tmp0 = y == 0
-    grad_x = _sum_to_shape(
-        jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) / jnp.where(tmp0, 1, y)), np.shape(x)
-    )
-    grad_y = _sum_to_shape(
-        jnp.where(
-            tmp0, 0, -jnp.where(tmp0, 1, grad) * jnp.where(tmp0, 1, x) / jnp.where(tmp0, 1, y) ** 2
-        ),
-        np.shape(y),
-    )
+    if needs_grad[0]:
+        grad_x = _sum_to_shape(
+            jnp.where(tmp0, 0, jnp.where(tmp0, 1, grad) / jnp.where(tmp0, 1, y)), np.shape(x)
+        )
+    if needs_grad[1]:
+        grad_y = _sum_to_shape(
+            jnp.where(
+                tmp0,
+                0,
+                -jnp.where(tmp0, 1, grad) * jnp.where(tmp0, 1, x) / jnp.where(tmp0, 1, y) ** 2,
+            ),
+            np.shape(y),
+        )
     return grad_x, grad_y
 
 

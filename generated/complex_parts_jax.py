@@ -140,17 +140,22 @@ def complex__forward(real, imag):
     return out
 
 
-def complex__vjp(grad, real, imag, *, out=None):
+def complex__vjp(grad, real, imag, *, out=None, needs_grad=(True, True)):
     """Gradient of Complex: one array per input (real, imag).
 
     In index notation, next to the code computing it:
         grad_real = grad, i.e. `_sum_to_shape(grad, np.shape(real))`
         grad_imag = -i * grad, i.e. `_sum_to_shape(-1j * grad, np.shape(imag))`
     """
-    grad_real = _sum_to_shape(grad, np.shape(real))
-    grad_imag = _sum_to_shape(-1j * grad, np.shape(imag))
-    grad_real = _like_dtype(grad_real, real)
-    grad_imag = _like_dtype(grad_imag, imag)
+    grad_real = grad_imag = None
+    if needs_grad[0]:
+        grad_real = _sum_to_shape(grad, np.shape(real))
+    if needs_grad[1]:
+        grad_imag = _sum_to_shape(-1j * grad, np.shape(imag))
+    if needs_grad[0]:
+        grad_real = _like_dtype(grad_real, real)
+    if needs_grad[1]:
+        grad_imag = _like_dtype(grad_imag, imag)
     return grad_real, grad_imag
 
 

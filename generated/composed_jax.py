@@ -40,7 +40,18 @@ def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     return y
 
 
-def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, epsilon=0.001):
+def layer_norm_vjp(
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    y=None,
+    sum1=None,
+    affine1=None,
+    epsilon=0.001,
+    needs_grad=(True, True, True)
+):
     """Gradient of LayerNorm: one array per input (x, scale, offset).
 
     In index notation, next to the code computing it:
@@ -57,27 +68,36 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))`
     """
-    if sum1 is None or affine1 is None:
-        sum1 = jnp.sum(x, axis=-1)
-        t0 = jnp.shape(x)[-1]
-        t1 = sum1[..., None]
-        t2 = jnp.sum((x - t1 / t0) ** 2, axis=-1)
-        affine1 = epsilon + t2 / t0
-    t3 = affine1[..., None]
-    t4 = jnp.shape(x)[-1]
-    t5 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
-    t6 = t5[..., None]
-    t7 = sum1[..., None]
-    t8 = 1 / t4
-    t9 = -t7 * t8
-    t10 = t9 + x
-    t11 = grad * t10
-    t12 = jnp.einsum("a,...a->...", scale, t11, optimize=True)
-    t13 = t12[..., None]
-    grad_x = (grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / jnp.sqrt(t3)
-    t14 = 1 / jnp.sqrt(affine1)
-    grad_scale = jnp.einsum("...,...a->a", t14, t11, optimize=True)
-    grad_offset = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
+    grad_x = grad_scale = grad_offset = None
+    if needs_grad[0] or needs_grad[1]:
+        if sum1 is None or affine1 is None:
+            sum1 = jnp.sum(x, axis=-1)
+            t0 = jnp.shape(x)[-1]
+            t1 = sum1[..., None]
+            t2 = jnp.sum((x - t1 / t0) ** 2, axis=-1)
+            affine1 = epsilon + t2 / t0
+    if needs_grad[0]:
+        t3 = affine1[..., None]
+    if needs_grad[0] or needs_grad[1]:
+        t4 = jnp.shape(x)[-1]
+    if needs_grad[0]:
+        t5 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
+        t6 = t5[..., None]
+    if needs_grad[0] or needs_grad[1]:
+        t7 = sum1[..., None]
+        t8 = 1 / t4
+        t9 = -t7 * t8
+        t10 = t9 + x
+        t11 = grad * t10
+    if needs_grad[0]:
+        t12 = jnp.einsum("a,...a->...", scale, t11, optimize=True)
+        t13 = t12[..., None]
+        grad_x = (grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / jnp.sqrt(t3)
+    if needs_grad[1]:
+        t14 = 1 / jnp.sqrt(affine1)
+        grad_scale = jnp.einsum("...,...a->a", t14, t11, optimize=True)
+    if needs_grad[2]:
+        grad_offset = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
 
@@ -105,7 +125,16 @@ def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages
 
 
 def layer_norm_moments_vjp(
-    grad, x, scale, offset, *, y=None, sum1=None, affine1=None, epsilon=0.001
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    y=None,
+    sum1=None,
+    affine1=None,
+    epsilon=0.001,
+    needs_grad=(True, True, True)
 ):
     """Gradient of LayerNormMoments: one array per input (x, scale, offset).
 
@@ -125,27 +154,32 @@ def layer_norm_moments_vjp(
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))`
     """
-    if sum1 is None or affine1 is None:
-        sum1 = jnp.sum(x, axis=-1)
-        t0 = jnp.shape(x)[-1]
-        t1 = jnp.sum(x**2, axis=-1)
-        affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
-    t2 = jnp.shape(x)[-1]
-    t3 = sum1[..., None]
-    t4 = 1 / t2
-    t5 = grad * (-t3 * t4 + x)
-    t6 = jnp.einsum("a,...a->...", scale, t5, optimize=True)
-    grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
-    t7 = affine1[..., None]
-    t8 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
-    t9 = t8[..., None]
-    t10 = grad_affine1[..., None]
-    t11 = 1 / jnp.sqrt(t7)
-    t12 = 2 * t10
-    grad_x = grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2
-    t13 = 1 / jnp.sqrt(affine1)
-    grad_scale = jnp.einsum("...,...a->a", t13, t5, optimize=True)
-    grad_offset = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
+    grad_x = grad_scale = grad_offset = None
+    if needs_grad[0] or needs_grad[1]:
+        if sum1 is None or affine1 is None:
+            sum1 = jnp.sum(x, axis=-1)
+            t0 = jnp.shape(x)[-1]
+            t1 = jnp.sum(x**2, axis=-1)
+            affine1 = epsilon - sum1**2 / t0**2 + t1 / t0
+        t2 = jnp.shape(x)[-1]
+        t3 = sum1[..., None]
+        t4 = 1 / t2
+        t5 = grad * (-t3 * t4 + x)
+    if needs_grad[0]:
+        t6 = jnp.einsum("a,...a->...", scale, t5, optimize=True)
+        grad_affine1 = -1 / 2 * t6 / affine1 ** (3 / 2)
+        t7 = affine1[..., None]
+        t8 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
+        t9 = t8[..., None]
+        t10 = grad_affine1[..., None]
+        t11 = 1 / jnp.sqrt(t7)
+        t12 = 2 * t10
+        grad_x = grad * scale * t11 - t11 * t4 * t9 + t12 * t4 * x - t12 * t3 / t2**2
+    if needs_grad[1]:
+        t13 = 1 / jnp.sqrt(affine1)
+        grad_scale = jnp.einsum("...,...a->a", t13, t5, optimize=True)
+    if needs_grad[2]:
+        grad_offset = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
 
 
@@ -177,7 +211,16 @@ def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stage
 
 
 def batch_norm_training_vjp(
-    grad, x, scale, offset, *, y=None, mean=None, variance=None, epsilon=0.001
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    y=None,
+    mean=None,
+    variance=None,
+    epsilon=0.001,
+    needs_grad=(True, True, True)
 ):
     """Gradient of BatchNormTraining: one array per input (x, scale, offset).
 
@@ -194,26 +237,36 @@ def batch_norm_training_vjp(
             variance[c]), i.e. `t10 * t13`
         grad_offset[c] = sum_{b, h, w} grad[b, h, w, c], i.e. `t8`
     """
-    if mean is None or variance is None:
-        t0 = jnp.shape(x)[-4]
-        t1 = jnp.shape(x)[-3]
-        t2 = jnp.shape(x)[-2]
-        t3 = jnp.sum(x, axis=(-4, -3, -2))
-        mean = t3 / (t0 * t1 * t2)
-        t4 = jnp.sum((-mean + x) ** 2, axis=(-4, -3, -2))
-        variance = t4 / (t0 * t1 * t2)
-    t5 = jnp.shape(x)[-4]
-    t6 = jnp.shape(x)[-3]
-    t7 = jnp.shape(x)[-2]
-    t8 = jnp.sum(grad, axis=(-4, -3, -2))
-    t9 = -mean + x
-    t10 = jnp.sum(grad * t9, axis=(-4, -3, -2))
-    t11 = epsilon + variance
-    t12 = 1 / (t5 * t6 * t7)
-    t13 = 1 / jnp.sqrt(t11)
-    grad_x = scale * t13 * (grad - t10 * t12 * t9 / t11 - t12 * t8)
-    grad_scale = t10 * t13
-    grad_offset = t8
+    grad_x = grad_scale = grad_offset = None
+    if needs_grad[0] or needs_grad[1]:
+        if mean is None or variance is None:
+            t0 = jnp.shape(x)[-4]
+            t1 = jnp.shape(x)[-3]
+            t2 = jnp.shape(x)[-2]
+            t3 = jnp.sum(x, axis=(-4, -3, -2))
+            mean = t3 / (t0 * t1 * t2)
+            t4 = jnp.sum((-mean + x) ** 2, axis=(-4, -3, -2))
+            variance = t4 / (t0 * t1 * t2)
+    if needs_grad[0]:
+        t5 = jnp.shape(x)[-4]
+        t6 = jnp.shape(x)[-3]
+        t7 = jnp.shape(x)[-2]
+    if needs_grad[0] or needs_grad[2]:
+        t8 = jnp.sum(grad, axis=(-4, -3, -2))
+    if needs_grad[0] or needs_grad[1]:
+        t9 = -mean + x
+        t10 = jnp.sum(grad * t9, axis=(-4, -3, -2))
+        t11 = epsilon + variance
+    if needs_grad[0]:
+        t12 = 1 / (t5 * t6 * t7)
+    if needs_grad[0] or needs_grad[1]:
+        t13 = 1 / jnp.sqrt(t11)
+    if needs_grad[0]:
+        grad_x = scale * t13 * (grad - t10 * t12 * t9 / t11 - t12 * t8)
+    if needs_grad[1]:
+        grad_scale = t10 * t13
+    if needs_grad[2]:
+        grad_offset = t8
     return grad_x, grad_scale, grad_offset
 
 
@@ -257,7 +310,17 @@ def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stag
 
 
 def group_norm_vjp(
-    grad, x, scale, offset, *, y=None, mean=None, variance=None, epsilon=0.001, groups=2
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    y=None,
+    mean=None,
+    variance=None,
+    epsilon=0.001,
+    groups=2,
+    needs_grad=(True, True, True)
 ):
     """Gradient of GroupNorm: one array per input (x, scale, offset).
 
@@ -275,46 +338,55 @@ def group_norm_vjp(
             sqrt(epsilon + variance[b, g]), i.e. `jnp.reshape(t25, (t21 * t0,))`
         grad_offset[g, c] = sum_{b, h, w} grad[b, h, w, g, c], i.e. `jnp.reshape(t26, (t21 * t0,))`
     """
+    grad_x = grad_scale = grad_offset = None
     x_split = jnp.reshape(x, jnp.shape(x)[:-1] + (groups, -1))
-    scale_split = jnp.reshape(scale, jnp.shape(scale)[:-1] + (groups, -1))
+    if needs_grad[0]:
+        scale_split = jnp.reshape(scale, jnp.shape(scale)[:-1] + (groups, -1))
     offset_split = jnp.reshape(offset, jnp.shape(offset)[:-1] + (groups, -1))
     t0 = jnp.shape(x_split)[-1]
     grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0))
-    if mean is None or variance is None:
-        t1 = jnp.shape(x_split)[-1]
-        t2 = jnp.shape(x_split)[-4]
-        t3 = jnp.shape(x_split)[-3]
-        t4 = jnp.sum(x_split, axis=(-4, -3, -1))
-        mean = t4 / (t1 * t2 * t3)
-        t5 = mean[..., None, None, :, None]
-        t6 = jnp.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
-        variance = t6 / (t1 * t2 * t3)
-    t7 = variance[..., None, None, :, None]
-    t8 = jnp.shape(x_split)[-1]
-    t9 = jnp.shape(x_split)[-4]
-    t10 = jnp.shape(x_split)[-3]
-    t11 = jnp.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
-    t12 = t11[..., None, None, :, None]
-    t13 = mean[..., None, None, :, None]
-    t14 = -t13 + x_split
-    t15 = grad * t14
-    t16 = jnp.einsum("ab,cdeab->ca", scale_split, t15, optimize=True)
-    t17 = t16[..., None, None, :, None]
-    t18 = jnp.shape(x_split)[-5]
-    t19 = jnp.shape(x_split)[-4]
-    t20 = jnp.shape(x_split)[-3]
+    if needs_grad[0] or needs_grad[1]:
+        if mean is None or variance is None:
+            t1 = jnp.shape(x_split)[-1]
+            t2 = jnp.shape(x_split)[-4]
+            t3 = jnp.shape(x_split)[-3]
+            t4 = jnp.sum(x_split, axis=(-4, -3, -1))
+            mean = t4 / (t1 * t2 * t3)
+            t5 = mean[..., None, None, :, None]
+            t6 = jnp.sum((-t5 + x_split) ** 2, axis=(-4, -3, -1))
+            variance = t6 / (t1 * t2 * t3)
+    if needs_grad[0]:
+        t7 = variance[..., None, None, :, None]
+        t8 = jnp.shape(x_split)[-1]
+        t9 = jnp.shape(x_split)[-4]
+        t10 = jnp.shape(x_split)[-3]
+        t11 = jnp.einsum("ab,cdeab->ca", scale_split, grad, optimize=True)
+        t12 = t11[..., None, None, :, None]
+    if needs_grad[0] or needs_grad[1]:
+        t13 = mean[..., None, None, :, None]
+        t14 = -t13 + x_split
+        t15 = grad * t14
+    if needs_grad[0]:
+        t16 = jnp.einsum("ab,cdeab->ca", scale_split, t15, optimize=True)
+        t17 = t16[..., None, None, :, None]
+        t18 = jnp.shape(x_split)[-5]
+        t19 = jnp.shape(x_split)[-4]
+        t20 = jnp.shape(x_split)[-3]
     t21 = jnp.shape(x_split)[-2]
-    t22 = epsilon + t7
-    t23 = 1 / (t10 * t8 * t9)
-    grad_x = jnp.reshape(
-        (grad * scale_split - t12 * t23 - t14 * t17 * t23 / t22) / jnp.sqrt(t22),
-        (t18, t19, t20, t21 * t0),
-    )
-    t24 = 1 / jnp.sqrt(epsilon + variance)
-    t25 = jnp.einsum("ab,acdbe->be", t24, t15, optimize=True)
-    grad_scale = jnp.reshape(t25, (t21 * t0,))
-    t26 = jnp.sum(grad, axis=(-5, -4, -3))
-    grad_offset = jnp.reshape(t26, (t21 * t0,))
+    if needs_grad[0]:
+        t22 = epsilon + t7
+        t23 = 1 / (t10 * t8 * t9)
+        grad_x = jnp.reshape(
+            (grad * scale_split - t12 * t23 - t14 * t17 * t23 / t22) / jnp.sqrt(t22),
+            (t18, t19, t20, t21 * t0),
+        )
+    if needs_grad[1]:
+        t24 = 1 / jnp.sqrt(epsilon + variance)
+        t25 = jnp.einsum("ab,acdbe->be", t24, t15, optimize=True)
+        grad_scale = jnp.reshape(t25, (t21 * t0,))
+    if needs_grad[2]:
+        t26 = jnp.sum(grad, axis=(-5, -4, -3))
+        grad_offset = jnp.reshape(t26, (t21 * t0,))
     return grad_x, grad_scale, grad_offset
 
 
@@ -343,7 +415,9 @@ def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
     return output
 
 
-def scaled_dot_product_attention_vjp(grad, q, k, v, mask, *, output=None, weights=None):
+def scaled_dot_product_attention_vjp(
+    grad, q, k, v, mask, *, output=None, weights=None, needs_grad=(True, True, True, True)
+):
     """Gradient of ScaledDotProductAttention: one array per input (q, k, v, mask).
 
     In index notation, next to the code computing it:
@@ -367,6 +441,7 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, *, output=None, weight
             i.e. `jnp.swapaxes(weights, -1, -2) @ grad`
         grad_mask[batch, i, j] = grad_scores[batch, i, j], i.e. `grad_scores`
     """
+    grad_q = grad_k = grad_v = grad_mask = None
     if weights is None:
         t0 = jnp.shape(q)[-1]
         t1 = q @ jnp.swapaxes(k, -1, -2)
@@ -376,21 +451,29 @@ def scaled_dot_product_attention_vjp(grad, q, k, v, mask, *, output=None, weight
         sum1 = jnp.sum(jnp.exp(scores - t2), axis=-1)
         t3 = sum1[..., None]
         weights = jnp.exp(scores - t2) / t3
-    grad_weights = grad @ jnp.swapaxes(v, -1, -2)
-    t4 = jnp.sum(grad_weights * weights, axis=-1, keepdims=True)
-    grad_scores = weights * (grad_weights - t4)
-    t5 = jnp.shape(q)[-1]
-    t6 = grad_scores @ k
-    t7 = float(1 / np.sqrt(t5))
-    grad_q = t6 * t7
-    grad_q = _sum_to_shape(grad_q, np.shape(q))
-    t8 = jnp.swapaxes(grad_scores, -1, -2) @ q
-    grad_k = t7 * t8
-    grad_k = _sum_to_shape(grad_k, np.shape(k))
-    grad_v = jnp.swapaxes(weights, -1, -2) @ grad
-    grad_v = _sum_to_shape(grad_v, np.shape(v))
-    grad_mask = grad_scores
-    grad_mask = _sum_to_shape(grad_mask, np.shape(mask))
+    if needs_grad[0] or needs_grad[1] or needs_grad[3]:
+        grad_weights = grad @ jnp.swapaxes(v, -1, -2)
+        t4 = jnp.sum(grad_weights * weights, axis=-1, keepdims=True)
+        grad_scores = weights * (grad_weights - t4)
+    if needs_grad[0] or needs_grad[1]:
+        t5 = jnp.shape(q)[-1]
+    if needs_grad[0]:
+        t6 = grad_scores @ k
+    if needs_grad[0] or needs_grad[1]:
+        t7 = float(1 / np.sqrt(t5))
+    if needs_grad[0]:
+        grad_q = t6 * t7
+        grad_q = _sum_to_shape(grad_q, np.shape(q))
+    if needs_grad[1]:
+        t8 = jnp.swapaxes(grad_scores, -1, -2) @ q
+        grad_k = t7 * t8
+        grad_k = _sum_to_shape(grad_k, np.shape(k))
+    if needs_grad[2]:
+        grad_v = jnp.swapaxes(weights, -1, -2) @ grad
+        grad_v = _sum_to_shape(grad_v, np.shape(v))
+    if needs_grad[3]:
+        grad_mask = grad_scores
+        grad_mask = _sum_to_shape(grad_mask, np.shape(mask))
     return grad_q, grad_k, grad_v, grad_mask
 
 
@@ -416,7 +499,9 @@ def mlp_block_forward(x, w1, b1, w2, b2, *, return_stages=False):
     return y
 
 
-def mlp_block_vjp(grad, x, w1, b1, w2, b2, *, y=None, affine1=None):
+def mlp_block_vjp(
+    grad, x, w1, b1, w2, b2, *, y=None, affine1=None, needs_grad=(True, True, True, True, True)
+):
     """Gradient of MlpBlock: one array per input (x, w1, b1, w2, b2).
 
     In index notation, next to the code computing it:
@@ -430,17 +515,25 @@ def mlp_block_vjp(grad, x, w1, b1, w2, b2, *, y=None, affine1=None):
             i.e. `t2.T @ grad`
         grad_b2[e] = sum_i grad[i, e], i.e. `jnp.sum(grad, axis=-2)`
     """
-    if affine1 is None:
-        t0 = x @ w1
-        affine1 = b1 + t0
-    t1 = grad @ w2.T
-    grad_affine1 = jnp.where(affine1 > 0, t1, 0)
-    grad_x = grad_affine1 @ w1.T
-    grad_w1 = x.T @ grad_affine1
-    grad_b1 = jnp.sum(grad_affine1, axis=-2)
-    t2 = jnp.where(affine1 > 0, affine1, 0)
-    grad_w2 = t2.T @ grad
-    grad_b2 = jnp.sum(grad, axis=-2)
+    grad_x = grad_w1 = grad_b1 = grad_w2 = grad_b2 = None
+    if needs_grad[0] or needs_grad[1] or needs_grad[2] or needs_grad[3]:
+        if affine1 is None:
+            t0 = x @ w1
+            affine1 = b1 + t0
+    if needs_grad[0] or needs_grad[1] or needs_grad[2]:
+        t1 = grad @ w2.T
+        grad_affine1 = jnp.where(affine1 > 0, t1, 0)
+    if needs_grad[0]:
+        grad_x = grad_affine1 @ w1.T
+    if needs_grad[1]:
+        grad_w1 = x.T @ grad_affine1
+    if needs_grad[2]:
+        grad_b1 = jnp.sum(grad_affine1, axis=-2)
+    if needs_grad[3]:
+        t2 = jnp.where(affine1 > 0, affine1, 0)
+        grad_w2 = t2.T @ grad
+    if needs_grad[4]:
+        grad_b2 = jnp.sum(grad, axis=-2)
     return grad_x, grad_w1, grad_b1, grad_w2, grad_b2
 
 
@@ -463,7 +556,9 @@ def cosine_similarity_forward(x, y, *, epsilon=1e-08, return_stages=False):
     return output
 
 
-def cosine_similarity_vjp(grad, x, y, *, output=None, sum1=None, sum2=None, epsilon=1e-08):
+def cosine_similarity_vjp(
+    grad, x, y, *, output=None, sum1=None, sum2=None, epsilon=1e-08, needs_grad=(True, True)
+):
     """Gradient of CosineSimilarity: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -481,6 +576,7 @@ def cosine_similarity_vjp(grad, x, y, *, output=None, sum1=None, sum2=None, epsi
     """
     if output is None:
         output = cosine_similarity_forward(x, y, epsilon=epsilon)
+    grad_x = grad_y = None
     if sum1 is None or sum2 is None:
         sum1 = jnp.sum(x**2, axis=-1)
         sum2 = jnp.sum(y**2, axis=-1)
@@ -491,10 +587,12 @@ def cosine_similarity_vjp(grad, x, y, *, output=None, sum1=None, sum2=None, epsi
     t3 = output[..., None]
     t4 = grad[..., None]
     t5 = 1 / (epsilon + t1 * t2)
-    grad_x = t0 * y - t2 * t3 * t4 * t5 * x
-    grad_x = _sum_to_shape(grad_x, np.shape(x))
-    grad_y = t0 * x - t1 * t3 * t4 * t5 * y
-    grad_y = _sum_to_shape(grad_y, np.shape(y))
+    if needs_grad[0]:
+        grad_x = t0 * y - t2 * t3 * t4 * t5 * x
+        grad_x = _sum_to_shape(grad_x, np.shape(x))
+    if needs_grad[1]:
+        grad_y = t0 * x - t1 * t3 * t4 * t5 * y
+        grad_y = _sum_to_shape(grad_y, np.shape(y))
     return grad_x, grad_y
 
 
@@ -518,7 +616,7 @@ def rbf_kernel_forward(x, y, *, length_scale=1.0):
     return kernel
 
 
-def rbf_kernel_vjp(grad, x, y, *, kernel=None, length_scale=1.0):
+def rbf_kernel_vjp(grad, x, y, *, kernel=None, length_scale=1.0, needs_grad=(True, True)):
     """Gradient of RbfKernel: one array per input (x, y).
 
     In index notation, next to the code computing it:
@@ -532,14 +630,17 @@ def rbf_kernel_vjp(grad, x, y, *, kernel=None, length_scale=1.0):
     """
     if kernel is None:
         kernel = rbf_kernel_forward(x, y, length_scale=length_scale)
+    grad_x = grad_y = None
     grad_sum1 = -1 / 2 * grad * kernel / length_scale**2
-    t0 = grad_sum1 @ y
-    t1 = jnp.sum(grad_sum1, axis=-1, keepdims=True)
-    grad_x = -2 * t0 + 2 * t1 * x
-    t2 = grad_sum1.T @ x
-    t3 = grad_sum1.T
-    t4 = jnp.sum(t3, axis=-1, keepdims=True)
-    grad_y = -2 * t2 + 2 * t4 * y
+    if needs_grad[0]:
+        t0 = grad_sum1 @ y
+        t1 = jnp.sum(grad_sum1, axis=-1, keepdims=True)
+        grad_x = -2 * t0 + 2 * t1 * x
+    if needs_grad[1]:
+        t2 = grad_sum1.T @ x
+        t3 = grad_sum1.T
+        t4 = jnp.sum(t3, axis=-1, keepdims=True)
+        grad_y = -2 * t2 + 2 * t4 * y
     return grad_x, grad_y
 
 
@@ -564,7 +665,9 @@ def log_sum_exp_mat_mul_forward(a, b, *, return_stages=False):
     return output
 
 
-def log_sum_exp_mat_mul_vjp(grad, a, b, *, output=None, affine1=None, sum2=None):
+def log_sum_exp_mat_mul_vjp(
+    grad, a, b, *, output=None, affine1=None, sum2=None, needs_grad=(True, True)
+):
     """Gradient of LogSumExpMatMul: one array per input (a, b).
 
     In index notation, next to the code computing it:
@@ -576,6 +679,7 @@ def log_sum_exp_mat_mul_vjp(grad, a, b, *, output=None, affine1=None, sum2=None)
         grad_a[i, k] = sum_{j_1} grad_sum1[i, j_1] * b[k, j_1], i.e. `grad_sum1 @ b.T`
         grad_b[k, j] = sum_i grad_sum1[i, j] * a[i, k], i.e. `a.T @ grad_sum1`
     """
+    grad_a = grad_b = None
     if affine1 is None or sum2 is None:
         sum1 = a @ b
         ext1 = jnp.max(sum1, axis=-1)
@@ -585,8 +689,10 @@ def log_sum_exp_mat_mul_vjp(grad, a, b, *, output=None, affine1=None, sum2=None)
     t1 = sum2[..., None]
     t2 = grad[..., None]
     grad_sum1 = t2 * jnp.exp(affine1) / t1
-    grad_a = grad_sum1 @ b.T
-    grad_b = a.T @ grad_sum1
+    if needs_grad[0]:
+        grad_a = grad_sum1 @ b.T
+    if needs_grad[1]:
+        grad_b = a.T @ grad_sum1
     return grad_a, grad_b
 
 
@@ -607,7 +713,7 @@ def bias_gelu_forward(x, bias):
     return y
 
 
-def bias_gelu_vjp(grad, x, bias, *, y=None):
+def bias_gelu_vjp(grad, x, bias, *, y=None, needs_grad=(True, True)):
     """Gradient of BiasGelu: one array per input (x, bias).
 
     In index notation, next to the code computing it:
@@ -627,14 +733,17 @@ def bias_gelu_vjp(grad, x, bias, *, y=None):
             (bias[c] + x[batch, c])**3 / 200000 + bias[c] + x[batch, c]) / sqrt(pi)) / 2 + 1/2))
             i.e. `(1 / 400000) * t5`
     """
+    grad_x = grad_bias = None
     t0 = bias + x
     t1 = t0**3
     t2 = jnp.tanh(0.7978845608028654 * (t0 + (8943 / 200000) * t1))
     t3 = 0.7978845608028654 * (1 - t2**2)
     t4 = grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
-    grad_x = (1 / 400000) * t4
-    t5 = jnp.sum(t4, axis=tuple(range(jnp.ndim(t4) - 1)))
-    grad_bias = (1 / 400000) * t5
+    if needs_grad[0]:
+        grad_x = (1 / 400000) * t4
+    if needs_grad[1]:
+        t5 = jnp.sum(t4, axis=tuple(range(jnp.ndim(t4) - 1)))
+        grad_bias = (1 / 400000) * t5
     return grad_x, grad_bias
 
 
@@ -666,7 +775,7 @@ def rotary_embedding_forward(x, cos, sin):
     return y
 
 
-def rotary_embedding_vjp(grad, x, cos, sin, *, y=None):
+def rotary_embedding_vjp(grad, x, cos, sin, *, y=None, needs_grad=(True, True, True)):
     """Gradient of RotaryEmbedding: one array per input (x, cos, sin).
 
     In index notation, next to the code computing it:
@@ -680,30 +789,38 @@ def rotary_embedding_vjp(grad, x, cos, sin, *, y=None):
             grad[batch, i, c, d] * x[batch, i, 1 - c, d])
             i.e. `jnp.reshape(t16 * (2 * t7 - 1), (t8, t9 * t1))`
     """
+    grad_x = grad_cos = grad_sin = None
     t0 = 2
     x_split = jnp.reshape(x, jnp.shape(x)[:-1] + (t0, -1))
-    cos_split = jnp.reshape(cos, jnp.shape(cos)[:-1] + (t0, -1))
-    sin_split = jnp.reshape(sin, jnp.shape(sin)[:-1] + (t0, -1))
+    if needs_grad[0]:
+        cos_split = jnp.reshape(cos, jnp.shape(cos)[:-1] + (t0, -1))
+        sin_split = jnp.reshape(sin, jnp.shape(sin)[:-1] + (t0, -1))
     t1 = jnp.shape(x_split)[-1]
     grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t1))
-    t2 = jnp.arange(jnp.shape(x_split)[-2])
-    t3 = 1 - t2
-    t4 = _gather(sin_split, t3, -2)
-    t5 = _gather(grad, t3, -2)
-    t6 = jnp.asarray(t2, dtype=jnp.result_type(x_split))
-    t7 = t6[..., None]
+    if needs_grad[0] or needs_grad[2]:
+        t2 = jnp.arange(jnp.shape(x_split)[-2])
+        t3 = 1 - t2
+    if needs_grad[0]:
+        t4 = _gather(sin_split, t3, -2)
+        t5 = _gather(grad, t3, -2)
+    if needs_grad[0] or needs_grad[2]:
+        t6 = jnp.asarray(t2, dtype=jnp.result_type(x_split))
+        t7 = t6[..., None]
     t8 = jnp.shape(x_split)[-3]
     t9 = jnp.shape(x_split)[-2]
-    t10 = t4 * t5
-    t11 = cos_split * grad + 2 * t10 * (1 - t7) - t10
-    grad_x = jnp.reshape(t11, jnp.shape(t11)[:-3] + (t8, t9 * t1))
-    t12 = grad * x_split
-    t13 = jnp.sum(t12, axis=tuple(range(jnp.ndim(t12) - 3)))
-    grad_cos = jnp.reshape(t13, (t8, t9 * t1))
-    t14 = _gather(x_split, t3, -2)
-    t15 = grad * t14
-    t16 = jnp.sum(t15, axis=tuple(range(jnp.ndim(t15) - 3)))
-    grad_sin = jnp.reshape(t16 * (2 * t7 - 1), (t8, t9 * t1))
+    if needs_grad[0]:
+        t10 = t4 * t5
+        t11 = cos_split * grad + 2 * t10 * (1 - t7) - t10
+        grad_x = jnp.reshape(t11, jnp.shape(t11)[:-3] + (t8, t9 * t1))
+    if needs_grad[1]:
+        t12 = grad * x_split
+        t13 = jnp.sum(t12, axis=tuple(range(jnp.ndim(t12) - 3)))
+        grad_cos = jnp.reshape(t13, (t8, t9 * t1))
+    if needs_grad[2]:
+        t14 = _gather(x_split, t3, -2)
+        t15 = grad * t14
+        t16 = jnp.sum(t15, axis=tuple(range(jnp.ndim(t15) - 3)))
+        grad_sin = jnp.reshape(t16 * (2 * t7 - 1), (t8, t9 * t1))
     return grad_x, grad_cos, grad_sin
 
 

@@ -117,6 +117,7 @@ def conv2d_backprop_input_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv2DBackpropInput: one array per input (filter, out_backprop).
 
@@ -130,84 +131,95 @@ def conv2d_backprop_input_vjp(
             i.e. `_conv(grad, filter, strides=(strides[1], strides[2]), ...`
     """
     if padding == "VALID":
-        grad_filter = _conv_backprop_filter(
-            grad,
-            out_backprop,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        grad_out_backprop = _conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(
-                (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1] + 1,
-                (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2] + 1,
-            ),
-        )
+        grad_filter = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_filter = _conv_backprop_filter(
+                grad,
+                out_backprop,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(
+                    (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1]
+                    + 1,
+                    (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2]
+                    + 1,
+                ),
+            )
     elif padding == "SAME":
-        grad_filter = _conv_backprop_filter(
-            grad,
-            out_backprop,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        grad_out_backprop = _conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
-        )
+        grad_filter = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_filter = _conv_backprop_filter(
+                grad,
+                out_backprop,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+                ),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+                ),
+                sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
+            )
     elif padding == "EXPLICIT":
-        grad_filter = _conv_backprop_filter(
-            grad,
-            out_backprop,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        grad_out_backprop = _conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(
-                (
-                    -dilations[1] * (np.shape(filter)[-4] - 1)
-                    + explicit_paddings[2]
-                    + explicit_paddings[3]
-                    + input_sizes[1]
-                    - 1
-                )
-                // strides[1]
-                + 1,
-                (
-                    -dilations[2] * (np.shape(filter)[-3] - 1)
-                    + explicit_paddings[4]
-                    + explicit_paddings[5]
-                    + input_sizes[2]
-                    - 1
-                )
-                // strides[2]
-                + 1,
-            ),
-        )
+        grad_filter = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_filter = _conv_backprop_filter(
+                grad,
+                out_backprop,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(
+                    (
+                        -dilations[1] * (np.shape(filter)[-4] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + input_sizes[1]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (np.shape(filter)[-3] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + input_sizes[2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ),
+            )
     else:
         raise ValueError(f"Conv2DBackpropInput: unsupported attributes padding={padding!r}")
     return grad_filter, grad_out_backprop
@@ -297,6 +309,7 @@ def conv2d_backprop_filter_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv2DBackpropFilter: one array per input (input, out_backprop).
 
@@ -310,87 +323,98 @@ def conv2d_backprop_filter_vjp(
             i.e. `_conv(input, grad, strides=(strides[1], strides[2]), ...`
     """
     if padding == "VALID":
-        grad_input = _conv_backprop_input(
-            out_backprop,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_out_backprop = _conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(
-                (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-3] - 1) // strides[1] + 1,
-                (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-2] - 1) // strides[2] + 1,
-            ),
-        )
+        grad_input = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                out_backprop,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(
+                    (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-3] - 1) // strides[1]
+                    + 1,
+                    (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-2] - 1) // strides[2]
+                    + 1,
+                ),
+            )
     elif padding == "SAME":
-        grad_input = _conv_backprop_input(
-            out_backprop,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_out_backprop = _conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
-            ),
-            sizes=(
-                -((-np.shape(input)[-3]) // strides[1]),
-                -((-np.shape(input)[-2]) // strides[2]),
-            ),
-        )
+        grad_input = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                out_backprop,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
+                ),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
+                ),
+                sizes=(
+                    -((-np.shape(input)[-3]) // strides[1]),
+                    -((-np.shape(input)[-2]) // strides[2]),
+                ),
+            )
     elif padding == "EXPLICIT":
-        grad_input = _conv_backprop_input(
-            out_backprop,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_out_backprop = _conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(
-                (
-                    -dilations[1] * (filter_sizes[0] - 1)
-                    + explicit_paddings[2]
-                    + explicit_paddings[3]
-                    + np.shape(input)[-3]
-                    - 1
-                )
-                // strides[1]
-                + 1,
-                (
-                    -dilations[2] * (filter_sizes[1] - 1)
-                    + explicit_paddings[4]
-                    + explicit_paddings[5]
-                    + np.shape(input)[-2]
-                    - 1
-                )
-                // strides[2]
-                + 1,
-            ),
-        )
+        grad_input = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                out_backprop,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(
+                    (
+                        -dilations[1] * (filter_sizes[0] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + np.shape(input)[-3]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (filter_sizes[1] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + np.shape(input)[-2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ),
+            )
     else:
         raise ValueError(f"Conv2DBackpropFilter: unsupported attributes padding={padding!r}")
     return grad_input, grad_out_backprop
@@ -485,6 +509,7 @@ def depthwise_conv2d_native_backprop_input_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of DepthwiseConv2dNativeBackpropInput: one array per input (filter, out_backprop).
 
@@ -497,69 +522,123 @@ def depthwise_conv2d_native_backprop_input_vjp(
             dilations[2] + j * strides[2], c] * filter[a, b, c, m]
             i.e. `jnp.reshape(t0, (t1, t2, t3, t4 * t5))`
     """
-    if padding in ("VALID", "SAME", "EXPLICIT"):
+    if padding == "VALID":
+        grad_filter = grad_out_backprop = None
         out_backprop_split = jnp.reshape(
             out_backprop, jnp.shape(out_backprop)[:-1] + (input_sizes[3], -1)
         )
-        if padding == "VALID":
-            pads = (0, 0)
-        elif padding == "SAME":
-            pads = (
-                _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+        if needs_grad[0]:
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                out_backprop_split,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
             )
-        else:
-            pads = (explicit_paddings[2], explicit_paddings[4])
-        grad_filter = _depthwise_conv_backprop_filter(
-            grad,
-            out_backprop_split,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=pads,
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+        if needs_grad[1]:
+            t0 = _depthwise_conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(
+                    (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1]
+                    + 1,
+                    (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2]
+                    + 1,
+                ),
+            )
+            t1 = jnp.shape(out_backprop_split)[-5]
+            t2 = jnp.shape(out_backprop_split)[-4]
+            t3 = jnp.shape(out_backprop_split)[-3]
+            t4 = jnp.shape(filter)[-2]
+            t5 = jnp.shape(filter)[-1]
+            grad_out_backprop = jnp.reshape(t0, (t1, t2, t3, t4 * t5))
+    elif padding == "SAME":
+        grad_filter = grad_out_backprop = None
+        out_backprop_split = jnp.reshape(
+            out_backprop, jnp.shape(out_backprop)[:-1] + (input_sizes[3], -1)
         )
-        if padding == "VALID":
-            sizes = (
-                (-dilations[1] * (np.shape(filter)[-4] - 1) + input_sizes[1] - 1) // strides[1] + 1,
-                (-dilations[2] * (np.shape(filter)[-3] - 1) + input_sizes[2] - 1) // strides[2] + 1,
+        if needs_grad[0]:
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                out_backprop_split,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+                ),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
             )
-        elif padding == "SAME":
-            sizes = (-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2]))
-        else:
-            sizes = (
-                (
-                    -dilations[1] * (np.shape(filter)[-4] - 1)
-                    + explicit_paddings[2]
-                    + explicit_paddings[3]
-                    + input_sizes[1]
-                    - 1
-                )
-                // strides[1]
-                + 1,
-                (
-                    -dilations[2] * (np.shape(filter)[-3] - 1)
-                    + explicit_paddings[4]
-                    + explicit_paddings[5]
-                    + input_sizes[2]
-                    - 1
-                )
-                // strides[2]
-                + 1,
+        if needs_grad[1]:
+            t0 = _depthwise_conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(input_sizes[1], np.shape(filter)[-4], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], np.shape(filter)[-3], strides[2], dilations[2]),
+                ),
+                sizes=(-((-input_sizes[1]) // strides[1]), -((-input_sizes[2]) // strides[2])),
             )
-        t0 = _depthwise_conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=pads,
-            sizes=sizes,
+            t1 = jnp.shape(out_backprop_split)[-5]
+            t2 = jnp.shape(out_backprop_split)[-4]
+            t3 = jnp.shape(out_backprop_split)[-3]
+            t4 = jnp.shape(filter)[-2]
+            t5 = jnp.shape(filter)[-1]
+            grad_out_backprop = jnp.reshape(t0, (t1, t2, t3, t4 * t5))
+    elif padding == "EXPLICIT":
+        grad_filter = grad_out_backprop = None
+        out_backprop_split = jnp.reshape(
+            out_backprop, jnp.shape(out_backprop)[:-1] + (input_sizes[3], -1)
         )
-        t1 = jnp.shape(out_backprop_split)[-5]
-        t2 = jnp.shape(out_backprop_split)[-4]
-        t3 = jnp.shape(out_backprop_split)[-3]
-        t4 = jnp.shape(filter)[-2]
-        t5 = jnp.shape(filter)[-1]
-        grad_out_backprop = jnp.reshape(t0, (t1, t2, t3, t4 * t5))
+        if needs_grad[0]:
+            grad_filter = _depthwise_conv_backprop_filter(
+                grad,
+                out_backprop_split,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
+        if needs_grad[1]:
+            t0 = _depthwise_conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(
+                    (
+                        -dilations[1] * (np.shape(filter)[-4] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + input_sizes[1]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (np.shape(filter)[-3] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + input_sizes[2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ),
+            )
+            t1 = jnp.shape(out_backprop_split)[-5]
+            t2 = jnp.shape(out_backprop_split)[-4]
+            t3 = jnp.shape(out_backprop_split)[-3]
+            t4 = jnp.shape(filter)[-2]
+            t5 = jnp.shape(filter)[-1]
+            grad_out_backprop = jnp.reshape(t0, (t1, t2, t3, t4 * t5))
     else:
         raise ValueError(
             f"DepthwiseConv2dNativeBackpropInput: unsupported attributes padding={padding!r}"
@@ -658,6 +737,7 @@ def depthwise_conv2d_native_backprop_filter_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of DepthwiseConv2dNativeBackpropFilter: one array per input (input, out_backprop).
 
@@ -670,72 +750,126 @@ def depthwise_conv2d_native_backprop_filter_vjp(
             i * strides[1], b * dilations[2] + j * strides[2], c]
             i.e. `jnp.reshape(t0, (t1, t2, t3, t4 * t5))`
     """
-    if padding in ("VALID", "SAME", "EXPLICIT"):
+    if padding == "VALID":
+        grad_input = grad_out_backprop = None
         out_backprop_split = jnp.reshape(
             out_backprop, jnp.shape(out_backprop)[:-1] + (-1, filter_sizes[3])
         )
-        if padding == "VALID":
-            pads = (0, 0)
-        elif padding == "SAME":
-            pads = (
-                _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
+        if needs_grad[0]:
+            grad_input = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
             )
-        else:
-            pads = (explicit_paddings[2], explicit_paddings[4])
-        grad_input = _depthwise_conv_backprop_input(
-            out_backprop_split,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=pads,
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+        if needs_grad[1]:
+            t0 = _depthwise_conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(
+                    (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-3] - 1) // strides[1]
+                    + 1,
+                    (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-2] - 1) // strides[2]
+                    + 1,
+                ),
+            )
+            t1 = jnp.shape(input)[-4]
+            t2 = jnp.shape(out_backprop_split)[-4]
+            t3 = jnp.shape(out_backprop_split)[-3]
+            t4 = jnp.shape(input)[-1]
+            t5 = jnp.shape(out_backprop_split)[-1]
+            grad_out_backprop = jnp.reshape(t0, (t1, t2, t3, t4 * t5))
+    elif padding == "SAME":
+        grad_input = grad_out_backprop = None
+        out_backprop_split = jnp.reshape(
+            out_backprop, jnp.shape(out_backprop)[:-1] + (-1, filter_sizes[3])
         )
-        if padding == "VALID":
-            sizes = (
-                (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-3] - 1) // strides[1] + 1,
-                (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-2] - 1) // strides[2] + 1,
+        if needs_grad[0]:
+            grad_input = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
+                ),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
             )
-        elif padding == "SAME":
-            sizes = (
-                -((-np.shape(input)[-3]) // strides[1]),
-                -((-np.shape(input)[-2]) // strides[2]),
+        if needs_grad[1]:
+            t0 = _depthwise_conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(np.shape(input)[-3], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(np.shape(input)[-2], filter_sizes[1], strides[2], dilations[2]),
+                ),
+                sizes=(
+                    -((-np.shape(input)[-3]) // strides[1]),
+                    -((-np.shape(input)[-2]) // strides[2]),
+                ),
             )
-        else:
-            sizes = (
-                (
-                    -dilations[1] * (filter_sizes[0] - 1)
-                    + explicit_paddings[2]
-                    + explicit_paddings[3]
-                    + np.shape(input)[-3]
-                    - 1
-                )
-                // strides[1]
-                + 1,
-                (
-                    -dilations[2] * (filter_sizes[1] - 1)
-                    + explicit_paddings[4]
-                    + explicit_paddings[5]
-                    + np.shape(input)[-2]
-                    - 1
-                )
-                // strides[2]
-                + 1,
-            )
-        t0 = _depthwise_conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=pads,
-            sizes=sizes,
+            t1 = jnp.shape(input)[-4]
+            t2 = jnp.shape(out_backprop_split)[-4]
+            t3 = jnp.shape(out_backprop_split)[-3]
+            t4 = jnp.shape(input)[-1]
+            t5 = jnp.shape(out_backprop_split)[-1]
+            grad_out_backprop = jnp.reshape(t0, (t1, t2, t3, t4 * t5))
+    elif padding == "EXPLICIT":
+        grad_input = grad_out_backprop = None
+        out_backprop_split = jnp.reshape(
+            out_backprop, jnp.shape(out_backprop)[:-1] + (-1, filter_sizes[3])
         )
-        t1 = jnp.shape(input)[-4]
-        t2 = jnp.shape(out_backprop_split)[-4]
-        t3 = jnp.shape(out_backprop_split)[-3]
-        t4 = jnp.shape(input)[-1]
-        t5 = jnp.shape(out_backprop_split)[-1]
-        grad_out_backprop = jnp.reshape(t0, (t1, t2, t3, t4 * t5))
+        if needs_grad[0]:
+            grad_input = _depthwise_conv_backprop_input(
+                out_backprop_split,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            t0 = _depthwise_conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(
+                    (
+                        -dilations[1] * (filter_sizes[0] - 1)
+                        + explicit_paddings[2]
+                        + explicit_paddings[3]
+                        + np.shape(input)[-3]
+                        - 1
+                    )
+                    // strides[1]
+                    + 1,
+                    (
+                        -dilations[2] * (filter_sizes[1] - 1)
+                        + explicit_paddings[4]
+                        + explicit_paddings[5]
+                        + np.shape(input)[-2]
+                        - 1
+                    )
+                    // strides[2]
+                    + 1,
+                ),
+            )
+            t1 = jnp.shape(input)[-4]
+            t2 = jnp.shape(out_backprop_split)[-4]
+            t3 = jnp.shape(out_backprop_split)[-3]
+            t4 = jnp.shape(input)[-1]
+            t5 = jnp.shape(out_backprop_split)[-1]
+            grad_out_backprop = jnp.reshape(t0, (t1, t2, t3, t4 * t5))
     else:
         raise ValueError(
             f"DepthwiseConv2dNativeBackpropFilter: unsupported attributes padding={padding!r}"
@@ -805,6 +939,7 @@ def conv3d_backprop_input_v2_vjp(
     input_sizes,
     strides,
     dilations=(1, 1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv3DBackpropInputV2: one array per input (filter, out_backprop).
 
@@ -820,55 +955,64 @@ def conv3d_backprop_input_v2_vjp(
             i.e. `_conv(grad, filter, strides=(strides[1], strides[2], strides[3]), ...`
     """
     if padding == "VALID":
-        grad_filter = _conv_backprop_filter(
-            grad,
-            out_backprop,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        grad_out_backprop = _conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(
-                (-dilations[1] * (np.shape(filter)[-5] - 1) + input_sizes[1] - 1) // strides[1] + 1,
-                (-dilations[2] * (np.shape(filter)[-4] - 1) + input_sizes[2] - 1) // strides[2] + 1,
-                (-dilations[3] * (np.shape(filter)[-3] - 1) + input_sizes[3] - 1) // strides[3] + 1,
-            ),
-        )
+        grad_filter = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_filter = _conv_backprop_filter(
+                grad,
+                out_backprop,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(0, 0, 0),
+                sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(0, 0, 0),
+                sizes=(
+                    (-dilations[1] * (np.shape(filter)[-5] - 1) + input_sizes[1] - 1) // strides[1]
+                    + 1,
+                    (-dilations[2] * (np.shape(filter)[-4] - 1) + input_sizes[2] - 1) // strides[2]
+                    + 1,
+                    (-dilations[3] * (np.shape(filter)[-3] - 1) + input_sizes[3] - 1) // strides[3]
+                    + 1,
+                ),
+            )
     elif padding == "SAME":
-        grad_filter = _conv_backprop_filter(
-            grad,
-            out_backprop,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(input_sizes[3], np.shape(filter)[-3], strides[3], dilations[3]),
-            ),
-            sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
-        grad_out_backprop = _conv(
-            grad,
-            filter,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(input_sizes[1], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(input_sizes[2], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(input_sizes[3], np.shape(filter)[-3], strides[3], dilations[3]),
-            ),
-            sizes=(
-                -((-input_sizes[1]) // strides[1]),
-                -((-input_sizes[2]) // strides[2]),
-                -((-input_sizes[3]) // strides[3]),
-            ),
-        )
+        grad_filter = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_filter = _conv_backprop_filter(
+                grad,
+                out_backprop,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(
+                    _same_padding(input_sizes[1], np.shape(filter)[-5], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], np.shape(filter)[-4], strides[2], dilations[2]),
+                    _same_padding(input_sizes[3], np.shape(filter)[-3], strides[3], dilations[3]),
+                ),
+                sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                grad,
+                filter,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(
+                    _same_padding(input_sizes[1], np.shape(filter)[-5], strides[1], dilations[1]),
+                    _same_padding(input_sizes[2], np.shape(filter)[-4], strides[2], dilations[2]),
+                    _same_padding(input_sizes[3], np.shape(filter)[-3], strides[3], dilations[3]),
+                ),
+                sizes=(
+                    -((-input_sizes[1]) // strides[1]),
+                    -((-input_sizes[2]) // strides[2]),
+                    -((-input_sizes[3]) // strides[3]),
+                ),
+            )
     else:
         raise ValueError(f"Conv3DBackpropInputV2: unsupported attributes padding={padding!r}")
     return grad_filter, grad_out_backprop
@@ -934,6 +1078,7 @@ def conv3d_backprop_filter_v2_vjp(
     filter_sizes,
     strides,
     dilations=(1, 1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv3DBackpropFilterV2: one array per input (input, out_backprop).
 
@@ -949,55 +1094,64 @@ def conv3d_backprop_filter_v2_vjp(
             i.e. `_conv(input, grad, strides=(strides[1], strides[2], strides[3]), ...`
     """
     if padding == "VALID":
-        grad_input = _conv_backprop_input(
-            out_backprop,
-            grad,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_out_backprop = _conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(
-                (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-4] - 1) // strides[1] + 1,
-                (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-3] - 1) // strides[2] + 1,
-                (-dilations[3] * (filter_sizes[2] - 1) + np.shape(input)[-2] - 1) // strides[3] + 1,
-            ),
-        )
+        grad_input = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                out_backprop,
+                grad,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(0, 0, 0),
+                sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(0, 0, 0),
+                sizes=(
+                    (-dilations[1] * (filter_sizes[0] - 1) + np.shape(input)[-4] - 1) // strides[1]
+                    + 1,
+                    (-dilations[2] * (filter_sizes[1] - 1) + np.shape(input)[-3] - 1) // strides[2]
+                    + 1,
+                    (-dilations[3] * (filter_sizes[2] - 1) + np.shape(input)[-2] - 1) // strides[3]
+                    + 1,
+                ),
+            )
     elif padding == "SAME":
-        grad_input = _conv_backprop_input(
-            out_backprop,
-            grad,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(np.shape(input)[-4], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-3], filter_sizes[1], strides[2], dilations[2]),
-                _same_padding(np.shape(input)[-2], filter_sizes[2], strides[3], dilations[3]),
-            ),
-            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_out_backprop = _conv(
-            input,
-            grad,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(np.shape(input)[-4], filter_sizes[0], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-3], filter_sizes[1], strides[2], dilations[2]),
-                _same_padding(np.shape(input)[-2], filter_sizes[2], strides[3], dilations[3]),
-            ),
-            sizes=(
-                -((-np.shape(input)[-4]) // strides[1]),
-                -((-np.shape(input)[-3]) // strides[2]),
-                -((-np.shape(input)[-2]) // strides[3]),
-            ),
-        )
+        grad_input = grad_out_backprop = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                out_backprop,
+                grad,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(
+                    _same_padding(np.shape(input)[-4], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(np.shape(input)[-3], filter_sizes[1], strides[2], dilations[2]),
+                    _same_padding(np.shape(input)[-2], filter_sizes[2], strides[3], dilations[3]),
+                ),
+                sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_out_backprop = _conv(
+                input,
+                grad,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(
+                    _same_padding(np.shape(input)[-4], filter_sizes[0], strides[1], dilations[1]),
+                    _same_padding(np.shape(input)[-3], filter_sizes[1], strides[2], dilations[2]),
+                    _same_padding(np.shape(input)[-2], filter_sizes[2], strides[3], dilations[3]),
+                ),
+                sizes=(
+                    -((-np.shape(input)[-4]) // strides[1]),
+                    -((-np.shape(input)[-3]) // strides[2]),
+                    -((-np.shape(input)[-2]) // strides[3]),
+                ),
+            )
     else:
         raise ValueError(f"Conv3DBackpropFilterV2: unsupported attributes padding={padding!r}")
     return grad_input, grad_out_backprop

@@ -128,6 +128,7 @@ def conv2d_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv2D: one array per input (input, filter).
 
@@ -141,62 +142,79 @@ def conv2d_vjp(
             i.e. `_conv_backprop_filter(input, grad, strides=(strides[1], strides[2]), ...`
     """
     if padding == "VALID":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
     elif padding == "SAME":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(
+                        np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]
+                    ),
+                    _same_padding(
+                        np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]
+                    ),
+                ),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(
+                        np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]
+                    ),
+                    _same_padding(
+                        np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]
+                    ),
+                ),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
     elif padding == "EXPLICIT":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
     else:
         raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter
@@ -332,6 +350,7 @@ def depthwise_conv2d_native_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of DepthwiseConv2dNative: one array per input (input, filter).
 
@@ -345,33 +364,80 @@ def depthwise_conv2d_native_vjp(
             i.e. `_depthwise_conv_backprop_filter(input, grad, strides=(strides[1], ...`
     """
     if padding in ("VALID", "SAME", "EXPLICIT"):
+        grad_input = grad_filter = None
         t0 = jnp.shape(filter)[-1]
         grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t0))
         if padding == "VALID":
-            pads = (0, 0)
+            if needs_grad[0]:
+                grad_input = _depthwise_conv_backprop_input(
+                    grad,
+                    filter,
+                    strides=(strides[1], strides[2]),
+                    dilations=(dilations[1], dilations[2]),
+                    pads=(0, 0),
+                    sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+                )
+            if needs_grad[1]:
+                grad_filter = _depthwise_conv_backprop_filter(
+                    input,
+                    grad,
+                    strides=(strides[1], strides[2]),
+                    dilations=(dilations[1], dilations[2]),
+                    pads=(0, 0),
+                    sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+                )
         elif padding == "SAME":
-            pads = (
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            )
+            if needs_grad[0]:
+                grad_input = _depthwise_conv_backprop_input(
+                    grad,
+                    filter,
+                    strides=(strides[1], strides[2]),
+                    dilations=(dilations[1], dilations[2]),
+                    pads=(
+                        _same_padding(
+                            np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]
+                        ),
+                        _same_padding(
+                            np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]
+                        ),
+                    ),
+                    sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+                )
+            if needs_grad[1]:
+                grad_filter = _depthwise_conv_backprop_filter(
+                    input,
+                    grad,
+                    strides=(strides[1], strides[2]),
+                    dilations=(dilations[1], dilations[2]),
+                    pads=(
+                        _same_padding(
+                            np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]
+                        ),
+                        _same_padding(
+                            np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]
+                        ),
+                    ),
+                    sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+                )
         else:
-            pads = (explicit_paddings[2], explicit_paddings[4])
-        grad_input = _depthwise_conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=pads,
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _depthwise_conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=pads,
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+            if needs_grad[0]:
+                grad_input = _depthwise_conv_backprop_input(
+                    grad,
+                    filter,
+                    strides=(strides[1], strides[2]),
+                    dilations=(dilations[1], dilations[2]),
+                    pads=(explicit_paddings[2], explicit_paddings[4]),
+                    sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+                )
+            if needs_grad[1]:
+                grad_filter = _depthwise_conv_backprop_filter(
+                    input,
+                    grad,
+                    strides=(strides[1], strides[2]),
+                    dilations=(dilations[1], dilations[2]),
+                    pads=(explicit_paddings[2], explicit_paddings[4]),
+                    sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+                )
     else:
         raise ValueError(f"DepthwiseConv2dNative: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter
@@ -527,7 +593,15 @@ def conv3d_forward(input, filter, *, padding="VALID", strides, dilations=(1, 1, 
 
 
 def conv3d_vjp(
-    grad, input, filter, *, output=None, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
+    grad,
+    input,
+    filter,
+    *,
+    output=None,
+    padding="VALID",
+    strides,
+    dilations=(1, 1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv3D: one array per input (input, filter).
 
@@ -543,47 +617,65 @@ def conv3d_vjp(
             i.e. `_conv_backprop_filter(input, grad, strides=(strides[1], strides[2], ...`
     """
     if padding == "VALID":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(0, 0, 0),
-            sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(0, 0, 0),
+                sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(0, 0, 0),
+                sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
     elif padding == "SAME":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
-            ),
-            sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2], strides[3]),
-            dilations=(dilations[1], dilations[2], dilations[3]),
-            pads=(
-                _same_padding(np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]),
-            ),
-            sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(
+                    _same_padding(
+                        np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]
+                    ),
+                    _same_padding(
+                        np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]
+                    ),
+                    _same_padding(
+                        np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]
+                    ),
+                ),
+                sizes=(np.shape(input)[-4], np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2], strides[3]),
+                dilations=(dilations[1], dilations[2], dilations[3]),
+                pads=(
+                    _same_padding(
+                        np.shape(input)[-4], np.shape(filter)[-5], strides[1], dilations[1]
+                    ),
+                    _same_padding(
+                        np.shape(input)[-3], np.shape(filter)[-4], strides[2], dilations[2]
+                    ),
+                    _same_padding(
+                        np.shape(input)[-2], np.shape(filter)[-3], strides[3], dilations[3]
+                    ),
+                ),
+                sizes=(np.shape(filter)[-5], np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
     else:
         raise ValueError(f"Conv3D: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter
@@ -1086,7 +1178,9 @@ def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
     return output
 
 
-def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides, rates):
+def dilation2d_vjp(
+    grad, input, filter, *, output=None, padding="VALID", strides, rates, needs_grad=(True, True)
+):
     """Gradient of Dilation2D: one array per input (input, filter).
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
@@ -1112,63 +1206,102 @@ def dilation2d_vjp(grad, input, filter, *, output=None, padding="VALID", strides
     if output is None:
         output = dilation2d_forward(input, filter, padding=padding, strides=strides, rates=rates)
     if padding in ("VALID", "SAME"):
-        t0 = grad[..., None, :, None, :]
-        t1 = filter[..., None, :, :]
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            t0 = grad[..., None, :, None, :]
+            t1 = filter[..., None, :, :]
         t2 = jnp.arange(jnp.shape(grad)[-2])
-        t3 = t2[..., None]
+        if needs_grad[0]:
+            t3 = t2[..., None]
         t4 = jnp.arange(jnp.shape(filter)[-2])
         if padding == "VALID":
-            t5 = rates[2] * t4 + strides[2] * t3
+            if needs_grad[0]:
+                t5 = rates[2] * t4 + strides[2] * t3
+                t6 = _gather(input, t5, -2, fill=-jnp.inf)
         else:
-            t6 = jnp.shape(filter)[-2]
-            t7 = jnp.shape(input)[-2]
-            t5 = rates[2] * t4 + strides[2] * t3 - _same_padding(t7, t6, strides[2], rates[2])
-        t8 = _gather(input, t5, -2, fill=-jnp.inf)
+            t5 = jnp.shape(filter)[-2]
+            t6 = jnp.shape(input)[-2]
+            if needs_grad[0]:
+                t7 = rates[2] * t4 + strides[2] * t3 - _same_padding(t6, t5, strides[2], rates[2])
+                t8 = _gather(input, t7, -2, fill=-jnp.inf)
         t9 = jnp.arange(jnp.shape(grad)[-3])
-        t10 = t9[..., None]
+        if needs_grad[0]:
+            t10 = t9[..., None]
         t11 = jnp.arange(jnp.shape(filter)[-3])
         if padding == "VALID":
-            t12 = rates[1] * t11 + strides[1] * t10
+            if needs_grad[0]:
+                t12 = rates[1] * t11 + strides[1] * t10
+                t13 = _gather(t6, t12, -4, fill=-jnp.inf)
+                t14 = output[..., None, :, None, :]
+                t15 = jnp.asarray(t14 == t1 + t13, grad.dtype)
+                t16 = _shift_right(jnp.cumsum(t15, axis=-2), axis=-2, fill=0)
+                t17 = jnp.sum(t15, axis=-2, keepdims=True)
+                t18 = _shift_right(jnp.cumsum(t17, axis=-4), axis=-4, fill=0)
+                t19 = jnp.where((t14 == t1 + t13) & (t16 + t18 == 0), t0, 0)
+                t20 = jnp.shape(input)[-2]
+                t21 = _scatter_add(t19, t5, 1, t20)  # no gather form: an explicit scatter-add
+                t22 = jnp.shape(input)[-3]
+                grad_input = _scatter_add(
+                    t21, t12, 2, t22
+                )  # no gather form: an explicit scatter-add
+            if needs_grad[1]:
+                t23 = jnp.transpose(grad, (3, 0, 1, 2))
+                t24 = filter[..., None, None, None]
+                t25 = t4[..., None]
+                t26 = rates[2] * t25 + strides[2] * t2
+                t27 = _gather(input, t26, -2, fill=-jnp.inf)
+                t28 = t11[..., None]
+                t29 = rates[1] * t28 + strides[1] * t9
+                t30 = _gather(t27, t29, -4, fill=-jnp.inf)
+                t31 = jnp.transpose(t30, (1, 3, 5, 0, 2, 4))
+                t32 = jnp.transpose(output, (3, 0, 1, 2))
+                t33 = jnp.asarray(t32 == t24 + t31, grad.dtype)
+                t34 = _shift_right(jnp.cumsum(t33, axis=-5), axis=-5, fill=0)
+                t35 = jnp.sum(t33, axis=-5, keepdims=True)
+                t36 = _shift_right(jnp.cumsum(t35, axis=-6), axis=-6, fill=0)
+                grad_filter = jnp.sum(
+                    jnp.where((t32 == t24 + t31) & (t34 + t36 == 0), t23, 0), axis=(-3, -2, -1)
+                )
         else:
-            t13 = jnp.shape(input)[-3]
-            t14 = jnp.shape(filter)[-3]
-            t12 = rates[1] * t11 + strides[1] * t10 - _same_padding(t13, t14, strides[1], rates[1])
-        t15 = _gather(t8, t12, -4, fill=-jnp.inf)
-        t16 = output[..., None, :, None, :]
-        t17 = jnp.asarray(t16 == t1 + t15, grad.dtype)
-        t18 = _shift_right(jnp.cumsum(t17, axis=-2), axis=-2, fill=0)
-        t19 = jnp.sum(t17, axis=-2, keepdims=True)
-        t20 = _shift_right(jnp.cumsum(t19, axis=-4), axis=-4, fill=0)
-        t21 = jnp.where((t16 == t1 + t15) & (t18 + t20 == 0), t0, 0)
-        if padding == "VALID":
-            t7 = jnp.shape(input)[-2]
-        t22 = _scatter_add(t21, t5, 1, t7)  # no gather form: an explicit scatter-add
-        if padding == "VALID":
-            t13 = jnp.shape(input)[-3]
-        grad_input = _scatter_add(t22, t12, 2, t13)  # no gather form: an explicit scatter-add
-        t23 = jnp.transpose(grad, (3, 0, 1, 2))
-        t24 = filter[..., None, None, None]
-        t25 = t4[..., None]
-        if padding == "VALID":
-            t26 = rates[2] * t25 + strides[2] * t2
-        else:
-            t26 = rates[2] * t25 + strides[2] * t2 - _same_padding(t7, t6, strides[2], rates[2])
-        t27 = _gather(input, t26, -2, fill=-jnp.inf)
-        t28 = t11[..., None]
-        if padding == "VALID":
-            t29 = rates[1] * t28 + strides[1] * t9
-        else:
-            t29 = rates[1] * t28 + strides[1] * t9 - _same_padding(t13, t14, strides[1], rates[1])
-        t30 = _gather(t27, t29, -4, fill=-jnp.inf)
-        t31 = jnp.transpose(t30, (1, 3, 5, 0, 2, 4))
-        t32 = jnp.transpose(output, (3, 0, 1, 2))
-        t33 = jnp.asarray(t32 == t24 + t31, grad.dtype)
-        t34 = _shift_right(jnp.cumsum(t33, axis=-5), axis=-5, fill=0)
-        t35 = jnp.sum(t33, axis=-5, keepdims=True)
-        t36 = _shift_right(jnp.cumsum(t35, axis=-6), axis=-6, fill=0)
-        grad_filter = jnp.sum(
-            jnp.where((t32 == t24 + t31) & (t34 + t36 == 0), t23, 0), axis=(-3, -2, -1)
-        )
+            t12 = jnp.shape(input)[-3]
+            t13 = jnp.shape(filter)[-3]
+            if needs_grad[0]:
+                t14 = (
+                    rates[1] * t11
+                    + strides[1] * t10
+                    - _same_padding(t12, t13, strides[1], rates[1])
+                )
+                t15 = _gather(t8, t14, -4, fill=-jnp.inf)
+                t16 = output[..., None, :, None, :]
+                t17 = jnp.asarray(t16 == t1 + t15, grad.dtype)
+                t18 = _shift_right(jnp.cumsum(t17, axis=-2), axis=-2, fill=0)
+                t19 = jnp.sum(t17, axis=-2, keepdims=True)
+                t20 = _shift_right(jnp.cumsum(t19, axis=-4), axis=-4, fill=0)
+                t21 = jnp.where((t16 == t1 + t15) & (t18 + t20 == 0), t0, 0)
+                t22 = _scatter_add(t21, t7, 1, t6)  # no gather form: an explicit scatter-add
+                grad_input = _scatter_add(
+                    t22, t14, 2, t12
+                )  # no gather form: an explicit scatter-add
+            if needs_grad[1]:
+                t23 = jnp.transpose(grad, (3, 0, 1, 2))
+                t24 = filter[..., None, None, None]
+                t25 = t4[..., None]
+                t26 = rates[2] * t25 + strides[2] * t2 - _same_padding(t6, t5, strides[2], rates[2])
+                t27 = _gather(input, t26, -2, fill=-jnp.inf)
+                t28 = t11[..., None]
+                t29 = (
+                    rates[1] * t28 + strides[1] * t9 - _same_padding(t12, t13, strides[1], rates[1])
+                )
+                t30 = _gather(t27, t29, -4, fill=-jnp.inf)
+                t31 = jnp.transpose(t30, (1, 3, 5, 0, 2, 4))
+                t32 = jnp.transpose(output, (3, 0, 1, 2))
+                t33 = jnp.asarray(t32 == t24 + t31, grad.dtype)
+                t34 = _shift_right(jnp.cumsum(t33, axis=-5), axis=-5, fill=0)
+                t35 = jnp.sum(t33, axis=-5, keepdims=True)
+                t36 = _shift_right(jnp.cumsum(t35, axis=-6), axis=-6, fill=0)
+                grad_filter = jnp.sum(
+                    jnp.where((t32 == t24 + t31) & (t34 + t36 == 0), t23, 0), axis=(-3, -2, -1)
+                )
     else:
         raise ValueError(f"Dilation2D: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter

@@ -112,7 +112,7 @@ def matrix_set_diag_forward(input, diagonal):
     return output
 
 
-def matrix_set_diag_vjp(grad, input, diagonal, *, output=None):
+def matrix_set_diag_vjp(grad, input, diagonal, *, output=None, needs_grad=(True, True)):
     """Gradient of MatrixSetDiag: one array per input (input, diagonal).
 
     In index notation, next to the code computing it:
@@ -120,13 +120,16 @@ def matrix_set_diag_vjp(grad, input, diagonal, *, output=None):
             i.e. `grad - t1 * t2`
         grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
     """
+    grad_input = grad_diagonal = None
     t0 = jnp.diagonal(grad, axis1=-2, axis2=-1)
-    t1 = t0[..., None]
-    t2 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
-    grad_input = grad - t1 * t2
-    grad_input = _sum_to_shape(grad_input, np.shape(input))
-    grad_diagonal = t0
-    grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    if needs_grad[0]:
+        t1 = t0[..., None]
+        t2 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
+        grad_input = grad - t1 * t2
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    if needs_grad[1]:
+        grad_diagonal = t0
+        grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     return grad_input, grad_diagonal
 
 
@@ -844,7 +847,7 @@ def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
     return output
 
 
-def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
+def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0, needs_grad=(True, True)):
     """Gradient of MatrixSetDiagV2: one array per input (input, diagonal).
 
     In index notation, next to the code computing it, per variant:
@@ -862,45 +865,70 @@ def matrix_set_diag_v2_vjp(grad, input, diagonal, *, output=None, k=0):
             grad_diagonal[batch, i] = grad[batch, i + 2, i], i.e. `_gather(t12, t17, -1)`
     """
     if k == 0:
+        grad_input = grad_diagonal = None
         t0 = jnp.diagonal(grad, axis1=-2, axis2=-1)
-        t1 = t0[..., None]
-        t2 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
-        grad_input = grad - t1 * t2
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        grad_diagonal = t0
-    elif k in (1, -2):
-        t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
-        t1 = jnp.shape(input)[-2]
-        t2 = jnp.arange(jnp.shape(input)[-2])
-        if k == 1:
+        if needs_grad[0]:
+            t1 = t0[..., None]
+            t2 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
+            grad_input = grad - t1 * t2
+            grad_input = _sum_to_shape(grad_input, np.shape(input))
+        if needs_grad[1]:
+            grad_diagonal = t0
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == 1:
+        grad_input = grad_diagonal = None
+        if needs_grad[0]:
+            t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
+            t1 = jnp.shape(input)[-2]
+            t2 = jnp.arange(jnp.shape(input)[-2])
             t3 = t2 + 1
-        else:
-            t3 = t2 - 2
-        t4 = jnp.asarray(t2, dtype=jnp.int64)
-        t5 = jnp.asarray(t3, dtype=jnp.int64)
-        t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
-        t7 = t1**2
-        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t1))
-        grad_input = grad * (t9 + 1)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t10 = jnp.shape(grad)[-2]
-        t11 = jnp.shape(grad)[-1]
-        t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
-        t13 = jnp.arange(jnp.shape(diagonal)[-1])
-        if k == 1:
+            t4 = jnp.asarray(t2, dtype=jnp.int64)
+            t5 = jnp.asarray(t3, dtype=jnp.int64)
+            t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+            t7 = t1**2
+            t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t1))
+            grad_input = grad * (t9 + 1)
+            grad_input = _sum_to_shape(grad_input, np.shape(input))
+        if needs_grad[1]:
+            t10 = jnp.shape(grad)[-2]
+            t11 = jnp.shape(grad)[-1]
+            t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
+            t13 = jnp.arange(jnp.shape(diagonal)[-1])
             t14 = t13 + 1
             t15 = jnp.asarray(t13, dtype=jnp.int64)
             t16 = jnp.asarray(t14, dtype=jnp.int64)
-        else:
+            t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+            grad_diagonal = _gather(t12, t17, -1)
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == -2:
+        grad_input = grad_diagonal = None
+        if needs_grad[0]:
+            t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
+            t1 = jnp.shape(input)[-2]
+            t2 = jnp.arange(jnp.shape(input)[-2])
+            t3 = t2 - 2
+            t4 = jnp.asarray(t2, dtype=jnp.int64)
+            t5 = jnp.asarray(t3, dtype=jnp.int64)
+            t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+            t7 = t1**2
+            t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t1))
+            grad_input = grad * (t9 + 1)
+            grad_input = _sum_to_shape(grad_input, np.shape(input))
+        if needs_grad[1]:
+            t10 = jnp.shape(grad)[-2]
+            t11 = jnp.shape(grad)[-1]
+            t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
+            t13 = jnp.arange(jnp.shape(diagonal)[-1])
             t14 = t13 + 2
             t15 = jnp.asarray(t14, dtype=jnp.int64)
             t16 = jnp.asarray(t13, dtype=jnp.int64)
-        t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
-        grad_diagonal = _gather(t12, t17, -1)
+            t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+            grad_diagonal = _gather(t12, t17, -1)
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     else:
         raise ValueError(f"MatrixSetDiagV2: unsupported attributes k={k!r}")
-    grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     return grad_input, grad_diagonal
 
 
@@ -1002,7 +1030,9 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
     return output
 
 
-def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RIGHT_LEFT"):
+def matrix_set_diag_v3_vjp(
+    grad, input, diagonal, *, output=None, k=0, align="RIGHT_LEFT", needs_grad=(True, True)
+):
     """Gradient of MatrixSetDiagV3: one array per input (input, diagonal).
 
     In index notation, next to the code computing it, for k=0, align='RIGHT_LEFT' (other values of
@@ -1012,108 +1042,266 @@ def matrix_set_diag_v3_vjp(grad, input, diagonal, *, output=None, k=0, align="RI
         grad_diagonal[batch, i] = grad[batch, i, i], i.e. `t0`
     """
     if k == 0 and align == "RIGHT_LEFT":
+        grad_input = grad_diagonal = None
         t0 = jnp.diagonal(grad, axis1=-2, axis2=-1)
-        t1 = t0[..., None]
-        t2 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
-        grad_input = grad - t1 * t2
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        grad_diagonal = t0
-    elif k in (1, -2) and align == "RIGHT_LEFT":
-        t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
-        t1 = jnp.shape(input)[-2]
-        t2 = jnp.arange(jnp.shape(input)[-2])
-        if k == 1:
+        if needs_grad[0]:
+            t1 = t0[..., None]
+            t2 = jnp.eye(jnp.shape(input)[-2], dtype=jnp.result_type(input))
+            grad_input = grad - t1 * t2
+            grad_input = _sum_to_shape(grad_input, np.shape(input))
+        if needs_grad[1]:
+            grad_diagonal = t0
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == 1 and align == "RIGHT_LEFT":
+        grad_input = grad_diagonal = None
+        if needs_grad[0]:
+            t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
+            t1 = jnp.shape(input)[-2]
+            t2 = jnp.arange(jnp.shape(input)[-2])
             t3 = t2 + 1
-        else:
-            t3 = t2 - 2
-        t4 = jnp.asarray(t2, dtype=jnp.int64)
-        t5 = jnp.asarray(t3, dtype=jnp.int64)
-        t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
-        t7 = t1**2
-        t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
-        t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t1))
-        grad_input = grad * (t9 + 1)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t10 = jnp.shape(grad)[-2]
-        t11 = jnp.shape(grad)[-1]
-        t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
-        t13 = jnp.arange(jnp.shape(diagonal)[-1])
-        if k == 1:
+            t4 = jnp.asarray(t2, dtype=jnp.int64)
+            t5 = jnp.asarray(t3, dtype=jnp.int64)
+            t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+            t7 = t1**2
+            t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t1))
+            grad_input = grad * (t9 + 1)
+            grad_input = _sum_to_shape(grad_input, np.shape(input))
+        if needs_grad[1]:
+            t10 = jnp.shape(grad)[-2]
+            t11 = jnp.shape(grad)[-1]
+            t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
+            t13 = jnp.arange(jnp.shape(diagonal)[-1])
             t14 = t13 + 1
             t15 = jnp.asarray(t13, dtype=jnp.int64)
             t16 = jnp.asarray(t14, dtype=jnp.int64)
-        else:
+            t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+            grad_diagonal = _gather(t12, t17, -1)
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == -2 and align == "RIGHT_LEFT":
+        grad_input = grad_diagonal = None
+        if needs_grad[0]:
+            t0 = jnp.asarray(-1, dtype=jnp.result_type(input))
+            t1 = jnp.shape(input)[-2]
+            t2 = jnp.arange(jnp.shape(input)[-2])
+            t3 = t2 - 2
+            t4 = jnp.asarray(t2, dtype=jnp.int64)
+            t5 = jnp.asarray(t3, dtype=jnp.int64)
+            t6 = jnp.where((t5 >= 0) & (t1 > t5), t1 * t4 + t5, -1)
+            t7 = t1**2
+            t8 = _scatter_add(t0, t6, 0, t7)  # no gather form: an explicit scatter-add
+            t9 = jnp.reshape(t8, jnp.shape(t8)[:-1] + (-1, t1))
+            grad_input = grad * (t9 + 1)
+            grad_input = _sum_to_shape(grad_input, np.shape(input))
+        if needs_grad[1]:
+            t10 = jnp.shape(grad)[-2]
+            t11 = jnp.shape(grad)[-1]
+            t12 = jnp.reshape(grad, jnp.shape(grad)[:-2] + (t10 * t11,))
+            t13 = jnp.arange(jnp.shape(diagonal)[-1])
             t14 = t13 + 2
             t15 = jnp.asarray(t14, dtype=jnp.int64)
             t16 = jnp.asarray(t13, dtype=jnp.int64)
-        t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
-        grad_diagonal = _gather(t12, t17, -1)
-    elif k in ((-1, 1), (1, 2)) and align in (
-        "RIGHT_LEFT",
-        "LEFT_RIGHT",
-        "LEFT_LEFT",
-        "RIGHT_RIGHT",
-    ):
-        t0 = jnp.arange(jnp.shape(input)[-2])
-        t1 = t0[..., None]
-        if k == (-1, 1):
-            t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
-        else:
-            t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
-        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
-        grad_input = _sum_to_shape(grad_input, np.shape(input))
-        t3 = jnp.arange(jnp.shape(diagonal)[-2])
-        if k == (-1, 1):
-            t4 = (t3 >= 0) & (t3 <= 2)
-        else:
-            t4 = (t3 >= 0) & (t3 <= 1)
-        t5 = t4[..., None]
-        t6 = t3[..., None]
-        if k == (-1, 1):
-            t7 = t0 + t6 - 1
-        else:
-            t7 = t0 + t6 - 2
-        t8 = _gather(grad, t7, -2)
-        t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
-        t10 = jnp.shape(diagonal)[-2]
-        if k == (-1, 1):
-            t11 = jnp.shape(input)[-2]
-            if align == "RIGHT_LEFT":
-                t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 <= 1, jnp.abs(t6 - 1), 0) - 1
-            elif align == "LEFT_RIGHT":
-                t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 > 1, jnp.abs(t6 - 1), 0) - 1
-            elif align == "LEFT_LEFT":
-                t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) - 1
-            else:
-                t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.abs(t6 - 1) - 1
-        else:
-            t11 = jnp.shape(diagonal)[-1]
-            if align == "RIGHT_LEFT":
-                t12 = (
-                    t0
-                    + t6
-                    - jnp.maximum(t6 - 2, 0)
-                    + jnp.where(t6 <= 2, jnp.abs(t6 - 2) - 1, 0)
-                    - 2
-                )
-            elif align == "LEFT_RIGHT":
-                t12 = (
-                    t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.where(t6 > 2, jnp.abs(t6 - 2) - 1, 0) - 2
-                )
-            elif align == "LEFT_LEFT":
-                t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) - 2
-            else:
-                t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.abs(t6 - 2) - 3
-        t13 = jnp.asarray(t6, dtype=jnp.int64)
-        t14 = jnp.asarray(t12, dtype=jnp.int64)
-        t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
-        t16 = t10 * t11
-        t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
-        t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
-        grad_diagonal = jnp.where(t5, t18, 0)
+            t17 = jnp.where((t16 >= 0) & (t11 > t16), t11 * t15 + t16, -1)
+            grad_diagonal = _gather(t12, t17, -1)
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+        return _matrix_set_diag_v3_vjp_k_1_1_and_align_in_right_left_left_right(
+            grad, input, diagonal, align, needs_grad
+        )
+    elif k == (1, 2) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+        return _matrix_set_diag_v3_vjp_k_1_2_and_align_in_right_left_left_right(
+            grad, input, diagonal, align, needs_grad
+        )
     else:
         raise ValueError(f"MatrixSetDiagV3: unsupported attributes k={k!r}, align={align!r}")
-    grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    return grad_input, grad_diagonal
+
+
+def _matrix_set_diag_v3_vjp_k_1_1_and_align_in_right_left_left_right(
+    grad, input, diagonal, align, needs_grad
+):
+    """matrix_set_diag_v3_vjp where k == (-1, 1) and align in ('RIGHT_LEFT', 'LEFT_RIGHT', 'LEFT_LEFT', 'RIGHT_RIGHT'): that branch, as a function of its own."""
+    grad_input = grad_diagonal = None
+    t0 = jnp.arange(jnp.shape(input)[-2])
+    if needs_grad[0]:
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -1) & (-t0 + t1 <= 1)
+        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    if align == "RIGHT_LEFT":
+        if needs_grad[1]:
+            t3 = jnp.arange(jnp.shape(diagonal)[-2])
+            t4 = (t3 >= 0) & (t3 <= 2)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 1
+            t8 = _gather(grad, t7, -2)
+            t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+            t10 = jnp.shape(diagonal)[-2]
+            t11 = jnp.shape(input)[-2]
+            t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 <= 1, jnp.abs(t6 - 1), 0) - 1
+            t13 = jnp.asarray(t6, dtype=jnp.int64)
+            t14 = jnp.asarray(t12, dtype=jnp.int64)
+            t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+            grad_diagonal = jnp.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif align == "LEFT_RIGHT":
+        if needs_grad[1]:
+            t3 = jnp.arange(jnp.shape(diagonal)[-2])
+            t4 = (t3 >= 0) & (t3 <= 2)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 1
+            t8 = _gather(grad, t7, -2)
+            t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+            t10 = jnp.shape(diagonal)[-2]
+            t11 = jnp.shape(input)[-2]
+            t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.where(t6 > 1, jnp.abs(t6 - 1), 0) - 1
+            t13 = jnp.asarray(t6, dtype=jnp.int64)
+            t14 = jnp.asarray(t12, dtype=jnp.int64)
+            t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+            grad_diagonal = jnp.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif align == "LEFT_LEFT":
+        if needs_grad[1]:
+            t3 = jnp.arange(jnp.shape(diagonal)[-2])
+            t4 = (t3 >= 0) & (t3 <= 2)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 1
+            t8 = _gather(grad, t7, -2)
+            t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+            t10 = jnp.shape(diagonal)[-2]
+            t11 = jnp.shape(input)[-2]
+            t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) - 1
+            t13 = jnp.asarray(t6, dtype=jnp.int64)
+            t14 = jnp.asarray(t12, dtype=jnp.int64)
+            t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+            grad_diagonal = jnp.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    else:
+        if needs_grad[1]:
+            t3 = jnp.arange(jnp.shape(diagonal)[-2])
+            t4 = (t3 >= 0) & (t3 <= 2)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 1
+            t8 = _gather(grad, t7, -2)
+            t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+            t10 = jnp.shape(diagonal)[-2]
+            t11 = jnp.shape(input)[-2]
+            t12 = t0 + t6 - jnp.maximum(t6 - 1, 0) + jnp.abs(t6 - 1) - 1
+            t13 = jnp.asarray(t6, dtype=jnp.int64)
+            t14 = jnp.asarray(t12, dtype=jnp.int64)
+            t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+            grad_diagonal = jnp.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    return grad_input, grad_diagonal
+
+
+def _matrix_set_diag_v3_vjp_k_1_2_and_align_in_right_left_left_right(
+    grad, input, diagonal, align, needs_grad
+):
+    """matrix_set_diag_v3_vjp where k == (1, 2) and align in ('RIGHT_LEFT', 'LEFT_RIGHT', 'LEFT_LEFT', 'RIGHT_RIGHT'): that branch, as a function of its own."""
+    grad_input = grad_diagonal = None
+    t0 = jnp.arange(jnp.shape(input)[-2])
+    if needs_grad[0]:
+        t1 = t0[..., None]
+        t2 = (-t0 + t1 >= -2) & (-t0 + t1 <= -1)
+        grad_input = grad * jnp.asarray(jnp.where(t2, 0, 1), grad.dtype)
+        grad_input = _sum_to_shape(grad_input, np.shape(input))
+    if align == "RIGHT_LEFT":
+        if needs_grad[1]:
+            t3 = jnp.arange(jnp.shape(diagonal)[-2])
+            t4 = (t3 >= 0) & (t3 <= 1)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 2
+            t8 = _gather(grad, t7, -2)
+            t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+            t10 = jnp.shape(diagonal)[-2]
+            t11 = jnp.shape(diagonal)[-1]
+            t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.where(t6 <= 2, jnp.abs(t6 - 2) - 1, 0) - 2
+            t13 = jnp.asarray(t6, dtype=jnp.int64)
+            t14 = jnp.asarray(t12, dtype=jnp.int64)
+            t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+            grad_diagonal = jnp.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif align == "LEFT_RIGHT":
+        if needs_grad[1]:
+            t3 = jnp.arange(jnp.shape(diagonal)[-2])
+            t4 = (t3 >= 0) & (t3 <= 1)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 2
+            t8 = _gather(grad, t7, -2)
+            t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+            t10 = jnp.shape(diagonal)[-2]
+            t11 = jnp.shape(diagonal)[-1]
+            t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.where(t6 > 2, jnp.abs(t6 - 2) - 1, 0) - 2
+            t13 = jnp.asarray(t6, dtype=jnp.int64)
+            t14 = jnp.asarray(t12, dtype=jnp.int64)
+            t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+            grad_diagonal = jnp.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    elif align == "LEFT_LEFT":
+        if needs_grad[1]:
+            t3 = jnp.arange(jnp.shape(diagonal)[-2])
+            t4 = (t3 >= 0) & (t3 <= 1)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 2
+            t8 = _gather(grad, t7, -2)
+            t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+            t10 = jnp.shape(diagonal)[-2]
+            t11 = jnp.shape(diagonal)[-1]
+            t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) - 2
+            t13 = jnp.asarray(t6, dtype=jnp.int64)
+            t14 = jnp.asarray(t12, dtype=jnp.int64)
+            t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+            grad_diagonal = jnp.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
+    else:
+        if needs_grad[1]:
+            t3 = jnp.arange(jnp.shape(diagonal)[-2])
+            t4 = (t3 >= 0) & (t3 <= 1)
+            t5 = t4[..., None]
+            t6 = t3[..., None]
+            t7 = t0 + t6 - 2
+            t8 = _gather(grad, t7, -2)
+            t9 = jnp.diagonal(t8, axis1=-2, axis2=-1)
+            t10 = jnp.shape(diagonal)[-2]
+            t11 = jnp.shape(diagonal)[-1]
+            t12 = t0 + t6 - jnp.maximum(t6 - 2, 0) + jnp.abs(t6 - 2) - 3
+            t13 = jnp.asarray(t6, dtype=jnp.int64)
+            t14 = jnp.asarray(t12, dtype=jnp.int64)
+            t15 = jnp.where((t14 >= 0) & (t11 > t14), t11 * t13 + t14, -1)
+            t16 = t10 * t11
+            t17 = _scatter_add(t9, t15, 0, t16)  # no gather form: an explicit scatter-add
+            t18 = jnp.reshape(t17, jnp.shape(t17)[:-1] + (-1, t11))
+            grad_diagonal = jnp.where(t5, t18, 0)
+            grad_diagonal = _sum_to_shape(grad_diagonal, np.shape(diagonal))
     return grad_input, grad_diagonal
 
 

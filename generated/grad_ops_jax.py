@@ -29,7 +29,7 @@ def sigmoid_grad_forward(y, dy):
     return z
 
 
-def sigmoid_grad_vjp(grad, y, dy, *, z=None):
+def sigmoid_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     """Gradient of SigmoidGrad: one array per input (y, dy).
 
     In index notation, next to the code computing it:
@@ -37,9 +37,12 @@ def sigmoid_grad_vjp(grad, y, dy, *, z=None):
             i.e. `_sum_to_shape(grad * (dy * tmp0 - dy * y), np.shape(y))`
         grad_dy = grad * y * (1 - y), i.e. `_sum_to_shape(grad * tmp0 * y, np.shape(dy))`
     """
+    grad_y = grad_dy = None
     tmp0 = 1 - y
-    grad_y = _sum_to_shape(grad * (dy * tmp0 - dy * y), np.shape(y))
-    grad_dy = _sum_to_shape(grad * tmp0 * y, np.shape(dy))
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(grad * (dy * tmp0 - dy * y), np.shape(y))
+    if needs_grad[1]:
+        grad_dy = _sum_to_shape(grad * tmp0 * y, np.shape(dy))
     return grad_y, grad_dy
 
 
@@ -57,15 +60,18 @@ def tanh_grad_forward(y, dy):
     return z
 
 
-def tanh_grad_vjp(grad, y, dy, *, z=None):
+def tanh_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     """Gradient of TanhGrad: one array per input (y, dy).
 
     In index notation, next to the code computing it:
         grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, np.shape(y))`
         grad_dy = grad * (1 - y**2), i.e. `_sum_to_shape(grad * (1 - y**2), np.shape(dy))`
     """
-    grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
-    grad_dy = _sum_to_shape(grad * (1 - y**2), np.shape(dy))
+    grad_y = grad_dy = None
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
+    if needs_grad[1]:
+        grad_dy = _sum_to_shape(grad * (1 - y**2), np.shape(dy))
     return grad_y, grad_dy
 
 
@@ -83,7 +89,7 @@ def sqrt_grad_forward(y, dy):
     return z
 
 
-def sqrt_grad_vjp(grad, y, dy, *, z=None):
+def sqrt_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     """Gradient of SqrtGrad: one array per input (y, dy).
 
     In index notation, next to the code computing it:
@@ -92,9 +98,12 @@ def sqrt_grad_vjp(grad, y, dy, *, z=None):
     """
     if z is None:
         z = sqrt_grad_forward(y, dy)
+    grad_y = grad_dy = None
     tmp0 = grad / y
-    grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
-    grad_dy = _sum_to_shape((1 / 2) * tmp0, np.shape(dy))
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(-tmp0 * z, np.shape(y))
+    if needs_grad[1]:
+        grad_dy = _sum_to_shape((1 / 2) * tmp0, np.shape(dy))
     return grad_y, grad_dy
 
 
@@ -112,7 +121,7 @@ def rsqrt_grad_forward(y, dy):
     return z
 
 
-def rsqrt_grad_vjp(grad, y, dy, *, z=None):
+def rsqrt_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     """Gradient of RsqrtGrad: one array per input (y, dy).
 
     In index notation, next to the code computing it:
@@ -120,8 +129,11 @@ def rsqrt_grad_vjp(grad, y, dy, *, z=None):
             i.e. `_sum_to_shape(-3 / 2 * dy * grad * y**2, np.shape(y))`
         grad_dy = -grad * y**3 / 2, i.e. `_sum_to_shape(-1 / 2 * grad * y**3, np.shape(dy))`
     """
-    grad_y = _sum_to_shape(-3 / 2 * dy * grad * y**2, np.shape(y))
-    grad_dy = _sum_to_shape(-1 / 2 * grad * y**3, np.shape(dy))
+    grad_y = grad_dy = None
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(-3 / 2 * dy * grad * y**2, np.shape(y))
+    if needs_grad[1]:
+        grad_dy = _sum_to_shape(-1 / 2 * grad * y**3, np.shape(dy))
     return grad_y, grad_dy
 
 
@@ -139,15 +151,18 @@ def reciprocal_grad_forward(y, dy):
     return z
 
 
-def reciprocal_grad_vjp(grad, y, dy, *, z=None):
+def reciprocal_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     """Gradient of ReciprocalGrad: one array per input (y, dy).
 
     In index notation, next to the code computing it:
         grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, np.shape(y))`
         grad_dy = -grad * y**2, i.e. `_sum_to_shape(-grad * y**2, np.shape(dy))`
     """
-    grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
-    grad_dy = _sum_to_shape(-grad * y**2, np.shape(dy))
+    grad_y = grad_dy = None
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
+    if needs_grad[1]:
+        grad_dy = _sum_to_shape(-grad * y**2, np.shape(dy))
     return grad_y, grad_dy
 
 
@@ -165,15 +180,18 @@ def inv_grad_forward(y, dy):
     return z
 
 
-def inv_grad_vjp(grad, y, dy, *, z=None):
+def inv_grad_vjp(grad, y, dy, *, z=None, needs_grad=(True, True)):
     """Gradient of InvGrad: one array per input (y, dy).
 
     In index notation, next to the code computing it:
         grad_y = -2 * grad * dy * y, i.e. `_sum_to_shape(-2 * dy * grad * y, np.shape(y))`
         grad_dy = -grad * y**2, i.e. `_sum_to_shape(-grad * y**2, np.shape(dy))`
     """
-    grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
-    grad_dy = _sum_to_shape(-grad * y**2, np.shape(dy))
+    grad_y = grad_dy = None
+    if needs_grad[0]:
+        grad_y = _sum_to_shape(-2 * dy * grad * y, np.shape(y))
+    if needs_grad[1]:
+        grad_dy = _sum_to_shape(-grad * y**2, np.shape(dy))
     return grad_y, grad_dy
 
 
@@ -268,7 +286,7 @@ def elu_grad_forward(gradients, outputs):
     return backprops
 
 
-def elu_grad_vjp(grad, gradients, outputs, *, backprops=None):
+def elu_grad_vjp(grad, gradients, outputs, *, backprops=None, needs_grad=(True, True)):
     """Gradient of EluGrad: one array per input (gradients, outputs).
 
     In index notation, next to the code computing it:
@@ -277,9 +295,14 @@ def elu_grad_vjp(grad, gradients, outputs, *, backprops=None):
         grad_outputs = (0 if outputs >= 0 else grad * gradients)
             i.e. `_sum_to_shape(jnp.where(tmp0, 0, grad * gradients), np.shape(outputs))`
     """
+    grad_gradients = grad_outputs = None
     tmp0 = outputs >= 0
-    grad_gradients = _sum_to_shape(jnp.where(tmp0, grad, grad * (outputs + 1)), np.shape(gradients))
-    grad_outputs = _sum_to_shape(jnp.where(tmp0, 0, grad * gradients), np.shape(outputs))
+    if needs_grad[0]:
+        grad_gradients = _sum_to_shape(
+            jnp.where(tmp0, grad, grad * (outputs + 1)), np.shape(gradients)
+        )
+    if needs_grad[1]:
+        grad_outputs = _sum_to_shape(jnp.where(tmp0, 0, grad * gradients), np.shape(outputs))
     return grad_gradients, grad_outputs
 
 
@@ -299,7 +322,7 @@ def selu_grad_forward(gradients, outputs):
     return backprops
 
 
-def selu_grad_vjp(grad, gradients, outputs, *, backprops=None):
+def selu_grad_vjp(grad, gradients, outputs, *, backprops=None, needs_grad=(True, True)):
     """Gradient of SeluGrad: one array per input (gradients, outputs).
 
     In index notation, next to the code computing it:
@@ -309,12 +332,15 @@ def selu_grad_vjp(grad, gradients, outputs, *, backprops=None):
         grad_outputs = (grad * gradients if outputs < 0 else 0)
             i.e. `_sum_to_shape(jnp.where(tmp0, grad * gradients, 0), np.shape(outputs))`
     """
+    grad_gradients = grad_outputs = None
     tmp0 = outputs < 0
-    grad_gradients = _sum_to_shape(
-        jnp.where(tmp0, grad * (outputs + 1.7580993408473768), 1.0507009873554805 * grad),
-        np.shape(gradients),
-    )
-    grad_outputs = _sum_to_shape(jnp.where(tmp0, grad * gradients, 0), np.shape(outputs))
+    if needs_grad[0]:
+        grad_gradients = _sum_to_shape(
+            jnp.where(tmp0, grad * (outputs + 1.7580993408473768), 1.0507009873554805 * grad),
+            np.shape(gradients),
+        )
+    if needs_grad[1]:
+        grad_outputs = _sum_to_shape(jnp.where(tmp0, grad * gradients, 0), np.shape(outputs))
     return grad_gradients, grad_outputs
 
 
@@ -332,7 +358,7 @@ def softplus_grad_forward(gradients, features):
     return backprops
 
 
-def softplus_grad_vjp(grad, gradients, features, *, backprops=None):
+def softplus_grad_vjp(grad, gradients, features, *, backprops=None, needs_grad=(True, True)):
     """Gradient of SoftplusGrad: one array per input (gradients, features).
 
     In index notation, next to the code computing it:
@@ -341,11 +367,14 @@ def softplus_grad_vjp(grad, gradients, features, *, backprops=None):
         grad_features = grad * gradients * (1/2 - tanh(features / 2)**2 / 2) / 2
             i.e. `_sum_to_shape((1 / 2) * grad * gradients * (1 / 2 - 1 / 2 * tmp0**2), ...`
     """
+    grad_gradients = grad_features = None
     tmp0 = jnp.tanh((1 / 2) * features)
-    grad_gradients = _sum_to_shape(grad * ((1 / 2) * tmp0 + 1 / 2), np.shape(gradients))
-    grad_features = _sum_to_shape(
-        (1 / 2) * grad * gradients * (1 / 2 - 1 / 2 * tmp0**2), np.shape(features)
-    )
+    if needs_grad[0]:
+        grad_gradients = _sum_to_shape(grad * ((1 / 2) * tmp0 + 1 / 2), np.shape(gradients))
+    if needs_grad[1]:
+        grad_features = _sum_to_shape(
+            (1 / 2) * grad * gradients * (1 / 2 - 1 / 2 * tmp0**2), np.shape(features)
+        )
     return grad_gradients, grad_features
 
 

@@ -40,7 +40,9 @@ def matmul_forward(a, b, *, transpose_a=False, transpose_b=False):
     return product
 
 
-def matmul_vjp(grad, a, b, *, product=None, transpose_a=False, transpose_b=False):
+def matmul_vjp(
+    grad, a, b, *, product=None, transpose_a=False, transpose_b=False, needs_grad=(True, True)
+):
     """Gradient of MatMul: one array per input (a, b).
 
     In index notation, next to the code computing it, per variant:
@@ -60,17 +62,29 @@ def matmul_vjp(grad, a, b, *, product=None, transpose_a=False, transpose_b=False
     a = _conj(a)
     b = _conj(b)
     if not transpose_a and not transpose_b:
-        grad_a = grad @ b.T
-        grad_b = a.T @ grad
+        grad_a = grad_b = None
+        if needs_grad[0]:
+            grad_a = grad @ b.T
+        if needs_grad[1]:
+            grad_b = a.T @ grad
     elif not transpose_a and transpose_b:
-        grad_a = grad @ b
-        grad_b = grad.T @ a
+        grad_a = grad_b = None
+        if needs_grad[0]:
+            grad_a = grad @ b
+        if needs_grad[1]:
+            grad_b = grad.T @ a
     elif transpose_a and not transpose_b:
-        grad_a = b @ grad.T
-        grad_b = a @ grad
+        grad_a = grad_b = None
+        if needs_grad[0]:
+            grad_a = b @ grad.T
+        if needs_grad[1]:
+            grad_b = a @ grad
     elif transpose_a and transpose_b:
-        grad_a = b.T @ grad.T
-        grad_b = grad.T @ a.T
+        grad_a = grad_b = None
+        if needs_grad[0]:
+            grad_a = b.T @ grad.T
+        if needs_grad[1]:
+            grad_b = grad.T @ a.T
     else:
         raise ValueError(
             f"MatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"
@@ -103,7 +117,9 @@ def sparse_mat_mul_forward(a, b, *, transpose_a=False, transpose_b=False):
     return product
 
 
-def sparse_mat_mul_vjp(grad, a, b, *, product=None, transpose_a=False, transpose_b=False):
+def sparse_mat_mul_vjp(
+    grad, a, b, *, product=None, transpose_a=False, transpose_b=False, needs_grad=(True, True)
+):
     """Gradient of SparseMatMul: one array per input (a, b).
 
     In index notation, next to the code computing it, per variant:
@@ -121,17 +137,29 @@ def sparse_mat_mul_vjp(grad, a, b, *, product=None, transpose_a=False, transpose
             grad_b[j, k] = sum_i grad[i, j] * a[k, i], i.e. `grad.T @ a.T`
     """
     if not transpose_a and not transpose_b:
-        grad_a = grad @ b.T
-        grad_b = a.T @ grad
+        grad_a = grad_b = None
+        if needs_grad[0]:
+            grad_a = grad @ b.T
+        if needs_grad[1]:
+            grad_b = a.T @ grad
     elif not transpose_a and transpose_b:
-        grad_a = grad @ b
-        grad_b = grad.T @ a
+        grad_a = grad_b = None
+        if needs_grad[0]:
+            grad_a = grad @ b
+        if needs_grad[1]:
+            grad_b = grad.T @ a
     elif transpose_a and not transpose_b:
-        grad_a = b @ grad.T
-        grad_b = a @ grad
+        grad_a = grad_b = None
+        if needs_grad[0]:
+            grad_a = b @ grad.T
+        if needs_grad[1]:
+            grad_b = a @ grad
     elif transpose_a and transpose_b:
-        grad_a = b.T @ grad.T
-        grad_b = grad.T @ a.T
+        grad_a = grad_b = None
+        if needs_grad[0]:
+            grad_a = b.T @ grad.T
+        if needs_grad[1]:
+            grad_b = grad.T @ a.T
     else:
         raise ValueError(
             f"SparseMatMul: unsupported attributes transpose_a={transpose_a!r}, transpose_b={transpose_b!r}"

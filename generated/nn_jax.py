@@ -136,7 +136,16 @@ def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages
 
 
 def softmax_cross_entropy_with_logits_vjp(
-    grad_loss, grad_backprop, features, labels, *, loss=None, backprop=None, ext1=None, sum1=None
+    grad_loss,
+    grad_backprop,
+    features,
+    labels,
+    *,
+    loss=None,
+    backprop=None,
+    ext1=None,
+    sum1=None,
+    needs_grad=(True, True),
 ):
     """Gradient of SoftmaxCrossEntropyWithLogits: one array per input (features, labels).
 
@@ -154,17 +163,21 @@ def softmax_cross_entropy_with_logits_vjp(
     """
     if backprop is None:
         backprop = softmax_cross_entropy_with_logits_forward(features, labels)[1]
-    if ext1 is None or sum1 is None:
-        ext1 = jnp.max(features, axis=-1)
-        t0 = ext1[..., None]
-        sum1 = jnp.sum(jnp.exp(features - t0), axis=-1)
+    grad_features = grad_labels = None
+    if needs_grad[1]:
+        if ext1 is None or sum1 is None:
+            ext1 = jnp.max(features, axis=-1)
+            t0 = ext1[..., None]
+            sum1 = jnp.sum(jnp.exp(features - t0), axis=-1)
     t1 = grad_loss[..., None]
-    t2 = backprop + labels
-    t3 = jnp.sum(-grad_backprop * t2 + labels * t1, axis=-1, keepdims=True)
-    grad_features = grad_backprop * t2 - labels * t1 + t2 * t3
-    t4 = ext1[..., None]
-    t5 = sum1[..., None]
-    grad_labels = -grad_backprop - t1 * (features - t4 - jnp.log(t5))
+    if needs_grad[0]:
+        t2 = backprop + labels
+        t3 = jnp.sum(-grad_backprop * t2 + labels * t1, axis=-1, keepdims=True)
+        grad_features = grad_backprop * t2 - labels * t1 + t2 * t3
+    if needs_grad[1]:
+        t4 = ext1[..., None]
+        t5 = sum1[..., None]
+        grad_labels = -grad_backprop - t1 * (features - t4 - jnp.log(t5))
     return grad_features, grad_labels
 
 
@@ -266,7 +279,7 @@ def bias_add_forward(value, bias, *, data_format="NHWC"):
     return output
 
 
-def bias_add_vjp(grad, value, bias, *, output=None, data_format="NHWC"):
+def bias_add_vjp(grad, value, bias, *, output=None, data_format="NHWC", needs_grad=(True, True)):
     """Gradient of BiasAdd: one array per input (value, bias).
 
     In index notation, next to the code computing it, per variant:
@@ -278,11 +291,18 @@ def bias_add_vjp(grad, value, bias, *, output=None, data_format="NHWC"):
             grad_value[b, c, h, w] = grad[b, c, h, w], i.e. `grad`
             grad_bias[c] = sum_{b, h, w} grad[b, c, h, w], i.e. `jnp.sum(grad, axis=(-4, -2, -1))`
     """
-    grad_value = grad
     if data_format == "NHWC":
-        grad_bias = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
+        grad_value = grad_bias = None
+        if needs_grad[0]:
+            grad_value = grad
+        if needs_grad[1]:
+            grad_bias = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
     elif data_format == "NCHW":
-        grad_bias = jnp.sum(grad, axis=(-4, -2, -1))
+        grad_value = grad_bias = None
+        if needs_grad[0]:
+            grad_value = grad
+        if needs_grad[1]:
+            grad_bias = jnp.sum(grad, axis=(-4, -2, -1))
     else:
         raise ValueError(f"BiasAdd: unsupported attributes data_format={data_format!r}")
     return grad_value, grad_bias
@@ -310,7 +330,7 @@ def cross_forward(a, b):
     return product
 
 
-def cross_vjp(grad, a, b, *, product=None):
+def cross_vjp(grad, a, b, *, product=None, needs_grad=(True, True)):
     """Gradient of Cross: one array per input (a, b).
 
     In index notation, next to the code computing it:
@@ -319,6 +339,7 @@ def cross_vjp(grad, a, b, *, product=None):
         grad_b[batch, c] = sum_{a, b} grad[batch, a] * LeviCivita(a, b, c) * a[batch, b]
             i.e. `jnp.einsum("...a,...b,abc->...c", grad, a, t0, optimize=True)`
     """
+    grad_a = grad_b = None
     t0 = jnp.asarray(
         [
             [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -327,10 +348,12 @@ def cross_vjp(grad, a, b, *, product=None):
         ],
         dtype=jnp.result_type(a),
     )
-    grad_a = jnp.einsum("...a,...b,acb->...c", grad, b, t0, optimize=True)
-    grad_a = _sum_to_shape(grad_a, np.shape(a))
-    grad_b = jnp.einsum("...a,...b,abc->...c", grad, a, t0, optimize=True)
-    grad_b = _sum_to_shape(grad_b, np.shape(b))
+    if needs_grad[0]:
+        grad_a = jnp.einsum("...a,...b,acb->...c", grad, b, t0, optimize=True)
+        grad_a = _sum_to_shape(grad_a, np.shape(a))
+    if needs_grad[1]:
+        grad_b = jnp.einsum("...a,...b,abc->...c", grad, a, t0, optimize=True)
+        grad_b = _sum_to_shape(grad_b, np.shape(b))
     return grad_a, grad_b
 
 
@@ -348,7 +371,7 @@ def bias_add_v1_forward(value, bias):
     return output
 
 
-def bias_add_v1_vjp(grad, value, bias, *, output=None):
+def bias_add_v1_vjp(grad, value, bias, *, output=None, needs_grad=(True, True)):
     """Gradient of BiasAddV1: one array per input (value, bias).
 
     In index notation, next to the code computing it:
@@ -356,8 +379,11 @@ def bias_add_v1_vjp(grad, value, bias, *, output=None):
         grad_bias[c] = sum_batch grad[batch, c]
             i.e. `jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))`
     """
-    grad_value = grad
-    grad_bias = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
+    grad_value = grad_bias = None
+    if needs_grad[0]:
+        grad_value = grad
+    if needs_grad[1]:
+        grad_bias = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
     return grad_value, grad_bias
 
 

@@ -55,6 +55,7 @@ def batch_norm_with_global_normalization_vjp(
     result=None,
     scale_after_normalization=False,
     variance_epsilon=0.001,
+    needs_grad=(True, True, True, True, True),
 ):
     """Gradient of BatchNormWithGlobalNormalization: one array per input (t, m, v, beta, gamma).
 
@@ -76,25 +77,47 @@ def batch_norm_with_global_normalization_vjp(
             scale_after_normalization=scale_after_normalization,
             variance_epsilon=variance_epsilon,
         )
-    t0 = v + variance_epsilon
-    t1 = 1 / jnp.sqrt(t0)
     if not scale_after_normalization:
-        grad_t = grad * t1
-        t2 = jnp.sum(grad, axis=(-4, -3, -2))
-        grad_m = -t1 * t2
-        t3 = jnp.sum(grad * (-beta + result), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * t3 / t0
-        grad_beta = t2
-        grad_gamma = None
+        grad_t = grad_m = grad_v = grad_beta = grad_gamma = None
+        if needs_grad[0] or needs_grad[1] or needs_grad[2]:
+            t0 = v + variance_epsilon
+        if needs_grad[0] or needs_grad[1]:
+            t1 = 1 / jnp.sqrt(t0)
+        if needs_grad[0]:
+            grad_t = grad * t1
+        if needs_grad[1] or needs_grad[3]:
+            t2 = jnp.sum(grad, axis=(-4, -3, -2))
+        if needs_grad[1]:
+            grad_m = -t1 * t2
+        if needs_grad[2]:
+            t3 = jnp.sum(grad * (-beta + result), axis=(-4, -3, -2))
+            grad_v = -1 / 2 * t3 / t0
+        if needs_grad[3]:
+            grad_beta = t2
+        if needs_grad[4]:
+            grad_gamma = None
     else:
-        t2 = gamma * t1
-        grad_t = grad * t2
-        t3 = jnp.sum(grad, axis=(-4, -3, -2))
-        grad_m = -t2 * t3
-        t4 = jnp.sum(grad * (-m + t), axis=(-4, -3, -2))
-        grad_v = -1 / 2 * gamma * t4 / t0 ** (3 / 2)
-        grad_beta = t3
-        grad_gamma = t1 * t4
+        grad_t = grad_m = grad_v = grad_beta = grad_gamma = None
+        if needs_grad[0] or needs_grad[1] or needs_grad[2] or needs_grad[4]:
+            t0 = v + variance_epsilon
+        if needs_grad[0] or needs_grad[1] or needs_grad[4]:
+            t1 = 1 / jnp.sqrt(t0)
+        if needs_grad[0] or needs_grad[1]:
+            t2 = gamma * t1
+        if needs_grad[0]:
+            grad_t = grad * t2
+        if needs_grad[1] or needs_grad[3]:
+            t3 = jnp.sum(grad, axis=(-4, -3, -2))
+        if needs_grad[1]:
+            grad_m = -t2 * t3
+        if needs_grad[2] or needs_grad[4]:
+            t4 = jnp.sum(grad * (-m + t), axis=(-4, -3, -2))
+        if needs_grad[2]:
+            grad_v = -1 / 2 * gamma * t4 / t0 ** (3 / 2)
+        if needs_grad[3]:
+            grad_beta = t3
+        if needs_grad[4]:
+            grad_gamma = t1 * t4
     return grad_t, grad_m, grad_v, grad_beta, grad_gamma
 
 
@@ -261,6 +284,7 @@ def fused_batch_norm_vjp(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    needs_grad=(True, True, True, True, True),
 ):
     """Gradient of FusedBatchNorm: one array per input (x, scale, offset, mean, variance).
 
@@ -314,48 +338,67 @@ def fused_batch_norm_vjp(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        t0 = epsilon + reserve_space_2
-        t1 = 1 / jnp.sqrt(t0)
-        grad_x = grad_y * scale * t1
-        t2 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t1 * t2
-        grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
-        grad_variance = (
-            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
-        )
+        grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0] or needs_grad[1] or needs_grad[3] or needs_grad[4]:
+            t0 = epsilon + reserve_space_2
+        if needs_grad[0] or needs_grad[1] or needs_grad[3]:
+            t1 = 1 / jnp.sqrt(t0)
+        if needs_grad[0]:
+            grad_x = grad_y * scale * t1
+        if needs_grad[1] or needs_grad[4]:
+            t2 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        if needs_grad[1]:
+            grad_scale = t1 * t2
+        if needs_grad[2] or needs_grad[3]:
+            grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
+        if needs_grad[3]:
+            grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
+        if needs_grad[4]:
+            grad_variance = (
+                grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
+            )
     else:
-        if batch_mean_ is None:
-            t0 = jnp.shape(x)[-4]
-            t1 = jnp.shape(x)[-3]
-            t2 = jnp.shape(x)[-2]
-            t3 = jnp.sum(x, axis=(-4, -3, -2))
-            batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = jnp.shape(x)[-4]
-        t5 = jnp.shape(x)[-3]
-        t6 = jnp.shape(x)[-2]
-        t7 = jnp.sum(grad_y, axis=(-4, -3, -2))
-        t8 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t9 = epsilon + reserve_space_2
-        t10 = 1 / jnp.sqrt(t9)
-        t11 = scale * t10
-        t12 = 1 / (t4 * t5 * t6)
-        t13 = -batch_mean_ + x
-        t14 = 2 * t13
-        grad_x = (
-            exponential_avg_factor * grad_batch_mean * t12
-            + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
-            + grad_reserve_space_1 * t12
-            + grad_reserve_space_2 * t12 * t14
-            + grad_y * t11
-            - scale * t12 * t13 * t8 / t9 ** (3 / 2)
-            - t11 * t12 * t7
-        )
-        grad_scale = t10 * t8
-        grad_offset = t7
-        t15 = 1 - exponential_avg_factor
-        grad_mean = grad_batch_mean * t15
-        grad_variance = grad_batch_variance * t15
+        grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0]:
+            if batch_mean_ is None:
+                t0 = jnp.shape(x)[-4]
+                t1 = jnp.shape(x)[-3]
+                t2 = jnp.shape(x)[-2]
+                t3 = jnp.sum(x, axis=(-4, -3, -2))
+                batch_mean_ = t3 / (t0 * t1 * t2)
+            t4 = jnp.shape(x)[-4]
+            t5 = jnp.shape(x)[-3]
+            t6 = jnp.shape(x)[-2]
+        if needs_grad[0] or needs_grad[2]:
+            t7 = jnp.sum(grad_y, axis=(-4, -3, -2))
+        if needs_grad[0] or needs_grad[1]:
+            t8 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+            t9 = epsilon + reserve_space_2
+            t10 = 1 / jnp.sqrt(t9)
+        if needs_grad[0]:
+            t11 = scale * t10
+            t12 = 1 / (t4 * t5 * t6)
+            t13 = -batch_mean_ + x
+            t14 = 2 * t13
+            grad_x = (
+                exponential_avg_factor * grad_batch_mean * t12
+                + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
+                + grad_reserve_space_1 * t12
+                + grad_reserve_space_2 * t12 * t14
+                + grad_y * t11
+                - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+                - t11 * t12 * t7
+            )
+        if needs_grad[1]:
+            grad_scale = t10 * t8
+        if needs_grad[2]:
+            grad_offset = t7
+        if needs_grad[3] or needs_grad[4]:
+            t15 = 1 - exponential_avg_factor
+        if needs_grad[3]:
+            grad_mean = grad_batch_mean * t15
+        if needs_grad[4]:
+            grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -464,6 +507,7 @@ def fused_batch_norm_v2_vjp(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    needs_grad=(True, True, True, True, True),
 ):
     """Gradient of FusedBatchNormV2: one array per input (x, scale, offset, mean, variance).
 
@@ -517,48 +561,67 @@ def fused_batch_norm_v2_vjp(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        t0 = epsilon + reserve_space_2
-        t1 = 1 / jnp.sqrt(t0)
-        grad_x = grad_y * scale * t1
-        t2 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t1 * t2
-        grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
-        grad_variance = (
-            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
-        )
+        grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0] or needs_grad[1] or needs_grad[3] or needs_grad[4]:
+            t0 = epsilon + reserve_space_2
+        if needs_grad[0] or needs_grad[1] or needs_grad[3]:
+            t1 = 1 / jnp.sqrt(t0)
+        if needs_grad[0]:
+            grad_x = grad_y * scale * t1
+        if needs_grad[1] or needs_grad[4]:
+            t2 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        if needs_grad[1]:
+            grad_scale = t1 * t2
+        if needs_grad[2] or needs_grad[3]:
+            grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
+        if needs_grad[3]:
+            grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
+        if needs_grad[4]:
+            grad_variance = (
+                grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
+            )
     else:
-        if batch_mean_ is None:
-            t0 = jnp.shape(x)[-4]
-            t1 = jnp.shape(x)[-3]
-            t2 = jnp.shape(x)[-2]
-            t3 = jnp.sum(x, axis=(-4, -3, -2))
-            batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = jnp.shape(x)[-4]
-        t5 = jnp.shape(x)[-3]
-        t6 = jnp.shape(x)[-2]
-        t7 = jnp.sum(grad_y, axis=(-4, -3, -2))
-        t8 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t9 = epsilon + reserve_space_2
-        t10 = 1 / jnp.sqrt(t9)
-        t11 = scale * t10
-        t12 = 1 / (t4 * t5 * t6)
-        t13 = -batch_mean_ + x
-        t14 = 2 * t13
-        grad_x = (
-            exponential_avg_factor * grad_batch_mean * t12
-            + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
-            + grad_reserve_space_1 * t12
-            + grad_reserve_space_2 * t12 * t14
-            + grad_y * t11
-            - scale * t12 * t13 * t8 / t9 ** (3 / 2)
-            - t11 * t12 * t7
-        )
-        grad_scale = t10 * t8
-        grad_offset = t7
-        t15 = 1 - exponential_avg_factor
-        grad_mean = grad_batch_mean * t15
-        grad_variance = grad_batch_variance * t15
+        grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0]:
+            if batch_mean_ is None:
+                t0 = jnp.shape(x)[-4]
+                t1 = jnp.shape(x)[-3]
+                t2 = jnp.shape(x)[-2]
+                t3 = jnp.sum(x, axis=(-4, -3, -2))
+                batch_mean_ = t3 / (t0 * t1 * t2)
+            t4 = jnp.shape(x)[-4]
+            t5 = jnp.shape(x)[-3]
+            t6 = jnp.shape(x)[-2]
+        if needs_grad[0] or needs_grad[2]:
+            t7 = jnp.sum(grad_y, axis=(-4, -3, -2))
+        if needs_grad[0] or needs_grad[1]:
+            t8 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+            t9 = epsilon + reserve_space_2
+            t10 = 1 / jnp.sqrt(t9)
+        if needs_grad[0]:
+            t11 = scale * t10
+            t12 = 1 / (t4 * t5 * t6)
+            t13 = -batch_mean_ + x
+            t14 = 2 * t13
+            grad_x = (
+                exponential_avg_factor * grad_batch_mean * t12
+                + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
+                + grad_reserve_space_1 * t12
+                + grad_reserve_space_2 * t12 * t14
+                + grad_y * t11
+                - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+                - t11 * t12 * t7
+            )
+        if needs_grad[1]:
+            grad_scale = t10 * t8
+        if needs_grad[2]:
+            grad_offset = t7
+        if needs_grad[3] or needs_grad[4]:
+            t15 = 1 - exponential_avg_factor
+        if needs_grad[3]:
+            grad_mean = grad_batch_mean * t15
+        if needs_grad[4]:
+            grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 
@@ -675,6 +738,7 @@ def fused_batch_norm_v3_vjp(
     is_training=True,
     epsilon=0.0001,
     exponential_avg_factor=1.0,
+    needs_grad=(True, True, True, True, True),
 ):
     """Gradient of FusedBatchNormV3: one array per input (x, scale, offset, mean, variance).
 
@@ -728,48 +792,67 @@ def fused_batch_norm_v3_vjp(
             f"FusedBatchNormV3: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
         )
     if not is_training:
-        t0 = epsilon + reserve_space_2
-        t1 = 1 / jnp.sqrt(t0)
-        grad_x = grad_y * scale * t1
-        t2 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        grad_scale = t1 * t2
-        grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
-        grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
-        grad_variance = (
-            grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
-        )
+        grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0] or needs_grad[1] or needs_grad[3] or needs_grad[4]:
+            t0 = epsilon + reserve_space_2
+        if needs_grad[0] or needs_grad[1] or needs_grad[3]:
+            t1 = 1 / jnp.sqrt(t0)
+        if needs_grad[0]:
+            grad_x = grad_y * scale * t1
+        if needs_grad[1] or needs_grad[4]:
+            t2 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+        if needs_grad[1]:
+            grad_scale = t1 * t2
+        if needs_grad[2] or needs_grad[3]:
+            grad_offset = jnp.sum(grad_y, axis=(-4, -3, -2))
+        if needs_grad[3]:
+            grad_mean = grad_batch_mean - grad_offset * scale * t1 + grad_reserve_space_1
+        if needs_grad[4]:
+            grad_variance = (
+                grad_batch_variance + grad_reserve_space_2 - 1 / 2 * scale * t2 / t0 ** (3 / 2)
+            )
     else:
-        if batch_mean_ is None:
-            t0 = jnp.shape(x)[-4]
-            t1 = jnp.shape(x)[-3]
-            t2 = jnp.shape(x)[-2]
-            t3 = jnp.sum(x, axis=(-4, -3, -2))
-            batch_mean_ = t3 / (t0 * t1 * t2)
-        t4 = jnp.shape(x)[-4]
-        t5 = jnp.shape(x)[-3]
-        t6 = jnp.shape(x)[-2]
-        t7 = jnp.sum(grad_y, axis=(-4, -3, -2))
-        t8 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
-        t9 = epsilon + reserve_space_2
-        t10 = 1 / jnp.sqrt(t9)
-        t11 = scale * t10
-        t12 = 1 / (t4 * t5 * t6)
-        t13 = -batch_mean_ + x
-        t14 = 2 * t13
-        grad_x = (
-            exponential_avg_factor * grad_batch_mean * t12
-            + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
-            + grad_reserve_space_1 * t12
-            + grad_reserve_space_2 * t12 * t14
-            + grad_y * t11
-            - scale * t12 * t13 * t8 / t9 ** (3 / 2)
-            - t11 * t12 * t7
-        )
-        grad_scale = t10 * t8
-        grad_offset = t7
-        t15 = 1 - exponential_avg_factor
-        grad_mean = grad_batch_mean * t15
-        grad_variance = grad_batch_variance * t15
+        grad_x = grad_scale = grad_offset = grad_mean = grad_variance = None
+        if needs_grad[0]:
+            if batch_mean_ is None:
+                t0 = jnp.shape(x)[-4]
+                t1 = jnp.shape(x)[-3]
+                t2 = jnp.shape(x)[-2]
+                t3 = jnp.sum(x, axis=(-4, -3, -2))
+                batch_mean_ = t3 / (t0 * t1 * t2)
+            t4 = jnp.shape(x)[-4]
+            t5 = jnp.shape(x)[-3]
+            t6 = jnp.shape(x)[-2]
+        if needs_grad[0] or needs_grad[2]:
+            t7 = jnp.sum(grad_y, axis=(-4, -3, -2))
+        if needs_grad[0] or needs_grad[1]:
+            t8 = jnp.sum(grad_y * (-reserve_space_1 + x), axis=(-4, -3, -2))
+            t9 = epsilon + reserve_space_2
+            t10 = 1 / jnp.sqrt(t9)
+        if needs_grad[0]:
+            t11 = scale * t10
+            t12 = 1 / (t4 * t5 * t6)
+            t13 = -batch_mean_ + x
+            t14 = 2 * t13
+            grad_x = (
+                exponential_avg_factor * grad_batch_mean * t12
+                + exponential_avg_factor * grad_batch_variance * t14 / (t4 * t5 * t6 - 1)
+                + grad_reserve_space_1 * t12
+                + grad_reserve_space_2 * t12 * t14
+                + grad_y * t11
+                - scale * t12 * t13 * t8 / t9 ** (3 / 2)
+                - t11 * t12 * t7
+            )
+        if needs_grad[1]:
+            grad_scale = t10 * t8
+        if needs_grad[2]:
+            grad_offset = t7
+        if needs_grad[3] or needs_grad[4]:
+            t15 = 1 - exponential_avg_factor
+        if needs_grad[3]:
+            grad_mean = grad_batch_mean * t15
+        if needs_grad[4]:
+            grad_variance = grad_batch_variance * t15
     return grad_x, grad_scale, grad_offset, grad_mean, grad_variance
 
 

@@ -293,7 +293,9 @@ def tensor_scatter_add_forward(tensor, indices, updates):
     return output
 
 
-def tensor_scatter_add_vjp(grad, tensor, indices, updates, *, output=None):
+def tensor_scatter_add_vjp(
+    grad, tensor, indices, updates, *, output=None, needs_grad=(True, True, True)
+):
     """Gradient of TensorScatterAdd: one array per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, per variant:
@@ -305,22 +307,29 @@ def tensor_scatter_add_vjp(grad, tensor, indices, updates, *, output=None):
             grad_updates[i] = grad[indices[i, 0], indices[i, 1]], i.e. `_gather(t2, t9, -1)`
     """
     depth = jnp.shape(indices)[-1]
-    grad_tensor = grad
     if depth == 1:
-        t0 = jnp.squeeze(indices, axis=-1)
-        grad_updates = _gather(grad, t0, -2)
+        grad_tensor = grad_updates = None
+        if needs_grad[0]:
+            grad_tensor = grad
+        if needs_grad[2]:
+            t0 = jnp.squeeze(indices, axis=-1)
+            grad_updates = _gather(grad, t0, -2)
     elif depth == 2:
-        t0 = jnp.shape(grad)[-2]
-        t1 = jnp.shape(grad)[-1]
-        t2 = jnp.reshape(grad, (t0 * t1,))
-        t3 = 0
-        t4 = _gather(indices, t3, -1)
-        t5 = 1
-        t6 = _gather(indices, t5, -1)
-        t7 = jnp.asarray(t4, dtype=jnp.int64)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        grad_updates = _gather(t2, t9, -1)
+        grad_tensor = grad_updates = None
+        if needs_grad[0]:
+            grad_tensor = grad
+        if needs_grad[2]:
+            t0 = jnp.shape(grad)[-2]
+            t1 = jnp.shape(grad)[-1]
+            t2 = jnp.reshape(grad, (t0 * t1,))
+            t3 = 0
+            t4 = _gather(indices, t3, -1)
+            t5 = 1
+            t6 = _gather(indices, t5, -1)
+            t7 = jnp.asarray(t4, dtype=jnp.int64)
+            t8 = jnp.asarray(t6, dtype=jnp.int64)
+            t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+            grad_updates = _gather(t2, t9, -1)
     else:
         raise ValueError(f"TensorScatterAdd: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -362,7 +371,9 @@ def tensor_scatter_sub_forward(tensor, indices, updates):
     return output
 
 
-def tensor_scatter_sub_vjp(grad, tensor, indices, updates, *, output=None):
+def tensor_scatter_sub_vjp(
+    grad, tensor, indices, updates, *, output=None, needs_grad=(True, True, True)
+):
     """Gradient of TensorScatterSub: one array per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, per variant:
@@ -374,24 +385,31 @@ def tensor_scatter_sub_vjp(grad, tensor, indices, updates, *, output=None):
             grad_updates[i] = -grad[indices[i, 0], indices[i, 1]], i.e. `-t10`
     """
     depth = jnp.shape(indices)[-1]
-    grad_tensor = grad
     if depth == 1:
-        t0 = jnp.squeeze(indices, axis=-1)
-        t1 = _gather(grad, t0, -2)
-        grad_updates = -t1
+        grad_tensor = grad_updates = None
+        if needs_grad[0]:
+            grad_tensor = grad
+        if needs_grad[2]:
+            t0 = jnp.squeeze(indices, axis=-1)
+            t1 = _gather(grad, t0, -2)
+            grad_updates = -t1
     elif depth == 2:
-        t0 = jnp.shape(grad)[-2]
-        t1 = jnp.shape(grad)[-1]
-        t2 = jnp.reshape(grad, (t0 * t1,))
-        t3 = 0
-        t4 = _gather(indices, t3, -1)
-        t5 = 1
-        t6 = _gather(indices, t5, -1)
-        t7 = jnp.asarray(t4, dtype=jnp.int64)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        t10 = _gather(t2, t9, -1)
-        grad_updates = -t10
+        grad_tensor = grad_updates = None
+        if needs_grad[0]:
+            grad_tensor = grad
+        if needs_grad[2]:
+            t0 = jnp.shape(grad)[-2]
+            t1 = jnp.shape(grad)[-1]
+            t2 = jnp.reshape(grad, (t0 * t1,))
+            t3 = 0
+            t4 = _gather(indices, t3, -1)
+            t5 = 1
+            t6 = _gather(indices, t5, -1)
+            t7 = jnp.asarray(t4, dtype=jnp.int64)
+            t8 = jnp.asarray(t6, dtype=jnp.int64)
+            t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+            t10 = _gather(t2, t9, -1)
+            grad_updates = -t10
     else:
         raise ValueError(f"TensorScatterSub: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -433,7 +451,9 @@ def scatter_nd_non_aliasing_add_forward(input, indices, updates):
     return output
 
 
-def scatter_nd_non_aliasing_add_vjp(grad, input, indices, updates, *, output=None):
+def scatter_nd_non_aliasing_add_vjp(
+    grad, input, indices, updates, *, output=None, needs_grad=(True, True, True)
+):
     """Gradient of ScatterNdNonAliasingAdd: one array per input (input, indices, updates).
 
     In index notation, next to the code computing it, per variant:
@@ -445,22 +465,29 @@ def scatter_nd_non_aliasing_add_vjp(grad, input, indices, updates, *, output=Non
             grad_updates[i] = grad[indices[i, 0], indices[i, 1]], i.e. `_gather(t2, t9, -1)`
     """
     depth = jnp.shape(indices)[-1]
-    grad_input = grad
     if depth == 1:
-        t0 = jnp.squeeze(indices, axis=-1)
-        grad_updates = _gather(grad, t0, -2)
+        grad_input = grad_updates = None
+        if needs_grad[0]:
+            grad_input = grad
+        if needs_grad[2]:
+            t0 = jnp.squeeze(indices, axis=-1)
+            grad_updates = _gather(grad, t0, -2)
     elif depth == 2:
-        t0 = jnp.shape(grad)[-2]
-        t1 = jnp.shape(grad)[-1]
-        t2 = jnp.reshape(grad, (t0 * t1,))
-        t3 = 0
-        t4 = _gather(indices, t3, -1)
-        t5 = 1
-        t6 = _gather(indices, t5, -1)
-        t7 = jnp.asarray(t4, dtype=jnp.int64)
-        t8 = jnp.asarray(t6, dtype=jnp.int64)
-        t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
-        grad_updates = _gather(t2, t9, -1)
+        grad_input = grad_updates = None
+        if needs_grad[0]:
+            grad_input = grad
+        if needs_grad[2]:
+            t0 = jnp.shape(grad)[-2]
+            t1 = jnp.shape(grad)[-1]
+            t2 = jnp.reshape(grad, (t0 * t1,))
+            t3 = 0
+            t4 = _gather(indices, t3, -1)
+            t5 = 1
+            t6 = _gather(indices, t5, -1)
+            t7 = jnp.asarray(t4, dtype=jnp.int64)
+            t8 = jnp.asarray(t6, dtype=jnp.int64)
+            t9 = jnp.where((t8 >= 0) & (t1 > t8), t1 * t7 + t8, -1)
+            grad_updates = _gather(t2, t9, -1)
     else:
         raise ValueError(f"ScatterNdNonAliasingAdd: unsupported attributes depth={depth!r}")
     return grad_input, None, grad_updates
@@ -507,7 +534,9 @@ def tensor_scatter_update_forward(tensor, indices, updates):
     return output
 
 
-def tensor_scatter_update_vjp(grad, tensor, indices, updates, *, output=None):
+def tensor_scatter_update_vjp(
+    grad, tensor, indices, updates, *, output=None, needs_grad=(True, True, True)
+):
     """Gradient of TensorScatterUpdate: one array per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
@@ -520,6 +549,7 @@ def tensor_scatter_update_vjp(grad, tensor, indices, updates, *, output=None):
     """
     depth = jnp.shape(indices)[-1]
     if depth in (1, 2):
+        grad_tensor = grad_updates = None
         t0 = jnp.asarray(1, dtype=jnp.result_type(tensor))
         t1 = jnp.shape(tensor)[-2]
         if depth == 1:
@@ -537,16 +567,20 @@ def tensor_scatter_update_vjp(grad, tensor, indices, updates, *, output=None):
             t11 = t1 * t2
             t12 = _scatter_add(t0, t10, 0, t11)  # no gather form: an explicit scatter-add
             t3 = jnp.reshape(t12, jnp.shape(t12)[:-1] + (-1, t2))
-        grad_sum1 = jnp.where(t3 > 0, grad, 0)
-        grad_tensor = grad * jnp.asarray(jnp.where(t3 > 0, 0, 1), grad.dtype)
+        if needs_grad[2]:
+            grad_sum1 = jnp.where(t3 > 0, grad, 0)
+        if needs_grad[0]:
+            grad_tensor = grad * jnp.asarray(jnp.where(t3 > 0, 0, 1), grad.dtype)
         if depth == 1:
-            grad_updates = _gather(grad_sum1, t2, -2)
+            if needs_grad[2]:
+                grad_updates = _gather(grad_sum1, t2, -2)
         else:
-            t13 = jnp.shape(grad_sum1)[-2]
-            t14 = jnp.shape(grad_sum1)[-1]
-            t15 = jnp.reshape(grad_sum1, (t13 * t14,))
-            t16 = jnp.where((t9 >= 0) & (t14 > t9), t14 * t8 + t9, -1)
-            grad_updates = _gather(t15, t16, -1)
+            if needs_grad[2]:
+                t13 = jnp.shape(grad_sum1)[-2]
+                t14 = jnp.shape(grad_sum1)[-1]
+                t15 = jnp.reshape(grad_sum1, (t13 * t14,))
+                t16 = jnp.where((t9 >= 0) & (t14 > t9), t14 * t8 + t9, -1)
+                grad_updates = _gather(t15, t16, -1)
     else:
         raise ValueError(f"TensorScatterUpdate: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -588,7 +622,9 @@ def tensor_scatter_max_forward(tensor, indices, updates):
     return output
 
 
-def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
+def tensor_scatter_max_vjp(
+    grad, tensor, indices, updates, *, output=None, needs_grad=(True, True, True)
+):
     """Gradient of TensorScatterMax: one array per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
@@ -604,18 +640,22 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
         output = tensor_scatter_max_forward(tensor, indices, updates)
     depth = jnp.shape(indices)[-1]
     if depth == 1:
+        grad_tensor = grad_updates = None
         t0 = jnp.squeeze(indices, axis=-1)
         t1 = _gather(output, t0, -2)
         t2 = jnp.asarray(t1 == updates, grad.dtype)
         t3 = jnp.shape(tensor)[-2]
         t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
-        t5 = jnp.asarray(output == tensor, grad.dtype)
-        grad_tensor = grad * t5 / (t4 + t5)
-        t6 = _gather(t4, t0, -2)
-        t7 = _gather(tensor, t0, -2)
-        t8 = _gather(grad, t0, -2)
-        grad_updates = t2 * t8 / (t6 + jnp.asarray(t1 == t7, grad.dtype))
+        if needs_grad[0]:
+            t5 = jnp.asarray(output == tensor, grad.dtype)
+            grad_tensor = grad * t5 / (t4 + t5)
+        if needs_grad[2]:
+            t6 = _gather(t4, t0, -2)
+            t7 = _gather(tensor, t0, -2)
+            t8 = _gather(grad, t0, -2)
+            grad_updates = t2 * t8 / (t6 + jnp.asarray(t1 == t7, grad.dtype))
     elif depth == 2:
+        grad_tensor = grad_updates = None
         t0 = jnp.shape(output)[-2]
         t1 = jnp.shape(output)[-1]
         t2 = jnp.reshape(output, (t0 * t1,))
@@ -631,28 +671,30 @@ def tensor_scatter_max_vjp(grad, tensor, indices, updates, *, output=None):
         t12 = jnp.shape(tensor)[-2]
         t13 = jnp.shape(tensor)[-1]
         t14 = jnp.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
-        t15 = t12 * t13
-        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
-        t17 = jnp.reshape(t16, jnp.shape(t16)[:-1] + (-1, t13))
-        t18 = jnp.asarray(output == tensor, grad.dtype)
-        grad_tensor = grad * t18 / (t17 + t18)
-        t19 = t4[..., None]
-        t20 = t6[..., None]
-        t21 = t10[..., None]
-        t22 = jnp.sum(
-            jnp.asarray(t19 == t4, grad.dtype)
-            * jnp.asarray(t20 == t6, grad.dtype)
-            * jnp.asarray(t21 == updates, grad.dtype),
-            axis=-1,
-        )
-        t23 = jnp.reshape(tensor, (t12 * t13,))
-        t24 = _gather(t23, t14, -1)
-        t25 = jnp.shape(grad)[-2]
-        t26 = jnp.shape(grad)[-1]
-        t27 = jnp.reshape(grad, (t25 * t26,))
-        t28 = jnp.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
-        t29 = _gather(t27, t28, -1)
-        grad_updates = t11 * t29 / (t22 + jnp.asarray(t10 == t24, grad.dtype))
+        if needs_grad[0]:
+            t15 = t12 * t13
+            t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+            t17 = jnp.reshape(t16, jnp.shape(t16)[:-1] + (-1, t13))
+            t18 = jnp.asarray(output == tensor, grad.dtype)
+            grad_tensor = grad * t18 / (t17 + t18)
+        if needs_grad[2]:
+            t19 = t4[..., None]
+            t20 = t6[..., None]
+            t21 = t10[..., None]
+            t22 = jnp.sum(
+                jnp.asarray(t19 == t4, grad.dtype)
+                * jnp.asarray(t20 == t6, grad.dtype)
+                * jnp.asarray(t21 == updates, grad.dtype),
+                axis=-1,
+            )
+            t23 = jnp.reshape(tensor, (t12 * t13,))
+            t24 = _gather(t23, t14, -1)
+            t25 = jnp.shape(grad)[-2]
+            t26 = jnp.shape(grad)[-1]
+            t27 = jnp.reshape(grad, (t25 * t26,))
+            t28 = jnp.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
+            t29 = _gather(t27, t28, -1)
+            grad_updates = t11 * t29 / (t22 + jnp.asarray(t10 == t24, grad.dtype))
     else:
         raise ValueError(f"TensorScatterMax: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates
@@ -694,7 +736,9 @@ def tensor_scatter_min_forward(tensor, indices, updates):
     return output
 
 
-def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
+def tensor_scatter_min_vjp(
+    grad, tensor, indices, updates, *, output=None, needs_grad=(True, True, True)
+):
     """Gradient of TensorScatterMin: one array per input (tensor, indices, updates).
 
     In index notation, next to the code computing it, for depth=1 (other values of  change it):
@@ -710,18 +754,22 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
         output = tensor_scatter_min_forward(tensor, indices, updates)
     depth = jnp.shape(indices)[-1]
     if depth == 1:
+        grad_tensor = grad_updates = None
         t0 = jnp.squeeze(indices, axis=-1)
         t1 = _gather(output, t0, -2)
         t2 = jnp.asarray(t1 == updates, grad.dtype)
         t3 = jnp.shape(tensor)[-2]
         t4 = _scatter_add(t2, t0, 1, t3)  # no gather form: an explicit scatter-add
-        t5 = jnp.asarray(output == tensor, grad.dtype)
-        grad_tensor = grad * t5 / (t4 + t5)
-        t6 = _gather(t4, t0, -2)
-        t7 = _gather(tensor, t0, -2)
-        t8 = _gather(grad, t0, -2)
-        grad_updates = t2 * t8 / (t6 + jnp.asarray(t1 == t7, grad.dtype))
+        if needs_grad[0]:
+            t5 = jnp.asarray(output == tensor, grad.dtype)
+            grad_tensor = grad * t5 / (t4 + t5)
+        if needs_grad[2]:
+            t6 = _gather(t4, t0, -2)
+            t7 = _gather(tensor, t0, -2)
+            t8 = _gather(grad, t0, -2)
+            grad_updates = t2 * t8 / (t6 + jnp.asarray(t1 == t7, grad.dtype))
     elif depth == 2:
+        grad_tensor = grad_updates = None
         t0 = jnp.shape(output)[-2]
         t1 = jnp.shape(output)[-1]
         t2 = jnp.reshape(output, (t0 * t1,))
@@ -737,28 +785,30 @@ def tensor_scatter_min_vjp(grad, tensor, indices, updates, *, output=None):
         t12 = jnp.shape(tensor)[-2]
         t13 = jnp.shape(tensor)[-1]
         t14 = jnp.where((t8 >= 0) & (t13 > t8), t13 * t7 + t8, -1)
-        t15 = t12 * t13
-        t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
-        t17 = jnp.reshape(t16, jnp.shape(t16)[:-1] + (-1, t13))
-        t18 = jnp.asarray(output == tensor, grad.dtype)
-        grad_tensor = grad * t18 / (t17 + t18)
-        t19 = t4[..., None]
-        t20 = t6[..., None]
-        t21 = t10[..., None]
-        t22 = jnp.sum(
-            jnp.asarray(t19 == t4, grad.dtype)
-            * jnp.asarray(t20 == t6, grad.dtype)
-            * jnp.asarray(t21 == updates, grad.dtype),
-            axis=-1,
-        )
-        t23 = jnp.reshape(tensor, (t12 * t13,))
-        t24 = _gather(t23, t14, -1)
-        t25 = jnp.shape(grad)[-2]
-        t26 = jnp.shape(grad)[-1]
-        t27 = jnp.reshape(grad, (t25 * t26,))
-        t28 = jnp.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
-        t29 = _gather(t27, t28, -1)
-        grad_updates = t11 * t29 / (t22 + jnp.asarray(t10 == t24, grad.dtype))
+        if needs_grad[0]:
+            t15 = t12 * t13
+            t16 = _scatter_add(t11, t14, 0, t15)  # no gather form: an explicit scatter-add
+            t17 = jnp.reshape(t16, jnp.shape(t16)[:-1] + (-1, t13))
+            t18 = jnp.asarray(output == tensor, grad.dtype)
+            grad_tensor = grad * t18 / (t17 + t18)
+        if needs_grad[2]:
+            t19 = t4[..., None]
+            t20 = t6[..., None]
+            t21 = t10[..., None]
+            t22 = jnp.sum(
+                jnp.asarray(t19 == t4, grad.dtype)
+                * jnp.asarray(t20 == t6, grad.dtype)
+                * jnp.asarray(t21 == updates, grad.dtype),
+                axis=-1,
+            )
+            t23 = jnp.reshape(tensor, (t12 * t13,))
+            t24 = _gather(t23, t14, -1)
+            t25 = jnp.shape(grad)[-2]
+            t26 = jnp.shape(grad)[-1]
+            t27 = jnp.reshape(grad, (t25 * t26,))
+            t28 = jnp.where((t8 >= 0) & (t26 > t8), t26 * t7 + t8, -1)
+            t29 = _gather(t27, t28, -1)
+            grad_updates = t11 * t29 / (t22 + jnp.asarray(t10 == t24, grad.dtype))
     else:
         raise ValueError(f"TensorScatterMin: unsupported attributes depth={depth!r}")
     return grad_tensor, None, grad_updates

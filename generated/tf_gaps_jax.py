@@ -29,7 +29,7 @@ def softsign_grad_forward(gradients, features):
     return backprops
 
 
-def softsign_grad_vjp(grad, gradients, features, *, backprops=None):
+def softsign_grad_vjp(grad, gradients, features, *, backprops=None, needs_grad=(True, True)):
     """Gradient of SoftsignGrad: one array per input (gradients, features).
 
     In index notation, next to the code computing it:
@@ -40,11 +40,14 @@ def softsign_grad_vjp(grad, gradients, features, *, backprops=None):
     """
     if backprops is None:
         backprops = softsign_grad_forward(gradients, features)
+    grad_gradients = grad_features = None
     tmp0 = jnp.abs(features) + 1
-    grad_gradients = _sum_to_shape(grad / tmp0**2, np.shape(gradients))
-    grad_features = _sum_to_shape(
-        -2 * backprops * grad * jnp.sign(features) / tmp0, np.shape(features)
-    )
+    if needs_grad[0]:
+        grad_gradients = _sum_to_shape(grad / tmp0**2, np.shape(gradients))
+    if needs_grad[1]:
+        grad_features = _sum_to_shape(
+            -2 * backprops * grad * jnp.sign(features) / tmp0, np.shape(features)
+        )
     return grad_gradients, grad_features
 
 

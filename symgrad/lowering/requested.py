@@ -79,13 +79,24 @@ def reads_by_result(function: ir.Function, value_reads=ir.reads) -> list[tuple[s
 
 def _followed_back(run: list, result: str, value_reads) -> tuple[set, set]:
     """(the variables whose values `run`'s statements read for `result`'s value, every
-    variable they name)."""
-    valued, named = {result}, set()
-    for statement in reversed(ir.statements(run)):
-        named |= ir.names_in(statement.value)
+    variable they name for it), followed back from `result`: a statement counts where what it
+    assigns is needed."""
+    valued, named = {result}, {result}
+    for statement in reversed(run):
+        if isinstance(statement, ir.Recompute):
+            inner = [(s, _targets(s)) for s in ir.statements(statement.body)]
+            if any(targets & named for _, targets in inner):
+                named |= set(statement.stages)
+            for s, targets in reversed(inner):
+                if targets & named:
+                    named |= ir.names_in(s.value)
+                if targets & valued:
+                    valued |= value_reads(s.value)
+            continue
+        if _targets(statement) & named:
+            named |= ir.names_in(statement.value)
         if _targets(statement) & valued:
             valued |= value_reads(statement.value)
-    named |= {stage for s in run if isinstance(s, ir.Recompute) for stage in s.stages}
     return valued, named
 
 

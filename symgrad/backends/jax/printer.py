@@ -15,6 +15,7 @@ class JaxPrinter(NamesakePrinter):
     aliases = {"jax.numpy": "jnp", "numpy": "np"}
     modules = {"numpy": "jax.numpy", "scipy.special": "jax.scipy.special"}
     missing = frozenset(f"scipy.special.{name}" for name in MISSING)
+    computes_requested = True  # `custom_vjp`'s symbolic zeros say which inputs are differentiated
 
     def _print_nextafter(self, expr):  # jnp.nextafter has no derivative rule
         return f"_nextafter({self._print(expr.args[0])}, {self._print(expr.args[1])})"
