@@ -145,7 +145,7 @@ def _verify(args) -> int:
     from symgrad.verify.check import available_targets
     from symgrad.verify.diff import make_reference
     from symgrad.verify.ops_under_test import load_derived
-    from symgrad.verify.report import exit_status, format_report, write_json
+    from symgrad.verify.report import exit_status, format_report, nothing_compared, write_json
     from symgrad.verify.runner import Run, run_ops
 
     fresh = args.generated is None  # derived afresh into a temporary folder
@@ -177,6 +177,10 @@ def _verify(args) -> int:
     print(format_report(results, verbose=args.verbose))
     if args.json:
         write_json(results, args.json)
+    uncompared = nothing_compared(results) if args.command == "diff" else None
+    if uncompared:  # a reference that matches no op (a typo in a module or a name) fails the run
+        print(f"error: {uncompared}", file=sys.stderr)
+        return EXIT_ERROR
     return exit_status(results)
 
 

@@ -217,6 +217,18 @@ BAD_INPUTS = {
         """,
         ["BadMatMul", ":{@op}", "Sum over k from 0 to N - 1", "axis 1 of a, of size K"],
     ),
+    "sum_range_disagrees_with_a_batched_shape": (  # behind `...`, axes are counted from the end
+        """
+        (N,) = dims("N")
+        i, k = indices("i k")
+
+        @op("BadNorm")
+        def bad_norm():
+            x = tensor("x", (..., N))
+            return {"y": ((..., i), x[..., i] / sp.Sum(x[..., k], (k, 0, N - 2)))}
+        """,
+        ["BadNorm", ":{@op}", "Sum over k from 0 to N - 2", "disagrees with the last axis of x, of size N"],
+    ),
     "free_indices_differ": (
         """
         M, N = dims("M N")
