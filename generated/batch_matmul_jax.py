@@ -13,7 +13,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from _symgrad_jax import _conj, _custom_vjp, _sum_to_shape
+if __package__:  # a module of a package: its runtime module is a sibling
+    from ._symgrad_jax import _conj, _custom_vjp, _sum_to_shape
+else:  # a top-level module (its folder on sys.path, or loaded by its file path)
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    _runtime_file = Path(__file__).with_name("_symgrad_jax.py")
+    if "_symgrad_jax" not in sys.modules and _runtime_file.is_file():  # the one beside this file
+        _runtime_spec = importlib.util.spec_from_file_location("_symgrad_jax", _runtime_file)
+        sys.modules["_symgrad_jax"] = importlib.util.module_from_spec(_runtime_spec)
+        _runtime_spec.loader.exec_module(sys.modules["_symgrad_jax"])
+    from _symgrad_jax import _conj, _custom_vjp, _sum_to_shape
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 

@@ -8,18 +8,41 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 
 import numpy as np
 
-from _symgrad_numpy import (
-    _conv,
-    _conv_backprop_filter,
-    _conv_backprop_input,
-    _depthwise_conv,
-    _depthwise_conv_backprop_filter,
-    _depthwise_conv_backprop_input,
-    _gather,
-    _max_pool_backprop,
-    _scatter_add,
-    _shift_right,
-)
+if __package__:  # a module of a package: its runtime module is a sibling
+    from ._symgrad_numpy import (
+        _conv,
+        _conv_backprop_filter,
+        _conv_backprop_input,
+        _depthwise_conv,
+        _depthwise_conv_backprop_filter,
+        _depthwise_conv_backprop_input,
+        _gather,
+        _max_pool_backprop,
+        _scatter_add,
+        _shift_right,
+    )
+else:  # a top-level module (its folder on sys.path, or loaded by its file path)
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    _runtime_file = Path(__file__).with_name("_symgrad_numpy.py")
+    if "_symgrad_numpy" not in sys.modules and _runtime_file.is_file():  # the one beside this file
+        _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
+        sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
+        _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
+    from _symgrad_numpy import (
+        _conv,
+        _conv_backprop_filter,
+        _conv_backprop_input,
+        _depthwise_conv,
+        _depthwise_conv_backprop_filter,
+        _depthwise_conv_backprop_input,
+        _gather,
+        _max_pool_backprop,
+        _scatter_add,
+        _shift_right,
+    )
 
 
 def _same_padding(size, kernel, stride, dilation):

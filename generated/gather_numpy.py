@@ -11,7 +11,31 @@ then `<op>_grad(grad, ..., y=y, **stages)`.
 
 import numpy as np
 
-from _symgrad_numpy import _gather, _scatter_add, _scatter_extremum, _scatter_product, _sum_to_shape
+if __package__:  # a module of a package: its runtime module is a sibling
+    from ._symgrad_numpy import (
+        _gather,
+        _scatter_add,
+        _scatter_extremum,
+        _scatter_product,
+        _sum_to_shape,
+    )
+else:  # a top-level module (its folder on sys.path, or loaded by its file path)
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    _runtime_file = Path(__file__).with_name("_symgrad_numpy.py")
+    if "_symgrad_numpy" not in sys.modules and _runtime_file.is_file():  # the one beside this file
+        _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
+        sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
+        _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
+    from _symgrad_numpy import (
+        _gather,
+        _scatter_add,
+        _scatter_extremum,
+        _scatter_product,
+        _sum_to_shape,
+    )
 
 
 def gather_v2(params, indices, *, axis=0, batch_dims=0):

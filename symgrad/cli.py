@@ -10,16 +10,46 @@ from pathlib import Path
 from symgrad import __version__
 from symgrad.cache import default_cache_dir
 from symgrad.errors import SymgradError
+from symgrad.progress import Progress
 from symgrad.targets import CHECK_DTYPES, DIFF_DTYPES, TARGETS, default_jobs
 
 EXIT_OK, EXIT_STALE, EXIT_ERROR = 0, 1, 2
+
+
+DERIVE_DESCRIPTION = """\
+Derive the gradient of every op declared in the op files (or folders of them) given, verify
+it against finite differences in every target installed, and write the numpy, TensorFlow, JAX
+and PyTorch modules, with each target's runtime module beside them, into the output folder.
+Op files whose declarations and symgrad are unchanged come from the cache."""
+
+DERIVE_EXAMPLES = """\
+examples:
+  symgrad derive my_ops.py -o generated          derive one op file into generated/
+  symgrad derive ops/ --target numpy --target torch
+  symgrad derive ops/ --check                    exit 1 when generated/ is stale (CI, pre-commit)"""
+
+VERIFY_DESCRIPTIONS = {
+    "diff": "Compare each derived gradient with a hand-written one: TensorFlow's registered "
+    "gradient, JAX's or PyTorch's own derivative, or the functions of a module. Exits 1 on a "
+    "mismatch, 2 on an error or when nothing was compared (no op has a reference).",
+    "check": "Compare each derived gradient with central finite differences of the derived "
+    "forward, and check it stays finite at extreme inputs. Exits 1 on a mismatch, 2 on an error.",
+}
+ORDER_HELP = {
+    "diff": "2: compare the second-order gradients with TensorFlow's own (float64; --against tensorflow only)",
+    "check": "2: check the second-order gradients, each target's path, against finite differences "
+    "of the derived gradient (float64)",
+}
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="symgrad", description="Derive gradients of ops declared with SymPy.")
     parser.add_argument("--version", action="version", version=f"symgrad {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    derive = commands.add_parser("derive", help="derive gradients and write numpy/TensorFlow modules")
+    derive = commands.add_parser(
+        "derive", help="derive gradients and write numpy, TensorFlow, JAX and PyTorch modules",
+        description=DERIVE_DESCRIPTION, epilog=DERIVE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     derive.add_argument("paths", nargs="+", help="op files, or folders of them")
     derive.add_argument("-o", "--output", default="generated", help="output folder (default: generated)")
     derive.add_argument(
@@ -39,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
         help="warn, instead of failing, when a gradient needs an intermediate larger than the op's "
         "inputs, outputs and stages",
     )
+    _add_progress(derive)
     _add_verify_parsers(commands)
     explain = commands.add_parser("explain", help="print how an op's gradient is derived, as Markdown")
     explain.add_argument("paths", nargs=1, metavar="OP_FILE", help="an op file")
@@ -46,8 +77,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_progress(command) -> None:
+    command.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        help="show progress (ops done, op in hand, time left) on stderr; default: when stderr is a terminal",
+    )
+
+
 def _add_verify_parsers(commands) -> None:
-    diff = commands.add_parser("diff", help="compare derived gradients with hand-written ones")
+    diff = commands.add_parser("diff", help="compare derived gradients with hand-written ones",
+                               description=VERIFY_DESCRIPTIONS["diff"])
     diff.add_argument("paths", nargs="+", help="op files, or folders of them")
     diff.add_argument("--against", required=True, metavar="tensorflow|jax|torch|MODULE",
                       help="`tensorflow` (its registered gradients), `jax` or `torch` (the "
@@ -55,27 +94,28 @@ def _add_verify_parsers(commands) -> None:
                       "autodiff of the generated forward), or a module file or name")
     diff.add_argument("--map", action="append", default=[], metavar="OURS=THEIRS", type=_mapping,
                       help="op type (or Python name) OURS is THEIRS in the module (repeatable)")
-    check = commands.add_parser("check", help="compare derived gradients with finite differences")
+    check = commands.add_parser("check", help="compare derived gradients with finite differences",
+                                description=VERIFY_DESCRIPTIONS["check"])
     check.add_argument("paths", nargs="+", help="op files, or folders of them")
     # check: differences in CHECK_DTYPES; extreme inputs (finite gradients) in float32 as well
     check_dtypes = tuple(dict.fromkeys(("float32",) + CHECK_DTYPES))
-    for command, dtypes in ((diff, DIFF_DTYPES), (check, check_dtypes)):
+    for name, command, dtypes in (("diff", diff, DIFF_DTYPES), ("check", check, check_dtypes)):
         command.add_argument("--json", metavar="FILE", help="also write the results as JSON")
         command.add_argument("--op", action="append", metavar="NAME", help="only this op type (repeatable)")
         command.add_argument("--dtype", action="append", choices=dtypes, help="only this dtype (repeatable)")
         command.add_argument("--target", action="append", choices=TARGETS,
                              help="only this derived target (repeatable)")
         command.add_argument("--sample", type=_positive, metavar="N",
-                             help="at most N attribute variants per op, spread over its variants "
-                             "(first and last included); every dtype still")
-        command.add_argument("--order", type=int, choices=(1, 2), default=1,
-                             help="2: the second-order gradients, each target's path (float64; "
-                             "diff: against tensorflow only)")
+                             help="compare at most N attribute variants of each op, spread over "
+                             "them (the first and last included); every dtype and target is still "
+                             "compared")
+        command.add_argument("--order", type=int, choices=(1, 2), default=1, help=ORDER_HELP[name])
         command.add_argument("--generated", metavar="DIR",
                              help="use the modules `symgrad derive` wrote to DIR instead of deriving afresh")
         command.add_argument("-v", "--verbose", action="store_true", help="list every result, not only failures")
         command.add_argument("-j", "--jobs", type=int, default=default_jobs(), help="worker processes for deriving and comparing (default: one per core)")
         command.add_argument("--no-cache", action="store_true", help="derive everything again")
+        _add_progress(command)
 
 
 def _positive(text: str) -> int:
@@ -114,7 +154,7 @@ def _derive(args) -> int:
     cache = Cache(None if args.no_cache else default_cache_dir())
     files = generate(
         args.paths, tuple(args.target or TARGETS), cache=cache, jobs=args.jobs,
-        allow_large=args.allow_large_intermediates,
+        allow_large=args.allow_large_intermediates, progress=Progress.for_command("derive", args.progress),
     )
     if args.check:
         return _report_stale(stale_files(out_dir, files), len(files))
@@ -145,11 +185,12 @@ def _verify(args) -> int:
     from symgrad.verify.check import available_targets
     from symgrad.verify.diff import make_reference
     from symgrad.verify.ops_under_test import load_derived
-    from symgrad.verify.report import exit_status, format_report, write_json
+    from symgrad.verify.report import exit_status, format_report, nothing_compared, write_json
     from symgrad.verify.runner import Run, run_ops
 
+    progress = Progress.for_command(args.command, args.progress)
     fresh = args.generated is None  # derived afresh into a temporary folder
-    folder = to_temp_folder(args.paths, args.jobs, use_cache=not args.no_cache) if fresh else args.generated
+    folder = to_temp_folder(args.paths, args.jobs, not args.no_cache, progress) if fresh else args.generated
     ops = load_derived(args.paths, folder, temporary=fresh)
     undeclared = _undeclared_names(args, {name for op in ops for name in (op.name, op.decl.func_name)})
     if undeclared:
@@ -173,10 +214,14 @@ def _verify(args) -> int:
         order=args.order,
     )
     reference = make_reference(args.against, dict(args.map)) if args.command == "diff" else None
-    results = run_ops(job, ops, args.jobs, reference)
+    results = run_ops(job, ops, args.jobs, reference, progress=progress)
     print(format_report(results, verbose=args.verbose))
     if args.json:
         write_json(results, args.json)
+    uncompared = nothing_compared(results) if args.command == "diff" else None
+    if uncompared:  # a reference that matches no op (a typo in a module or a name) fails the run
+        print(f"error: {uncompared}", file=sys.stderr)
+        return EXIT_ERROR
     return exit_status(results)
 
 

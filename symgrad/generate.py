@@ -27,6 +27,7 @@ from symgrad.lowering.op import lower_op
 from symgrad.lowering.signature import OpSignature
 from symgrad.notation import with_formulas
 from symgrad.processes import start_method
+from symgrad.progress import QUIET, Progress
 from symgrad.render import render_module
 from symgrad.runtime_module import runtime_files
 from symgrad.second_order import PREFIX, complex_form, derive_second_order, linear_inputs
@@ -111,29 +112,30 @@ def generate(
     jobs: int = 1,
     verify: bool = True,
     allow_large: bool = False,
+    progress: Progress = QUIET,
 ) -> dict[str, str]:
     """Generated file name -> text, for every op file under `paths` and the runtime module of
     each of `targets` (`symgrad.runtime_module`); each freshly derived
     file verified first (`selfcheck`): only verified texts are returned or cached. A gradient
     with an intermediate larger than the op's inputs, outputs and stages (a Jacobian) is an
-    error, or with `allow_large` a warning.
+    error, or with `allow_large` a warning. Each stage's progress goes to `progress`.
 
     Raises:
         SymgradErrors: every op that failed, after trying them all.
     """
     cache = cache or Cache(None)
     files, fresh = _cached_or_loaded(op_file_paths(paths), cache, targets + (("allow large",) if allow_large else ()))
-    compiled = _compile_all([f for f, _ in fresh], jobs)
+    compiled = _compile_all([f for f, _ in fresh], jobs, progress)
     oversized = [e for (f, _), codes in zip(fresh, compiled) for d, c in zip(f.ops, codes) for e in oversized_intermediates(d, c)]
     if oversized and not allow_large:
         raise SymgradErrors(oversized)
     for error in oversized:
         print(f"warning: {error}", file=sys.stderr)
     # numpy's module always: verification differences its forward
-    rendered = _render_all([f for f, _ in fresh], compiled, tuple(dict.fromkeys(("numpy",) + targets)), jobs)
+    rendered = _render_all([f for f, _ in fresh], compiled, tuple(dict.fromkeys(("numpy",) + targets)), jobs, progress)
     if verify:
         everything = {name: text for r in rendered for name, text in r.items()} | runtime_files(("numpy",) + targets)
-        errors = verify_generated([f for f, _ in fresh], everything, jobs, targets)
+        errors = verify_generated([f for f, _ in fresh], everything, jobs, targets, progress)
         if errors:
             raise SymgradErrors(errors)
     for (op_file, key), texts in zip(fresh, rendered):
@@ -161,10 +163,13 @@ def oversized_intermediates(decl: OpDecl, code: OpCode) -> list[LoweringError]:
     return errors
 
 
-def to_temp_folder(paths: list[str | Path], jobs: int | None = None, use_cache: bool = True) -> Path:
+def to_temp_folder(
+    paths: list[str | Path], jobs: int | None = None, use_cache: bool = True, progress: Progress = QUIET
+) -> Path:
     """Every op file under `paths` derived (verified) and written to a temporary folder, kept
     until the process exits: what `symgrad check` and `diff` compare without `--generated`."""
-    files = generate(list(paths), TARGETS, cache=Cache(default_cache_dir() if use_cache else None), jobs=jobs or default_jobs())
+    cache = Cache(default_cache_dir() if use_cache else None)
+    files = generate(list(paths), TARGETS, cache=cache, jobs=jobs or default_jobs(), progress=progress)
     temp = tempfile.TemporaryDirectory(prefix="symgrad-derived-")
     _temp_dirs.append(temp)
     folder = Path(temp.name)
@@ -176,13 +181,15 @@ def to_temp_folder(paths: list[str | Path], jobs: int | None = None, use_cache: 
 _temp_dirs: list[tempfile.TemporaryDirectory] = []  # kept alive while their modules are in use
 
 
-def _compile_all(op_files: list[OpFile], jobs: int) -> list[list[OpCode]]:
+def _compile_all(op_files: list[OpFile], jobs: int, progress: Progress) -> list[list[OpCode]]:
     """Every op of every file compiled, in order; all errors collected before raising."""
     tasks = [(str(f.path), n) for f in op_files for n in range(len(f.ops))]
+    names = [decl.name for f in op_files for decl in f.ops]
     if jobs > 1 and len(tasks) > 1:
-        results = _in_workers(_compile_in_worker, tasks, jobs)
+        results = _in_workers(_compile_in_worker, tasks, jobs, progress.stage("compiling ops", names))
     else:
-        results = [_compile_or_error(decl) for f in op_files for decl in f.ops]
+        decls = [decl for f in op_files for decl in f.ops]
+        results = progress.each("compiling ops", names, _compile_or_error, decls)
     errors = [r for r in results if isinstance(r, SymgradError)]
     if errors:
         raise SymgradErrors(errors)
@@ -194,15 +201,16 @@ def _compile_all(op_files: list[OpFile], jobs: int) -> list[list[OpCode]]:
 
 
 def _render_all(
-    op_files: list[OpFile], compiled: list[list[OpCode]], targets: tuple[str, ...], jobs: int
+    op_files: list[OpFile], compiled: list[list[OpCode]], targets: tuple[str, ...], jobs: int, progress: Progress
 ) -> list[dict[str, str]]:
     """Each op file's generated texts for `targets`, name -> text, rendered (and formatted) in
     workers."""
     tasks = [(display_path(f.path), target, codes) for f, codes in zip(op_files, compiled) for target in targets]
+    names = [f.stem + MODULE_SUFFIX[target] for f in op_files for target in targets]
     if jobs > 1 and len(tasks) > 1:
-        texts = _in_workers(_render_in_worker, tasks, jobs)
+        texts = _in_workers(_render_in_worker, tasks, jobs, progress.stage("rendering modules", names))
     else:
-        texts = [_render_in_worker(task) for task in tasks]
+        texts = progress.each("rendering modules", names, _render_in_worker, tasks)
     errors = [t for t in texts if isinstance(t, SymgradError)]
     if errors:
         raise errors[0]
@@ -210,11 +218,12 @@ def _render_all(
     return [{f.stem + MODULE_SUFFIX[target]: next(in_order) for target in targets} for f in op_files]
 
 
-def _in_workers(function, tasks: list, jobs: int) -> list:
-    """`function` of each task, in order, in `jobs` worker processes (new for each call)."""
+def _in_workers(function, tasks: list, jobs: int, stage) -> list:
+    """`function` of each task, in order, in `jobs` worker processes (new for each call), each
+    counted by the progress `stage` as it finishes."""
     context = multiprocessing.get_context(start_method())
     with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=context) as pool:
-        return list(pool.map(function, tasks, chunksize=1))
+        return stage.gather([pool.submit(function, task) for task in tasks])
 
 
 def _compile_in_worker(task: tuple[str, int]) -> OpCode | SymgradError:

@@ -101,10 +101,17 @@ def render_with_helpers(template, context: dict, target: str, printers, printer_
     text = template.render(**context, runtime_import="", helpers=helpers)
     runtime = REGISTRY[target]
     names = sorted(_referred(text, runtime_helpers(runtime.backend.RUNTIME)))
-    runtime_import = f"from {runtime.runtime_module} import {', '.join(names)}" if names else ""
+    runtime_import = runtime_import_block(runtime.runtime_module, names) if names else ""
     text = format_module(template.render(**context, runtime_import=runtime_import, helpers=helpers))
     split = split_long_functions(text)
     return text if split is None else format_module(split)
+
+
+def runtime_import_block(module: str, names: list[str]) -> str:
+    """The import of `names` from the runtime module `module` (`templates/runtime_import.j2`):
+    a generated module finds the one beside it inside a package, on `sys.path`, or loaded by
+    its file path."""
+    return environment().get_template("runtime_import.j2").render(module=module, names=names).rstrip("\n")
 
 
 def integer_function_sources(printers, printer_class) -> str:

@@ -9,6 +9,7 @@ import sympy as sp
 from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.declaration import OpVariant
+from symgrad.declare import BATCH_DIM
 from symgrad.errors import DeclarationError
 from symgrad.extrema import Position
 from symgrad.functions import at_position
@@ -139,13 +140,13 @@ def _check_free_indices(variant, out, uses) -> None:
 
 def _free_range(variant, out, index, uses) -> Range:
     sizes = [
-        (str(base.label), axis, base.shape[axis])
+        (base, axis, base.shape[axis])
         for base, axis, sub, bound in uses
         if sub == index and index not in bound
     ]
     if not sizes:  # an index bounding a Sum (a cumulative sum) ranges as the summed index
         sizes = [
-            (str(base.label), axis, base.shape[axis])
+            (base, axis, base.shape[axis])
             for k, low, high, _ in _limit_uses(out.expr, {})
             if (low - high).has(index)
             for base, axis, sub, _ in uses
@@ -154,7 +155,7 @@ def _free_range(variant, out, index, uses) -> Range:
     if not sizes:  # an index tied to others by KroneckerDelta or LeviCivita ranges as they do
         symbols = [f for f in out.expr.atoms(sp.KroneckerDelta, sp.LeviCivita) if index in f.args]
         partners = {a for f in symbols for a in f.args if a != index}
-        sizes = [(str(b.label), axis, b.shape[axis]) for b, axis, sub, _ in uses if sub in partners]
+        sizes = [(b, axis, b.shape[axis]) for b, axis, sub, _ in uses if sub in partners]
     if not sizes:
         _fail(
             variant,
@@ -166,10 +167,22 @@ def _free_range(variant, out, index, uses) -> Range:
         if sp.simplify(other[2] - first[2]) != 0:
             _fail(
                 variant,
-                f"index {index} indexes axis {first[1]} of {first[0]} (size {first[2]}) "
-                f"and axis {other[1]} of {other[0]} (size {other[2]})",
+                f"index {index} indexes {axis_text(first[0], first[1])} (size {first[2]}) "
+                f"and {axis_text(other[0], other[1])} (size {other[2]})",
             )
     return (sp.S.Zero, first[2] - 1)
+
+
+def axis_text(base, axis: int) -> str:
+    """An axis of `base` as its declaration names it: `axis 1 of a`; behind a leading `...`
+    (any number of batch axes) counted from the end, `the last axis of x`, `axis -2 of x`."""
+    shape = base.shape
+    if not shape or shape[0] != BATCH_DIM:
+        return f"axis {axis} of {base.label}"
+    if axis == 0:
+        return f"the batch axes (...) of {base.label}"
+    from_end = axis - len(shape)
+    return f"the last axis of {base.label}" if from_end == -1 else f"axis {from_end} of {base.label}"
 
 
 def _check_sum_range(variant, base, axis, sub, rng: Range) -> None:
@@ -179,8 +192,8 @@ def _check_sum_range(variant, base, axis, sub, rng: Range) -> None:
     if sp.simplify(rng[0]) != 0 or sp.simplify(rng[1] - (size - 1)) != 0:
         _fail(
             variant,
-            f"Sum over {sub} from {rng[0]} to {rng[1]} disagrees with axis {axis} of "
-            f"{base.label}, of size {size} (expected {sub} from 0 to {size - 1})",
+            f"Sum over {sub} from {rng[0]} to {rng[1]} disagrees with {axis_text(base, axis)}, "
+            f"of size {size} (expected {sub} from 0 to {size - 1})",
         )
 
 

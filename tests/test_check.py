@@ -120,6 +120,8 @@ def test_derived_gradients_pass(check_ops, tmp_path):
     # x == 0 probes: the declared gradient 0 there is not what differences see; skipped, counted
     assert all(r["skipped"] > 0 for r in rows(report, "GuardedLog", reference="finite differences"))
     assert "WeightedSum" in result.stdout and "SquaredNorm" in result.stdout
+    summary_line = result.stdout.strip().splitlines()[-1]
+    assert f"{len(report['results'])} result(s) against finite differences, extreme inputs included: " in summary_line
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +184,27 @@ def test_large_input_checked_along_random_directions(faulty_check):
 
 
 # the op library against finite differences, op by op and on both targets: tests/test_library.py
+
+
+def test_finite_differences_that_overflow_warn_nothing():
+    """A forward whose loss overflows (a large output times its upstream gradient) is told by
+    the differences' `finite`, not by a RuntimeWarning leaking into derive's output."""
+    import warnings
+
+    import numpy as np
+
+    from symgrad.verify.cases import Case
+    from symgrad.verify.differences import differences, unit
+
+    x = np.array([10.0, 1.0])
+    case = Case("large", (x,), upstream=(np.array([1e10, 1.0]),))
+    forward = lambda x: (x * 1e300,)  # noqa: E731 - finite, but 1e301 * 1e10 is not
+
+    class NoBoundary:
+        def changes(self, points):
+            return np.zeros(np.shape(x), bool)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = differences(forward, NoBoundary(), case, 0, unit(x, (0,)), 1.0, per_element=False)
+    assert not found["finite"]

@@ -217,6 +217,18 @@ BAD_INPUTS = {
         """,
         ["BadMatMul", ":{@op}", "Sum over k from 0 to N - 1", "axis 1 of a, of size K"],
     ),
+    "sum_range_disagrees_with_a_batched_shape": (  # behind `...`, axes are counted from the end
+        """
+        (N,) = dims("N")
+        i, k = indices("i k")
+
+        @op("BadNorm")
+        def bad_norm():
+            x = tensor("x", (..., N))
+            return {"y": ((..., i), x[..., i] / sp.Sum(x[..., k], (k, 0, N - 2)))}
+        """,
+        ["BadNorm", ":{@op}", "Sum over k from 0 to N - 2", "disagrees with the last axis of x, of size N"],
+    ),
     "free_indices_differ": (
         """
         M, N = dims("M N")
@@ -414,3 +426,106 @@ def test_help_and_version_import_nothing_heavy(argv):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "[]"
+
+
+# --- help ----------------------------------------------------------------------------------
+
+
+def _help(*command) -> str:
+    """`symgrad COMMAND --help`, its lines joined as argparse wrapped them."""
+    result = subprocess.run(
+        [sys.executable, "-m", "symgrad", *command, "--help"], capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr
+    return " ".join(result.stdout.split())
+
+
+def test_help_names_every_target_and_derive_has_a_description_and_examples():
+    assert "derive gradients and write numpy, TensorFlow, JAX and PyTorch modules" in _help()
+    derive = _help("derive")
+    assert "Derive the gradient of every op declared in the op files" in derive
+    assert "examples: symgrad derive my_ops.py -o generated" in derive and "--check" in derive
+
+
+def test_each_verify_commands_help_speaks_of_that_command():
+    diff, check = _help("diff"), _help("check")
+    for text in (diff, check):  # the --sample help is a whole sentence
+        assert "spread over them (the first and last included); every dtype and target is still compared" in text
+    assert "Compare each derived gradient with a hand-written one" in diff
+    assert "with TensorFlow's own (float64; --against tensorflow only)" in diff
+    assert "Compare each derived gradient with central finite differences" in check
+    order = check.split("--order {1,2} ")[-1].split(" --generated")[0]
+    assert order == (
+        "2: check the second-order gradients, each target's path, against finite differences of "
+        "the derived gradient (float64)"
+    )
+
+
+# --- progress ------------------------------------------------------------------------------
+
+TWO_OPS = GOOD + '''
+
+@elementwise("Square")
+def square(x):
+    """x squared."""
+    return x**2
+'''
+
+
+def _on_a_terminal(args: list, cwd: Path) -> tuple[int, str]:
+    """`python -m symgrad ARGS` with stderr a terminal (a pty) and stdout a pipe: its exit
+    status and everything it wrote to the terminal."""
+    import pty
+    import select
+
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "symgrad", *map(str, args)], stdout=subprocess.DEVNULL, stderr=terminal,
+        cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    os.close(terminal)
+    written = b""
+    while True:  # read as it writes (a pty's buffer is small), until the child closes it
+        ready, _, _ = select.select([controller], [], [], 1.0)
+        try:
+            chunk = os.read(controller, 4096) if ready else b""
+        except OSError:  # EIO: every end of the terminal closed
+            break
+        if ready and not chunk:
+            break
+        written += chunk
+        if not ready and process.poll() is not None:
+            break
+    os.close(controller)
+    return process.wait(timeout=600), written.decode(errors="replace")
+
+
+def test_derive_shows_progress_on_a_terminal_and_nothing_elsewhere(tmp_path):
+    ops = write_ops(tmp_path, "two.py", TWO_OPS)
+    args = ["derive", "--no-cache", ops, "-o", tmp_path / "gen", "--target", "numpy", "-j", "1"]
+    status, terminal = _on_a_terminal(args, tmp_path)
+    assert status == 0, terminal
+    assert "symgrad derive: compiling ops 0/2, in hand: Cube" in terminal
+    assert "symgrad derive: compiling ops 1/2, in hand: Square, about " in terminal and " left" in terminal
+    assert "symgrad derive: rendering modules 0/1, in hand: two_numpy.py" in terminal
+    assert "symgrad derive: verifying ops 0/2, in hand: Cube" in terminal
+    piped = symgrad(*args[:1], *args[2:], cwd=tmp_path)
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+    forced = symgrad(*args[:1], *args[2:], "--progress", cwd=tmp_path)
+    assert "symgrad derive: compiling ops 1/2, in hand: Square" in forced.stderr
+
+
+CUBE_GRAD = "def cube_grad(grad, x, *, y=None):\n    return (3 * x**2 * grad,)\n"
+
+
+@pytest.mark.parametrize("command", ["check", "diff"])
+def test_diff_and_check_show_progress_on_a_terminal_and_nothing_elsewhere(tmp_path, good_derived, command):
+    (tmp_path / "cube_grads.py").write_text(CUBE_GRAD)
+    against = ["--against", tmp_path / "cube_grads.py"] if command == "diff" else []
+    args = [command, good_derived.op_file, *against, "--generated", good_derived.output, "--target", "numpy", "-j", "1"]
+    status, terminal = _on_a_terminal(args, tmp_path)
+    assert status == 0, terminal
+    assert f"symgrad {command}: comparing ops 0/1, in hand: Cube" in terminal, terminal
+    piped = symgrad(*args, cache=tmp_path / "cache")
+    assert piped.returncode == 0 and f"symgrad {command}:" not in piped.stderr, piped.stderr

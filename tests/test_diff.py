@@ -246,6 +246,52 @@ def test_map_to_a_missing_function_is_an_error(tmp_path):
     assert "--map names sub_grad, which" in result.stdout
 
 
+def error_lines(result) -> list[str]:
+    """The lines symgrad printed as errors (TensorFlow logs to stderr too)."""
+    return [line for line in result.stderr.splitlines() if line.startswith("error:")]
+
+
+def test_a_module_defining_none_of_the_functions_fails_saying_what_was_looked_for(tmp_path):
+    """A misspelled module (or function names) compares nothing: exit 2, not a silent pass."""
+    module = tmp_path / "nomatch_grads.py"
+    module.write_text("def multiply_grd(grad, x, y):\n    return grad * y, grad * x\n")
+    result = run_symgrad(
+        "diff", FAULT_OPS, "--against", module, "--generated", derived_folder(FAULT_OPS),
+        "--target", "numpy",
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = error_lines(result)
+    assert line.startswith(f"error: nothing was compared against {module}: Mul: ")
+    assert "defines none of multiply_grad, _MulGrad, MulGrad" in line and "more)" in line, line
+
+
+def test_a_named_reference_with_no_op_it_knows_fails(tmp_path):
+    """`--against tensorflow` on ops TensorFlow has none of: exit 2, with the reason."""
+    require_tf()
+    result = run_symgrad(
+        "diff", FAULT_OPS, "--against", "tensorflow", "--generated", derived_folder(FAULT_OPS),
+        "--op", "ProdThree", "--target", "numpy",
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = error_lines(result)
+    assert line == "error: nothing was compared against tensorflow: ProdThree: TensorFlow has no op type ProdThree"
+
+
+def test_a_module_defining_some_of_the_functions_passes_on_those(tmp_path):
+    """Ops the module has no function for are reported, and do not fail a run that compared others."""
+    module = tmp_path / "some_grads.py"
+    module.write_text(
+        "import numpy as np\n\n\ndef sigmoid_grad(grad, x, *, y=None):\n"
+        "    y = 1 / (1 + np.exp(-x))\n    return (grad * y * (1 - y),)\n"
+    )
+    result = run_symgrad(
+        "diff", FAULT_OPS, "--against", module, "--generated", derived_folder(FAULT_OPS),
+        "--op", "Sub", "--op", "Sigmoid", "--target", "numpy",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Sub: " in result.stdout and "defines none of subtract_grad" in result.stdout
+
+
 @pytest.mark.parametrize(
     "flag, given, message",
     [

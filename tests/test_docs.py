@@ -8,6 +8,8 @@ that declares ops has them derived and verified too; each line of a `bash` block
 blocks are output and synopses; `json` blocks must parse. A block not run says why in an HTML
 comment above it, naming what runs it instead: the README's Quick start is run by `.ci/run`
 verbatim (`python tests/test_docs.py --quick-start` prints it), the slow ones by a named test.
+A `text` block under `<!-- excerpt of PATH -->` is lines of the file PATH the page's commands
+wrote, as they are (a last line `...` standing for the rest).
 
     python tests/test_docs.py --quick-start   # the README's Quick start commands
 """
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"(?:<!-- (?P<note>[^\n]*?) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.S | re.M)
 NOT_RUN = "not run by the tests: "
+EXCERPT = "excerpt of "  # the file, relative to the page's working folder
 QUICK_START = "run by .ci/run, verbatim"
 
 
@@ -82,6 +85,8 @@ def test_every_block_is_labelled_and_the_ones_not_run_say_why():
         assert block.lang in ("python", "bash", "text", "json"), f"{block.where}: label the block"
         if block.note == QUICK_START:
             assert block.page.name == "README.md"
+        elif block.note is not None and block.note.startswith(EXCERPT):
+            assert block.lang == "text", f"{block.where}: an excerpt is a text block"
         elif block.note is not None and block.note.startswith(NOT_RUN):
             runner = re.search(r"tests/\w+\.py", block.note)
             assert runner and (ROOT / runner.group()).is_file(), f"{block.where}: name the test that runs it"
@@ -134,6 +139,8 @@ def test_page_runs(page, tmp_path):
                 args = [sys.executable, "-m", "symgrad", *args[1:]] if args[0] == "symgrad" else args
                 result = _run(args, workdir)
                 assert result.returncode == status, f"{block.where}: {command}\n{result.stderr[-2000:]}"
+    for block in (b for b in blocks(page) if b.note and b.note.startswith(EXCERPT)):
+        _check_excerpt(block, workdir / block.note[len(EXCERPT):].strip())
     scripts = [b for b in page_blocks if b.lang == "python" and not b.file_name]
     if not scripts:
         return
@@ -143,6 +150,20 @@ def test_page_runs(page, tmp_path):
     assert result.returncode == 0, f"{page.name}: {result.stderr[-3000:]}"
     if re.search(r"^@(op|elementwise)\(", path.read_text(), re.M):
         _derive_declarations(page, scripts, workdir)
+
+
+def _check_excerpt(block: Block, path: Path) -> None:
+    """The block's lines (but a last `...`) are consecutive lines of `path`, as written."""
+    lines = block.body.splitlines()
+    if lines and lines[-1].strip() == "...":
+        lines = lines[:-1]
+    assert path.is_file(), f"{block.where}: the page's commands wrote no {path.name}"
+    written = path.read_text().splitlines()
+    starts = [n for n, line in enumerate(written) if line == lines[0]]
+    assert any(written[n : n + len(lines)] == lines for n in starts), (
+        f"{block.where}: not what {path.name} holds; it has:\n"
+        + "\n".join(written[starts[0] : starts[0] + len(lines)] if starts else written[:20])
+    )
 
 
 def _derive_declarations(page: Path, scripts: list[Block], workdir: Path) -> None:
@@ -155,3 +176,46 @@ def _derive_declarations(page: Path, scripts: list[Block], workdir: Path) -> Non
 
 if __name__ == "__main__" and sys.argv[1:] == ["--quick-start"]:
     print(quick_start(), end="")
+
+
+# --- the README's figures ------------------------------------------------------------------
+
+
+def _figure(pattern: str) -> int:
+    """The number the README states where `pattern` (a regex with one group) matches it."""
+    text = " ".join((ROOT / "README.md").read_text().split())
+    found = re.findall(pattern, text)
+    assert len(found) == 1, f"the README states {pattern!r} {len(found)} times"
+    return int(found[0].replace(",", ""))
+
+
+def test_the_readmes_counts_of_the_library_are_true(jax, torch):
+    from symgrad.backends.jax.functions import FUNCTIONS as JAX_FUNCTIONS
+    from symgrad.backends.torch.functions import FUNCTIONS as TORCH_FUNCTIONS
+    from symgrad.load import load_op_file, op_file_paths
+
+    decls = [d for path in op_file_paths([ROOT / "ops"]) for d in load_op_file(path).ops]
+    numpy_modules = "".join(p.read_text() for p in sorted((ROOT / "generated").glob("*_numpy.py")))
+    second_order = set(re.findall(r"^def (\w+)_grad_grad\(", numpy_modules, re.M))
+    assert _figure(r"The first derives (\d+) op types") == len(decls)
+    assert _figure(r"of the library's (\d+) ops;") == len(decls)
+    assert _figure(r"through their own forward and gradient: (\d+) of the library's") == len(
+        [d for d in decls if d.func_name in second_order]
+    )
+    assert _figure(r"the (\d+) op types `symgrad/backends/jax/functions.py` maps") == len(JAX_FUNCTIONS)
+    assert _figure(r"the (\d+) op types `symgrad/backends/torch/functions.py` maps") == len(TORCH_FUNCTIONS)
+
+
+def test_the_readmes_count_of_tests_is_within_five_percent_of_what_runs():
+    """The README's test command runs the tests `pytest` collects by default (`exhaustive`
+    deselected): their number, measured with its time, must stay near the one it states."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600,
+    )
+    collected = re.search(r"^(\d+)(?:/\d+)? tests collected", result.stdout, re.M)
+    assert collected, result.stdout[-2000:] + result.stderr[-2000:]
+    stated = _figure(r"([\d,]+) tests \(")
+    assert abs(int(collected.group(1)) - stated) <= 0.05 * stated, (
+        f"the README states {stated} tests, pytest collects {collected.group(1)}: measure the run again"
+    )

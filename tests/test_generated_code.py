@@ -13,10 +13,30 @@ from conftest import OPS, ROOT, import_altered, import_path
 STEMS = sorted(p.stem for p in OPS.glob("*.py") if not p.name.startswith("_"))
 
 
+def _code(text: str) -> ast.Module:
+    """A generated module's syntax tree but its import of the runtime module (`if __package__:
+    ... else: ...`, the standard library's `importlib.util` and `sys` finding the file beside
+    it: `templates/runtime_import.j2`, whose names tests/test_runtime.py checks)."""
+    tree = ast.parse(text)
+    tree.body = [n for n in tree.body if not _is_runtime_import(n)]
+    return tree
+
+
+def _is_runtime_import(node) -> bool:
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "__package__"
+
+
+def test_the_runtime_import_is_the_only_code_left_out():
+    text = (ROOT / "generated" / "matmul_numpy.py").read_text()
+    left_out = [n for n in ast.parse(text).body if _is_runtime_import(n)]
+    assert len(left_out) == 1 and len(_code(text).body) == len(ast.parse(text).body) - 1
+    assert _imports_in(left_out[0]) == {"importlib.util", "sys"}
+
+
 def _modules_called(text: str) -> set[str]:
     """The module prefixes of every dotted call target, e.g. {"np", "tf.math"}."""
     prefixes = set()
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(_code(text)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             prefix = ast.unparse(node.func.value)
             if "(" not in prefix:  # a method of a call's result (`np.asarray(x).reshape`): not a module
@@ -29,7 +49,10 @@ def _numpy_ufunc(prefix: str) -> bool:
 
 
 def _imports(text: str) -> set[str]:
-    tree = ast.parse(text)
+    return _imports_in(_code(text))
+
+
+def _imports_in(tree) -> set[str]:
     return {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
 
 

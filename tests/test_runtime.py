@@ -134,8 +134,8 @@ def test_linear_scan_is_the_recurrence(target, exclusive, reverse):
 def test_generated_modules_import_exactly_the_helpers_they_refer_to(target):
     """The committed runtime module of the target is the one symgrad writes now and defines
     every helper of the runtime files; each committed module of the target imports from it
-    exactly the helpers its own code refers to, defines none of them, and imports nothing of
-    symgrad."""
+    exactly the helpers its own code refers to (twice: as a sibling in a package, else from
+    its folder), defines none of them, and imports nothing of symgrad."""
     runtime = REGISTRY[target].runtime_module
     written = GENERATED / f"{runtime}.py"
     assert written.read_text() == runtime_text(target)
@@ -145,11 +145,13 @@ def test_generated_modules_import_exactly_the_helpers_they_refer_to(target):
     assert len(modules) >= 15
     for path in modules:
         tree = ast.parse(path.read_text())
-        imported = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == runtime]
-        names = {a.name for n in imported for a in n.names}
-        referred = set().union(*(_names(n) for n in tree.body if n not in imported)) & definitions
-        assert names == referred and len(imported) == (1 if names else 0), path.name
+        imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == runtime]
+        block = [n for n in tree.body if any(i in ast.walk(n) for i in imports)]
+        referred = set().union(*(_names(n) for n in tree.body if n not in block)) & definitions
+        assert sorted(i.level for i in imports) == ([0, 1] if referred else []), path.name
+        assert all({a.name for a in i.names} == referred for i in imports), path.name
         assert not set(_top_level(tree)) & definitions, path.name
+        assert not set().union(*map(_names, block)) & definitions, path.name  # its own names shadow no helper
         assert not any(n.module and n.module.startswith("symgrad") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom))
 
 

@@ -377,7 +377,7 @@ def test_generate_writes_nothing_it_could_not_verify(tmp_path, monkeypatch):
 
     monkeypatch.setattr(
         generate_module, "verify_generated",
-        lambda op_files, files, jobs, targets: [VerificationError("wrong", "TinyMatMul", "mm.py:5")],
+        lambda op_files, files, jobs, targets, progress: [VerificationError("wrong", "TinyMatMul", "mm.py:5")],
     )
     ops = tmp_path / "mm.py"
     ops.write_text(HEADER + "@op('TinyMatMul')\ndef t():\n    a = tensor('a', (M, D))\n"

@@ -115,6 +115,19 @@ def exit_status(results: list[Result]) -> int:
     return EXIT_MISMATCH if statuses & set(MISMATCHES) else EXIT_MATCH
 
 
+UNCOMPARED = ("no-reference", "unavailable")  # rows where nothing was compared
+
+
+def nothing_compared(results: list[Result]) -> str | None:
+    """When no row compared anything (every op without a reference, or missing from its
+    target): one line saying what was looked for, from the rows' reasons; else None."""
+    if any(r.status not in UNCOMPARED for r in results):
+        return None
+    reasons = list(dict.fromkeys(f"{r.op}: {r.message}" for r in results))
+    shown = "; ".join(reasons[:3]) + (f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else "")
+    return f"nothing was compared against {references_text(r.reference for r in results)}: {shown or 'no op was selected'}"
+
+
 def write_json(results: list[Result], path: str | Path) -> None:
     document = {"results": [r.to_json() for r in results], "summary": summary(results)}
     Path(path).write_text(json.dumps(document, indent=1) + "\n")
@@ -149,12 +162,28 @@ def format_report(results: list[Result], verbose: bool = False) -> str:
     if missing:
         parts.append("not in a target's module (the target lacks what the op needs):\n" + "\n".join(missing))
     counts = summary(results)
-    reference = " and ".join(dict.fromkeys(r.reference for r in results)) or "-"
     parts.append(
-        f"{len(results)} result(s) against {reference}: "
+        f"{len(results)} result(s) against {references_text(r.reference for r in results)}: "
         + ", ".join(f"{n} {status}" for status, n in counts.items())
     )
     return "\n\n".join(parts)
+
+
+def references_text(references) -> str:
+    """The references rows were compared with, each named once: "finite differences" and
+    "finite differences, extreme inputs" read "finite differences, extreme inputs included"."""
+    qualified: dict[str, list[str]] = {}
+    for reference in references:
+        base, _, qualifier = reference.partition(", ")
+        qualified.setdefault(base, [])
+        if qualifier not in qualified[base]:
+            qualified[base].append(qualifier)
+    texts = []
+    for base, qualifiers in qualified.items():
+        named = " and ".join(q for q in qualifiers if q)
+        plain = "" in qualifiers
+        texts.append(f"{base}, {named} included" if named and plain else f"{base}, {named}" if named else base)
+    return " and ".join(texts) or "-"
 
 
 def format_table(rows: list[Result]) -> str:

@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
 from symgrad.processes import start_method
+from symgrad.progress import QUIET, Progress
 from symgrad.verify.check import run_check
 from symgrad.verify.diff import make_reference, run_diff
 from symgrad.verify.extremes import run_extremes
@@ -63,13 +64,19 @@ def run(job: Run, ops: list[DerivedOp] | None = None, reference=None) -> list[Re
     return run_diff(ops, reference, job.dtypes, job.targets, job.sample)
 
 
-def run_ops(job: Run, ops: list[DerivedOp], workers: int, reference=None, initializer=None) -> list[Result]:
+def run_ops(
+    job: Run, ops: list[DerivedOp], workers: int, reference=None, initializer=None,
+    progress: Progress = QUIET, what: str = "comparing ops",
+) -> list[Result]:
     """The results of `job` on `ops`, spread over up to `workers` worker processes, each
     started with `initializer()` when given (in this one, against `reference` when given, for
-    one worker)."""
+    one worker); each op counted by `progress` as `what` when done."""
     workers = min(workers, len(ops))
     if workers <= 1:
-        return run(job, ops, reference)
+        if reference is None and job.command == "diff" and job.order == 1:
+            reference = make_reference(job.against, dict(job.mapping))  # a user's module run once
+        rows = progress.each(what, [op.name for op in ops], lambda op: run(job, [op], reference), ops)
+        return [row for op_rows in rows for row in op_rows]
     largest_first = sorted(ops, key=lambda op: -len(op.decl.variants()))
     one_each = [replace(job, ops=(op.name,)) for op in largest_first]
     method, key = start_method(), (job.paths, job.folder, job.temporary)
@@ -78,7 +85,8 @@ def run_ops(job: Run, ops: list[DerivedOp], workers: int, reference=None, initia
     try:
         context = multiprocessing.get_context(method)
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=initializer) as pool:
-            by_op = {op.name: rows for op, rows in zip(largest_first, pool.map(run, one_each))}
+            stage = progress.stage(what, [op.name for op in largest_first])
+            by_op = dict(zip((op.name for op in largest_first), stage.gather([pool.submit(run, j) for j in one_each])))
     finally:
         _LOADED.pop(key, None)
     return [row for op in ops for row in by_op[op.name]]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from symgrad.errors import VerificationError
 from symgrad.load import OpFile
+from symgrad.progress import QUIET, Progress
 from symgrad.targets import MODULE_SUFFIX
 from symgrad.verify.check import available_targets
 from symgrad.verify.ops_under_test import DerivedOp
@@ -21,7 +22,8 @@ IN_PROCESS_MAX = 12  # ops verified without worker processes (spawning one costs
 
 
 def verify_generated(
-    op_files: list[OpFile], files: dict[str, str], jobs: int, targets: tuple[str, ...] | None = None
+    op_files: list[OpFile], files: dict[str, str], jobs: int, targets: tuple[str, ...] | None = None,
+    progress: Progress = QUIET,
 ) -> list[VerificationError]:
     """The errors found checking the generated `files` (name -> text) of `op_files`, for those
     of `targets` (default: those `files` has modules of) this process can run."""
@@ -37,7 +39,8 @@ def verify_generated(
         checked = tuple(t for t in available_targets() if t in targets)
         job = Run("check", tuple(str(f.path) for f in op_files), folder, True, checked,
                   ("float64",), quick=True)
-        results = run_ops(job, ops, jobs if ops_total > IN_PROCESS_MAX else 1, initializer=tensorflow_without_keras)
+        workers = jobs if ops_total > IN_PROCESS_MAX else 1
+        results = run_ops(job, ops, workers, initializer=tensorflow_without_keras, progress=progress, what="verifying ops")
     locations = {op.name: op.decl.location for op in ops}
     return [_error(r, locations.get(r.op)) for r in results if r.status not in ("match", "unavailable") or (r.status == "match" and not r.cases)]
 

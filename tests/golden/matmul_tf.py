@@ -17,7 +17,19 @@ Per op:
 
 import tensorflow as tf
 
-from _symgrad_tf import _custom_gradient, _register
+if __package__:  # a module of a package: its runtime module is a sibling
+    from ._symgrad_tf import _custom_gradient, _register
+else:  # a top-level module (its folder on sys.path, or loaded by its file path)
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    _runtime_file = Path(__file__).with_name("_symgrad_tf.py")
+    if "_symgrad_tf" not in sys.modules and _runtime_file.is_file():  # the one beside this file
+        _runtime_spec = importlib.util.spec_from_file_location("_symgrad_tf", _runtime_file)
+        sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
+        _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
+    from _symgrad_tf import _custom_gradient, _register
 
 REGISTERED = {}
 
