@@ -158,19 +158,30 @@ def measure_jax(generated: Path, repeats: int, only) -> dict:
 
 
 def _jax_step(jax, fn, arrays, free, attrs):
-    """A zero-argument run of `fn`'s jitted gradient with respect to the inputs at `free`,
-    every input an argument of the jitted function (none folded into it as a constant)."""
-    def loss(xs, fixed):
-        full = list(fixed)
-        for k, x in zip(free, xs):
-            full[k] = x
-        outputs = fn(*full, **attrs)
-        first = outputs[0] if isinstance(outputs, (tuple, list)) else outputs
-        return jax.numpy.sum(first)
+    """A zero-argument run of `fn`'s forward and jitted vjp with respect to the inputs at
+    `free`, for a random cotangent of its first output: every array an argument of the jitted
+    function (a constant one, as `jax.grad` of a sum would make the cotangent, lets XLA fold
+    the gradient at compile time)."""
+    def gradient(xs, fixed, cotangent):
+        def first(*xs):
+            full = list(fixed)
+            for k, x in zip(free, xs):
+                full[k] = x
+            outputs = fn(*full, **attrs)
+            return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
 
-    gradient = jax.jit(jax.grad(loss))
+        _, vjp = jax.vjp(first, *xs)
+        return vjp(cotangent)
+
     xs = [arrays[k] for k in free]
-    return lambda: jax.block_until_ready(gradient(xs, arrays))
+    shape = jax.eval_shape(lambda: _first_output(fn(*arrays, **attrs)))
+    cotangent = jax.random.normal(jax.random.key(0), shape.shape, shape.dtype)
+    jitted = jax.jit(gradient)
+    return lambda: jax.block_until_ready(jitted(xs, arrays, cotangent))
+
+
+def _first_output(outputs):
+    return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
 
 
 def _row_text(row: dict) -> str:

@@ -155,7 +155,7 @@ _multiply_autograd = _autograd_function(
 
 
 def real_div(x, y):
-    """RealDiv: z = x / y (declared at ops/binary.py:40); differentiated by real_div_vjp, saving y, z and the shape of x."""
+    """RealDiv: z = x / y (declared at ops/binary.py:40); differentiated by real_div_vjp, saving y, z (for y's gradient) and the shape of x."""
     return _real_div_autograd(x, y)
 
 
@@ -186,12 +186,18 @@ def real_div_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
 
 
 _real_div_autograd = _autograd_function(
-    "RealDiv", real_div_forward, real_div_vjp, "z", read="z", shapes_only="x"
+    "RealDiv",
+    real_div_forward,
+    real_div_vjp,
+    "z",
+    read="z",
+    shapes_only="x",
+    reads={"x": "y", "y": "y z"},
 )
 
 
 def div(x, y):
-    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:46); differentiated by div_vjp, saving y, z and the shape of x."""
+    """Div: z = x / y (RealDiv's older op type, for floating-point dtypes) (declared at ops/binary.py:46); differentiated by div_vjp, saving y, z (for y's gradient) and the shape of x."""
     return _div_autograd(x, y)
 
 
@@ -221,7 +227,9 @@ def div_vjp(grad, x, y, *, z=None, needs_grad=(True, True)):
     return grad_x, grad_y
 
 
-_div_autograd = _autograd_function("Div", div_forward, div_vjp, "z", read="z", shapes_only="x")
+_div_autograd = _autograd_function(
+    "Div", div_forward, div_vjp, "z", read="z", shapes_only="x", reads={"x": "y", "y": "y z"}
+)
 
 
 def mul_no_nan(x, y):

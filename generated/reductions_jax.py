@@ -12,6 +12,7 @@ second order. `<op>_forward` is the op's formula, which JAX would differentiate 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import jax.lax
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_jax import _as_dtype, _custom_vjp, _gather, _linear_scan, _shift_right
@@ -243,7 +244,7 @@ def cumsum_forward(x, *, axis=-1, exclusive=False, reverse=False):
     if axis in (-1, -2, -3) and not exclusive and not reverse:
         out = jnp.cumsum(x, axis=axis)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
-        out = jnp.flip(jnp.cumsum(jnp.flip(x, axis=axis), axis=axis), axis=axis)
+        out = jax.lax.cumsum(x, axis=axis % jnp.ndim(x), reverse=True)
     elif axis in (-1, -2, -3) and exclusive and not reverse:
         out = _shift_right(jnp.cumsum(x, axis=axis), axis=axis, fill=0)
     elif axis in (-1, -2, -3) and exclusive and reverse:
@@ -264,11 +265,11 @@ def cumsum_vjp(grad, x, *, out=None, axis=-1, exclusive=False, reverse=False):
     In index notation, next to the code computing it, for axis=-1, exclusive=False, reverse=False
     (other values of axis, exclusive, reverse change it):
         grad_x[batch, k] = sum_{i = k..N - 1} grad[batch, i]
-            i.e. `jnp.flip(jnp.cumsum(jnp.flip(grad, axis=-1), axis=-1), axis=-1)`
+            i.e. `jax.lax.cumsum(grad, axis=-1 % jnp.ndim(grad), reverse=True)`
     """
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
-        grad_x = jnp.flip(jnp.cumsum(jnp.flip(grad, axis=axis), axis=axis), axis=axis)
+        grad_x = jax.lax.cumsum(grad, axis=axis % jnp.ndim(grad), reverse=True)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
         grad_x = jnp.cumsum(grad, axis=axis)
     elif axis in (-1, -2, -3) and exclusive and not reverse:
@@ -521,7 +522,7 @@ def cumprod_forward(x, *, axis=-1, exclusive=False, reverse=False):
     if axis in (-1, -2, -3) and not exclusive and not reverse:
         out = jnp.cumprod(x, axis=axis)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
-        out = jnp.flip(jnp.cumprod(jnp.flip(x, axis=axis), axis=axis), axis=axis)
+        out = jax.lax.cumprod(x, axis=axis % jnp.ndim(x), reverse=True)
     elif axis in (-1, -2, -3) and exclusive and not reverse:
         out = _shift_right(jnp.cumprod(x, axis=axis), axis=axis, fill=1)
     elif axis in (-1, -2, -3) and exclusive and reverse:
@@ -594,7 +595,7 @@ def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
     if axis in (-1, -2, -3) and not reverse:
         out = jnp.logaddexp.accumulate(x, axis=axis)
     elif axis in (-1, -2, -3) and reverse:
-        out = jnp.flip(jnp.logaddexp.accumulate(jnp.flip(x, axis=axis), axis=axis), axis=axis)
+        out = jax.lax.cumlogsumexp(x, axis=axis % jnp.ndim(x), reverse=True)
     else:
         raise ValueError(
             f"CumulativeLogsumexp: unsupported attributes axis={axis!r}, reverse={reverse!r}"

@@ -29,6 +29,19 @@ SAVES_MORE = {
     "Complex": "the backward reads the dtype of the parts (complex64 or complex128)",
 }
 
+# and, with only the first input requiring a gradient, those that then save more, and why
+SAVES_MORE_FROZEN = {
+    **dict.fromkeys(("Xlogy", "Xdivy", "Xlog1py"),
+                    "x's gradient selects on x == 0, as TensorFlow's does: x is kept where autograd keeps y alone"),
+    "ScaledDotProductAttention": "twice differentiated, the backward computes the weights again from q and k",
+    "Einsum": "a list input is saved whole",
+    **dict.fromkeys(("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"),
+                    "what is saved serves every variant (is_training or not) of the op's one Function"),
+    **dict.fromkeys(("TensorScatterUpdate", "TensorScatterMax", "TensorScatterMin"),
+                    "the positions are saved, where autograd keeps the select's boolean mask"),
+    "Zeta": "x has no gradient (nor in TensorFlow); asked for it, the Function still saves its inputs",
+}
+
 
 @pytest.fixture(scope="session")
 def library(derived, torch):
@@ -263,14 +276,19 @@ def _library_compiled_matches_eager(torch, calls: list, dynamic: bool) -> None:
 def test_every_op_compiles_with_fullgraph(torch, library, dynamic):
     """Every op of the library, forward and derived backward, traced whole by torch.compile
     (fullgraph: no graph break anywhere), its values and gradients as eager's; but those whose
-    output's shape is read from input values, which fail alone. Attributes are constants, as
+    output's shape is read from input values, which need not trace (where they do, they must
+    agree). Attributes are constants, as
     a model's are (`specialize_int`); with `dynamic`, every size is symbolic."""
     traceable = [call for name, call in library.items() if name not in SHAPES_FROM_VALUES]
     with torch._dynamo.config.patch(specialize_int=True):
         _library_compiled_matches_eager(torch, traceable, dynamic)
-        for name in SHAPES_FROM_VALUES:
-            with pytest.raises(Exception):
+        for name in SHAPES_FROM_VALUES:  # traced where torch.compile can, then as eager
+            try:
                 _compiled_matches_eager(torch, library[name], dynamic)
+            except AssertionError:
+                raise
+            except Exception:  # noqa: BLE001 - a shape read from values: not traced
+                pass
 
 
 @pytest.mark.parametrize("name", ["MatMul", "LayerNorm", "Softmax", "BiasAdd", "AddV2"])
@@ -317,7 +335,7 @@ def test_library_saves_no_more_than_autograd(torch, library, requiring):
         ours, _ = saved_bytes(lambda: call(""))
         theirs, _ = saved_bytes(lambda: call("_forward"))
         ours_total, theirs_total = ours_total + ours, theirs_total + theirs
-        if ours > theirs and name not in SAVES_MORE:
+        if ours > theirs and name not in SAVES_MORE and not (requiring == "first" and name in SAVES_MORE_FROZEN):
             more[name] = (ours, theirs)
     assert more == {}
     assert ours_total < theirs_total

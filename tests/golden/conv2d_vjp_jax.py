@@ -8,6 +8,7 @@ def conv2d_vjp(
     strides,
     explicit_paddings=(),
     dilations=(1, 1, 1, 1),
+    needs_grad=(True, True),
 ):
     """Gradient of Conv2D: one array per input (input, filter).
 
@@ -21,62 +22,79 @@ def conv2d_vjp(
             i.e. `_conv_backprop_filter(input, grad, strides=(strides[1], strides[2]), ...`
     """
     if padding == "VALID":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(0, 0),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(0, 0),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
     elif padding == "SAME":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(
-                _same_padding(np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]),
-                _same_padding(np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]),
-            ),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(
+                        np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]
+                    ),
+                    _same_padding(
+                        np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]
+                    ),
+                ),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(
+                    _same_padding(
+                        np.shape(input)[-3], np.shape(filter)[-4], strides[1], dilations[1]
+                    ),
+                    _same_padding(
+                        np.shape(input)[-2], np.shape(filter)[-3], strides[2], dilations[2]
+                    ),
+                ),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
     elif padding == "EXPLICIT":
-        grad_input = _conv_backprop_input(
-            grad,
-            filter,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(input)[-3], np.shape(input)[-2]),
-        )
-        grad_filter = _conv_backprop_filter(
-            input,
-            grad,
-            strides=(strides[1], strides[2]),
-            dilations=(dilations[1], dilations[2]),
-            pads=(explicit_paddings[2], explicit_paddings[4]),
-            sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
-        )
+        grad_input = grad_filter = None
+        if needs_grad[0]:
+            grad_input = _conv_backprop_input(
+                grad,
+                filter,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(np.shape(input)[-3], np.shape(input)[-2]),
+            )
+        if needs_grad[1]:
+            grad_filter = _conv_backprop_filter(
+                input,
+                grad,
+                strides=(strides[1], strides[2]),
+                dilations=(dilations[1], dilations[2]),
+                pads=(explicit_paddings[2], explicit_paddings[4]),
+                sizes=(np.shape(filter)[-4], np.shape(filter)[-3]),
+            )
     else:
         raise ValueError(f"Conv2D: unsupported attributes padding={padding!r}")
     return grad_input, grad_filter

@@ -1,4 +1,15 @@
-def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, epsilon=0.001):
+def layer_norm_vjp(
+    grad,
+    x,
+    scale,
+    offset,
+    *,
+    y=None,
+    sum1=None,
+    affine1=None,
+    epsilon=0.001,
+    needs_grad=(True, True, True)
+):
     """Gradient of LayerNorm: one array per input (x, scale, offset).
 
     In index notation, next to the code computing it:
@@ -15,25 +26,34 @@ def layer_norm_vjp(grad, x, scale, offset, *, y=None, sum1=None, affine1=None, e
         grad_offset[i] = sum_batch grad[batch, i]
             i.e. `jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))`
     """
-    if sum1 is None or affine1 is None:
-        sum1 = jnp.sum(x, axis=-1)
-        t0 = jnp.shape(x)[-1]
-        t1 = sum1[..., None]
-        t2 = jnp.sum((x - t1 / t0) ** 2, axis=-1)
-        affine1 = epsilon + t2 / t0
-    t3 = affine1[..., None]
-    t4 = jnp.shape(x)[-1]
-    t5 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
-    t6 = t5[..., None]
-    t7 = sum1[..., None]
-    t8 = 1 / t4
-    t9 = -t7 * t8
-    t10 = t9 + x
-    t11 = grad * t10
-    t12 = jnp.einsum("a,...a->...", scale, t11, optimize=True)
-    t13 = t12[..., None]
-    grad_x = (grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / jnp.sqrt(t3)
-    t14 = 1 / jnp.sqrt(affine1)
-    grad_scale = jnp.einsum("...,...a->a", t14, t11, optimize=True)
-    grad_offset = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
+    grad_x = grad_scale = grad_offset = None
+    if needs_grad[0] or needs_grad[1]:
+        if sum1 is None or affine1 is None:
+            sum1 = jnp.sum(x, axis=-1)
+            t0 = jnp.shape(x)[-1]
+            t1 = sum1[..., None]
+            t2 = jnp.sum((x - t1 / t0) ** 2, axis=-1)
+            affine1 = epsilon + t2 / t0
+    if needs_grad[0]:
+        t3 = affine1[..., None]
+    if needs_grad[0] or needs_grad[1]:
+        t4 = jnp.shape(x)[-1]
+    if needs_grad[0]:
+        t5 = jnp.einsum("a,...a->...", scale, grad, optimize=True)
+        t6 = t5[..., None]
+    if needs_grad[0] or needs_grad[1]:
+        t7 = sum1[..., None]
+        t8 = 1 / t4
+        t9 = -t7 * t8
+        t10 = t9 + x
+        t11 = grad * t10
+    if needs_grad[0]:
+        t12 = jnp.einsum("a,...a->...", scale, t11, optimize=True)
+        t13 = t12[..., None]
+        grad_x = (grad * scale - t10 * t13 * t8 / t3 - t6 * t8) / jnp.sqrt(t3)
+    if needs_grad[1]:
+        t14 = 1 / jnp.sqrt(affine1)
+        grad_scale = jnp.einsum("...,...a->a", t14, t11, optimize=True)
+    if needs_grad[2]:
+        grad_offset = jnp.sum(grad, axis=tuple(range(jnp.ndim(grad) - 1)))
     return grad_x, grad_scale, grad_offset
