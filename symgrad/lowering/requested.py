@@ -83,20 +83,14 @@ def _followed_back(run: list, result: str, value_reads) -> tuple[set, set]:
     assigns is needed."""
     valued, named = {result}, {result}
     for statement in reversed(run):
-        if isinstance(statement, ir.Recompute):
-            inner = [(s, _targets(s)) for s in ir.statements(statement.body)]
-            if any(targets & named for _, targets in inner):
-                named |= set(statement.stages)
-            for s, targets in reversed(inner):
-                if targets & named:
-                    named |= ir.names_in(s.value)
-                if targets & valued:
-                    valued |= value_reads(s.value)
-            continue
-        if _targets(statement) & named:
-            named |= ir.names_in(statement.value)
-        if _targets(statement) & valued:
-            valued |= value_reads(statement.value)
+        inner = ir.statements([statement])  # a recomputation's statements, its stages read by its guard
+        if isinstance(statement, ir.Recompute) and any(_targets(s) & named for s in inner):
+            named |= set(statement.stages)
+        for s in reversed(inner):
+            if _targets(s) & named:
+                named |= ir.names_in(s.value)
+            if _targets(s) & valued:
+                valued |= value_reads(s.value)
     return valued, named
 
 
@@ -111,7 +105,7 @@ def _readers(body: tuple, results) -> list[frozenset]:
         for n in reversed(range(len(body))):
             if _targets(body[n]) & needed:
                 readers[n].add(k)
-                needed |= _names_read(body[n])
+                needed |= names_read(body[n])
     return [frozenset(r) for r in readers]
 
 
@@ -122,7 +116,7 @@ def _targets(statement) -> set[str]:
     return {name.strip() for name in statement.target.split(",")}
 
 
-def _names_read(statement) -> set[str]:
+def names_read(statement) -> set[str]:
     """Every variable `statement` reads, for its value or its shape."""
     if isinstance(statement, ir.Recompute):
         return set(statement.stages) | set().union(*(ir.names_in(s.value) for s in statement.body))

@@ -15,6 +15,7 @@ import dataclasses
 import sympy as sp
 
 from symgrad import ir
+from symgrad.lowering.requested import names_read
 
 
 def with_row_kernels(function: ir.Function) -> ir.Function:
@@ -30,7 +31,7 @@ def _body_with_kernels(body: tuple) -> tuple:
     for n, statement in enumerate(body):
         if not _is_row_sum(statement):
             continue
-        readers = [k for k, s in enumerate(body) if k != n and s is not None and statement.target in _names(s)]
+        readers = [k for k, s in enumerate(body) if k != n and s is not None and statement.target in names_read(s)]
         if len(readers) != 1 or not isinstance(body[readers[0]], ir.Assign):
             continue
         reader = body[readers[0]]
@@ -39,11 +40,6 @@ def _body_with_kernels(body: tuple) -> tuple:
             body[readers[0]] = ir.Assign(reader.target, kernel)
             body[n] = None
     return tuple(s for s in body if s is not None)
-
-
-def _names(statement) -> set[str]:
-    """Every variable `statement` reads, inside a recomputation too."""
-    return set().union(*(ir.names_in(s.value) for s in ir.statements([statement])))
 
 
 def _is_row_sum(statement) -> bool:

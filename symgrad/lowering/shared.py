@@ -94,8 +94,8 @@ def _shared_across(body: list):
         for b in range(a + 1, len(body)):
             if not _shareable(body[b]):
                 continue
+            assigned = {t for s in statements(body[a:b]) for t in s.target.split(", ")}
             for common in _common_parts(_elementwise_of(first), _elementwise_of(body[b])):
-                assigned = {t for s in statements(body[a:b]) for t in s.target.split(", ")}
                 if {str(s) for s in common.free_symbols} & assigned:
                     continue
                 if best is None or sp.count_ops(common) > sp.count_ops(best[1]):

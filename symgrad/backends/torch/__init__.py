@@ -52,6 +52,7 @@ def unavailable_reason(op) -> str | None:
 
 def _op(op: ir.OpCode, printer) -> dict:
     forward = f"{op.func_name}_forward"
+    shapes, by_input = shapes_only(op), reads_by_input(op)
     return {
         **common_context(op, printer),
         **gradient_function(op, printer, forward=forward),
@@ -59,16 +60,15 @@ def _op(op: ir.OpCode, printer) -> dict:
         "forward_signature": signature(op.inputs, attr_params(op)),
         "forward": forward,
         "autograd": f"_{op.func_name}_autograd",
-        "autograd_call": _autograd_call(op, forward),
-        "saved": _saved_text(op),
+        "autograd_call": _autograd_call(op, forward, shapes, by_input),
+        "saved": _saved_text(op, shapes, by_input or {}),
     }
 
 
-def _saved_text(op: ir.OpCode) -> str:
+def _saved_text(op: ir.OpCode, shapes: list[str], by_input: dict) -> str:
     """What the op's Function saves for its backward, in words: the values it reads (each
     read for some gradients only, saved when one of those is asked for, says which), and the
-    inputs of which it keeps only the shape."""
-    shapes, by_input = shapes_only(op), reads_by_input(op) or {}
+    inputs of which it keeps only the shape (`shapes_only`, `reads_by_input`)."""
     values = [x for x in op.inputs if x not in shapes] + [o for o in op.outputs if o in op.outputs_used] + list(op.stages)
 
     def said(value):
@@ -87,7 +87,7 @@ def _words(names) -> str:
     return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
-def _autograd_call(op: ir.OpCode, forward: str) -> str:
+def _autograd_call(op: ir.OpCode, forward: str, shapes: list[str], by_input: dict | None) -> str:
     """The runtime's `_autograd_function(...)` making the op's `torch.autograd.Function`: the
     outputs the gradient reads are saved with the stages and the inputs whose values it
     reads; of the others (`shapes_only`), their shapes (autograd refuses to save an output
@@ -95,11 +95,9 @@ def _autograd_call(op: ir.OpCode, forward: str) -> str:
     read = [o for o in op.outputs if o in op.outputs_used]
     options = [f"read={names_literal(read)}"] if read else []
     options += [f"stages={names_literal(list(op.stages))}"] if op.stages else []
-    shapes = shapes_only(op)
     options += [f"shapes_only={names_literal(shapes)}"] if shapes else []
-    by_input = reads_by_input(op)
     if by_input:
-        pairs = ", ".join(f'"{x}": {names_literal(read)}' for x, read in by_input.items())
+        pairs = ", ".join(f'"{x}": {names_literal(names)}' for x, names in by_input.items())
         options.append(f"reads={{{pairs}}}")
     if op.list_output and op.stages:
         raise LoweringError(f"{op.name}: a list output with stages has no PyTorch Function")
