@@ -369,3 +369,30 @@ def _promoted(value, like):
     if jnp.iscomplexobj(like) and not jnp.iscomplexobj(value):
         return jnp.asarray(value).astype(jnp.result_type(like))
     return value
+
+
+def _attention_mask(mask, is_causal, rows, cols, like):
+    """The additive mask an attention adds to its scores, `(rows, cols)`: with `is_causal`,
+    -inf where a column is past its row (`j > i`), as `jax.nn.dot_product_attention`'s
+    `is_causal` masks; else `mask`, or zeros where it is None (no mask)."""
+    if is_causal and mask is not None:
+        raise ValueError("an explicit mask and is_causal=True: give one of them")
+    if is_causal:
+        past = jnp.arange(cols)[None, :] > jnp.arange(rows)[:, None]
+        return jnp.where(past, -jnp.inf, 0).astype(like.dtype)
+    return jnp.zeros((rows, cols), dtype=like.dtype) if mask is None else mask
+
+
+def _leading_flattened(ranks, *arrays):
+    """(the leading axes, `arrays` with them flattened into one): array n is declared with
+    `ranks[n]` axes, the first of them the batch axis; the first array's extra axes lead."""
+    first, rank = arrays[0], ranks[0]
+    lead = tuple(first.shape[: first.ndim - rank + 1])
+    return lead, tuple(
+        x.reshape((-1,) + tuple(x.shape[x.ndim - r + 1 :])) for x, r in zip(arrays, ranks)
+    )
+
+
+def _leading_restored(lead, y):
+    """`y`, its first axis the flattened leading axes `lead`, with them back."""
+    return y.reshape(tuple(lead) + tuple(y.shape[1:]))

@@ -541,3 +541,31 @@ def _promoted(value, like):
     if like.is_complex() and not torch.as_tensor(value).is_complex():
         return torch.as_tensor(value).to(like.dtype)
     return value
+
+
+def _attention_mask(mask, is_causal, rows, cols, like):
+    """The additive mask an attention adds to its scores, `(rows, cols)`: with `is_causal`,
+    -inf where a column is past its row (`j > i`), as `F.scaled_dot_product_attention`'s
+    `is_causal` masks; else `mask`, or zeros where it is None (no mask)."""
+    if is_causal and mask is not None:
+        raise ValueError(
+            "an explicit mask and is_causal=True: give one of them (as PyTorch's attention asks)"
+        )
+    if is_causal:
+        return torch.full((rows, cols), float("-inf"), dtype=like.dtype, device=like.device).triu(1)
+    return torch.zeros((rows, cols), dtype=like.dtype, device=like.device) if mask is None else mask
+
+
+def _leading_flattened(ranks, *arrays):
+    """(the leading axes, `arrays` with them flattened into one): array n is declared with
+    `ranks[n]` axes, the first of them the batch axis; the first array's extra axes lead."""
+    first, rank = arrays[0], ranks[0]
+    lead = tuple(first.shape[: first.ndim - rank + 1])
+    return lead, tuple(
+        x.reshape((-1,) + tuple(x.shape[x.ndim - r + 1 :])) for x, r in zip(arrays, ranks)
+    )
+
+
+def _leading_restored(lead, y):
+    """`y`, its first axis the flattened leading axes `lead`, with them back."""
+    return y.reshape(tuple(lead) + tuple(y.shape[1:]))

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_jax import _custom_vjp, _gather, _sum_to_shape
+    from ._symgrad_jax import _attention_mask, _custom_vjp, _gather, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,13 +25,13 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_jax", _runtime_file)
         sys.modules["_symgrad_jax"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_jax"])
-    from _symgrad_jax import _custom_vjp, _gather, _sum_to_shape
+    from _symgrad_jax import _attention_mask, _custom_vjp, _gather, _sum_to_shape
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
-def layer_norm(x, scale, offset, *, epsilon=0.001):
-    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19); differentiated by layer_norm_vjp."""
+def layer_norm(x, scale, offset, *, epsilon=1e-05):
+    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:34); differentiated by layer_norm_vjp. Matches `jax.nn.standardize(x, epsilon=epsilon) * scale + offset`. It takes `epsilon` defaulting to 1e-05."""
     return _layer_norm_custom_vjp(x, scale, offset, epsilon=epsilon)
 
 
@@ -117,7 +117,7 @@ _layer_norm_custom_vjp = _custom_vjp(layer_norm_forward, layer_norm_vjp, "y", st
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
-    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30); differentiated by layer_norm_moments_vjp."""
+    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:45); differentiated by layer_norm_moments_vjp."""
     return _layer_norm_moments_custom_vjp(x, scale, offset, epsilon=epsilon)
 
 
@@ -201,7 +201,7 @@ _layer_norm_moments_custom_vjp = _custom_vjp(
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001):
-    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41); differentiated by batch_norm_training_vjp."""
+    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:56); differentiated by batch_norm_training_vjp."""
     return _batch_norm_training_custom_vjp(x, scale, offset, epsilon=epsilon)
 
 
@@ -288,7 +288,7 @@ _batch_norm_training_custom_vjp = _custom_vjp(
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
-    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55); differentiated by group_norm_vjp."""
+    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:70); differentiated by group_norm_vjp."""
     return _group_norm_custom_vjp(x, scale, offset, epsilon=epsilon, groups=groups)
 
 
@@ -405,8 +405,11 @@ def group_norm_vjp(
 _group_norm_custom_vjp = _custom_vjp(group_norm_forward, group_norm_vjp, "y", stages=True)
 
 
-def scaled_dot_product_attention(q, k, v, mask):
-    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70); differentiated by scaled_dot_product_attention_vjp."""
+def scaled_dot_product_attention(q, k, v, mask=None, *, is_causal=False, scale=None):
+    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:85); differentiated by scaled_dot_product_attention_vjp. Matches `jax.nn.dot_product_attention(q[:, :, None], k[:, :, None], v[:, :, None], bias=None if mask is None else mask[:, None], scale=scale, is_causal=is_causal)[:, :, 0]`. It takes `mask` optional (an additive mask), `is_causal` and `scale` (None: the op's own)."""
+    mask = _attention_mask(mask, is_causal, q.shape[-2], k.shape[-2], q)
+    if scale is not None:  # in place of the op's own scale
+        q = q * float(scale / (1 / np.sqrt(q.shape[-1])))
     return _scaled_dot_product_attention_custom_vjp(q, k, v, mask)
 
 
@@ -495,7 +498,7 @@ _scaled_dot_product_attention_custom_vjp = _custom_vjp(
 
 
 def mlp_block(x, w1, b1, w2, b2):
-    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84); differentiated by mlp_block_vjp."""
+    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:99); differentiated by mlp_block_vjp."""
     return _mlp_block_custom_vjp(x, w1, b1, w2, b2)
 
 
@@ -553,7 +556,7 @@ _mlp_block_custom_vjp = _custom_vjp(mlp_block_forward, mlp_block_vjp, "y", stage
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08):
-    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97); differentiated by cosine_similarity_vjp."""
+    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:112); differentiated by cosine_similarity_vjp."""
     return _cosine_similarity_custom_vjp(x, y, epsilon=epsilon)
 
 
@@ -614,7 +617,7 @@ _cosine_similarity_custom_vjp = _custom_vjp(
 
 
 def rbf_kernel(x, y, *, length_scale=1.0):
-    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107); differentiated by rbf_kernel_vjp."""
+    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:122); differentiated by rbf_kernel_vjp."""
     return _rbf_kernel_custom_vjp(x, y, length_scale=length_scale)
 
 
@@ -660,7 +663,7 @@ _rbf_kernel_custom_vjp = _custom_vjp(rbf_kernel_forward, rbf_kernel_vjp, "kernel
 
 
 def log_sum_exp_mat_mul(a, b):
-    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116); differentiated by log_sum_exp_mat_mul_vjp."""
+    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:131); differentiated by log_sum_exp_mat_mul_vjp."""
     return _log_sum_exp_mat_mul_custom_vjp(a, b)
 
 
@@ -714,7 +717,7 @@ _log_sum_exp_mat_mul_custom_vjp = _custom_vjp(
 
 
 def bias_gelu(x, bias):
-    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126); differentiated by bias_gelu_vjp."""
+    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:141); differentiated by bias_gelu_vjp."""
     return _bias_gelu_custom_vjp(x, bias)
 
 
@@ -763,7 +766,7 @@ _bias_gelu_custom_vjp = _custom_vjp(bias_gelu_forward, bias_gelu_vjp, "y")
 
 
 def rotary_embedding(x, cos, sin):
-    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:136); differentiated by rotary_embedding_vjp."""
+    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:151); differentiated by rotary_embedding_vjp."""
     return _rotary_embedding_custom_vjp(x, cos, sin)
 
 

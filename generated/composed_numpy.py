@@ -27,7 +27,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
 
 
 def layer_norm(x, scale, offset, *, epsilon=0.001, return_stages=False):
-    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19)."""
+    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:34)."""
     sum1 = np.sum(x, axis=-1)
     t0 = np.shape(x)[-1]
     t1 = sum1[..., None]
@@ -175,7 +175,7 @@ def layer_norm_grad_grad(
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001, return_stages=False):
-    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30)."""
+    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:45)."""
     sum1 = np.sum(x, axis=-1)
     t0 = np.shape(x)[-1]
     t1 = np.sum(x**2, axis=-1)
@@ -324,7 +324,7 @@ def layer_norm_moments_grad_grad(
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001, return_stages=False):
-    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41)."""
+    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:56)."""
     t0 = np.shape(x)[-4]
     t1 = np.shape(x)[-3]
     t2 = np.shape(x)[-2]
@@ -456,7 +456,7 @@ def batch_norm_training_grad_grad(
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
-    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55)."""
+    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:70)."""
     x_split = np.reshape(x, np.shape(x)[:-1] + (groups, -1))
     scale_split = np.reshape(scale, np.shape(scale)[:-1] + (groups, -1))
     offset_split = np.reshape(offset, np.shape(offset)[:-1] + (groups, -1))
@@ -657,7 +657,7 @@ def group_norm_grad_grad(
 
 
 def scaled_dot_product_attention(q, k, v, mask, *, return_stages=False):
-    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70)."""
+    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:85)."""
     t0 = np.shape(q)[-1]
     t1 = q @ np.swapaxes(k, -1, -2)
     scores = mask + t1 * float(1 / np.sqrt(t0))
@@ -813,7 +813,7 @@ def scaled_dot_product_attention_grad_grad(
 
 
 def mlp_block(x, w1, b1, w2, b2, *, return_stages=False):
-    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84)."""
+    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:99)."""
     t0 = x @ w1
     affine1 = b1 + t0
     t1 = np.where(affine1 > 0, affine1, 0)
@@ -901,7 +901,7 @@ def mlp_block_grad_grad(
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08, return_stages=False):
-    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97)."""
+    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:112)."""
     sum1 = np.sum(x**2, axis=-1)
     sum2 = np.sum(y**2, axis=-1)
     sum3 = np.sum(x * y, axis=-1)
@@ -1039,7 +1039,7 @@ def cosine_similarity_grad_grad(
 
 
 def rbf_kernel(x, y, *, length_scale=1.0):
-    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107)."""
+    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:122)."""
     t0 = np.sum(x**2, axis=-1, keepdims=True)
     t1 = np.sum(y**2, axis=-1)
     t2 = x @ y.T
@@ -1118,7 +1118,7 @@ def rbf_kernel_grad_grad(
 
 
 def log_sum_exp_mat_mul(a, b, *, return_stages=False):
-    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116)."""
+    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:131)."""
     sum1 = a @ b
     ext1 = np.max(sum1, axis=-1)
     t0 = ext1[..., None]
@@ -1208,7 +1208,7 @@ def log_sum_exp_mat_mul_grad_grad(
 
 
 def bias_gelu(x, bias):
-    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126)."""
+    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:141)."""
     t0 = bias + x
     y = (1 / 2) * t0 * (np.tanh(0.7978845608028654 * ((8943 / 200000) * t0**3 + t0)) + 1)
     return y
@@ -1290,7 +1290,7 @@ def bias_gelu_grad_grad(grad_vjp_x, grad_vjp_bias, grad, x, bias, *, vjp_x=None,
 
 
 def rotary_embedding(x, cos, sin):
-    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:136)."""
+    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:151)."""
     t0 = 2
     x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
     cos_split = np.reshape(cos, np.shape(cos)[:-1] + (t0, -1))

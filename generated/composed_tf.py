@@ -42,7 +42,7 @@ REGISTERED = {}
 
 
 def layer_norm(x, scale, offset, *, epsilon=0.001):
-    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19), with its derived gradient layer_norm_vjp."""
+    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:34), with its derived gradient layer_norm_vjp."""
     return _layer_norm_custom_gradient(x, scale, offset, epsilon=epsilon)
 
 
@@ -116,7 +116,7 @@ REGISTERED["LayerNorm"] = _register("LayerNorm", layer_norm_grad)
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
-    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30), with its derived gradient layer_norm_moments_vjp."""
+    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:45), with its derived gradient layer_norm_moments_vjp."""
     return _layer_norm_moments_custom_gradient(x, scale, offset, epsilon=epsilon)
 
 
@@ -195,7 +195,7 @@ REGISTERED["LayerNormMoments"] = _register("LayerNormMoments", layer_norm_moment
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001):
-    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41), with its derived gradient batch_norm_training_vjp."""
+    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:56), with its derived gradient batch_norm_training_vjp."""
     return _batch_norm_training_custom_gradient(x, scale, offset, epsilon=epsilon)
 
 
@@ -272,7 +272,7 @@ REGISTERED["BatchNormTraining"] = _register("BatchNormTraining", batch_norm_trai
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
-    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55), with its derived gradient group_norm_vjp."""
+    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:70), with its derived gradient group_norm_vjp."""
     return _group_norm_custom_gradient(x, scale, offset, epsilon=epsilon, groups=groups)
 
 
@@ -397,7 +397,7 @@ REGISTERED["GroupNorm"] = _register("GroupNorm", group_norm_grad)
 
 
 def scaled_dot_product_attention(q, k, v, mask):
-    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70), with its derived gradient scaled_dot_product_attention_vjp."""
+    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:85), with its derived gradient scaled_dot_product_attention_vjp."""
     return _scaled_dot_product_attention_custom_gradient(q, k, v, mask)
 
 
@@ -488,7 +488,7 @@ REGISTERED["ScaledDotProductAttention"] = _register(
 
 
 def mlp_block(x, w1, b1, w2, b2):
-    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84), with its derived gradient mlp_block_vjp."""
+    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:99), with its derived gradient mlp_block_vjp."""
     return _mlp_block_custom_gradient(x, w1, b1, w2, b2)
 
 
@@ -546,7 +546,7 @@ REGISTERED["MlpBlock"] = _register("MlpBlock", mlp_block_grad)
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08):
-    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97), with its derived gradient cosine_similarity_vjp."""
+    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:112), with its derived gradient cosine_similarity_vjp."""
     return _cosine_similarity_custom_gradient(x, y, epsilon=epsilon)
 
 
@@ -612,7 +612,7 @@ REGISTERED["CosineSimilarity"] = _register("CosineSimilarity", cosine_similarity
 
 
 def rbf_kernel(x, y, *, length_scale=1.0):
-    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107), with its derived gradient rbf_kernel_vjp."""
+    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:122), with its derived gradient rbf_kernel_vjp."""
     return _rbf_kernel_custom_gradient(x, y, length_scale=length_scale)
 
 
@@ -661,7 +661,7 @@ REGISTERED["RbfKernel"] = _register("RbfKernel", rbf_kernel_grad)
 
 
 def log_sum_exp_mat_mul(a, b):
-    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116), with its derived gradient log_sum_exp_mat_mul_vjp."""
+    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:131), with its derived gradient log_sum_exp_mat_mul_vjp."""
     return _log_sum_exp_mat_mul_custom_gradient(a, b)
 
 
@@ -724,7 +724,7 @@ REGISTERED["LogSumExpMatMul"] = _register("LogSumExpMatMul", log_sum_exp_mat_mul
 
 
 def bias_gelu(x, bias):
-    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126), with its derived gradient bias_gelu_vjp."""
+    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:141), with its derived gradient bias_gelu_vjp."""
     return _bias_gelu_custom_gradient(x, bias)
 
 
@@ -778,7 +778,7 @@ REGISTERED["BiasGelu"] = _register("BiasGelu", bias_gelu_grad)
 
 
 def rotary_embedding(x, cos, sin):
-    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:136), with its derived gradient rotary_embedding_vjp."""
+    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:151), with its derived gradient rotary_embedding_vjp."""
     return _rotary_embedding_custom_gradient(x, cos, sin)
 
 

@@ -14,7 +14,14 @@ import numpy as np
 import torch
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_torch import _autograd_function, _gather, _maximum, _over, _sum_to_shape
+    from ._symgrad_torch import (
+        _attention_mask,
+        _autograd_function,
+        _gather,
+        _maximum,
+        _over,
+        _sum_to_shape,
+    )
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,13 +32,21 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_torch", _runtime_file)
         sys.modules["_symgrad_torch"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
-    from _symgrad_torch import _autograd_function, _gather, _maximum, _over, _sum_to_shape
+    from _symgrad_torch import (
+        _attention_mask,
+        _autograd_function,
+        _gather,
+        _maximum,
+        _over,
+        _sum_to_shape,
+    )
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
-def layer_norm(x, scale, offset, *, epsilon=0.001):
-    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:19); differentiated by layer_norm_vjp, saving x (for x and scale's gradients), scale (for x's gradient), sum1 (for x and scale's gradients), affine1 (for x and scale's gradients) and the shape of offset."""
+def layer_norm(x, scale, offset, *, eps=1e-05, epsilon=None):
+    """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:34); differentiated by layer_norm_vjp, saving x (for x and scale's gradients), scale (for x's gradient), sum1 (for x and scale's gradients), affine1 (for x and scale's gradients) and the shape of offset. Matches `torch.nn.functional.layer_norm(x, x.shape[-1:], scale, offset, eps)`. It takes `eps` (default 1e-05) beside TensorFlow's `epsilon`."""
+    epsilon = eps if epsilon is None else epsilon
     return _layer_norm_autograd(x, scale, offset, epsilon=epsilon)
 
 
@@ -125,7 +140,7 @@ _layer_norm_autograd = _autograd_function(
 
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
-    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:30); differentiated by layer_norm_moments_vjp, saving x (for x and scale's gradients), scale (for x's gradient), sum1 (for x and scale's gradients), affine1 (for x and scale's gradients) and the shape of offset."""
+    """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:45); differentiated by layer_norm_moments_vjp, saving x (for x and scale's gradients), scale (for x's gradient), sum1 (for x and scale's gradients), affine1 (for x and scale's gradients) and the shape of offset."""
     return _layer_norm_moments_autograd(x, scale, offset, epsilon=epsilon)
 
 
@@ -215,7 +230,7 @@ _layer_norm_moments_autograd = _autograd_function(
 
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001):
-    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:41); differentiated by batch_norm_training_vjp, saving x (for x and scale's gradients), scale (for x's gradient), mean (for x and scale's gradients), variance (for x and scale's gradients) and the shape of offset."""
+    """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:56); differentiated by batch_norm_training_vjp, saving x (for x and scale's gradients), scale (for x's gradient), mean (for x and scale's gradients), variance (for x and scale's gradients) and the shape of offset."""
     return _batch_norm_training_autograd(x, scale, offset, epsilon=epsilon)
 
 
@@ -308,7 +323,7 @@ _batch_norm_training_autograd = _autograd_function(
 
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
-    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:55); differentiated by group_norm_vjp, saving x (for x and scale's gradients), scale (for x's gradient), mean (for x and scale's gradients), variance (for x and scale's gradients) and the shape of offset."""
+    """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:70); differentiated by group_norm_vjp, saving x (for x and scale's gradients), scale (for x's gradient), mean (for x and scale's gradients), variance (for x and scale's gradients) and the shape of offset."""
     return _group_norm_autograd(x, scale, offset, epsilon=epsilon, groups=groups)
 
 
@@ -434,8 +449,11 @@ _group_norm_autograd = _autograd_function(
 )
 
 
-def scaled_dot_product_attention(q, k, v, mask):
-    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:70); differentiated by scaled_dot_product_attention_vjp, saving q, k, v (for q, k and mask's gradients), mask, weights."""
+def scaled_dot_product_attention(q, k, v, mask=None, *, is_causal=False, scale=None):
+    """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:85); differentiated by scaled_dot_product_attention_vjp, saving q, k, v (for q, k and mask's gradients), mask, weights. Matches `torch.nn.functional.scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal, scale=scale)`. It takes `mask` optional (an additive mask), `is_causal` and `scale` (None: the op's own)."""
+    mask = _attention_mask(mask, is_causal, q.shape[-2], k.shape[-2], q)
+    if scale is not None:  # in place of the op's own scale
+        q = q * float(scale / (1 / np.sqrt(q.shape[-1])))
     return _scaled_dot_product_attention_autograd(q, k, v, mask)
 
 
@@ -533,7 +551,7 @@ _scaled_dot_product_attention_autograd = _autograd_function(
 
 
 def mlp_block(x, w1, b1, w2, b2):
-    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:84); differentiated by mlp_block_vjp, saving x (for x, w1, b1 and w2's gradients), w1 (for x, w1, b1 and w2's gradients), b1 (for x, w1, b1 and w2's gradients), w2 (for x, w1 and b1's gradients), affine1 (for x, w1, b1 and w2's gradients) and the shape of b2."""
+    """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:99); differentiated by mlp_block_vjp, saving x (for x, w1, b1 and w2's gradients), w1 (for x, w1, b1 and w2's gradients), b1 (for x, w1, b1 and w2's gradients), w2 (for x, w1 and b1's gradients), affine1 (for x, w1, b1 and w2's gradients) and the shape of b2."""
     return _mlp_block_autograd(x, w1, b1, w2, b2)
 
 
@@ -605,7 +623,7 @@ _mlp_block_autograd = _autograd_function(
 
 
 def cosine_similarity(x, y, *, epsilon=1e-08):
-    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:97); differentiated by cosine_similarity_vjp, saving x, y, output, sum1, sum2."""
+    """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:112); differentiated by cosine_similarity_vjp, saving x, y, output, sum1, sum2."""
     return _cosine_similarity_autograd(x, y, epsilon=epsilon)
 
 
@@ -671,7 +689,7 @@ _cosine_similarity_autograd = _autograd_function(
 
 
 def rbf_kernel(x, y, *, length_scale=1.0):
-    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:107); differentiated by rbf_kernel_vjp, saving x, y, kernel."""
+    """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:122); differentiated by rbf_kernel_vjp, saving x, y, kernel."""
     return _rbf_kernel_autograd(x, y, length_scale=length_scale)
 
 
@@ -719,7 +737,7 @@ _rbf_kernel_autograd = _autograd_function(
 
 
 def log_sum_exp_mat_mul(a, b):
-    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:116); differentiated by log_sum_exp_mat_mul_vjp, saving a, b, affine1, sum2."""
+    """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:131); differentiated by log_sum_exp_mat_mul_vjp, saving a, b, affine1, sum2."""
     return _log_sum_exp_mat_mul_autograd(a, b)
 
 
@@ -778,14 +796,14 @@ _log_sum_exp_mat_mul_autograd = _autograd_function(
 
 
 def bias_gelu(x, bias):
-    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:126); differentiated by bias_gelu_vjp, saving x, bias."""
+    """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:141); differentiated by bias_gelu_vjp, saving x, bias."""
     return _bias_gelu_autograd(x, bias)
 
 
 def bias_gelu_forward(x, bias):
     """BiasGelu's formula."""
     t0 = bias + x
-    y = (1 / 2) * t0 * (torch.tanh(0.7978845608028654 * ((8943 / 200000) * t0**3 + t0)) + 1)
+    y = torch.nn.functional.gelu(t0, approximate="tanh")
     return y
 
 
@@ -811,10 +829,7 @@ def bias_gelu_vjp(grad, x, bias, *, y=None, needs_grad=(True, True)):
     """
     grad_x = grad_bias = None
     t0 = bias + x
-    t1 = t0**3
-    t2 = torch.tanh(0.7978845608028654 * (t0 + (8943 / 200000) * t1))
-    t3 = 0.7978845608028654 * (1 - t2**2)
-    t4 = grad * (200000 * t0 * t3 + 26829 * t1 * t3 + 200000 * t2 + 200000)
+    t4 = 400000 * torch.ops.aten.gelu_backward(grad, t0, approximate="tanh")
     if needs_grad[0]:
         grad_x = (1 / 400000) * t4
     if needs_grad[1]:
@@ -827,7 +842,7 @@ _bias_gelu_autograd = _autograd_function("BiasGelu", bias_gelu_forward, bias_gel
 
 
 def rotary_embedding(x, cos, sin):
-    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:136); differentiated by rotary_embedding_vjp, saving x (for cos and sin's gradients), cos (for x's gradient), sin (for x's gradient)."""
+    """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:151); differentiated by rotary_embedding_vjp, saving x (for cos and sin's gradients), cos (for x's gradient), sin (for x's gradient)."""
     return _rotary_embedding_autograd(x, cos, sin)
 
 

@@ -31,7 +31,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def matmul(a, b, *, transpose_a=False, transpose_b=False):
-    """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:11); differentiated by matmul_vjp."""
+    """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:17); differentiated by matmul_vjp. Matches `jnp.matmul(a.mT if transpose_a else a, b.mT if transpose_b else b)`."""
     return _matmul_custom_vjp(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
@@ -108,7 +108,7 @@ _matmul_custom_vjp = _custom_vjp(matmul_forward, matmul_vjp, "product")
 
 
 def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
-    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:21); differentiated by sparse_mat_mul_vjp."""
+    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:27); differentiated by sparse_mat_mul_vjp."""
     return _sparse_mat_mul_custom_vjp(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 

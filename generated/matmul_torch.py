@@ -31,7 +31,7 @@ UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def matmul(a, b, *, transpose_a=False, transpose_b=False):
-    """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:11); differentiated by matmul_vjp, saving a (for b's gradient), b (for a's gradient)."""
+    """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:17); differentiated by matmul_vjp, saving a (for b's gradient), b (for a's gradient). Matches `torch.matmul(a.mT if transpose_a else a, b.mT if transpose_b else b)`."""
     return _matmul_autograd(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
@@ -110,7 +110,7 @@ _matmul_autograd = _autograd_function(
 
 
 def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
-    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:21); differentiated by sparse_mat_mul_vjp, saving a (for b's gradient), b (for a's gradient)."""
+    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:27); differentiated by sparse_mat_mul_vjp, saving a (for b's gradient), b (for a's gradient)."""
     return _sparse_mat_mul_autograd(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 

@@ -14,7 +14,14 @@ import jax.numpy as jnp
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_jax import _custom_vjp, _gather, _scatter_add, _sum_to_shape
+    from ._symgrad_jax import (
+        _custom_vjp,
+        _gather,
+        _leading_flattened,
+        _leading_restored,
+        _scatter_add,
+        _sum_to_shape,
+    )
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,13 +32,20 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_jax", _runtime_file)
         sys.modules["_symgrad_jax"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_jax"])
-    from _symgrad_jax import _custom_vjp, _gather, _scatter_add, _sum_to_shape
+    from _symgrad_jax import (
+        _custom_vjp,
+        _gather,
+        _leading_flattened,
+        _leading_restored,
+        _scatter_add,
+        _sum_to_shape,
+    )
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def softmax(logits):
-    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17); differentiated by softmax_vjp."""
+    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:32); differentiated by softmax_vjp. Matches `jax.nn.softmax(logits)`."""
     return _softmax_custom_vjp(logits)
 
 
@@ -67,7 +81,7 @@ _softmax_custom_vjp = _custom_vjp(softmax_forward, softmax_vjp, "softmax")
 
 
 def log_softmax(logits):
-    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:26); differentiated by log_softmax_vjp."""
+    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:41); differentiated by log_softmax_vjp. Matches `jax.nn.log_softmax(logits)`."""
     return _log_softmax_custom_vjp(logits)
 
 
@@ -101,7 +115,7 @@ _log_softmax_custom_vjp = _custom_vjp(log_softmax_forward, log_softmax_vjp, "log
 
 
 def l2_loss(t):
-    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:35); differentiated by l2_loss_vjp."""
+    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:50); differentiated by l2_loss_vjp."""
     return _l2_loss_custom_vjp(t)
 
 
@@ -126,8 +140,10 @@ _l2_loss_custom_vjp = _custom_vjp(l2_loss_forward, l2_loss_vjp, "output")
 
 
 def softmax_cross_entropy_with_logits(features, labels):
-    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42); differentiated by softmax_cross_entropy_with_logits_vjp."""
-    return _softmax_cross_entropy_with_logits_custom_vjp(features, labels)
+    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:57); differentiated by softmax_cross_entropy_with_logits_vjp. Matches `-jnp.sum(labels * jax.nn.log_softmax(features), axis=-1)`. It takes any number of leading batch axes."""
+    lead, (features, labels) = _leading_flattened((2, 2), features, labels)
+    loss, backprop = _softmax_cross_entropy_with_logits_custom_vjp(features, labels)
+    return _leading_restored(lead, loss), _leading_restored(lead, backprop)
 
 
 def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages=False):
@@ -202,8 +218,10 @@ _softmax_cross_entropy_with_logits_custom_vjp = _custom_vjp(
 
 
 def sparse_softmax_cross_entropy_with_logits(features, labels):
-    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56); differentiated by sparse_softmax_cross_entropy_with_logits_vjp."""
-    return _sparse_softmax_cross_entropy_with_logits_custom_vjp(features, labels)
+    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:71); differentiated by sparse_softmax_cross_entropy_with_logits_vjp. Matches `-jnp.take_along_axis(jax.nn.log_softmax(features), labels[..., None], axis=-1)[..., 0]`. It takes any number of leading batch axes."""
+    lead, (features, labels) = _leading_flattened((2, 1), features, labels)
+    loss, backprop = _sparse_softmax_cross_entropy_with_logits_custom_vjp(features, labels)
+    return _leading_restored(lead, loss), _leading_restored(lead, backprop)
 
 
 def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
@@ -275,7 +293,7 @@ _sparse_softmax_cross_entropy_with_logits_custom_vjp = _custom_vjp(
 
 
 def bias_add(value, bias, *, data_format="NHWC"):
-    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:71); differentiated by bias_add_vjp."""
+    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:86); differentiated by bias_add_vjp."""
     return _bias_add_custom_vjp(value, bias, data_format=data_format)
 
 
@@ -324,7 +342,7 @@ _bias_add_custom_vjp = _custom_vjp(bias_add_forward, bias_add_vjp, "output")
 
 
 def cross(a, b):
-    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86); differentiated by cross_vjp."""
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:101); differentiated by cross_vjp."""
     return _cross_custom_vjp(a, b)
 
 
@@ -373,7 +391,7 @@ _cross_custom_vjp = _custom_vjp(cross_forward, cross_vjp, "product")
 
 
 def bias_add_v1(value, bias):
-    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:96); differentiated by bias_add_v1_vjp."""
+    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:111); differentiated by bias_add_v1_vjp."""
     return _bias_add_v1_custom_vjp(value, bias)
 
 
@@ -403,7 +421,7 @@ _bias_add_v1_custom_vjp = _custom_vjp(bias_add_v1_forward, bias_add_v1_vjp, "out
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
-    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:106); differentiated by bias_add_backprop_vjp."""
+    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:121); differentiated by bias_add_backprop_vjp."""
     return _bias_add_backprop_custom_vjp(out_backprop, data_format=data_format)
 
 

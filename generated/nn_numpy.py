@@ -27,7 +27,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
 
 
 def softmax(logits):
-    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17)."""
+    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:32)."""
     ext1 = np.max(logits, axis=-1)
     t0 = ext1[..., None]
     t1 = np.exp(logits - t0)
@@ -89,7 +89,7 @@ def softmax_grad_grad(
 
 
 def log_softmax(logits):
-    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:26)."""
+    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:41)."""
     ext1 = np.max(logits, axis=-1)
     t0 = ext1[..., None]
     sum1 = np.sum(np.exp(logits - t0), axis=-1)
@@ -139,7 +139,7 @@ def log_softmax_grad_grad(
 
 
 def l2_loss(t):
-    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:35)."""
+    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:50)."""
     t0 = np.sum(t**2)
     output = (1 / 2) * t0
     return output
@@ -163,7 +163,7 @@ def l2_loss_grad_grad(grad_vjp_t, grad, t, *, vjp_t=None):
 
 
 def softmax_cross_entropy_with_logits(features, labels, *, return_stages=False):
-    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42)."""
+    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:57)."""
     ext1 = np.max(features, axis=-1)
     t0 = ext1[..., None]
     t1 = np.exp(features - t0)
@@ -268,7 +268,7 @@ def softmax_cross_entropy_with_logits_grad_grad(
 
 
 def sparse_softmax_cross_entropy_with_logits(features, labels):
-    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56)."""
+    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:71)."""
     ext1 = np.max(features, axis=-1)
     t0 = ext1[..., None]
     t1 = np.exp(features - t0)
@@ -383,7 +383,7 @@ def sparse_softmax_cross_entropy_with_logits_grad_grad(
 
 
 def bias_add(value, bias, *, data_format="NHWC"):
-    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:71)."""
+    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:86)."""
     if data_format == "NHWC":
         output = bias + value
     elif data_format == "NCHW":
@@ -440,7 +440,7 @@ def bias_add_grad_grad(
 
 
 def cross(a, b):
-    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86)."""
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:101)."""
     t0 = np.asarray(
         [
             [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -507,7 +507,7 @@ def cross_grad_grad(grad_vjp_a, grad_vjp_b, grad, a, b, *, vjp_a=None, vjp_b=Non
 
 
 def bias_add_v1(value, bias):
-    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:96)."""
+    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:111)."""
     output = bias + value
     return output
 
@@ -535,7 +535,7 @@ def bias_add_v1_grad_grad(
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
-    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:106)."""
+    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:121)."""
     if data_format == "NHWC":
         output = np.sum(out_backprop, axis=tuple(range(np.ndim(out_backprop) - 1)))
     elif data_format == "NCHW":

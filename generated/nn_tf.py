@@ -56,7 +56,7 @@ REGISTERED = {}
 
 
 def softmax(logits):
-    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17), with its derived gradient softmax_vjp."""
+    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:32), with its derived gradient softmax_vjp."""
     return _softmax_custom_gradient(logits)
 
 
@@ -98,7 +98,7 @@ REGISTERED["Softmax"] = _register("Softmax", softmax_grad)
 
 
 def log_softmax(logits):
-    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:26), with its derived gradient log_softmax_vjp."""
+    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:41), with its derived gradient log_softmax_vjp."""
     return _log_softmax_custom_gradient(logits)
 
 
@@ -138,7 +138,7 @@ REGISTERED["LogSoftmax"] = _register("LogSoftmax", log_softmax_grad)
 
 
 def l2_loss(t):
-    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:35), with its derived gradient l2_loss_vjp."""
+    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:50), with its derived gradient l2_loss_vjp."""
     return _l2_loss_custom_gradient(t)
 
 
@@ -169,7 +169,7 @@ REGISTERED["L2Loss"] = _register("L2Loss", l2_loss_grad)
 
 
 def softmax_cross_entropy_with_logits(features, labels):
-    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42), with its derived gradient softmax_cross_entropy_with_logits_vjp."""
+    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:57), with its derived gradient softmax_cross_entropy_with_logits_vjp."""
     return _softmax_cross_entropy_with_logits_custom_gradient(features, labels)
 
 
@@ -241,7 +241,7 @@ REGISTERED["SoftmaxCrossEntropyWithLogits"] = _register(
 
 
 def sparse_softmax_cross_entropy_with_logits(features, labels):
-    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56), with its derived gradient sparse_softmax_cross_entropy_with_logits_vjp."""
+    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:71), with its derived gradient sparse_softmax_cross_entropy_with_logits_vjp."""
     return _sparse_softmax_cross_entropy_with_logits_custom_gradient(features, labels)
 
 
@@ -331,7 +331,7 @@ REGISTERED["SparseSoftmaxCrossEntropyWithLogits"] = _register(
 
 
 def bias_add(value, bias, *, data_format="NHWC"):
-    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:71), with its derived gradient bias_add_vjp."""
+    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:86), with its derived gradient bias_add_vjp."""
     return _bias_add_custom_gradient(value, bias, data_format=data_format)
 
 
@@ -387,7 +387,7 @@ REGISTERED["BiasAdd"] = _register("BiasAdd", bias_add_grad)
 
 
 def cross(a, b):
-    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86), with its derived gradient cross_vjp."""
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:101), with its derived gradient cross_vjp."""
     return _cross_custom_gradient(a, b)
 
 
@@ -439,7 +439,7 @@ REGISTERED["Cross"] = _register("Cross", cross_grad)
 
 
 def bias_add_v1(value, bias):
-    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:96), with its derived gradient bias_add_v1_vjp."""
+    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:111), with its derived gradient bias_add_v1_vjp."""
     return _bias_add_v1_custom_gradient(value, bias)
 
 
@@ -474,7 +474,7 @@ REGISTERED["BiasAddV1"] = _register("BiasAddV1", bias_add_v1_grad)
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
-    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:106), with its derived gradient bias_add_backprop_vjp."""
+    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:121), with its derived gradient bias_add_backprop_vjp."""
     return _bias_add_backprop_custom_gradient(out_backprop, data_format=data_format)
 
 

@@ -14,7 +14,15 @@ import numpy as np
 import torch
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_torch import _autograd_function, _gather, _over, _scatter_add, _sum_to_shape
+    from ._symgrad_torch import (
+        _autograd_function,
+        _gather,
+        _leading_flattened,
+        _leading_restored,
+        _over,
+        _scatter_add,
+        _sum_to_shape,
+    )
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,13 +33,21 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_torch", _runtime_file)
         sys.modules["_symgrad_torch"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
-    from _symgrad_torch import _autograd_function, _gather, _over, _scatter_add, _sum_to_shape
+    from _symgrad_torch import (
+        _autograd_function,
+        _gather,
+        _leading_flattened,
+        _leading_restored,
+        _over,
+        _scatter_add,
+        _sum_to_shape,
+    )
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
 
 def softmax(logits):
-    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:17); differentiated by softmax_vjp, saving softmax and the shape of logits."""
+    """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:32); differentiated by softmax_vjp, saving softmax and the shape of logits. Matches `torch.softmax(logits, dim=-1)`."""
     return _softmax_autograd(logits)
 
 
@@ -68,7 +84,7 @@ _softmax_autograd = _autograd_function(
 
 
 def log_softmax(logits):
-    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:26); differentiated by log_softmax_vjp, saving logsoftmax and the shape of logits."""
+    """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:41); differentiated by log_softmax_vjp, saving logsoftmax and the shape of logits. Matches `torch.log_softmax(logits, dim=-1)`."""
     return _log_softmax_autograd(logits)
 
 
@@ -108,7 +124,7 @@ _log_softmax_autograd = _autograd_function(
 
 
 def l2_loss(t):
-    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:35); differentiated by l2_loss_vjp, saving t."""
+    """L2Loss: Half the sum of squares of all entries, whatever the rank (`all_entries` sums `...`) (declared at ops/nn.py:50); differentiated by l2_loss_vjp, saving t."""
     return _l2_loss_autograd(t)
 
 
@@ -133,8 +149,10 @@ _l2_loss_autograd = _autograd_function("L2Loss", l2_loss_forward, l2_loss_vjp, "
 
 
 def softmax_cross_entropy_with_logits(features, labels):
-    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:42); differentiated by softmax_cross_entropy_with_logits_vjp, saving features (for labels's gradient), labels (for features's gradient), backprop (for features's gradient), ext1 (for labels's gradient), sum1 (for labels's gradient)."""
-    return _softmax_cross_entropy_with_logits_autograd(features, labels)
+    """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:57); differentiated by softmax_cross_entropy_with_logits_vjp, saving features (for labels's gradient), labels (for features's gradient), backprop (for features's gradient), ext1 (for labels's gradient), sum1 (for labels's gradient). Matches `torch.nn.functional.cross_entropy(features.flatten(0, -2), labels.flatten(0, -2), reduction='none').reshape(labels.shape[:-1])`. It takes any number of leading batch axes."""
+    lead, (features, labels) = _leading_flattened((2, 2), features, labels)
+    loss, backprop = _softmax_cross_entropy_with_logits_autograd(features, labels)
+    return _leading_restored(lead, loss), _leading_restored(lead, backprop)
 
 
 def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages=False):
@@ -212,8 +230,10 @@ _softmax_cross_entropy_with_logits_autograd = _autograd_function(
 
 
 def sparse_softmax_cross_entropy_with_logits(features, labels):
-    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:56); differentiated by sparse_softmax_cross_entropy_with_logits_vjp, saving labels, backprop and the shape of features."""
-    return _sparse_softmax_cross_entropy_with_logits_autograd(features, labels)
+    """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:71); differentiated by sparse_softmax_cross_entropy_with_logits_vjp, saving labels, backprop and the shape of features. Matches `torch.nn.functional.cross_entropy(features.flatten(0, -2), labels.flatten(), reduction='none').reshape(labels.shape)`. It takes any number of leading batch axes."""
+    lead, (features, labels) = _leading_flattened((2, 1), features, labels)
+    loss, backprop = _sparse_softmax_cross_entropy_with_logits_autograd(features, labels)
+    return _leading_restored(lead, loss), _leading_restored(lead, backprop)
 
 
 def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
@@ -288,7 +308,7 @@ _sparse_softmax_cross_entropy_with_logits_autograd = _autograd_function(
 
 
 def bias_add(value, bias, *, data_format="NHWC"):
-    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:71); differentiated by bias_add_vjp, saving the shapes of value, bias."""
+    """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:86); differentiated by bias_add_vjp, saving the shapes of value, bias."""
     return _bias_add_autograd(value, bias, data_format=data_format)
 
 
@@ -339,7 +359,7 @@ _bias_add_autograd = _autograd_function(
 
 
 def cross(a, b):
-    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:86); differentiated by cross_vjp, saving a (for b's gradient), b (for a's gradient)."""
+    """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:101); differentiated by cross_vjp, saving a (for b's gradient), b (for a's gradient)."""
     return _cross_autograd(a, b)
 
 
@@ -390,7 +410,7 @@ _cross_autograd = _autograd_function(
 
 
 def bias_add_v1(value, bias):
-    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:96); differentiated by bias_add_v1_vjp, saving the shapes of value, bias."""
+    """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:111); differentiated by bias_add_v1_vjp, saving the shapes of value, bias."""
     return _bias_add_v1_autograd(value, bias)
 
 
@@ -422,7 +442,7 @@ _bias_add_v1_autograd = _autograd_function(
 
 
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
-    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:106); differentiated by bias_add_backprop_vjp, saving the shape of out_backprop."""
+    """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:121); differentiated by bias_add_backprop_vjp, saving the shape of out_backprop."""
     return _bias_add_backprop_autograd(out_backprop, data_format=data_format)
 
 

@@ -7,7 +7,7 @@ is taken stage by stage (reverse mode); `stage()` names an intermediate explicit
 
 import sympy as sp
 
-from symgrad import dims, indices, maximum, op, stage, stop_gradient, tensor
+from symgrad import Namesake, dims, indices, maximum, op, stage, stop_gradient, tensor
 
 B, H, W, C, M, N, D, E, K, G = dims("B H W C M N D E K G")
 b, h, w, c, i, j, k, l, d, e, g = indices("b h w c i j k l d e g")
@@ -15,8 +15,23 @@ b, h, w, c, i, j, k, l, d, e, g = indices("b h w c i j k l d e g")
 EPSILON = {"epsilon": float}
 SMALL = {"epsilon": 1e-3}
 
+# what the ops stand for in PyTorch and JAX: their wrappers there take these conventions
+LAYER_NORM = {
+    "torch": Namesake("torch.nn.functional.layer_norm(x, x.shape[-1:], scale, offset, eps)",
+                      keywords={"epsilon": "eps"}, defaults={"epsilon": 1e-5}),
+    "jax": Namesake("jax.nn.standardize(x, epsilon=epsilon) * scale + offset", defaults={"epsilon": 1e-5}),
+}
+ATTENTION = {
+    "torch": Namesake("torch.nn.functional.scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal, "
+                      "scale=scale)", causal_mask="mask", scaled=("q", 1 / sp.sqrt(D))),
+    # JAX's takes (batch, length, heads, head width): one head here, PyTorch's axis order
+    "jax": Namesake("jax.nn.dot_product_attention(q[:, :, None], k[:, :, None], v[:, :, None], "
+                    "bias=None if mask is None else mask[:, None], scale=scale, is_causal=is_causal)[:, :, 0]",
+                    causal_mask="mask", scaled=("q", 1 / sp.sqrt(D))),
+}
 
-@op("LayerNorm", attrs=EPSILON, defaults=SMALL)
+
+@op("LayerNorm", attrs=EPSILON, defaults=SMALL, namesakes=LAYER_NORM)
 def layer_norm(epsilon):
     """Normalised over the last axis, scaled and shifted: the variance a sum around the mean."""
     x = tensor("x", (..., N))
@@ -67,7 +82,7 @@ def group_norm(epsilon, groups):
     return {"y": ((b, h, w, (g, (c, C))), scale[g, c] * normalised + offset[g, c])}
 
 
-@op("ScaledDotProductAttention")
+@op("ScaledDotProductAttention", namesakes=ATTENTION)
 def scaled_dot_product_attention():
     """softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow)."""
     q = tensor("q", (..., M, D))

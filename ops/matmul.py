@@ -2,13 +2,19 @@
 
 import sympy as sp
 
-from symgrad import dims, indices, op, tensor
+from symgrad import Namesake, dims, indices, op, tensor
 
 M, K, N = dims("M K N")
 i, j, k = indices("i j k")
 
+# two matrices (BatchMatMulV2 multiplies batches); the flags transpose, as `.mT` does
+MATMUL = {
+    "torch": Namesake("torch.matmul(a.mT if transpose_a else a, b.mT if transpose_b else b)"),
+    "jax": Namesake("jnp.matmul(a.mT if transpose_a else a, b.mT if transpose_b else b)"),
+}
 
-@op("MatMul", attrs={"transpose_a": bool, "transpose_b": bool}, complex=True)
+
+@op("MatMul", attrs={"transpose_a": bool, "transpose_b": bool}, complex=True, namesakes=MATMUL)
 def matmul(transpose_a, transpose_b):
     """product = op(a) @ op(b), op transposing when its flag is set."""
     a = tensor("a", (K, M) if transpose_a else (M, K))

@@ -2,10 +2,25 @@
 
 import sympy as sp
 
-from symgrad import all_entries, dims, indices, maximum, op, stop_gradient, tensor
+from symgrad import Namesake, all_entries, dims, indices, maximum, op, stop_gradient, tensor
 
 M, N = dims("M N")
 i, j, k, l = indices("i j k l")
+
+# what the ops stand for in PyTorch and JAX: their wrappers there take these conventions
+SOFTMAX = {"torch": Namesake("torch.softmax(logits, dim=-1)"), "jax": Namesake("jax.nn.softmax(logits)")}
+LOG_SOFTMAX = {"torch": Namesake("torch.log_softmax(logits, dim=-1)"), "jax": Namesake("jax.nn.log_softmax(logits)")}
+CROSS_ENTROPY = {  # the loss; the classes on the last axis, any number of leading batch axes
+    "torch": Namesake("torch.nn.functional.cross_entropy(features.flatten(0, -2), labels.flatten(0, -2), "
+                      "reduction='none').reshape(labels.shape[:-1])", batch_axes=True),
+    "jax": Namesake("-jnp.sum(labels * jax.nn.log_softmax(features), axis=-1)", batch_axes=True),
+}
+SPARSE_CROSS_ENTROPY = {  # optax's softmax_cross_entropy_with_integer_labels is the JAX one
+    "torch": Namesake("torch.nn.functional.cross_entropy(features.flatten(0, -2), labels.flatten(), "
+                      "reduction='none').reshape(labels.shape)", batch_axes=True),
+    "jax": Namesake("-jnp.take_along_axis(jax.nn.log_softmax(features), labels[..., None], axis=-1)[..., 0]",
+                    batch_axes=True),
+}
 
 
 def _row_maximum(x, *row):
@@ -14,7 +29,7 @@ def _row_maximum(x, *row):
     return stop_gradient(maximum(x[(*row, l)], (l, 0, N - 1)))
 
 
-@op("Softmax")
+@op("Softmax", namesakes=SOFTMAX)
 def softmax():
     """exp(logits) normalised over the last axis, the row maximum subtracted (no overflow)."""
     logits = tensor("logits", (..., N))
@@ -23,7 +38,7 @@ def softmax():
     return {"softmax": ((..., i), sp.exp(logits[..., i] - largest) / total)}
 
 
-@op("LogSoftmax")
+@op("LogSoftmax", namesakes=LOG_SOFTMAX)
 def log_softmax():
     """logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow)."""
     logits = tensor("logits", (..., N))
@@ -39,7 +54,7 @@ def l2_loss():
     return {"output": ((), all_entries(t[...] ** 2) / 2)}
 
 
-@op("SoftmaxCrossEntropyWithLogits")
+@op("SoftmaxCrossEntropyWithLogits", namesakes=CROSS_ENTROPY)
 def softmax_cross_entropy_with_logits():
     """Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features."""
     features = tensor("features", (M, N))
@@ -53,7 +68,7 @@ def softmax_cross_entropy_with_logits():
     }
 
 
-@op("SparseSoftmaxCrossEntropyWithLogits")
+@op("SparseSoftmaxCrossEntropyWithLogits", namesakes=SPARSE_CROSS_ENTROPY)
 def sparse_softmax_cross_entropy_with_logits():
     """Cross-entropy of softmax(features) against class `labels[i]` of each row.
 

@@ -37,7 +37,8 @@ _ATTRIBUTES = (
 _INTEGERS = ("integer_function",)
 _FUNCTIONS = ("exact_div", "indicator", "product", "read_outside")
 _EXTREMA = ("argmax", "argmin", "first_maximum", "maximum", "minimum")
-__all__ = sorted(_DECLARE + _ATTRIBUTES + _FUNCTIONS + _EXTREMA + _INTEGERS) + ["__version__"]
+_NAMESAKES = ("Namesake",)
+__all__ = sorted(_DECLARE + _ATTRIBUTES + _FUNCTIONS + _EXTREMA + _INTEGERS + _NAMESAKES) + ["__version__"]
 
 if TYPE_CHECKING:
     from symgrad.attributes import Attribute, Axis, Choice, DType, Input, Ints, LengthOf, Number, RankOf, SizeOf, attr
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from symgrad.integers import integer_function
     from symgrad.functions import exact_div, indicator, product, read_outside
     from symgrad.extrema import argmax, argmin, first_maximum, maximum, minimum
+    from symgrad.namesakes import Namesake
 
 
 def __getattr__(name: str):
@@ -63,6 +65,7 @@ def __getattr__(name: str):
         "symgrad.functions": _FUNCTIONS,
         "symgrad.extrema": _EXTREMA,
         "symgrad.integers": _INTEGERS,
+        "symgrad.namesakes": _NAMESAKES,
     }
     module = next((m for m, names in modules.items() if name in names), None)
     if module is None:

@@ -26,7 +26,8 @@ DERIVE_EXAMPLES = """\
 examples:
   symgrad derive my_ops.py -o generated          derive one op file into generated/
   symgrad derive ops/ --target numpy --target torch
-  symgrad derive ops/ --check                    exit 1 when generated/ is stale (CI, pre-commit)"""
+  symgrad derive ops/ --check                    exit 1 when generated/ is stale (CI, pre-commit)
+  symgrad derive my_ops.py --watch               derive again on each save, in seconds"""
 
 VERIFY_DESCRIPTIONS = {
     "diff": "Compare each derived gradient with a hand-written one: TensorFlow's registered "
@@ -59,7 +60,9 @@ def _parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="write nothing; exit 1 when a generated file is stale"
     )
     derive.add_argument(
-        "-j", "--jobs", type=int, default=default_jobs(), help="worker processes (default: one per core)"
+        "-j", "--jobs", type=int,
+        help="worker processes (default: one per core; with --watch, none: this process, which keeps "
+        "the frameworks imported)",
     )
     derive.add_argument(
         "--no-cache", action="store_true", help=f"derive everything again (cache: {default_cache_dir()})"
@@ -68,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-large-intermediates", action="store_true",
         help="warn, instead of failing, when a gradient needs an intermediate larger than the op's "
         "inputs, outputs and stages",
+    )
+    derive.add_argument(
+        "--watch", action="store_true",
+        help="derive again each time an op file changes, until Ctrl-C: in this process, the "
+        "frameworks imported once, so a re-derivation takes seconds (every target still verified)",
     )
     _add_progress(derive)
     _add_verify_parsers(commands)
@@ -137,13 +145,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return commands[args.command](args)
     except SymgradError as exc:
-        for error in getattr(exc, "errors", [exc]):  # every error of a run, when there were several
-            print(f"error: {error}", file=sys.stderr)
+        print_errors(exc)
         return EXIT_ERROR
 
 
+def print_errors(exc: SymgradError) -> None:
+    """Every error of a run (one, or the several `SymgradErrors` holds) on stderr."""
+    for error in getattr(exc, "errors", [exc]):
+        print(f"error: {error}", file=sys.stderr, flush=True)
+
+
 def _derive(args) -> int:
-    """`symgrad derive`: write the generated modules (or, with --check, compare with them)."""
+    """`symgrad derive`: write the generated modules (or, with --check, compare with them;
+    with --watch, again on each change)."""
+    if args.watch:
+        from symgrad.watch import watch
+
+        if args.check:
+            raise SymgradError("--watch writes what it derives; --check writes nothing: give one of them")
+        return watch(args.paths, lambda: _derive_once(args))
+    return _derive_once(args)
+
+
+def _derive_once(args) -> int:
     from symgrad.cache import Cache
     from symgrad.generate import generate
     from symgrad.output import require_writable_folder, stale_files, write_files
@@ -152,8 +176,9 @@ def _derive(args) -> int:
     if not args.check:
         require_writable_folder(out_dir)  # before the derivation, not after
     cache = Cache(None if args.no_cache else default_cache_dir())
+    jobs = args.jobs or (1 if args.watch else default_jobs())
     files = generate(
-        args.paths, tuple(args.target or TARGETS), cache=cache, jobs=args.jobs,
+        args.paths, tuple(args.target or TARGETS), cache=cache, jobs=jobs,
         allow_large=args.allow_large_intermediates, progress=Progress.for_command("derive", args.progress),
     )
     if args.check:

@@ -48,6 +48,7 @@ class OpDecl(AttributeGroups):
     valid: Callable | None = field(default=None, compare=False, repr=False)  # enumerated attrs -> bool
     output_dtypes: tuple[tuple[str, str], ...] = ()  # (output, "real" | "complex" | a DType attribute)
     real_ok: bool = True  # real dtypes supported (False: `complex="only"`, Real's and Conj's input)
+    namesakes: tuple = ()  # (framework, `symgrad.namesakes.Namesake`): what it stands for there
 
     @property
     def wirtinger(self) -> bool:

@@ -25,6 +25,7 @@ from symgrad.declaration import ELEMENTWISE, INDEX, Location, OpDecl, Output, Te
 from symgrad.dtypes import checked_output_dtypes
 from symgrad.errors import DeclarationError
 from symgrad.functions import holds
+from symgrad.namesakes import checked_namesakes
 
 collected_tensors: contextvars.ContextVar[list | None] = contextvars.ContextVar("symgrad_tensors", default=None)
 collected_stages: contextvars.ContextVar[list | None] = contextvars.ContextVar("symgrad_stages", default=None)
@@ -204,6 +205,7 @@ def op(
     samples: dict | None = None,
     valid: Callable | None = None,
     output_dtypes: dict | None = None,
+    namesakes: dict | None = None,
 ):
     """Declare an index-summation op: `fn(**enumerated_attrs)` returns its outputs.
 
@@ -223,12 +225,12 @@ def op(
     attributes returning them (`lambda rank: ([1] * rank,)`); the first is used throughout,
     each further one in a variant of its own. Without samples an attribute takes its default.
 
-    `complex` and `output_dtypes` as for `elementwise`; `sp.conjugate(x[...])` of an entry
-    makes a complex op's gradient a Wirtinger one (ConjugateTranspose).
+    `complex`, `output_dtypes` and `namesakes` as for `elementwise`; `sp.conjugate(x[...])` of
+    an entry makes a complex op's gradient a Wirtinger one (ConjugateTranspose).
     """
     return _decorator(
         name, INDEX, attrs, defaults, complex, output_names=(), variadic=variadic, samples=samples, valid=valid,
-        output_dtypes=output_dtypes,
+        output_dtypes=output_dtypes, namesakes=namesakes,
     )
 
 
@@ -244,6 +246,7 @@ def elementwise(
     boolean: tuple[str, ...] = (),
     scalars: tuple[str, ...] = (),
     output_dtypes: dict | None = None,
+    namesakes: dict | None = None,
 ):
     """Declare an elementwise op: `fn(*inputs, **attrs)` returns a scalar expression.
 
@@ -260,14 +263,19 @@ def elementwise(
     `output_dtypes={output: "real" | "complex" | a DType() attribute}` gives an output a dtype
     of its own (`symgrad.dtypes`); such an op's inputs are complex symbols where they may be
     complex, and its gradient is taken by Wirtinger derivatives (`symgrad.wirtinger`).
+
+    `namesakes={"torch": Namesake(...), "jax": Namesake(...)}`: the function the op stands for
+    in PyTorch or JAX, whose conventions (keywords, defaults, `is_causal`, `scale`, leading
+    batch axes) the op's wrapper there takes beside TensorFlow's (`symgrad.namesakes`).
     """
     return _decorator(
         name, ELEMENTWISE, attrs, defaults, complex, output_names=tuple(outputs), samples=samples,
         broadcast_to=broadcast_to, boolean=tuple(boolean), scalars=tuple(scalars), output_dtypes=output_dtypes,
+        namesakes=namesakes,
     )
 
 
-def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None, boolean=(), valid=None, scalars=(), output_dtypes=None):
+def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=None, samples=None, broadcast_to=None, boolean=(), valid=None, scalars=(), output_dtypes=None, namesakes=None):
     def wrap(fn: Callable) -> OpDecl:
         location = Location(fn.__code__.co_filename, fn.__code__.co_firstlineno)
         attr_objs = make_attrs(name, location, attrs or {}, defaults or {}, variadic)
@@ -294,6 +302,7 @@ def _decorator(name, kind, attrs, defaults, complex_ok, output_names, variadic=N
         decl = OpDecl(
             name, fn.__name__, kind, attr_objs, inputs, output_names, bool(complex_ok), fn, location,
             doc[0] if doc else "", variadic, broadcast_to, boolean, scalars, valid, dtypes, complex_ok != "only",
+            checked_namesakes(name, location, namesakes, attr_names),
         )
         if not decl.variants():
             raise DeclarationError("valid() accepts none of the enumerated attribute values", name, location)

@@ -241,9 +241,13 @@ def common_context(op: ir.OpCode, printer) -> dict:
         "grads": ", ".join(op.grads),
         "forward_body": print_forward_body(op, printer),
         "forward_results": forward_results if len(op.outputs) == 1 else f"({forward_results})",
-        # the public function's call of the op's framework function: the forward's arguments
-        "forward_arguments": ", ".join(list(op.inputs) + [f"{a}={a}" for a, _ in op.enumerated_attrs + op.numeric_attrs]),
+        "forward_arguments": forward_arguments(op),
     }
+
+
+def forward_arguments(op: ir.OpCode) -> str:
+    """The public function's call of the op's framework function: the forward's arguments."""
+    return ", ".join(list(op.inputs) + [f"{a}={a}" for a, _ in op.enumerated_attrs + op.numeric_attrs])
 
 
 def attr_params(op: ir.OpCode) -> list[str]:

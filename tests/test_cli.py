@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import ROOT, import_path
 
@@ -529,3 +532,83 @@ def test_diff_and_check_show_progress_on_a_terminal_and_nothing_elsewhere(tmp_pa
     assert f"symgrad {command}: comparing ops 0/1, in hand: Cube" in terminal, terminal
     piped = symgrad(*args, cache=tmp_path / "cache")
     assert piped.returncode == 0 and f"symgrad {command}:" not in piped.stderr, piped.stderr
+
+
+# --- derive --watch ----------------------------------------------------------------------------
+
+
+def _interruptible() -> None:
+    """In the child, before Python starts: SIGINT's default action (a process started in the
+    background of a shell inherits SIGINT ignored, and Python then installs no handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+class Watcher:
+    """`python -m symgrad derive ... --watch` running, its output (stdout and stderr) read
+    line by line as it comes."""
+
+    def __init__(self, args: list, cwd: Path, cache: Path):
+        import queue
+        import threading
+
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "SYMGRAD_CACHE_DIR": str(cache)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "symgrad", *map(str, args)], cwd=cwd, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=_interruptible,  # Ctrl-C stops it, even where this process ignores SIGINT
+        )
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [self.lines.put(line) for line in self.process.stdout], daemon=True).start()
+
+    def next_run(self, timeout: float = 300) -> str:
+        """Everything printed up to the end of the next derivation (its "derived in" line)."""
+        import queue
+
+        printed = ""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no derivation ended in {timeout} s; printed:\n{printed}") from None
+            printed += line
+            if line.startswith("derived in "):
+                return printed
+
+    def interrupt(self) -> int:
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout=60)
+
+
+def test_watch_derives_again_on_each_save_and_keeps_watching_after_an_error(tmp_path):
+    """Each save derives and verifies again (the frameworks stay imported: seconds, not the
+    first run's tens); a broken save prints its error, writes nothing and keeps watching;
+    Ctrl-C ends it with status 0."""
+    ops, out = write_ops(tmp_path, "powers.py", GOOD), tmp_path / "gen"
+    watcher = Watcher(["derive", ops, "-o", out, "--watch"], tmp_path, tmp_path / "cache")
+    try:
+        first = watcher.next_run()
+        assert "exit status 0" in first and "watching 1 op file" in first, first
+        assert "wrote " in first and "x**3" in (out / "powers_numpy.py").read_text()
+        time.sleep(0.05)  # a later modification time, on file systems that keep coarse ones
+        ops.write_text(ops.read_text().replace("x**3", "x**4"))
+        second = watcher.next_run()
+        assert "exit status 0" in second and f"wrote {out / 'powers_numpy.py'}" in second, second
+        assert "y = x**4" in (out / "powers_numpy.py").read_text()
+        module = import_path(out / "powers_numpy.py")
+        assert module.cube_grad(np.ones(1), np.array([2.0]))[0][0] == pytest.approx(32.0)  # 4 x**3
+        before = snapshot(out)
+        ops.write_text(ops.read_text() + "\ndef broken(:\n")
+        third = watcher.next_run()
+        assert "exit status 2" in third and "error: loading failed" in third and "syntax error" in third, third
+        assert snapshot(out) == before
+        ops.write_text(ops.read_text().replace("\ndef broken(:\n", ""))
+        assert "exit status 0" in watcher.next_run()
+    finally:
+        status = watcher.interrupt()
+    assert status == 0
+
+
+def test_watch_and_check_are_one_error(tmp_path):
+    result = symgrad("derive", write_ops(tmp_path, "ops.py", GOOD), "--watch", "--check", cwd=tmp_path)
+    assert result.returncode == 2 and "give one of them" in result.stderr

@@ -137,6 +137,59 @@ def test_a_softmax_gradient_is_pytorchs_kernel_by_its_form(torch, tmp_path):
         torch.testing.assert_close(*second)
 
 
+GELUS = """
+import sympy as sp
+from symgrad import elementwise
+
+C = sp.sqrt(2 / sp.pi)
+
+
+@elementwise("ShiftedGelu")
+def shifted_gelu(x, shift):
+    \"\"\"The tanh GELU of x + shift, written in another order.\"\"\"
+    z = x + shift
+    return (sp.tanh(C * z + C * sp.Rational(44715, 1000000) * z**3) * z + z) / 2
+
+
+@elementwise("NotQuiteGelu")
+def not_quite_gelu(x):
+    \"\"\"Another constant (0.0447): no GELU.\"\"\"
+    return x / 2 * (1 + sp.tanh(C * (x + sp.Rational(447, 10000) * x**3)))
+"""
+
+
+def test_a_gelu_is_pytorchs_kernel_by_its_form(torch, tmp_path):
+    """A tanh GELU declared under another name and in another order: its forward is one
+    `F.gelu(..., approximate="tanh")`, its backward one `gelu_backward`, and both equal
+    autograd's of `F.gelu`, twice differentiated too; one with other constants stays its
+    formula."""
+    import inspect
+
+    from symgrad.generate import generate
+    from symgrad.runtime_module import import_generated
+
+    (tmp_path / "gelus.py").write_text(GELUS)
+    for name, text in generate([tmp_path / "gelus.py"], ("numpy", "torch")).items():
+        (tmp_path / name).write_text(text)
+    module = import_generated(tmp_path / "gelus_torch.py", "_gelus_torch")
+    assert "torch.nn.functional.gelu(" in inspect.getsource(module.shifted_gelu_forward)
+    assert "torch.ops.aten.gelu_backward(" in inspect.getsource(module.shifted_gelu_vjp)
+    assert "gelu" not in inspect.getsource(module.not_quite_gelu_forward).replace("not_quite_gelu", "")
+    x = torch.randn(5, 6, dtype=torch.float64, requires_grad=True)
+    shift = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    upstream = torch.randn(5, 6, dtype=torch.float64)
+    stock = lambda x, shift: torch.nn.functional.gelu(x + shift, approximate="tanh")
+    torch.testing.assert_close(module.shifted_gelu(x, shift), stock(x, shift))
+    ours = torch.autograd.grad(module.shifted_gelu(x, shift), (x, shift), upstream, create_graph=True)
+    theirs = torch.autograd.grad(stock(x, shift), (x, shift), upstream, create_graph=True)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b)
+    direction = torch.randn_like(x)
+    second = [torch.autograd.grad((g[0] * direction).sum(), (x, shift)) for g in (ours, theirs)]
+    for a, b in zip(*second):
+        torch.testing.assert_close(a, b)
+
+
 def test_the_vjp_computes_only_the_gradients_it_is_asked_for(torch, torch_module):
     """`needs_grad` reaches the gradient's code: None where not asked for, the same value where asked."""
     attention = torch_module("composed")

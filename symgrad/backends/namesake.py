@@ -69,6 +69,11 @@ class NamesakePrinter(NumpyPrinter):
                     break
         return super()._module_format(fqn, register)
 
+    def print_static(self, expr) -> str:
+        """`expr`, arithmetic of sizes and attributes, as numpy computes it in Python."""
+        with self._attribute_arithmetic():
+            return self.doprint(expr)
+
     @contextlib.contextmanager
     def _attribute_arithmetic(self):
         self._static, before = True, self._static

@@ -107,6 +107,23 @@ class Function:
 
 
 @dataclass(frozen=True)
+class Convention:
+    """How an op's wrapper in one framework follows the function it stands for there (its
+    `symgrad.namesakes.Namesake`, the dims it names found in the inputs' shapes)."""
+
+    framework: str  # "torch" or "jax"
+    call: str  # the call the wrapper computes, in the wrapper's argument names
+    keywords: tuple[tuple[str, str], ...] = ()  # (attribute, the function's keyword for it)
+    defaults: tuple[tuple[str, Any], ...] = ()  # (attribute, the function's default)
+    causal_mask: str | None = None  # the additive mask input `is_causal` builds
+    mask_sizes: tuple[tuple[str, int], ...] = ()  # where its rows' and columns' sizes are: (input, axis)
+    scaled: str | None = None  # the input `scale=` multiplies
+    factor: Any = None  # the op's own scale of its products, over `Symbol("<input>.shape[<axis>]")`
+    batch_inputs: tuple[tuple[str, int], ...] = ()  # inputs leading with the batch axis: (name, declared rank)
+    batch_outputs: tuple[str, ...] = ()  # outputs leading with it
+
+
+@dataclass(frozen=True)
 class LinearSecondOrder:
     """The second order of an op linear in each input of `linear_in` separately (a
     convolution: in its input and in its filter), composed of the op's own functions: w.r.t.
@@ -143,6 +160,7 @@ class OpCode:
     list_output: bool = False  # outputs is (<list output>,), grads (grad_<it>,): sequences
     stages: tuple[str, ...] = ()  # forward stages the gradient accepts (recomputed if not given)
     complex_ok: bool = False  # complex inputs supported (the gradient in TensorFlow's convention)
+    conventions: tuple[Convention, ...] = ()  # the wrappers' in the frameworks where it has a namesake
     second_order: "OpCode | LinearSecondOrder | None" = None  # the gradient op's code
     # (symgrad.second_order), its forward being this op's gradient; or, for an op linear in
     # each input, composed of its own functions; None where it is neither

@@ -31,6 +31,7 @@ from symgrad.ir import (
 )
 from symgrad.functions import as_dtype, like_dtype, promoted
 from symgrad.lowering.conjugation import conjugations
+from symgrad.lowering.conventions import conventions
 from symgrad.lowering.elementwise import lower_elementwise_forward, lower_elementwise_vjp
 from symgrad.lowering.shared import share_across_statements, share_within_statements, without_idle_temporaries
 from symgrad.lowering.signature import OpSignature
@@ -74,6 +75,7 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
         list_output=list_output is not None,
         stages=stages_accepted(vjp.branches),
         complex_ok=op.complex_ok or any(kind != "real" for _, kind in op.output_dtypes),
+        conventions=conventions(op, first.variant),
     )
 
 

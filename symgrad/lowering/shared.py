@@ -14,6 +14,7 @@ moved out of its branch would escape.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 import sympy as sp
@@ -87,36 +88,50 @@ def _shared_across(body: list):
     """(the position of the first statement reading it, the largest subexpression two
     statements compute whole) where some are, the second reading the arrays it reads as the
     first does; else None."""
+    shareable = [(n, _elementwise_of(s)) for n, s in enumerate(body) if _shareable(s)]
+    assigned_at = _positions_assigning(body)
     best = None
-    for a, first in enumerate(body):
-        if not _shareable(first):
-            continue
-        for b in range(a + 1, len(body)):
-            if not _shareable(body[b]):
-                continue
-            assigned = {t for s in statements(body[a:b]) for t in s.target.split(", ")}
-            for common in _common_parts(_elementwise_of(first), _elementwise_of(body[b])):
-                if {str(s) for s in common.free_symbols} & assigned:
+    for i, (a, first) in enumerate(shareable):
+        for b, second in shareable[i + 1 :]:
+            for common in _common_parts(first, second):
+                if any(a <= n < b for s in common.free_symbols for n in assigned_at.get(str(s), ())):
                     continue
-                if best is None or sp.count_ops(common) > sp.count_ops(best[1]):
+                if best is None or _size(common) > _size(best[1]):
                     best = (a, common)
     return best
+
+
+def _positions_assigning(body: list) -> dict:
+    """Each name `body` assigns: the positions of the statements that assign it."""
+    found = {}
+    for n, statement in enumerate(body):
+        for s in statements([statement]):
+            for target in s.target.split(", "):
+                found.setdefault(target, []).append(n)
+    return found
 
 
 def _common_parts(x: sp.Expr, y: sp.Expr) -> list:
     """What `x` and `y` both compute whole and is worth a temporary (an array operation at
     least): subexpressions as they stand in both, and the product of the factors both
     products multiply."""
-    whole = _parts(x) & _parts(y)
-    found = [e for e in whole if _worth(e)]
+    found = list(_parts_worth_sharing(x) & _parts_worth_sharing(y))
     factors = _common_factors(x, y)
     if factors is not None and _worth(factors):
         found.append(factors)
     return sorted(found, key=sp.default_sort_key)
 
 
-def _parts(expr: sp.Expr) -> set:
-    return {e for e in sp.preorder_traversal(expr) if e.args and not e.is_number}
+@functools.lru_cache(maxsize=4096)
+def _parts_worth_sharing(expr: sp.Expr) -> frozenset:
+    """The subexpressions of `expr` worth a temporary, each once (a statement's, asked for
+    once per other statement)."""
+    return frozenset(e for e in sp.preorder_traversal(expr) if e.args and not e.is_number and _worth(e))
+
+
+@functools.lru_cache(maxsize=4096)
+def _size(expr: sp.Expr) -> int:
+    return sp.count_ops(expr)
 
 
 def _common_factors(x: sp.Expr, y: sp.Expr):
@@ -137,7 +152,7 @@ def _common_factors(x: sp.Expr, y: sp.Expr):
 def _worth(expr: sp.Expr) -> bool:
     """Computing `expr` costs an array operation: it reads an array and is no bare variable,
     no indexing of one."""
-    return bool(expr.free_symbols) and sp.count_ops(expr.as_coeff_Mul()[1]) >= 1 and not isinstance(expr, sp.Indexed)
+    return bool(expr.free_symbols) and not isinstance(expr, sp.Indexed) and _size(expr.as_coeff_Mul()[1]) >= 1
 
 
 def _read_through(expr: sp.Expr, common: sp.Expr, name: sp.Symbol) -> sp.Expr:

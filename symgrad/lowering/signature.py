@@ -27,10 +27,12 @@ class OpSignature(AttributeGroups):
     broadcast_to: str | None = None  # elementwise: the attribute holding the output's shape
     output_dtypes: tuple = ()  # (output, dtype kind): an output whose dtype is not its inputs'
     cast_grads: bool = False  # each gradient is cast to its input's dtype (`OpDecl.wirtinger`)
+    namesakes: tuple = ()  # (framework, `symgrad.namesakes.Namesake`): what it stands for there
 
     @classmethod
     def of(cls, decl: OpDecl) -> OpSignature:
         return cls(
             decl.name, decl.func_name, decl.doc, decl.location, decl.kind == ELEMENTWISE,
             decl.complex_ok, decl.attrs, decl.variadic, decl.broadcast_to, decl.output_dtypes, decl.wirtinger,
+            decl.namesakes,
         )

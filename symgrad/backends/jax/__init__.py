@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from symgrad import ir
+from symgrad.backends.conventions import wrapper_context
 from symgrad.backends.jax.printer import JaxPrinter
 from symgrad.backends.jax.verify import JaxFunction, JaxSecondOrder
 from symgrad.render import (
@@ -23,7 +24,7 @@ from symgrad.render import (
 )
 from symgrad.verify.sources import Unavailable
 
-RUNTIME = (Path(__file__).with_name("runtime.py"),)  # the helpers of the runtime module generated modules import
+RUNTIME = (Path(__file__).with_name("runtime.py"), Path(__file__).parent.parent / "leading_axes.py")  # the helpers of the runtime module generated modules import
 PRINTER = JaxPrinter  # prints the IR and SymPy expressions as this target's code
 
 
@@ -57,6 +58,7 @@ def _op(op: ir.OpCode, printer) -> dict:
         **staged_forward(op),
         "forward_signature": signature(op.inputs, attr_params(op)),
         "forward": forward,
+        **wrapper_context(op, "jax", f"_{op.func_name}_custom_vjp", printer),
         "custom_vjp": f"_{op.func_name}_custom_vjp",
         "custom_vjp_call": _custom_vjp_call(op, forward),
     }

@@ -346,3 +346,15 @@ def _promoted(value, like):
     if jnp.iscomplexobj(like) and not jnp.iscomplexobj(value):
         return jnp.asarray(value).astype(jnp.result_type(like))
     return value
+
+
+def _attention_mask(mask, is_causal, rows, cols, like):
+    """The additive mask an attention adds to its scores, `(rows, cols)`: with `is_causal`,
+    -inf where a column is past its row (`j > i`), as `jax.nn.dot_product_attention`'s
+    `is_causal` masks; else `mask`, or zeros where it is None (no mask)."""
+    if is_causal and mask is not None:
+        raise ValueError("an explicit mask and is_causal=True: give one of them")
+    if is_causal:
+        past = jnp.arange(cols)[None, :] > jnp.arange(rows)[:, None]
+        return jnp.where(past, -jnp.inf, 0).astype(like.dtype)
+    return jnp.zeros((rows, cols), dtype=like.dtype) if mask is None else mask

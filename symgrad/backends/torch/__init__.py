@@ -8,9 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from symgrad import ir
+from symgrad.backends.conventions import wrapper_context
 from symgrad.backends.torch.printer import TorchPrinter
 from symgrad.backends.torch.verify import TorchGradient, TorchSecondOrder
 from symgrad.errors import LoweringError
+from symgrad.lowering.pointwise_kernels import with_pointwise_kernels
 from symgrad.lowering.requested import reads_by_result
 from symgrad.render import (
     attr_params,
@@ -24,7 +26,9 @@ from symgrad.render import (
 )
 from symgrad.verify.sources import Unavailable
 
-RUNTIME = tuple(Path(__file__).with_name(name) for name in ("autograd.py", "runtime.py"))  # the helpers of the runtime module generated modules import
+RUNTIME = tuple(Path(__file__).with_name(name) for name in ("autograd.py", "runtime.py")) + (
+    Path(__file__).parent.parent / "leading_axes.py",
+)  # the helpers of the runtime module generated modules import
 PRINTER = TorchPrinter  # prints the IR and SymPy expressions as this target's code
 
 
@@ -51,6 +55,7 @@ def unavailable_reason(op) -> str | None:
 
 
 def _op(op: ir.OpCode, printer) -> dict:
+    op = op if op.complex_ok else with_pointwise_kernels(op)  # a real op's GELU as F.gelu
     forward = f"{op.func_name}_forward"
     shapes, by_input = shapes_only(op), reads_by_input(op)
     return {
@@ -59,6 +64,7 @@ def _op(op: ir.OpCode, printer) -> dict:
         **staged_forward(op),
         "forward_signature": signature(op.inputs, attr_params(op)),
         "forward": forward,
+        **wrapper_context(op, "torch", f"_{op.func_name}_autograd", printer),
         "autograd": f"_{op.func_name}_autograd",
         "autograd_call": _autograd_call(op, forward, shapes, by_input),
         "saved": _saved_text(op, shapes, by_input or {}),

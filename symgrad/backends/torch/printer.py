@@ -37,6 +37,20 @@ class TorchPrinter(NamesakePrinter):
     computes_requested = True  # the backward passes `ctx.needs_input_grad` as `needs_grad`
     prints_row_kernels = True  # as `torch._softmax_backward_data` and its log-softmax twin
 
+    # --- fused elementwise kernels (`symgrad.lowering.pointwise_kernels`) ---
+
+    def _print_gelu_tanh(self, expr):
+        return f'torch.nn.functional.gelu({self._print(expr.args[0])}, approximate="tanh")'
+
+    def _print_gelu_erf(self, expr):
+        return f"torch.nn.functional.gelu({self._print(expr.args[0])})"
+
+    def _print_gelu_tanh_backward(self, expr):
+        return f'torch.ops.aten.gelu_backward({self._print(expr.args[0])}, {self._print(expr.args[1])}, approximate="tanh")'
+
+    def _print_gelu_erf_backward(self, expr):
+        return f"torch.ops.aten.gelu_backward({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+
     def _module_format(self, fqn, register=True):
         if fqn in STATIC:  # numpy's, on tensors too
             with self._attribute_arithmetic():

@@ -376,3 +376,14 @@ def _promoted(value, like):
     if like.is_complex() and not torch.as_tensor(value).is_complex():
         return torch.as_tensor(value).to(like.dtype)
     return value
+
+
+def _attention_mask(mask, is_causal, rows, cols, like):
+    """The additive mask an attention adds to its scores, `(rows, cols)`: with `is_causal`,
+    -inf where a column is past its row (`j > i`), as `F.scaled_dot_product_attention`'s
+    `is_causal` masks; else `mask`, or zeros where it is None (no mask)."""
+    if is_causal and mask is not None:
+        raise ValueError("an explicit mask and is_causal=True: give one of them (as PyTorch's attention asks)")
+    if is_causal:
+        return torch.full((rows, cols), float("-inf"), dtype=like.dtype, device=like.device).triu(1)
+    return torch.zeros((rows, cols), dtype=like.dtype, device=like.device) if mask is None else mask
