@@ -499,32 +499,14 @@ def reverse_v2_forward(tensor, *, axis=(-1,)):
     """ReverseV2's formula."""
     axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
     if axis in ((-1,), (-2,), (-3,)):
-        t0 = jnp.arange(jnp.shape(tensor)[axis[0]])
-        t1 = jnp.shape(tensor)[axis[0]]
-        t2 = -t0 + t1 - 1
-        output = _gather(tensor, t2, axis[0])
+        output = jnp.flip(tensor, (axis[0],))
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
-        t0 = jnp.arange(jnp.shape(tensor)[axis[1]])
-        t1 = jnp.shape(tensor)[axis[1]]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, axis[1])
-        t4 = jnp.arange(jnp.shape(tensor)[axis[0]])
-        t5 = jnp.shape(tensor)[axis[0]]
-        t6 = -t4 + t5 - 1
-        output = _gather(t3, t6, axis[0])
+        t0 = jnp.flip(tensor, (axis[1],))
+        output = jnp.flip(t0, (axis[0],))
     elif axis == (-3, -2, -1):
-        t0 = jnp.arange(jnp.shape(tensor)[-1])
-        t1 = jnp.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -1)
-        t4 = jnp.arange(jnp.shape(tensor)[-2])
-        t5 = jnp.shape(tensor)[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = jnp.arange(jnp.shape(tensor)[-3])
-        t9 = jnp.shape(tensor)[-3]
-        t10 = -t8 + t9 - 1
-        output = _gather(t7, t10, -3)
+        t0 = jnp.flip(tensor, (-1,))
+        t1 = jnp.flip(t0, (-2,))
+        output = jnp.flip(t1, (-3,))
     else:
         raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
     return output
@@ -535,36 +517,18 @@ def reverse_v2_vjp(grad, tensor, *, output=None, axis=(-1,)):
 
     In index notation, next to the code computing it, for axis=(-1,) (other values of axis change
     it):
-        grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `_gather(grad, t2, -1)`
+        grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `jnp.flip(grad, (-1,))`
     """
     axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
     if axis in ((-1,), (-2,), (-3,)):
-        t0 = jnp.arange(jnp.shape(tensor)[axis[0]])
-        t1 = jnp.shape(tensor)[axis[0]]
-        t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, axis[0])
+        grad_tensor = jnp.flip(grad, (axis[0],))
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
-        t0 = jnp.arange(jnp.shape(tensor)[axis[1]])
-        t1 = jnp.shape(tensor)[axis[1]]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, axis[1])
-        t4 = jnp.arange(jnp.shape(tensor)[axis[0]])
-        t5 = jnp.shape(tensor)[axis[0]]
-        t6 = -t4 + t5 - 1
-        grad_tensor = _gather(t3, t6, axis[0])
+        t0 = jnp.flip(grad, (axis[1],))
+        grad_tensor = jnp.flip(t0, (axis[0],))
     elif axis == (-3, -2, -1):
-        t0 = jnp.arange(jnp.shape(tensor)[-1])
-        t1 = jnp.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = jnp.arange(jnp.shape(tensor)[-2])
-        t5 = jnp.shape(tensor)[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = jnp.arange(jnp.shape(tensor)[-3])
-        t9 = jnp.shape(tensor)[-3]
-        t10 = -t8 + t9 - 1
-        grad_tensor = _gather(t7, t10, -3)
+        t0 = jnp.flip(grad, (-1,))
+        t1 = jnp.flip(t0, (-2,))
+        grad_tensor = jnp.flip(t1, (-3,))
     else:
         raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
     return (grad_tensor,)
@@ -582,26 +546,14 @@ def reverse_forward(tensor, *, dims=(True, False)):
     """Reverse's formula."""
     dims = tuple(int(a) for a in np.ravel(dims))
     if dims == (True, False):
-        t0 = jnp.arange(jnp.shape(tensor)[-2])
-        t1 = jnp.shape(tensor)[-2]
-        t2 = -t0 + t1 - 1
-        output = _gather(tensor, t2, -2)
-    elif dims in ((True, True), (True, True, True)):
-        t0 = jnp.arange(jnp.shape(tensor)[-1])
-        t1 = jnp.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -1)
-        t4 = jnp.arange(jnp.shape(tensor)[-2])
-        t5 = jnp.shape(tensor)[-2]
-        t6 = -t4 + t5 - 1
-        if dims == (True, True):
-            output = _gather(t3, t6, -2)
-        else:
-            t7 = _gather(t3, t6, -2)
-            t8 = jnp.arange(jnp.shape(tensor)[-3])
-            t9 = jnp.shape(tensor)[-3]
-            t10 = -t8 + t9 - 1
-            output = _gather(t7, t10, -3)
+        output = jnp.flip(tensor, (-2,))
+    elif dims == (True, True):
+        t0 = jnp.flip(tensor, (-1,))
+        output = jnp.flip(t0, (-2,))
+    elif dims == (True, True, True):
+        t0 = jnp.flip(tensor, (-1,))
+        t1 = jnp.flip(t0, (-2,))
+        output = jnp.flip(t1, (-3,))
     else:
         raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
     return output
@@ -612,35 +564,23 @@ def reverse_vjp(grad, tensor, *, output=None, dims=(True, False)):
 
     In index notation, next to the code computing it, per variant:
         dims=(True, False):
-            grad_tensor[i, j] = grad[D0 - i - 1, j], i.e. `_gather(grad, t2, -2)`
+            grad_tensor[i, j] = grad[D0 - i - 1, j], i.e. `jnp.flip(grad, (-2,))`
         dims=(True, True):
-            grad_tensor[i, j] = grad[D0 - i - 1, D1 - j - 1], i.e. `_gather(t3, t6, -2)`
+            grad_tensor[i, j] = grad[D0 - i - 1, D1 - j - 1], i.e. `jnp.flip(t0, (-2,))`
         dims=(True, True, True):
             grad_tensor[i, j, k] = grad[D0 - i - 1, D1 - j - 1, D2 - k - 1]
-                i.e. `_gather(t7, t10, -3)`
+                i.e. `jnp.flip(t1, (-3,))`
     """
     dims = tuple(int(a) for a in np.ravel(dims))
     if dims == (True, False):
-        t0 = jnp.arange(jnp.shape(tensor)[-2])
-        t1 = jnp.shape(tensor)[-2]
-        t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, -2)
-    elif dims in ((True, True), (True, True, True)):
-        t0 = jnp.arange(jnp.shape(tensor)[-1])
-        t1 = jnp.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = jnp.arange(jnp.shape(tensor)[-2])
-        t5 = jnp.shape(tensor)[-2]
-        t6 = -t4 + t5 - 1
-        if dims == (True, True):
-            grad_tensor = _gather(t3, t6, -2)
-        else:
-            t7 = _gather(t3, t6, -2)
-            t8 = jnp.arange(jnp.shape(tensor)[-3])
-            t9 = jnp.shape(tensor)[-3]
-            t10 = -t8 + t9 - 1
-            grad_tensor = _gather(t7, t10, -3)
+        grad_tensor = jnp.flip(grad, (-2,))
+    elif dims == (True, True):
+        t0 = jnp.flip(grad, (-1,))
+        grad_tensor = jnp.flip(t0, (-2,))
+    elif dims == (True, True, True):
+        t0 = jnp.flip(grad, (-1,))
+        t1 = jnp.flip(t0, (-2,))
+        grad_tensor = jnp.flip(t1, (-3,))
     else:
         raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
     return (grad_tensor,)

@@ -629,32 +629,14 @@ def reverse_v2(tensor, *, axis=(-1,)):
     """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:71)."""
     axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
     if axis in ((-1,), (-2,), (-3,)):
-        t0 = np.arange(np.shape(tensor)[axis[0]])
-        t1 = np.shape(tensor)[axis[0]]
-        t2 = -t0 + t1 - 1
-        output = _gather(tensor, t2, axis[0])
+        output = np.flip(tensor, (axis[0],))
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
-        t0 = np.arange(np.shape(tensor)[axis[1]])
-        t1 = np.shape(tensor)[axis[1]]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, axis[1])
-        t4 = np.arange(np.shape(tensor)[axis[0]])
-        t5 = np.shape(tensor)[axis[0]]
-        t6 = -t4 + t5 - 1
-        output = _gather(t3, t6, axis[0])
+        t0 = np.flip(tensor, (axis[1],))
+        output = np.flip(t0, (axis[0],))
     elif axis == (-3, -2, -1):
-        t0 = np.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -1)
-        t4 = np.arange(np.shape(tensor)[-2])
-        t5 = np.shape(tensor)[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = np.arange(np.shape(tensor)[-3])
-        t9 = np.shape(tensor)[-3]
-        t10 = -t8 + t9 - 1
-        output = _gather(t7, t10, -3)
+        t0 = np.flip(tensor, (-1,))
+        t1 = np.flip(t0, (-2,))
+        output = np.flip(t1, (-3,))
     else:
         raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
     return output
@@ -665,36 +647,18 @@ def reverse_v2_grad(grad, tensor, *, output=None, axis=(-1,)):
 
     In index notation, next to the code computing it, for axis=(-1,) (other values of axis change
     it):
-        grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `_gather(grad, t2, -1)`
+        grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `np.flip(grad, (-1,))`
     """
     axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
     if axis in ((-1,), (-2,), (-3,)):
-        t0 = np.arange(np.shape(tensor)[axis[0]])
-        t1 = np.shape(tensor)[axis[0]]
-        t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, axis[0])
+        grad_tensor = np.flip(grad, (axis[0],))
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
-        t0 = np.arange(np.shape(tensor)[axis[1]])
-        t1 = np.shape(tensor)[axis[1]]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, axis[1])
-        t4 = np.arange(np.shape(tensor)[axis[0]])
-        t5 = np.shape(tensor)[axis[0]]
-        t6 = -t4 + t5 - 1
-        grad_tensor = _gather(t3, t6, axis[0])
+        t0 = np.flip(grad, (axis[1],))
+        grad_tensor = np.flip(t0, (axis[0],))
     elif axis == (-3, -2, -1):
-        t0 = np.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = np.arange(np.shape(tensor)[-2])
-        t5 = np.shape(tensor)[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = np.arange(np.shape(tensor)[-3])
-        t9 = np.shape(tensor)[-3]
-        t10 = -t8 + t9 - 1
-        grad_tensor = _gather(t7, t10, -3)
+        t0 = np.flip(grad, (-1,))
+        t1 = np.flip(t0, (-2,))
+        grad_tensor = np.flip(t1, (-3,))
     else:
         raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
     return (grad_tensor,)
@@ -703,32 +667,15 @@ def reverse_v2_grad(grad, tensor, *, output=None, axis=(-1,)):
 def reverse_v2_grad_grad(grad_vjp_tensor, grad, tensor, *, vjp_tensor=None, axis=(-1,)):
     """Second order of ReverseV2: the gradient of reverse_v2_grad: one array per input (grad, tensor)."""
     axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
-    if axis in ((-1,), (-2,), (-3,), (-2, -1), (-3, -1), (-3, -2)):
-        if axis in ((-2, -1), (-3, -1), (-3, -2)):
-            t0 = np.arange(np.shape(grad)[axis[1]])
-            t1 = np.shape(grad)[axis[1]]
-            t2 = -t0 + t1 - 1
-            t3 = _gather(grad_vjp_tensor, t2, axis[1])
-        t4 = np.arange(np.shape(grad)[axis[0]])
-        t5 = np.shape(grad)[axis[0]]
-        t6 = -t4 + t5 - 1
-        if axis in ((-1,), (-2,), (-3,)):
-            grad_grad = _gather(grad_vjp_tensor, t6, axis[0])
-        else:
-            grad_grad = _gather(t3, t6, axis[0])
+    if axis in ((-1,), (-2,), (-3,)):
+        grad_grad = np.flip(grad_vjp_tensor, (axis[0],))
+    elif axis in ((-2, -1), (-3, -1), (-3, -2)):
+        t0 = np.flip(grad_vjp_tensor, (axis[1],))
+        grad_grad = np.flip(t0, (axis[0],))
     elif axis == (-3, -2, -1):
-        t0 = np.arange(np.shape(grad)[-1])
-        t1 = np.shape(grad)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad_vjp_tensor, t2, -1)
-        t4 = np.arange(np.shape(grad)[-2])
-        t5 = np.shape(grad)[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = np.arange(np.shape(grad)[-3])
-        t9 = np.shape(grad)[-3]
-        t10 = -t8 + t9 - 1
-        grad_grad = _gather(t7, t10, -3)
+        t0 = np.flip(grad_vjp_tensor, (-1,))
+        t1 = np.flip(t0, (-2,))
+        grad_grad = np.flip(t1, (-3,))
     else:
         raise ValueError(f"ReverseV2Grad: unsupported attributes axis={axis!r}")
     grad_grad = _sum_to_shape(grad_grad, np.shape(grad))
@@ -739,26 +686,14 @@ def reverse(tensor, *, dims=(True, False)):
     """Reverse: ReverseV2 with the axes given as a bool per axis: entries reversed along each axis (declared at ops/array.py:86)."""
     dims = tuple(int(a) for a in np.ravel(dims))
     if dims == (True, False):
-        t0 = np.arange(np.shape(tensor)[-2])
-        t1 = np.shape(tensor)[-2]
-        t2 = -t0 + t1 - 1
-        output = _gather(tensor, t2, -2)
-    elif dims in ((True, True), (True, True, True)):
-        t0 = np.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -1)
-        t4 = np.arange(np.shape(tensor)[-2])
-        t5 = np.shape(tensor)[-2]
-        t6 = -t4 + t5 - 1
-        if dims == (True, True):
-            output = _gather(t3, t6, -2)
-        else:
-            t7 = _gather(t3, t6, -2)
-            t8 = np.arange(np.shape(tensor)[-3])
-            t9 = np.shape(tensor)[-3]
-            t10 = -t8 + t9 - 1
-            output = _gather(t7, t10, -3)
+        output = np.flip(tensor, (-2,))
+    elif dims == (True, True):
+        t0 = np.flip(tensor, (-1,))
+        output = np.flip(t0, (-2,))
+    elif dims == (True, True, True):
+        t0 = np.flip(tensor, (-1,))
+        t1 = np.flip(t0, (-2,))
+        output = np.flip(t1, (-3,))
     else:
         raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
     return output
@@ -769,35 +704,23 @@ def reverse_grad(grad, tensor, *, output=None, dims=(True, False)):
 
     In index notation, next to the code computing it, per variant:
         dims=(True, False):
-            grad_tensor[i, j] = grad[D0 - i - 1, j], i.e. `_gather(grad, t2, -2)`
+            grad_tensor[i, j] = grad[D0 - i - 1, j], i.e. `np.flip(grad, (-2,))`
         dims=(True, True):
-            grad_tensor[i, j] = grad[D0 - i - 1, D1 - j - 1], i.e. `_gather(t3, t6, -2)`
+            grad_tensor[i, j] = grad[D0 - i - 1, D1 - j - 1], i.e. `np.flip(t0, (-2,))`
         dims=(True, True, True):
             grad_tensor[i, j, k] = grad[D0 - i - 1, D1 - j - 1, D2 - k - 1]
-                i.e. `_gather(t7, t10, -3)`
+                i.e. `np.flip(t1, (-3,))`
     """
     dims = tuple(int(a) for a in np.ravel(dims))
     if dims == (True, False):
-        t0 = np.arange(np.shape(tensor)[-2])
-        t1 = np.shape(tensor)[-2]
-        t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, -2)
-    elif dims in ((True, True), (True, True, True)):
-        t0 = np.arange(np.shape(tensor)[-1])
-        t1 = np.shape(tensor)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = np.arange(np.shape(tensor)[-2])
-        t5 = np.shape(tensor)[-2]
-        t6 = -t4 + t5 - 1
-        if dims == (True, True):
-            grad_tensor = _gather(t3, t6, -2)
-        else:
-            t7 = _gather(t3, t6, -2)
-            t8 = np.arange(np.shape(tensor)[-3])
-            t9 = np.shape(tensor)[-3]
-            t10 = -t8 + t9 - 1
-            grad_tensor = _gather(t7, t10, -3)
+        grad_tensor = np.flip(grad, (-2,))
+    elif dims == (True, True):
+        t0 = np.flip(grad, (-1,))
+        grad_tensor = np.flip(t0, (-2,))
+    elif dims == (True, True, True):
+        t0 = np.flip(grad, (-1,))
+        t1 = np.flip(t0, (-2,))
+        grad_tensor = np.flip(t1, (-3,))
     else:
         raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
     return (grad_tensor,)
@@ -808,26 +731,14 @@ def reverse_grad_grad(grad_vjp_tensor, grad, tensor, *, vjp_tensor=None, dims=(T
     dims = tuple(int(a) for a in np.ravel(dims))
     grad = _conj(grad)
     if dims == (True, False):
-        t0 = np.arange(np.shape(grad)[-2])
-        t1 = np.shape(grad)[-2]
-        t2 = -t0 + t1 - 1
-        grad_grad = _gather(grad_vjp_tensor, t2, -2)
-    elif dims in ((True, True), (True, True, True)):
-        t0 = np.arange(np.shape(grad)[-1])
-        t1 = np.shape(grad)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad_vjp_tensor, t2, -1)
-        t4 = np.arange(np.shape(grad)[-2])
-        t5 = np.shape(grad)[-2]
-        t6 = -t4 + t5 - 1
-        if dims == (True, True):
-            grad_grad = _gather(t3, t6, -2)
-        else:
-            t7 = _gather(t3, t6, -2)
-            t8 = np.arange(np.shape(grad)[-3])
-            t9 = np.shape(grad)[-3]
-            t10 = -t8 + t9 - 1
-            grad_grad = _gather(t7, t10, -3)
+        grad_grad = np.flip(grad_vjp_tensor, (-2,))
+    elif dims == (True, True):
+        t0 = np.flip(grad_vjp_tensor, (-1,))
+        grad_grad = np.flip(t0, (-2,))
+    elif dims == (True, True, True):
+        t0 = np.flip(grad_vjp_tensor, (-1,))
+        t1 = np.flip(t0, (-2,))
+        grad_grad = np.flip(t1, (-3,))
     else:
         raise ValueError(f"ReverseGrad: unsupported attributes dims={dims!r}")
     return grad_grad, None

@@ -586,32 +586,14 @@ def reverse_v2_forward(tensor, *, axis=(-1,)):
     """ReverseV2's formula."""
     axis = tuple(sorted(int(a) - len(tensor.shape) if a >= 0 else int(a) for a in axis))
     if axis in ((-1,), (-2,), (-3,)):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[0]])
-        t1 = tf.shape(tensor, out_type=tf.int64)[axis[0]]
-        t2 = -t0 + t1 - 1
-        output = _gather(tensor, t2, axis[0])
+        output = tf.reverse(tensor, axis=[axis[0]])
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[1]])
-        t1 = tf.shape(tensor, out_type=tf.int64)[axis[1]]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, axis[1])
-        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[0]])
-        t5 = tf.shape(tensor, out_type=tf.int64)[axis[0]]
-        t6 = -t4 + t5 - 1
-        output = _gather(t3, t6, axis[0])
+        t0 = tf.reverse(tensor, axis=[axis[1]])
+        output = tf.reverse(t0, axis=[axis[0]])
     elif axis == (-3, -2, -1):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -1)
-        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-        t5 = tf.shape(tensor, out_type=tf.int64)[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-        t9 = tf.shape(tensor, out_type=tf.int64)[-3]
-        t10 = -t8 + t9 - 1
-        output = _gather(t7, t10, -3)
+        t0 = tf.reverse(tensor, axis=[-1])
+        t1 = tf.reverse(t0, axis=[-2])
+        output = tf.reverse(t1, axis=[-3])
     else:
         raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
     return output
@@ -622,36 +604,18 @@ def reverse_v2_vjp(grad, tensor, output, *, axis=(-1,)):
 
     In index notation, next to the code computing it, for axis=(-1,) (other values of axis change
     it):
-        grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `_gather(grad, t2, -1)`
+        grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `tf.reverse(grad, axis=[-1])`
     """
     axis = tuple(sorted(int(a) - len(tensor.shape) if a >= 0 else int(a) for a in axis))
     if axis in ((-1,), (-2,), (-3,)):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[0]])
-        t1 = tf.shape(tensor, out_type=tf.int64)[axis[0]]
-        t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, axis[0])
+        grad_tensor = tf.reverse(grad, axis=[axis[0]])
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[1]])
-        t1 = tf.shape(tensor, out_type=tf.int64)[axis[1]]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, axis[1])
-        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[axis[0]])
-        t5 = tf.shape(tensor, out_type=tf.int64)[axis[0]]
-        t6 = -t4 + t5 - 1
-        grad_tensor = _gather(t3, t6, axis[0])
+        t0 = tf.reverse(grad, axis=[axis[1]])
+        grad_tensor = tf.reverse(t0, axis=[axis[0]])
     elif axis == (-3, -2, -1):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-        t5 = tf.shape(tensor, out_type=tf.int64)[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-        t9 = tf.shape(tensor, out_type=tf.int64)[-3]
-        t10 = -t8 + t9 - 1
-        grad_tensor = _gather(t7, t10, -3)
+        t0 = tf.reverse(grad, axis=[-1])
+        t1 = tf.reverse(t0, axis=[-2])
+        grad_tensor = tf.reverse(t1, axis=[-3])
     else:
         raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
     return (grad_tensor,)
@@ -689,26 +653,14 @@ def reverse_forward(tensor, *, dims=(True, False)):
     """Reverse's formula."""
     dims = tuple(int(a) for a in dims)
     if dims == (True, False):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-2]
-        t2 = -t0 + t1 - 1
-        output = _gather(tensor, t2, -2)
-    elif dims in ((True, True), (True, True, True)):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -1)
-        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-        t5 = tf.shape(tensor, out_type=tf.int64)[-2]
-        t6 = -t4 + t5 - 1
-        if dims == (True, True):
-            output = _gather(t3, t6, -2)
-        else:
-            t7 = _gather(t3, t6, -2)
-            t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-            t9 = tf.shape(tensor, out_type=tf.int64)[-3]
-            t10 = -t8 + t9 - 1
-            output = _gather(t7, t10, -3)
+        output = tf.reverse(tensor, axis=[-2])
+    elif dims == (True, True):
+        t0 = tf.reverse(tensor, axis=[-1])
+        output = tf.reverse(t0, axis=[-2])
+    elif dims == (True, True, True):
+        t0 = tf.reverse(tensor, axis=[-1])
+        t1 = tf.reverse(t0, axis=[-2])
+        output = tf.reverse(t1, axis=[-3])
     else:
         raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
     return output
@@ -719,35 +671,23 @@ def reverse_vjp(grad, tensor, output, *, dims=(True, False)):
 
     In index notation, next to the code computing it, per variant:
         dims=(True, False):
-            grad_tensor[i, j] = grad[D0 - i - 1, j], i.e. `_gather(grad, t2, -2)`
+            grad_tensor[i, j] = grad[D0 - i - 1, j], i.e. `tf.reverse(grad, axis=[-2])`
         dims=(True, True):
-            grad_tensor[i, j] = grad[D0 - i - 1, D1 - j - 1], i.e. `_gather(t3, t6, -2)`
+            grad_tensor[i, j] = grad[D0 - i - 1, D1 - j - 1], i.e. `tf.reverse(t0, axis=[-2])`
         dims=(True, True, True):
             grad_tensor[i, j, k] = grad[D0 - i - 1, D1 - j - 1, D2 - k - 1]
-                i.e. `_gather(t7, t10, -3)`
+                i.e. `tf.reverse(t1, axis=[-3])`
     """
     dims = tuple(int(a) for a in dims)
     if dims == (True, False):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-2]
-        t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, -2)
-    elif dims in ((True, True), (True, True, True)):
-        t0 = tf.range(tf.shape(tensor, out_type=tf.int64)[-1])
-        t1 = tf.shape(tensor, out_type=tf.int64)[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = tf.range(tf.shape(tensor, out_type=tf.int64)[-2])
-        t5 = tf.shape(tensor, out_type=tf.int64)[-2]
-        t6 = -t4 + t5 - 1
-        if dims == (True, True):
-            grad_tensor = _gather(t3, t6, -2)
-        else:
-            t7 = _gather(t3, t6, -2)
-            t8 = tf.range(tf.shape(tensor, out_type=tf.int64)[-3])
-            t9 = tf.shape(tensor, out_type=tf.int64)[-3]
-            t10 = -t8 + t9 - 1
-            grad_tensor = _gather(t7, t10, -3)
+        grad_tensor = tf.reverse(grad, axis=[-2])
+    elif dims == (True, True):
+        t0 = tf.reverse(grad, axis=[-1])
+        grad_tensor = tf.reverse(t0, axis=[-2])
+    elif dims == (True, True, True):
+        t0 = tf.reverse(grad, axis=[-1])
+        t1 = tf.reverse(t0, axis=[-2])
+        grad_tensor = tf.reverse(t1, axis=[-3])
     else:
         raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
     return (grad_tensor,)

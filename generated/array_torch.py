@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_torch import _autograd_function, _flat, _gather, _scatter_add
+    from ._symgrad_torch import _autograd_function, _flat, _flip, _gather, _scatter_add
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +25,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_torch", _runtime_file)
         sys.modules["_symgrad_torch"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
-    from _symgrad_torch import _autograd_function, _flat, _gather, _scatter_add
+    from _symgrad_torch import _autograd_function, _flat, _flip, _gather, _scatter_add
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -503,32 +503,14 @@ def reverse_v2_forward(tensor, *, axis=(-1,)):
     """ReverseV2's formula."""
     axis = tuple(sorted(int(a) - tensor.ndim if a >= 0 else int(a) for a in _flat(axis)))
     if axis in ((-1,), (-2,), (-3,)):
-        t0 = torch.arange(tensor.shape[axis[0]])
-        t1 = tensor.shape[axis[0]]
-        t2 = -t0 + t1 - 1
-        output = _gather(tensor, t2, axis[0])
+        output = _flip(tensor, axis[0])
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
-        t0 = torch.arange(tensor.shape[axis[1]])
-        t1 = tensor.shape[axis[1]]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, axis[1])
-        t4 = torch.arange(tensor.shape[axis[0]])
-        t5 = tensor.shape[axis[0]]
-        t6 = -t4 + t5 - 1
-        output = _gather(t3, t6, axis[0])
+        t0 = _flip(tensor, axis[1])
+        output = _flip(t0, axis[0])
     elif axis == (-3, -2, -1):
-        t0 = torch.arange(tensor.shape[-1])
-        t1 = tensor.shape[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -1)
-        t4 = torch.arange(tensor.shape[-2])
-        t5 = tensor.shape[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = torch.arange(tensor.shape[-3])
-        t9 = tensor.shape[-3]
-        t10 = -t8 + t9 - 1
-        output = _gather(t7, t10, -3)
+        t0 = _flip(tensor, -1)
+        t1 = _flip(t0, -2)
+        output = _flip(t1, -3)
     else:
         raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
     return output
@@ -539,36 +521,18 @@ def reverse_v2_vjp(grad, tensor, *, output=None, axis=(-1,)):
 
     In index notation, next to the code computing it, for axis=(-1,) (other values of axis change
     it):
-        grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `_gather(grad, t2, -1)`
+        grad_tensor[batch, i] = grad[batch, D3 - i - 1], i.e. `_flip(grad, -1)`
     """
     axis = tuple(sorted(int(a) - tensor.ndim if a >= 0 else int(a) for a in _flat(axis)))
     if axis in ((-1,), (-2,), (-3,)):
-        t0 = torch.arange(tensor.shape[axis[0]])
-        t1 = tensor.shape[axis[0]]
-        t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, axis[0])
+        grad_tensor = _flip(grad, axis[0])
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
-        t0 = torch.arange(tensor.shape[axis[1]])
-        t1 = tensor.shape[axis[1]]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, axis[1])
-        t4 = torch.arange(tensor.shape[axis[0]])
-        t5 = tensor.shape[axis[0]]
-        t6 = -t4 + t5 - 1
-        grad_tensor = _gather(t3, t6, axis[0])
+        t0 = _flip(grad, axis[1])
+        grad_tensor = _flip(t0, axis[0])
     elif axis == (-3, -2, -1):
-        t0 = torch.arange(tensor.shape[-1])
-        t1 = tensor.shape[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = torch.arange(tensor.shape[-2])
-        t5 = tensor.shape[-2]
-        t6 = -t4 + t5 - 1
-        t7 = _gather(t3, t6, -2)
-        t8 = torch.arange(tensor.shape[-3])
-        t9 = tensor.shape[-3]
-        t10 = -t8 + t9 - 1
-        grad_tensor = _gather(t7, t10, -3)
+        t0 = _flip(grad, -1)
+        t1 = _flip(t0, -2)
+        grad_tensor = _flip(t1, -3)
     else:
         raise ValueError(f"ReverseV2: unsupported attributes axis={axis!r}")
     return (grad_tensor,)
@@ -588,26 +552,14 @@ def reverse_forward(tensor, *, dims=(True, False)):
     """Reverse's formula."""
     dims = tuple(int(a) for a in _flat(dims))
     if dims == (True, False):
-        t0 = torch.arange(tensor.shape[-2])
-        t1 = tensor.shape[-2]
-        t2 = -t0 + t1 - 1
-        output = _gather(tensor, t2, -2)
-    elif dims in ((True, True), (True, True, True)):
-        t0 = torch.arange(tensor.shape[-1])
-        t1 = tensor.shape[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(tensor, t2, -1)
-        t4 = torch.arange(tensor.shape[-2])
-        t5 = tensor.shape[-2]
-        t6 = -t4 + t5 - 1
-        if dims == (True, True):
-            output = _gather(t3, t6, -2)
-        else:
-            t7 = _gather(t3, t6, -2)
-            t8 = torch.arange(tensor.shape[-3])
-            t9 = tensor.shape[-3]
-            t10 = -t8 + t9 - 1
-            output = _gather(t7, t10, -3)
+        output = _flip(tensor, -2)
+    elif dims == (True, True):
+        t0 = _flip(tensor, -1)
+        output = _flip(t0, -2)
+    elif dims == (True, True, True):
+        t0 = _flip(tensor, -1)
+        t1 = _flip(t0, -2)
+        output = _flip(t1, -3)
     else:
         raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
     return output
@@ -618,35 +570,22 @@ def reverse_vjp(grad, tensor, *, output=None, dims=(True, False)):
 
     In index notation, next to the code computing it, per variant:
         dims=(True, False):
-            grad_tensor[i, j] = grad[D0 - i - 1, j], i.e. `_gather(grad, t2, -2)`
+            grad_tensor[i, j] = grad[D0 - i - 1, j], i.e. `_flip(grad, -2)`
         dims=(True, True):
-            grad_tensor[i, j] = grad[D0 - i - 1, D1 - j - 1], i.e. `_gather(t3, t6, -2)`
+            grad_tensor[i, j] = grad[D0 - i - 1, D1 - j - 1], i.e. `_flip(t0, -2)`
         dims=(True, True, True):
-            grad_tensor[i, j, k] = grad[D0 - i - 1, D1 - j - 1, D2 - k - 1]
-                i.e. `_gather(t7, t10, -3)`
+            grad_tensor[i, j, k] = grad[D0 - i - 1, D1 - j - 1, D2 - k - 1], i.e. `_flip(t1, -3)`
     """
     dims = tuple(int(a) for a in _flat(dims))
     if dims == (True, False):
-        t0 = torch.arange(tensor.shape[-2])
-        t1 = tensor.shape[-2]
-        t2 = -t0 + t1 - 1
-        grad_tensor = _gather(grad, t2, -2)
-    elif dims in ((True, True), (True, True, True)):
-        t0 = torch.arange(tensor.shape[-1])
-        t1 = tensor.shape[-1]
-        t2 = -t0 + t1 - 1
-        t3 = _gather(grad, t2, -1)
-        t4 = torch.arange(tensor.shape[-2])
-        t5 = tensor.shape[-2]
-        t6 = -t4 + t5 - 1
-        if dims == (True, True):
-            grad_tensor = _gather(t3, t6, -2)
-        else:
-            t7 = _gather(t3, t6, -2)
-            t8 = torch.arange(tensor.shape[-3])
-            t9 = tensor.shape[-3]
-            t10 = -t8 + t9 - 1
-            grad_tensor = _gather(t7, t10, -3)
+        grad_tensor = _flip(grad, -2)
+    elif dims == (True, True):
+        t0 = _flip(grad, -1)
+        grad_tensor = _flip(t0, -2)
+    elif dims == (True, True, True):
+        t0 = _flip(grad, -1)
+        t1 = _flip(t0, -2)
+        grad_tensor = _flip(t1, -3)
     else:
         raise ValueError(f"Reverse: unsupported attributes dims={dims!r}")
     return (grad_tensor,)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_jax import _attention_mask, _custom_vjp, _gather, _sum_to_shape
+    from ._symgrad_jax import _attention_mask, _custom_vjp, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +25,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_jax", _runtime_file)
         sys.modules["_symgrad_jax"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_jax"])
-    from _symgrad_jax import _attention_mask, _custom_vjp, _gather, _sum_to_shape
+    from _symgrad_jax import _attention_mask, _custom_vjp, _sum_to_shape
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -776,17 +776,16 @@ def rotary_embedding_forward(x, cos, sin):
     x_split = jnp.reshape(x, jnp.shape(x)[:-1] + (t0, -1))
     cos_split = jnp.reshape(cos, jnp.shape(cos)[:-1] + (t0, -1))
     sin_split = jnp.reshape(sin, jnp.shape(sin)[:-1] + (t0, -1))
-    t1 = jnp.arange(jnp.shape(x_split)[-2])
-    t2 = 1 - t1
-    t3 = _gather(x_split, t2, -2)
-    t4 = jnp.asarray(t1, dtype=jnp.result_type(x_split))
-    t5 = t4[..., None]
-    t6 = jnp.shape(x_split)[-3]
-    t7 = jnp.shape(x_split)[-2]
-    t8 = jnp.shape(x_split)[-1]
-    t9 = sin_split * t3
-    t10 = cos_split * x_split + 2 * t5 * t9 - t9
-    y = jnp.reshape(t10, jnp.shape(t10)[:-3] + (t6, t7 * t8))
+    t1 = jnp.flip(x_split, (-2,))
+    t2 = jnp.arange(jnp.shape(x_split)[-2])
+    t3 = jnp.asarray(t2, dtype=jnp.result_type(x_split))
+    t4 = t3[..., None]
+    t5 = jnp.shape(x_split)[-3]
+    t6 = jnp.shape(x_split)[-2]
+    t7 = jnp.shape(x_split)[-1]
+    t8 = sin_split * t1
+    t9 = cos_split * x_split + 2 * t4 * t8 - t8
+    y = jnp.reshape(t9, jnp.shape(t9)[:-3] + (t5, t6 * t7))
     return y
 
 
@@ -797,12 +796,12 @@ def rotary_embedding_vjp(grad, x, cos, sin, *, y=None, needs_grad=(True, True, T
         grad_x[batch, i, c, d] = grad[batch, i, c, d] * cos[i, c, d]
             - grad[batch, i, 1 - c, d] * sin[i, 1 - c, d]
             + 2 * grad[batch, i, 1 - c, d] * (1 - c) * sin[i, 1 - c, d]
-            i.e. `jnp.reshape(t11, jnp.shape(t11)[:-3] + (t8, t9 * t1))`
+            i.e. `jnp.reshape(t10, jnp.shape(t10)[:-3] + (t7, t8 * t1))`
         grad_cos[i, c, d] = sum_batch grad[batch, i, c, d] * x[batch, i, c, d]
-            i.e. `jnp.reshape(t13, (t8, t9 * t1))`
+            i.e. `jnp.reshape(t12, (t7, t8 * t1))`
         grad_sin[i, c, d] = sum_batch (2 * grad[batch, i, c, d] * c * x[batch, i, 1 - c, d] -
             grad[batch, i, c, d] * x[batch, i, 1 - c, d])
-            i.e. `jnp.reshape(t16 * (2 * t7 - 1), (t8, t9 * t1))`
+            i.e. `jnp.reshape(t15 * (2 * t6 - 1), (t7, t8 * t1))`
     """
     grad_x = grad_cos = grad_sin = None
     t0 = 2
@@ -812,30 +811,28 @@ def rotary_embedding_vjp(grad, x, cos, sin, *, y=None, needs_grad=(True, True, T
         sin_split = jnp.reshape(sin, jnp.shape(sin)[:-1] + (t0, -1))
     t1 = jnp.shape(x_split)[-1]
     grad = jnp.reshape(grad, jnp.shape(grad)[:-1] + (-1, t1))
-    if needs_grad[0] or needs_grad[2]:
-        t2 = jnp.arange(jnp.shape(x_split)[-2])
-        t3 = 1 - t2
     if needs_grad[0]:
-        t4 = _gather(sin_split, t3, -2)
-        t5 = _gather(grad, t3, -2)
+        t2 = jnp.flip(sin_split, (-2,))
+        t3 = jnp.flip(grad, (-2,))
     if needs_grad[0] or needs_grad[2]:
-        t6 = jnp.asarray(t2, dtype=jnp.result_type(x_split))
-        t7 = t6[..., None]
-    t8 = jnp.shape(x_split)[-3]
-    t9 = jnp.shape(x_split)[-2]
+        t4 = jnp.arange(jnp.shape(x_split)[-2])
+        t5 = jnp.asarray(t4, dtype=jnp.result_type(x_split))
+        t6 = t5[..., None]
+    t7 = jnp.shape(x_split)[-3]
+    t8 = jnp.shape(x_split)[-2]
     if needs_grad[0]:
-        t10 = t4 * t5
-        t11 = cos_split * grad + 2 * t10 * (1 - t7) - t10
-        grad_x = jnp.reshape(t11, jnp.shape(t11)[:-3] + (t8, t9 * t1))
+        t9 = t2 * t3
+        t10 = cos_split * grad + 2 * t9 * (1 - t6) - t9
+        grad_x = jnp.reshape(t10, jnp.shape(t10)[:-3] + (t7, t8 * t1))
     if needs_grad[1]:
-        t12 = grad * x_split
-        t13 = jnp.sum(t12, axis=tuple(range(jnp.ndim(t12) - 3)))
-        grad_cos = jnp.reshape(t13, (t8, t9 * t1))
+        t11 = grad * x_split
+        t12 = jnp.sum(t11, axis=tuple(range(jnp.ndim(t11) - 3)))
+        grad_cos = jnp.reshape(t12, (t7, t8 * t1))
     if needs_grad[2]:
-        t14 = _gather(x_split, t3, -2)
-        t15 = grad * t14
-        t16 = jnp.sum(t15, axis=tuple(range(jnp.ndim(t15) - 3)))
-        grad_sin = jnp.reshape(t16 * (2 * t7 - 1), (t8, t9 * t1))
+        t13 = jnp.flip(x_split, (-2,))
+        t14 = grad * t13
+        t15 = jnp.sum(t14, axis=tuple(range(jnp.ndim(t14) - 3)))
+        grad_sin = jnp.reshape(t15 * (2 * t6 - 1), (t7, t8 * t1))
     return grad_x, grad_cos, grad_sin
 
 

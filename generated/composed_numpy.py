@@ -12,7 +12,7 @@ then `<op>_grad(grad, ..., y=y, **stages)`.
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _gather, _sum_to_shape
+    from ._symgrad_numpy import _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -23,7 +23,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _gather, _sum_to_shape
+    from _symgrad_numpy import _sum_to_shape
 
 
 def layer_norm(x, scale, offset, *, epsilon=0.001, return_stages=False):
@@ -1295,17 +1295,16 @@ def rotary_embedding(x, cos, sin):
     x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
     cos_split = np.reshape(cos, np.shape(cos)[:-1] + (t0, -1))
     sin_split = np.reshape(sin, np.shape(sin)[:-1] + (t0, -1))
-    t1 = np.arange(np.shape(x_split)[-2])
-    t2 = 1 - t1
-    t3 = _gather(x_split, t2, -2)
-    t4 = np.asarray(t1, dtype=np.result_type(x_split))
-    t5 = t4[..., None]
-    t6 = np.shape(x_split)[-3]
-    t7 = np.shape(x_split)[-2]
-    t8 = np.shape(x_split)[-1]
-    t9 = sin_split * t3
-    t10 = cos_split * x_split + 2 * t5 * t9 - t9
-    y = np.reshape(t10, np.shape(t10)[:-3] + (t6, t7 * t8))
+    t1 = np.flip(x_split, (-2,))
+    t2 = np.arange(np.shape(x_split)[-2])
+    t3 = np.asarray(t2, dtype=np.result_type(x_split))
+    t4 = t3[..., None]
+    t5 = np.shape(x_split)[-3]
+    t6 = np.shape(x_split)[-2]
+    t7 = np.shape(x_split)[-1]
+    t8 = sin_split * t1
+    t9 = cos_split * x_split + 2 * t4 * t8 - t8
+    y = np.reshape(t9, np.shape(t9)[:-3] + (t5, t6 * t7))
     return y
 
 
@@ -1316,12 +1315,12 @@ def rotary_embedding_grad(grad, x, cos, sin, *, y=None):
         grad_x[batch, i, c, d] = grad[batch, i, c, d] * cos[i, c, d]
             - grad[batch, i, 1 - c, d] * sin[i, 1 - c, d]
             + 2 * grad[batch, i, 1 - c, d] * (1 - c) * sin[i, 1 - c, d]
-            i.e. `np.reshape(t11, np.shape(t11)[:-3] + (t8, t9 * t1))`
+            i.e. `np.reshape(t10, np.shape(t10)[:-3] + (t7, t8 * t1))`
         grad_cos[i, c, d] = sum_batch grad[batch, i, c, d] * x[batch, i, c, d]
-            i.e. `np.reshape(t13, (t8, t9 * t1))`
+            i.e. `np.reshape(t12, (t7, t8 * t1))`
         grad_sin[i, c, d] = sum_batch (2 * grad[batch, i, c, d] * c * x[batch, i, 1 - c, d] -
             grad[batch, i, c, d] * x[batch, i, 1 - c, d])
-            i.e. `np.reshape(t16 * (2 * t7 - 1), (t8, t9 * t1))`
+            i.e. `np.reshape(t15 * (2 * t6 - 1), (t7, t8 * t1))`
     """
     t0 = 2
     x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
@@ -1329,24 +1328,23 @@ def rotary_embedding_grad(grad, x, cos, sin, *, y=None):
     sin_split = np.reshape(sin, np.shape(sin)[:-1] + (t0, -1))
     t1 = np.shape(x_split)[-1]
     grad = np.reshape(grad, np.shape(grad)[:-1] + (-1, t1))
-    t2 = np.arange(np.shape(x_split)[-2])
-    t3 = 1 - t2
-    t4 = _gather(sin_split, t3, -2)
-    t5 = _gather(grad, t3, -2)
-    t6 = np.asarray(t2, dtype=np.result_type(x_split))
-    t7 = t6[..., None]
-    t8 = np.shape(x_split)[-3]
-    t9 = np.shape(x_split)[-2]
-    t10 = t4 * t5
-    t11 = cos_split * grad + 2 * t10 * (1 - t7) - t10
-    grad_x = np.reshape(t11, np.shape(t11)[:-3] + (t8, t9 * t1))
-    t12 = grad * x_split
-    t13 = np.sum(t12, axis=tuple(range(np.ndim(t12) - 3)))
-    grad_cos = np.reshape(t13, (t8, t9 * t1))
-    t14 = _gather(x_split, t3, -2)
-    t15 = grad * t14
-    t16 = np.sum(t15, axis=tuple(range(np.ndim(t15) - 3)))
-    grad_sin = np.reshape(t16 * (2 * t7 - 1), (t8, t9 * t1))
+    t2 = np.flip(sin_split, (-2,))
+    t3 = np.flip(grad, (-2,))
+    t4 = np.arange(np.shape(x_split)[-2])
+    t5 = np.asarray(t4, dtype=np.result_type(x_split))
+    t6 = t5[..., None]
+    t7 = np.shape(x_split)[-3]
+    t8 = np.shape(x_split)[-2]
+    t9 = t2 * t3
+    t10 = cos_split * grad + 2 * t9 * (1 - t6) - t9
+    grad_x = np.reshape(t10, np.shape(t10)[:-3] + (t7, t8 * t1))
+    t11 = grad * x_split
+    t12 = np.sum(t11, axis=tuple(range(np.ndim(t11) - 3)))
+    grad_cos = np.reshape(t12, (t7, t8 * t1))
+    t13 = np.flip(x_split, (-2,))
+    t14 = grad * t13
+    t15 = np.sum(t14, axis=tuple(range(np.ndim(t14) - 3)))
+    grad_sin = np.reshape(t15 * (2 * t6 - 1), (t7, t8 * t1))
     return grad_x, grad_cos, grad_sin
 
 
@@ -1373,28 +1371,27 @@ def rotary_embedding_grad_grad(
     grad_vjp_x = np.reshape(grad_vjp_x, np.shape(grad_vjp_x)[:-1] + (-1, t1))
     grad_vjp_cos = np.reshape(grad_vjp_cos, np.shape(grad_vjp_cos)[:-1] + (-1, t1))
     grad_vjp_sin = np.reshape(grad_vjp_sin, np.shape(grad_vjp_sin)[:-1] + (-1, t1))
-    t2 = np.arange(np.shape(grad_split)[-2])
-    t3 = 1 - t2
-    t4 = _gather(grad_vjp_x, t3, -2)
-    t5 = _gather(x_split, t3, -2)
-    t6 = np.asarray(t2, dtype=np.result_type(grad_split))
-    t7 = t6[..., None]
-    t8 = np.shape(grad_split)[-3]
-    t9 = np.shape(grad_split)[-2]
-    t10 = sin_split * t4
-    t11 = grad_vjp_sin * t5
-    t12 = 1 - t7
-    t13 = cos_split * grad_vjp_x + grad_vjp_cos * x_split - 2 * t10 * t12 + t10 + 2 * t11 * t7 - t11
-    grad_grad = np.reshape(t13, np.shape(t13)[:-3] + (t8, t9 * t1))
-    t14 = _gather(grad_vjp_sin, t3, -2)
-    t15 = _gather(grad_split, t3, -2)
-    t16 = t14 * t15
-    t17 = grad_split * grad_vjp_cos + 2 * t12 * t16 - t16
-    grad_x = np.reshape(t17, np.shape(t17)[:-3] + (t8, t9 * t1))
-    t18 = grad_split * grad_vjp_x
-    t19 = np.sum(t18, axis=tuple(range(np.ndim(t18) - 3)))
-    grad_cos = np.reshape(t19, (t8, t9 * t1))
-    t20 = grad_split * t4
-    t21 = np.sum(t20, axis=tuple(range(np.ndim(t20) - 3)))
-    grad_sin = np.reshape(t21 * (2 * t7 - 1), (t8, t9 * t1))
+    t2 = np.flip(grad_vjp_x, (-2,))
+    t3 = np.flip(x_split, (-2,))
+    t4 = np.arange(np.shape(grad_split)[-2])
+    t5 = np.asarray(t4, dtype=np.result_type(grad_split))
+    t6 = t5[..., None]
+    t7 = np.shape(grad_split)[-3]
+    t8 = np.shape(grad_split)[-2]
+    t9 = sin_split * t2
+    t10 = grad_vjp_sin * t3
+    t11 = 1 - t6
+    t12 = cos_split * grad_vjp_x + grad_vjp_cos * x_split + 2 * t10 * t6 - t10 - 2 * t11 * t9 + t9
+    grad_grad = np.reshape(t12, np.shape(t12)[:-3] + (t7, t8 * t1))
+    t13 = np.flip(grad_vjp_sin, (-2,))
+    t14 = np.flip(grad_split, (-2,))
+    t15 = t13 * t14
+    t16 = grad_split * grad_vjp_cos + 2 * t11 * t15 - t15
+    grad_x = np.reshape(t16, np.shape(t16)[:-3] + (t7, t8 * t1))
+    t17 = grad_split * grad_vjp_x
+    t18 = np.sum(t17, axis=tuple(range(np.ndim(t17) - 3)))
+    grad_cos = np.reshape(t18, (t7, t8 * t1))
+    t19 = grad_split * t2
+    t20 = np.sum(t19, axis=tuple(range(np.ndim(t19) - 3)))
+    grad_sin = np.reshape(t20 * (2 * t6 - 1), (t7, t8 * t1))
     return grad_grad, grad_x, grad_cos, grad_sin

@@ -25,7 +25,7 @@ Per op:
 import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_tf import _custom_gradient, _einsum_over_batch, _gather, _register, _sum_to_shape
+    from ._symgrad_tf import _custom_gradient, _einsum_over_batch, _register, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -36,7 +36,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_tf", _runtime_file)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
-    from _symgrad_tf import _custom_gradient, _einsum_over_batch, _gather, _register, _sum_to_shape
+    from _symgrad_tf import _custom_gradient, _einsum_over_batch, _register, _sum_to_shape
 
 REGISTERED = {}
 
@@ -794,18 +794,17 @@ def rotary_embedding_forward(x, cos, sin):
     sin_split = tf.reshape(
         sin, tf.concat([tf.shape(sin, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)
     )
-    t1 = tf.range(tf.shape(x_split, out_type=tf.int64)[-2])
-    t2 = 1 - t1
-    t3 = _gather(x_split, t2, -2)
-    t4 = tf.cast(t1, x_split.dtype)
-    t5 = t4[..., None]
-    t6 = tf.shape(x_split, out_type=tf.int64)[-3]
-    t7 = tf.shape(x_split, out_type=tf.int64)[-2]
-    t8 = tf.shape(x_split, out_type=tf.int64)[-1]
-    t9 = sin_split * t3
-    t10 = cos_split * x_split + 2 * t5 * t9 - t9
+    t1 = tf.reverse(x_split, axis=[-2])
+    t2 = tf.range(tf.shape(x_split, out_type=tf.int64)[-2])
+    t3 = tf.cast(t2, x_split.dtype)
+    t4 = t3[..., None]
+    t5 = tf.shape(x_split, out_type=tf.int64)[-3]
+    t6 = tf.shape(x_split, out_type=tf.int64)[-2]
+    t7 = tf.shape(x_split, out_type=tf.int64)[-1]
+    t8 = sin_split * t1
+    t9 = cos_split * x_split + 2 * t4 * t8 - t8
     y = tf.reshape(
-        t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-3], tf.cast([t6, t7 * t8], tf.int64)], 0)
+        t9, tf.concat([tf.shape(t9, out_type=tf.int64)[:-3], tf.cast([t5, t6 * t7], tf.int64)], 0)
     )
     return y
 
@@ -817,12 +816,12 @@ def rotary_embedding_vjp(grad, x, cos, sin, y):
         grad_x[batch, i, c, d] = grad[batch, i, c, d] * cos[i, c, d]
             - grad[batch, i, 1 - c, d] * sin[i, 1 - c, d]
             + 2 * grad[batch, i, 1 - c, d] * (1 - c) * sin[i, 1 - c, d]
-            i.e. `tf.reshape(t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-3], ...`
+            i.e. `tf.reshape(t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-3], ...`
         grad_cos[i, c, d] = sum_batch grad[batch, i, c, d] * x[batch, i, c, d]
-            i.e. `tf.reshape(t13, [t8, t9 * t1])`
+            i.e. `tf.reshape(t12, [t7, t8 * t1])`
         grad_sin[i, c, d] = sum_batch (2 * grad[batch, i, c, d] * c * x[batch, i, 1 - c, d] -
             grad[batch, i, c, d] * x[batch, i, 1 - c, d])
-            i.e. `tf.reshape(t16 * (2 * t7 - 1), [t8, t9 * t1])`
+            i.e. `tf.reshape(t15 * (2 * t6 - 1), [t7, t8 * t1])`
     """
     t0 = 2
     x_split = tf.reshape(
@@ -838,26 +837,25 @@ def rotary_embedding_vjp(grad, x, cos, sin, y):
     grad = tf.reshape(
         grad, tf.concat([tf.shape(grad, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
     )
-    t2 = tf.range(tf.shape(x_split, out_type=tf.int64)[-2])
-    t3 = 1 - t2
-    t4 = _gather(sin_split, t3, -2)
-    t5 = _gather(grad, t3, -2)
-    t6 = tf.cast(t2, x_split.dtype)
-    t7 = t6[..., None]
-    t8 = tf.shape(x_split, out_type=tf.int64)[-3]
-    t9 = tf.shape(x_split, out_type=tf.int64)[-2]
-    t10 = t4 * t5
-    t11 = cos_split * grad + 2 * t10 * (1 - t7) - t10
+    t2 = tf.reverse(sin_split, axis=[-2])
+    t3 = tf.reverse(grad, axis=[-2])
+    t4 = tf.range(tf.shape(x_split, out_type=tf.int64)[-2])
+    t5 = tf.cast(t4, x_split.dtype)
+    t6 = t5[..., None]
+    t7 = tf.shape(x_split, out_type=tf.int64)[-3]
+    t8 = tf.shape(x_split, out_type=tf.int64)[-2]
+    t9 = t2 * t3
+    t10 = cos_split * grad + 2 * t9 * (1 - t6) - t9
     grad_x = tf.reshape(
-        t11, tf.concat([tf.shape(t11, out_type=tf.int64)[:-3], tf.cast([t8, t9 * t1], tf.int64)], 0)
+        t10, tf.concat([tf.shape(t10, out_type=tf.int64)[:-3], tf.cast([t7, t8 * t1], tf.int64)], 0)
     )
-    t12 = grad * x_split
-    t13 = tf.reduce_sum(t12, axis=tf.range(tf.rank(t12) - 3))
-    grad_cos = tf.reshape(t13, [t8, t9 * t1])
-    t14 = _gather(x_split, t3, -2)
-    t15 = grad * t14
-    t16 = tf.reduce_sum(t15, axis=tf.range(tf.rank(t15) - 3))
-    grad_sin = tf.reshape(t16 * (2 * t7 - 1), [t8, t9 * t1])
+    t11 = grad * x_split
+    t12 = tf.reduce_sum(t11, axis=tf.range(tf.rank(t11) - 3))
+    grad_cos = tf.reshape(t12, [t7, t8 * t1])
+    t13 = tf.reverse(x_split, axis=[-2])
+    t14 = grad * t13
+    t15 = tf.reduce_sum(t14, axis=tf.range(tf.rank(t14) - 3))
+    grad_sin = tf.reshape(t15 * (2 * t6 - 1), [t7, t8 * t1])
     return grad_x, grad_cos, grad_sin
 
 

@@ -17,7 +17,7 @@ if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_torch import (
         _attention_mask,
         _autograd_function,
-        _gather,
+        _flip,
         _maximum,
         _over,
         _sum_to_shape,
@@ -35,7 +35,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     from _symgrad_torch import (
         _attention_mask,
         _autograd_function,
-        _gather,
+        _flip,
         _maximum,
         _over,
         _sum_to_shape,
@@ -462,12 +462,7 @@ def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
     t0 = q.shape[-1]
     t1 = q @ torch.swapaxes(k, -1, -2)
     scores = mask + t1 * float(1 / np.sqrt(t0))
-    ext1 = torch.amax(scores, axis=-1)
-    t2 = ext1[..., None]
-    t3 = torch.exp(scores - t2)
-    sum1 = torch.sum(t3, axis=-1)
-    t4 = sum1[..., None]
-    weights = t3 / t4
+    weights = torch.softmax(scores, -1)
     output = weights @ v
     if return_stages:  # for scaled_dot_product_attention_vjp(..., **stages): not computed again
         return output, {"weights": weights}
@@ -852,17 +847,16 @@ def rotary_embedding_forward(x, cos, sin):
     x_split = torch.reshape(x, x.shape[:-1] + (t0, -1))
     cos_split = torch.reshape(cos, cos.shape[:-1] + (t0, -1))
     sin_split = torch.reshape(sin, sin.shape[:-1] + (t0, -1))
-    t1 = torch.arange(x_split.shape[-2])
-    t2 = 1 - t1
-    t3 = _gather(x_split, t2, -2)
-    t4 = torch.asarray(t1, dtype=x_split.dtype)
-    t5 = t4[..., None]
-    t6 = x_split.shape[-3]
-    t7 = x_split.shape[-2]
-    t8 = x_split.shape[-1]
-    t9 = sin_split * t3
-    t10 = cos_split * x_split + 2 * t5 * t9 - t9
-    y = torch.reshape(t10, t10.shape[:-3] + (t6, t7 * t8))
+    t1 = _flip(x_split, -2)
+    t2 = torch.arange(x_split.shape[-2])
+    t3 = torch.asarray(t2, dtype=x_split.dtype)
+    t4 = t3[..., None]
+    t5 = x_split.shape[-3]
+    t6 = x_split.shape[-2]
+    t7 = x_split.shape[-1]
+    t8 = sin_split * t1
+    t9 = cos_split * x_split + 2 * t4 * t8 - t8
+    y = torch.reshape(t9, t9.shape[:-3] + (t5, t6 * t7))
     return y
 
 
@@ -873,12 +867,12 @@ def rotary_embedding_vjp(grad, x, cos, sin, *, y=None, needs_grad=(True, True, T
         grad_x[batch, i, c, d] = grad[batch, i, c, d] * cos[i, c, d]
             - grad[batch, i, 1 - c, d] * sin[i, 1 - c, d]
             + 2 * grad[batch, i, 1 - c, d] * (1 - c) * sin[i, 1 - c, d]
-            i.e. `torch.reshape(t11, t11.shape[:-3] + (t8, t9 * t1))`
+            i.e. `torch.reshape(t10, t10.shape[:-3] + (t7, t8 * t1))`
         grad_cos[i, c, d] = sum_batch grad[batch, i, c, d] * x[batch, i, c, d]
-            i.e. `torch.reshape(t13, (t8, t9 * t1))`
+            i.e. `torch.reshape(t12, (t7, t8 * t1))`
         grad_sin[i, c, d] = sum_batch (2 * grad[batch, i, c, d] * c * x[batch, i, 1 - c, d] -
             grad[batch, i, c, d] * x[batch, i, 1 - c, d])
-            i.e. `torch.reshape(t16 * (2 * t7 - 1), (t8, t9 * t1))`
+            i.e. `torch.reshape(t15 * (2 * t6 - 1), (t7, t8 * t1))`
     """
     grad_x = grad_cos = grad_sin = None
     t0 = 2
@@ -888,30 +882,28 @@ def rotary_embedding_vjp(grad, x, cos, sin, *, y=None, needs_grad=(True, True, T
         sin_split = torch.reshape(sin, sin.shape[:-1] + (t0, -1))
     t1 = x_split.shape[-1]
     grad = torch.reshape(grad, grad.shape[:-1] + (-1, t1))
-    if needs_grad[0] or needs_grad[2]:
-        t2 = torch.arange(x_split.shape[-2])
-        t3 = 1 - t2
     if needs_grad[0]:
-        t4 = _gather(sin_split, t3, -2)
-        t5 = _gather(grad, t3, -2)
+        t2 = _flip(sin_split, -2)
+        t3 = _flip(grad, -2)
     if needs_grad[0] or needs_grad[2]:
-        t6 = torch.asarray(t2, dtype=x_split.dtype)
-        t7 = t6[..., None]
-    t8 = x_split.shape[-3]
-    t9 = x_split.shape[-2]
+        t4 = torch.arange(x_split.shape[-2])
+        t5 = torch.asarray(t4, dtype=x_split.dtype)
+        t6 = t5[..., None]
+    t7 = x_split.shape[-3]
+    t8 = x_split.shape[-2]
     if needs_grad[0]:
-        t10 = t4 * t5
-        t11 = cos_split * grad + 2 * t10 * (1 - t7) - t10
-        grad_x = torch.reshape(t11, t11.shape[:-3] + (t8, t9 * t1))
+        t9 = t2 * t3
+        t10 = cos_split * grad + 2 * t9 * (1 - t6) - t9
+        grad_x = torch.reshape(t10, t10.shape[:-3] + (t7, t8 * t1))
     if needs_grad[1]:
-        t12 = grad * x_split
-        t13 = _over(torch.sum, t12, tuple(range(t12.ndim - 3)))
-        grad_cos = torch.reshape(t13, (t8, t9 * t1))
+        t11 = grad * x_split
+        t12 = _over(torch.sum, t11, tuple(range(t11.ndim - 3)))
+        grad_cos = torch.reshape(t12, (t7, t8 * t1))
     if needs_grad[2]:
-        t14 = _gather(x_split, t3, -2)
-        t15 = grad * t14
-        t16 = _over(torch.sum, t15, tuple(range(t15.ndim - 3)))
-        grad_sin = torch.reshape(t16 * (2 * t7 - 1), (t8, t9 * t1))
+        t13 = _flip(x_split, -2)
+        t14 = grad * t13
+        t15 = _over(torch.sum, t14, tuple(range(t14.ndim - 3)))
+        grad_sin = torch.reshape(t15 * (2 * t6 - 1), (t7, t8 * t1))
     return grad_x, grad_cos, grad_sin
 
 

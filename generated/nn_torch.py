@@ -53,12 +53,7 @@ def softmax(logits):
 
 def softmax_forward(logits):
     """Softmax's formula."""
-    ext1 = torch.amax(logits, axis=-1)
-    t0 = ext1[..., None]
-    t1 = torch.exp(logits - t0)
-    sum1 = torch.sum(t1, axis=-1)
-    t2 = sum1[..., None]
-    softmax = t1 / t2
+    softmax = torch.softmax(logits, -1)
     return softmax
 
 
@@ -90,11 +85,7 @@ def log_softmax(logits):
 
 def log_softmax_forward(logits):
     """LogSoftmax's formula."""
-    ext1 = torch.amax(logits, axis=-1)
-    t0 = ext1[..., None]
-    sum1 = torch.sum(torch.exp(logits - t0), axis=-1)
-    t1 = sum1[..., None]
-    logsoftmax = logits - t0 - torch.log(t1)
+    logsoftmax = torch.log_softmax(logits, -1)
     return logsoftmax
 
 

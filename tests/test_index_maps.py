@@ -108,3 +108,24 @@ def test_two_indices_in_one_subscript(module, c_i, c_j, offset, x_size, rows, co
             expected[p] += upstream[i, j] * 2 * x[p]
     (grad_x,) = module.two_index_map_grad(upstream, x, **attrs)
     np.testing.assert_allclose(grad_x, expected, atol=1e-12)
+
+
+def test_a_whole_axis_read_backwards_is_a_flip_in_every_target(module):
+    """`x[b, N - 1 - i]` over the whole axis is the framework's flip (no positions gathered)
+    and its gradient flips back; `x[1 - i]` over two entries of a longer axis stays a gather."""
+    rng = np.random.default_rng(3)
+    x, w, upstream = rng.normal(size=(3, 5)), rng.normal(size=5), rng.normal(size=(3, 5))
+    np.testing.assert_allclose(module.reversed_rows(x, w), x[:, ::-1] * w)
+    forward = lambda x, w: x[:, ::-1] * w
+    expected = brute_vjp(forward, {"x": x, "w": w}, upstream)
+    for got, name in zip(module.reversed_rows_grad(upstream, x, w), ("x", "w")):
+        np.testing.assert_allclose(got, expected[name], rtol=1e-12)
+    folder = derived_folder(MAPS)
+    flips = {"numpy": "np.flip(", "tf": "tf.reverse(", "jax": "jnp.flip(", "torch": "_flip("}
+    for suffix, flip in flips.items():
+        text = (folder / f"affine_maps_{suffix}.py").read_text()  # the op's functions, up to the next op's
+        reversed_code = text[text.index("def reversed_rows(") : text.index("def first_two_swapped(")]
+        assert flip in reversed_code and "_gather(" not in reversed_code, (suffix, reversed_code)
+    swapped = import_path(folder / "affine_maps_numpy.py", "_symgrad_affine_maps_numpy_2")
+    np.testing.assert_allclose(swapped.first_two_swapped(np.arange(4.0)), [1.0, 0.0])
+    assert "_gather(" in (folder / "affine_maps_numpy.py").read_text().split("def first_two_swapped")[1]

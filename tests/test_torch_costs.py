@@ -112,9 +112,12 @@ def row_log_weights():
 
 
 def test_a_softmax_gradient_is_pytorchs_kernel_by_its_form(torch, tmp_path):
-    """A softmax and a log-softmax declared under other names: their derived backward is one
-    `_softmax_backward_data` (`_log_softmax_backward_data`) call, no reduction of its own,
-    and equals autograd's of `torch.softmax` (`log_softmax`), twice differentiated too."""
+    """A softmax and a log-softmax declared under other names: their forward is one
+    `torch.softmax` (`log_softmax`) call, their derived backward one `_softmax_backward_data`
+    (`_log_softmax_backward_data`) call, no reduction of its own, and both equal autograd's of
+    `torch.softmax` (`log_softmax`), twice differentiated too."""
+    import inspect
+
     from symgrad.generate import generate
     from symgrad.runtime_module import import_generated
 
@@ -122,6 +125,10 @@ def test_a_softmax_gradient_is_pytorchs_kernel_by_its_form(torch, tmp_path):
     for name, text in generate([tmp_path / "weights.py"], ("numpy", "torch")).items():
         (tmp_path / name).write_text(text)
     module = import_generated(tmp_path / "weights_torch.py", "_row_weights_torch")
+    for forward, call in ((module.row_weights_forward, "torch.softmax(x, -1)"),
+                          (module.row_log_weights_forward, "torch.log_softmax(x, -1)")):
+        source = inspect.getsource(forward)  # the forward too: one kernel, not max, exp, sum, divide
+        assert call in source and "amax" not in source and "exp" not in source, source
     for op, stock, kernel in ((module.row_weights, torch.softmax, "_softmax_backward_data"),
                               (module.row_log_weights, torch.log_softmax, "_log_softmax_backward_data")):
         x = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)

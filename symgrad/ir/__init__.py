@@ -24,12 +24,14 @@ from symgrad.ir.arrays import (
     Einsum,
     Elementwise,
     Expand,
+    Flip,
     Eye,
     FusedCall,
     Iota,
     MatMul,
     Reduce,
     Scan,
+    Softmax,
     SoftmaxBackward,
     Squeeze,
     Stack,
@@ -58,9 +60,9 @@ from symgrad.ir.values import Value, names_in, reads
 
 __all__ = [
     "Arange", "AsTuple", "AsValues", "Assign", "Branch", "BroadcastTo", "BroadcastToShape", "Conj", "Constant", "Convention", "Convolution",
-    "DiagPart", "DimSize", "Einsum", "Elementwise", "Expand", "Eye", "Formula", "Function", "FusedCall", "Gather",
+    "DiagPart", "DimSize", "Einsum", "Elementwise", "Expand", "Eye", "Flip", "Formula", "Function", "FusedCall", "Gather",
     "IndexArith", "IntArray", "IntSize", "Iota", "Length", "LinearSecondOrder", "MatMul", "MaxPoolBackprop",
     "MergeAxes", "NegativeAxes", "NegativeAxis", "OpCode", "Rank", "Recompute", "Reduce", "Requested", "Scan", "ScatterAdd",
-    "SoftmaxBackward", "SplitAxis", "Squeeze", "Stack", "SumToShape", "Transpose", "Unset", "Value", "ZerosLike", "axis_size", "names_in", "reads",
+    "Softmax", "SoftmaxBackward", "SplitAxis", "Squeeze", "Stack", "SumToShape", "Transpose", "Unset", "Value", "ZerosLike", "axis_size", "names_in", "reads",
     "statements",
 ]

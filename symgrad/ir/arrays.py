@@ -17,6 +17,20 @@ class Elementwise:
 
 
 @dataclass(frozen=True)
+class Softmax:
+    """A softmax (or log-softmax) of `x` along `axis`, its row maximum subtracted: one kernel
+    where a framework has it (`torch.softmax`). Softmax: `exp(x - max) / sum(exp(x - max))`;
+    log-softmax: `x - max - log(sum(exp(x - max)))`."""
+
+    x: str
+    axis: int  # negative: counted from the last
+    log: bool = False
+
+    def __str__(self) -> str:
+        return f"{'log_' if self.log else ''}softmax({self.x}, axis={self.axis})"
+
+
+@dataclass(frozen=True)
 class SoftmaxBackward:
     """The gradient of a softmax (or log-softmax) along `axis`, given its output: one kernel
     where a framework has it (PyTorch's `_softmax_backward_data`). Softmax:
@@ -93,6 +107,18 @@ class Reduce:
     def __str__(self) -> str:
         batch = f", leading axes before the last {self.batch_before}" if self.batch_before is not None else ""
         return f"reduce_{self.kind}({self.x}, axes={self.axes}{', keepdims' if self.keepdims else ''}{batch})"
+
+
+@dataclass(frozen=True)
+class Flip:
+    """`x` read backwards along `axis` (negative): a whole axis read at `size - 1 - i`, as
+    rotate-half reads its two halves; a view or one copy, where a gather reads positions."""
+
+    x: str
+    axis: int
+
+    def __str__(self) -> str:
+        return f"flip({self.x}, axis={self.axis})"
 
 
 @dataclass(frozen=True)

@@ -8,15 +8,15 @@ from typing import Union
 
 import sympy as sp
 
-from symgrad.ir.arrays import BroadcastTo, BroadcastToShape, Conj, Constant, DiagPart, Einsum, Elementwise, Expand, Eye, FusedCall, Iota, MatMul, Reduce, Scan, SoftmaxBackward, Squeeze, Stack, SumToShape, Transpose, ZerosLike
+from symgrad.ir.arrays import BroadcastTo, BroadcastToShape, Conj, Constant, DiagPart, Einsum, Elementwise, Expand, Eye, Flip, FusedCall, Iota, MatMul, Reduce, Scan, Softmax, SoftmaxBackward, Squeeze, Stack, SumToShape, Transpose, ZerosLike
 from symgrad.ir.kernels import Convolution, Gather, MaxPoolBackprop, ScatterAdd
 from symgrad.ir.shapes import Arange, AsTuple, DimSize, IndexArith, IntArray, IntSize, Length, MergeAxes, NegativeAxes, NegativeAxis, Rank, SplitAxis
 
 Value = Union[
-    Elementwise, FusedCall, Conj, MatMul, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
+    Elementwise, FusedCall, Conj, MatMul, Flip, Einsum, Reduce, Transpose, SumToShape, ZerosLike, Expand,
     BroadcastTo, BroadcastToShape, Scan, Squeeze, DimSize, Eye, DiagPart, NegativeAxis, Constant, Iota,
     IntSize, IndexArith, Arange, Gather, ScatterAdd, Rank, NegativeAxes, AsTuple, IntArray,
-    MergeAxes, SplitAxis, Length, Stack, Convolution, MaxPoolBackprop, SoftmaxBackward,
+    MergeAxes, SplitAxis, Length, Stack, Convolution, MaxPoolBackprop, Softmax, SoftmaxBackward,
 ]
 
 

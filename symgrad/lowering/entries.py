@@ -8,7 +8,7 @@ import sympy as sp
 
 from symgrad.declare import BATCH
 from symgrad.functions import at_position, exact_div, read_outside
-from symgrad.ir import DiagPart, Gather, IndexArith, IntArray, IntSize, MergeAxes, Squeeze, Transpose, Value
+from symgrad.ir import DiagPart, Flip, Gather, IndexArith, IntArray, IntSize, MergeAxes, Squeeze, Transpose, Value
 from symgrad.lowering.matmul import as_einsum
 from symgrad.lowering.symbols import free_indices, is_index, is_map, map_indices, spans_axis
 
@@ -19,7 +19,7 @@ def aligned_entry(lowering, entry: sp.Indexed, axes, fill=0) -> sp.Expr:
     narrowed = _off_axis(lowering, idx, shape)
     idx = _kept_axes_aligned(idx, axes)
     if narrowed or any(is_map(i) for i in idx):
-        name, idx = gathered(lowering, name, idx, axes, fill, narrowed)
+        name, idx = gathered(lowering, name, idx, axes, fill, narrowed, shape)
     if len(set(idx)) < len(idx):  # a diagonal: x[..., i, i]
         name, idx = _diagonal(lowering, name, idx)
     kept = [n - len(idx) for n, i in enumerate(idx) if not isinstance(i, sp.Symbol)]
@@ -69,19 +69,23 @@ def _off_axis(lowering, idx: tuple, shape) -> frozenset:
     return frozenset(found)
 
 
-def gathered(lowering, name: str, idx: tuple, axes: tuple, fill=0, off_axis=frozenset()) -> tuple[str, tuple]:
+def gathered(lowering, name: str, idx: tuple, axes: tuple, fill=0, off_axis=frozenset(), shape=None) -> tuple[str, tuple]:
     """Read each mapped subscript (`i*s + k - p`, `indices[i]`, a plain index off its
     axis) with a gather, last axis first: (variable, plain indices), the map's indices in
-    place of each mapped axis."""
-    key = ("gather", name, idx, axes, fill, off_axis)
-    return lowering.once(key, lambda: _gathered_once(lowering, name, idx, axes, fill, off_axis))
+    place of each mapped axis; a whole axis read backwards (`x[N - 1 - i]`, where `shape`
+    says the axis has N entries) with a flip."""
+    key = ("gather", name, idx, axes, fill, off_axis, shape)
+    return lowering.once(key, lambda: _gathered_once(lowering, name, idx, axes, fill, off_axis, shape))
 
 
-def _gathered_once(lowering, name: str, idx: tuple, axes: tuple, fill, off_axis) -> tuple[str, tuple]:
+def _gathered_once(lowering, name: str, idx: tuple, axes: tuple, fill, off_axis, shape) -> tuple[str, tuple]:
     result = list(idx)
     n = len(idx) - 1
     while n >= 0:
-        if is_map(idx[n]) or n in off_axis:
+        backwards = _read_backwards(lowering, idx[n], shape[n] if shape is not None else None)
+        if backwards is not None and n not in off_axis:
+            name, result[n] = lowering.temp(Flip(name, n - len(result))), backwards
+        elif is_map(idx[n]) or n in off_axis:
             group = map_indices(idx[n], axes)
             joint = _joint_start(idx, n, group, axes, off_axis)
             first, last = (joint, n)
@@ -99,6 +103,20 @@ def _gathered_once(lowering, name: str, idx: tuple, axes: tuple, fill, off_axis)
             n = first
         n -= 1
     return name, tuple(result)
+
+
+def _read_backwards(lowering, subscript, size):
+    """The index `i` where `subscript` is `size - 1 - i` and `i` runs over the whole axis of
+    `size` entries (the axis read backwards), else None."""
+    if size is None or not is_map(subscript):
+        return None
+    indices = [s for s in free_indices(subscript) if s in lowering.ranges]
+    if len(indices) != 1 or subscript.has(sp.Indexed):
+        return None
+    (i,) = indices
+    if not spans_axis(i, size, lowering.ranges) or sp.expand(subscript - (size - 1 - i)) != 0:
+        return None
+    return i
 
 
 def _carried_block(result: list, first: int, last: int, group: tuple, axes: tuple) -> tuple[int, int]:

@@ -77,7 +77,7 @@ def with_pointwise_kernels(op: ir.OpCode) -> ir.OpCode:
 
 
 def _function_with_kernels(function: ir.Function) -> ir.Function:
-    kept = set(r for r in function.results if r)
+    kept = {r for r in function.results if r}
     branches = tuple(dataclasses.replace(b, body=_body_with_kernels(b.body, kept),
                                          guarded_body=b.guarded_body and _body_with_kernels(b.guarded_body, kept))
                      for b in function.branches)
@@ -93,7 +93,7 @@ def _body_with_kernels(body: tuple, kept: set) -> tuple:
         expr = _elementwise(statement)
         found = None if expr is None else _kernel_form(expr, definitions)
         if found is not None:
-            statement, expr, changed = _with_elementwise(statement, found), found, True
+            statement, changed = _with_elementwise(statement, found), True
         if isinstance(statement, ir.Assign) and isinstance(statement.value, ir.Elementwise) \
                 and assigned.count(statement.target) == 1:
             definitions[statement.target] = statement.value.expr

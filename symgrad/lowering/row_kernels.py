@@ -1,6 +1,9 @@
-"""A framework's row kernels where a gradient computes exactly what one does: a softmax's
+"""A framework's row kernels where a function computes exactly what one does: a softmax's
 gradient `y * (g - sum(g * y, axis))`, a log-softmax's `g - exp(y) * sum(g, axis)`, each one
-`SoftmaxBackward` (PyTorch's `_softmax_backward_data`, one pass over the rows instead of four).
+`SoftmaxBackward` (PyTorch's `_softmax_backward_data`, one pass over the rows instead of four);
+a softmax `exp(x - m) / sum(exp(x - m))` with `m = max(x)` (a log-softmax
+`x - m - log(sum(exp(x - m)))`), one `Softmax` (`torch.softmax`, one pass instead of five),
+where nothing else reads its maximum, exponentials or sum.
 
 Found by the form of the statements, never by the op's name: a reduction kept for broadcasting,
 read by one elementwise statement alone, whose expression is the kernel's formula over the
@@ -18,12 +21,99 @@ from symgrad import ir
 from symgrad.lowering.requested import names_read
 
 
-def with_row_kernels(function: ir.Function) -> ir.Function:
-    """`function` with each softmax or log-softmax gradient found in a branch one `SoftmaxBackward`."""
-    branches = tuple(dataclasses.replace(b, body=_body_with_kernels(b.body),
-                                         guarded_body=b.guarded_body and _body_with_kernels(b.guarded_body))
+def with_row_kernels(function: ir.Function, kept: tuple = ()) -> ir.Function:
+    """`function` with each softmax or log-softmax, and each one's gradient, found in a branch
+    one `Softmax` (`SoftmaxBackward`); `kept`: what the function returns besides its results
+    (a forward's stages), whose computation stays."""
+    kept = set(kept) | {r for r in function.results if r}
+    with_kernels = lambda body: _body_with_softmaxes(_body_with_kernels(body), kept)
+    branches = tuple(dataclasses.replace(b, body=with_kernels(b.body),
+                                         guarded_body=b.guarded_body and with_kernels(b.guarded_body))
                      for b in function.branches)
     return dataclasses.replace(function, branches=branches)
+
+
+def _body_with_softmaxes(body: tuple, kept: set) -> tuple:
+    """`body` with each softmax (log-softmax) it computes whole one `Softmax`, the statements
+    only it read gone."""
+    by_target = {s.target: s for s in body if isinstance(s, ir.Assign)}
+    for n, statement in enumerate(body):
+        found = _softmax(statement, by_target) if isinstance(statement, ir.Assign) else None
+        if found is None:
+            continue
+        kernel, inner = found
+        others = [s for s in body if s is not statement and getattr(s, "target", None) not in inner]
+        if any(names_read(s) & inner for s in others) or inner & kept:
+            continue
+        body = tuple(s for s in body if getattr(s, "target", None) not in inner)
+        return _body_with_softmaxes(tuple(ir.Assign(s.target, kernel) if s is statement else s for s in body), kept)
+    return body
+
+
+def _softmax(statement: ir.Assign, by_target: dict):
+    """(the `Softmax` `statement` computes, the names of the statements it reads for it), where
+    its value is a softmax (log-softmax) of one variable along one axis, else None."""
+    if not isinstance(statement.value, ir.Elementwise):
+        return None
+    expr = statement.value.expr
+    for total_view in expr.free_symbols:
+        total = _expanded_reduction(str(total_view), "sum", by_target)
+        if total is None:
+            continue
+        axis, summand, total_name = total
+        if summand.func == sp.exp:  # a log-softmax's sum(exp(x - m)), inline
+            exponential, via = summand, set()
+        elif summand.is_Symbol:  # a softmax's sum(e), e = exp(x - m) its numerator
+            exponential, via = _elementwise_value(str(summand), by_target), {str(summand)}
+        else:
+            continue
+        found = exponential is not None and _shifted_by_maximum(exponential, axis, by_target)
+        if not found:
+            continue
+        x, maximum_view, inner = found
+        inner |= via | {str(total_view), total_name}
+        if summand.is_Symbol and expr == summand / total_view:
+            return ir.Softmax(str(x), axis), inner
+        if not summand.is_Symbol and sp.expand(expr - (x - maximum_view - sp.log(total_view))) == 0:
+            return ir.Softmax(str(x), axis, log=True), inner
+    return None
+
+
+def _expanded_reduction(name: str, kind: str, by_target: dict):
+    """(axis, the summand, the reduction's name) where `name` is the reduction `kind` of an
+    elementwise value over one axis, expanded back along it; else None."""
+    view = by_target.get(name)
+    if view is None or not isinstance(view.value, ir.Expand):
+        return None
+    reduced = by_target.get(view.value.x)
+    value = reduced.value if reduced is not None else None
+    if not (isinstance(value, ir.Reduce) and value.kind == kind and len(value.axes) == 1 and not value.keepdims
+            and value.batch_before is None and isinstance(value.x, ir.Elementwise)):
+        return None
+    axis = value.axes[0]
+    if axis >= 0 or view.value.subscript != ("None",) + (":",) * (-axis - 1):
+        return None
+    return axis, value.x.expr, view.value.x
+
+
+def _elementwise_value(name: str, by_target: dict):
+    statement = by_target.get(name)
+    return statement.value.expr if statement is not None and isinstance(statement.value, ir.Elementwise) else None
+
+
+def _shifted_by_maximum(exponential: sp.Expr, axis: int, by_target: dict):
+    """(x, the maximum's view, the names read for it) where `exponential` is
+    `exp(x - max(x, axis))` of one variable x, else None."""
+    if exponential.func != sp.exp:
+        return None
+    for view in exponential.args[0].free_symbols:
+        maximum = _expanded_reduction(str(view), "max", by_target)
+        if maximum is None or maximum[0] != axis or not maximum[1].is_Symbol:
+            continue
+        x = maximum[1]
+        if sp.expand(exponential.args[0] - (x - view)) == 0:
+            return x, view, {str(view), maximum[2]}
+    return None
 
 
 def _body_with_kernels(body: tuple) -> tuple:

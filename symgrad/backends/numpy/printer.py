@@ -249,6 +249,9 @@ class NumpyPrinter(ArrayCodeMixin, SciPyPrinter):
         fill = f", fill={self._print(value.fill)}" if value.fill != 0 else ""
         return f"_gather({value.x}, {value.positions}, {value.axis}{fill})"
 
+    def _print_Flip(self, value: ir.Flip):  # the axis positional: torch's is named `dims`
+        return f"{self._module_format('numpy.flip')}({value.x}, ({value.axis},))"
+
     def _print_ScatterAdd(self, value: ir.ScatterAdd):
         if value.kind in ("max", "min"):  # a segment's maximum or minimum
             return f'_scatter_extremum({value.values}, {value.positions}, {value.trailing}, {value.size}, "{value.kind}")'

@@ -204,6 +204,9 @@ class TensorflowPrinter(TensorflowFunctions, ArrayCodeMixin, PythonCodePrinter):
         int64 = self._module_format("tensorflow.int64")
         return f"{self._module_format('tensorflow.range')}({self._module_format('tensorflow.cast')}({value.n}, {int64}))"
 
+    def _print_Flip(self, value: ir.Flip):
+        return f"{self._module_format('tensorflow.reverse')}({value.x}, axis=[{value.axis}])"
+
     def _print_Gather(self, value: ir.Gather):
         fill = f", fill={self._print(value.fill)}" if value.fill != 0 else ""
         return f"_gather({value.x}, {value.positions}, {value.axis}{fill})"

@@ -5,6 +5,7 @@ the module, each named in it with the reason (`UNAVAILABLE`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from symgrad import ir
@@ -14,6 +15,7 @@ from symgrad.backends.torch.verify import TorchGradient, TorchSecondOrder
 from symgrad.errors import LoweringError
 from symgrad.lowering.pointwise_kernels import with_pointwise_kernels
 from symgrad.lowering.requested import reads_by_result
+from symgrad.lowering.row_kernels import with_row_kernels
 from symgrad.render import (
     attr_params,
     common_context,
@@ -55,7 +57,7 @@ def unavailable_reason(op) -> str | None:
 
 
 def _op(op: ir.OpCode, printer) -> dict:
-    op = op if op.complex_ok else with_pointwise_kernels(op)  # a real op's GELU as F.gelu
+    op = op if op.complex_ok else _with_kernels(op)
     forward = f"{op.func_name}_forward"
     shapes, by_input = shapes_only(op), reads_by_input(op)
     return {
@@ -69,6 +71,14 @@ def _op(op: ir.OpCode, printer) -> dict:
         "autograd_call": _autograd_call(op, forward, shapes, by_input),
         "saved": _saved_text(op, shapes, by_input or {}),
     }
+
+
+def _with_kernels(op: ir.OpCode) -> ir.OpCode:
+    """A real op with PyTorch's fused kernels where its functions compute what one does (found
+    by form): GELU as `F.gelu` and `gelu_backward`, a forward's softmax as `torch.softmax`
+    (the gradient's row kernels are the renderer's, `render.gradient_function`)."""
+    op = with_pointwise_kernels(op)
+    return dataclasses.replace(op, forward=with_row_kernels(op.forward, kept=op.stages))
 
 
 def _saved_text(op: ir.OpCode, shapes: list[str], by_input: dict) -> str:

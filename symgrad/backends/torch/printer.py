@@ -119,6 +119,12 @@ class TorchPrinter(NamesakePrinter):
     def _print_Einsum(self, value: ir.Einsum):
         return f'{self._module_format("numpy.einsum")}("{value.spec}", {", ".join(value.operands)})'
 
+    def _print_Flip(self, value: ir.Flip):
+        return f"_flip({value.x}, {value.axis})"
+
+    def _print_Softmax(self, value: ir.Softmax):
+        return f"torch.{'log_softmax' if value.log else 'softmax'}({value.x}, {value.axis})"
+
     def _print_SoftmaxBackward(self, value: ir.SoftmaxBackward):
         kernel = "_log_softmax_backward_data" if value.log else "_softmax_backward_data"
         return f"torch.{kernel}({value.grad}, {value.output}, {value.axis}, {value.output}.dtype)"
