@@ -39,6 +39,14 @@ class ArrayCodeMixin:
         self._not_supported.add(expr)
         return f"<{type(expr).__name__}>"
 
+    def _print_Softmax(self, value: ir.Softmax):
+        """As its formula: the row maximum kept for broadcasting and subtracted, exp of that
+        over its row sum (a log-softmax: the shifted row minus the log of the sum)."""
+        x = sp.Symbol(value.x)
+        top = sp.Symbol(self._print(ir.Reduce("max", ir.Elementwise(x), (value.axis,), True)))
+        total = sp.Symbol(self._print(ir.Reduce("sum", ir.Elementwise(sp.exp(x - top)), (value.axis,), True)))
+        return self._print(x - top - sp.log(total) if value.log else sp.exp(x - top) / total)
+
     def _print_SoftmaxBackward(self, value: ir.SoftmaxBackward):
         """As its formula: a row sum kept for broadcasting, then one elementwise expression."""
         grad, output = sp.Symbol(value.grad), sp.Symbol(value.output)

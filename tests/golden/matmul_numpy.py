@@ -24,7 +24,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
 
 
 def matmul(a, b, *, transpose_a=False, transpose_b=False):
-    """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:11)."""
+    """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:17)."""
     if not transpose_a and not transpose_b:
         product = a @ b
     elif not transpose_a and transpose_b:
@@ -123,7 +123,7 @@ def matmul_grad_grad(
 
 
 def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
-    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:21)."""
+    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:27)."""
     if not transpose_a and not transpose_b:
         product = a @ b
     elif not transpose_a and transpose_b:

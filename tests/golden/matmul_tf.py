@@ -35,7 +35,7 @@ REGISTERED = {}
 
 
 def matmul(a, b, *, transpose_a=False, transpose_b=False):
-    """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:11), with its derived gradient matmul_vjp."""
+    """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:17), with its derived gradient matmul_vjp."""
     return _matmul_custom_gradient(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
@@ -123,7 +123,7 @@ REGISTERED["MatMul"] = _register("MatMul", matmul_grad)
 
 
 def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
-    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:21), with its derived gradient sparse_mat_mul_vjp."""
+    """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:27), with its derived gradient sparse_mat_mul_vjp."""
     return _sparse_mat_mul_custom_gradient(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
