@@ -471,60 +471,60 @@ def _conv_weight(f, rank, groups=1):
     return torch.permute(f, (rank + 1, rank, *range(rank)))
 
 
-def _conv_backprop_input(g, f, strides, dilations, pads, sizes):
-    """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), o] * f[*k, c, o], k, o)`, where s divides:
-    the convolution's input gradient over the span its windows read, then unspanned."""
-    rank, dtype = len(strides), torch.promote_types(g.dtype, f.dtype)
-    spans = _conv_spans(strides, dilations, tuple(g.shape[1:-1]), f.shape[:rank])
-    spanned = g.new_zeros((g.shape[0], *spans, f.shape[-2]), dtype=dtype)
-    grad, _ = _conv_grads(
-        g.to(dtype), spanned, _conv_weight(f.to(dtype), rank), strides, dilations, 1, (True, False)
-    )
+def _input_gradient(g, weight, channels, groups, strides, dilations, pads, sizes):
+    """The gradient of a convolution's channels-last input (spatial `sizes`, `channels`) at the
+    channels-last `g`: taken over the span its windows read, then unspanned."""
+    spans = _conv_spans(strides, dilations, tuple(g.shape[1:-1]), weight.shape[2:])
+    spanned = g.new_zeros((g.shape[0], *spans, channels))
+    grad, _ = _conv_grads(g, spanned, weight, strides, dilations, groups, (True, False))
     return _window_unspan(grad, pads, sizes)
+
+
+def _filter_gradient(x, g, weight_shape, groups, strides, dilations, pads):
+    """The gradient of a convolution's `[o, c / groups, *k]` weight (of `weight_shape`) at the
+    channels-last `g`, laid out channels last, `[*k, c / groups, o]`."""
+    rank = len(strides)
+    spanned = _window_span(
+        x, pads, _conv_spans(strides, dilations, tuple(g.shape[1:-1]), weight_shape[2:])
+    )
+    _, grad = _conv_grads(
+        g, spanned, g.new_zeros(weight_shape), strides, dilations, groups, (False, True)
+    )
+    return torch.permute(grad, (*range(2, rank + 2), 1, 0))
+
+
+def _conv_backprop_input(g, f, strides, dilations, pads, sizes):
+    """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), o] * f[*k, c, o], k, o)`, where s divides."""
+    dtype = torch.promote_types(g.dtype, f.dtype)
+    weight = _conv_weight(f.to(dtype), len(strides))
+    return _input_gradient(g.to(dtype), weight, f.shape[-2], 1, strides, dilations, pads, sizes)
 
 
 def _conv_backprop_filter(x, g, strides, dilations, pads, sizes):
     """`df[*k, c, o] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, o], n, u)`."""
-    rank, dtype = len(strides), torch.promote_types(x.dtype, g.dtype)
-    spanned = _window_span(
-        x, pads, _conv_spans(strides, dilations, tuple(g.shape[1:-1]), sizes)
-    ).to(dtype)
-    weight = g.new_zeros((g.shape[-1], x.shape[-1], *sizes), dtype=dtype)
-    _, grad = _conv_grads(g.to(dtype), spanned, weight, strides, dilations, 1, (False, True))
-    return torch.permute(grad, (*range(2, rank + 2), 1, 0))
+    dtype = torch.promote_types(x.dtype, g.dtype)
+    return _filter_gradient(
+        x.to(dtype), g.to(dtype), (g.shape[-1], x.shape[-1], *sizes), 1, strides, dilations, pads
+    )
 
 
 def _depthwise_conv_backprop_input(g, f, strides, dilations, pads, sizes):
-    """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), c, m] * f[*k, c, m], k, m)`, where s divides."""
-    rank, dtype, channels = len(strides), torch.promote_types(g.dtype, f.dtype), f.shape[-2]
-    spans = _conv_spans(strides, dilations, tuple(g.shape[1:-2]), f.shape[:rank])
-    spanned = g.new_zeros((g.shape[0], *spans, channels), dtype=dtype)
+    """`dx[n, *h, c] = sum(g[n, *((h + p - k*d) / s), c, m] * f[*k, c, m], k, m)`, where s divides:
+    a convolution of one group per channel, `g`'s channel pair one axis."""
+    dtype, channels = torch.promote_types(g.dtype, f.dtype), f.shape[-2]
     flat = torch.reshape(g, tuple(g.shape[:-2]) + (-1,)).to(dtype)
-    grad, _ = _conv_grads(
-        flat,
-        spanned,
-        _conv_weight(f.to(dtype), rank, channels),
-        strides,
-        dilations,
-        channels,
-        (True, False),
-    )
-    return _window_unspan(grad, pads, sizes)
+    weight = _conv_weight(f.to(dtype), len(strides), channels)
+    return _input_gradient(flat, weight, channels, channels, strides, dilations, pads, sizes)
 
 
 def _depthwise_conv_backprop_filter(x, g, strides, dilations, pads, sizes):
     """`df[*k, c, m] = sum(x[n, *(u*s + k*d - p), c] * g[n, *u, c, m], n, u)`."""
-    rank, dtype = len(strides), torch.promote_types(x.dtype, g.dtype)
-    channels, multiplier = g.shape[-2:]
-    spanned = _window_span(
-        x, pads, _conv_spans(strides, dilations, tuple(g.shape[1:-2]), sizes)
-    ).to(dtype)
-    weight = g.new_zeros((channels * multiplier, 1, *sizes), dtype=dtype)
+    dtype, (channels, multiplier) = torch.promote_types(x.dtype, g.dtype), g.shape[-2:]
     flat = torch.reshape(g, tuple(g.shape[:-2]) + (-1,)).to(dtype)
-    _, grad = _conv_grads(flat, spanned, weight, strides, dilations, channels, (False, True))
-    return torch.reshape(
-        torch.permute(grad, (*range(2, rank + 2), 1, 0)), (*sizes, channels, multiplier)
+    grad = _filter_gradient(
+        x.to(dtype), flat, (channels * multiplier, 1, *sizes), channels, strides, dilations, pads
     )
+    return torch.reshape(grad, (*sizes, channels, multiplier))
 
 
 def _max_pool_backprop(x, y, g, window, strides, pads, sizes):

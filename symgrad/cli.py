@@ -142,17 +142,18 @@ def _mapping(text: str) -> tuple[str, str]:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     commands = {"diff": _verify, "check": _verify, "derive": _derive, "explain": _explain}
+    return _reported(commands[args.command], args)
+
+
+def _reported(command, args) -> int:
+    """`command(args)`'s exit status; where it raises a `SymgradError`, every error of the run
+    (one, or the several `SymgradErrors` holds) on stderr, and EXIT_ERROR."""
     try:
-        return commands[args.command](args)
+        return command(args)
     except SymgradError as exc:
-        print_errors(exc)
+        for error in getattr(exc, "errors", [exc]):
+            print(f"error: {error}", file=sys.stderr, flush=True)
         return EXIT_ERROR
-
-
-def print_errors(exc: SymgradError) -> None:
-    """Every error of a run (one, or the several `SymgradErrors` holds) on stderr."""
-    for error in getattr(exc, "errors", [exc]):
-        print(f"error: {error}", file=sys.stderr, flush=True)
 
 
 def _derive(args) -> int:
@@ -163,7 +164,7 @@ def _derive(args) -> int:
 
         if args.check:
             raise SymgradError("--watch writes what it derives; --check writes nothing: give one of them")
-        return watch(args.paths, lambda: _derive_once(args))
+        return watch(args.paths, lambda: _reported(_derive_once, args))
     return _derive_once(args)
 
 

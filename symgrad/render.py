@@ -23,7 +23,6 @@ from symgrad.docstring import gradient_doc
 from symgrad.errors import LoweringError
 from symgrad.long_functions import split_long_functions
 from symgrad.lowering.requested import requested_only
-from symgrad.lowering.row_kernels import with_row_kernels
 from symgrad.targets import REGISTRY
 
 LINE_LENGTH = 100
@@ -180,7 +179,7 @@ def gradient_function(op: ir.OpCode, printer, positions: dict | None = None, for
         (o, f"{o} = {forward}({', '.join(op.inputs)}{call_attrs})" + (f"[{positions[o]}]" if positions else _pick(op, o)))
         for o in op.outputs_used
     ]
-    vjp = with_row_kernels(op.vjp) if printer.prints_row_kernels and not op.complex_ok else op.vjp
+    vjp = op.vjp
     requested = requested_only(vjp) if printer.computes_requested and not op.variadic else None
     needs = [f"needs_grad={(True,) * len(op.inputs)!r}"] if requested else []
     return {
@@ -248,6 +247,11 @@ def common_context(op: ir.OpCode, printer) -> dict:
 def forward_arguments(op: ir.OpCode) -> str:
     """The public function's call of the op's framework function: the forward's arguments."""
     return ", ".join(list(op.inputs) + [f"{a}={a}" for a, _ in op.enumerated_attrs + op.numeric_attrs])
+
+
+def words(names) -> str:
+    """"a", "a and b", "a, b and c": names in a docstring's sentence."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def attr_params(op: ir.OpCode) -> list[str]:

@@ -25,29 +25,19 @@ SETTLE_SECONDS = 0.3  # a change counts once the files stay unchanged this long 
 
 
 def watch(paths: list[str], derive_once: Callable[[], int], out=sys.stdout) -> int:
-    """Run `derive_once()` (its exit status) now and after each change to the op files under
-    `paths`, until interrupted (Ctrl-C), then return 0. Each run's errors are printed; after
-    each run a line says how long it took and that it is watching."""
+    """Run `derive_once()` (which reports its own errors and returns its exit status) now and
+    after each change to the op files under `paths`, until interrupted (Ctrl-C), then return
+    0. After each run a line says how long it took and that it is watching."""
     try:
         while True:
             seen = _snapshot(paths)
             start = time.perf_counter()
-            status = _derived(derive_once)
+            status = derive_once()
             print(f"derived in {time.perf_counter() - start:.1f} s (exit status {status}); watching "
-                  f"{_count(paths)} for changes (Ctrl-C stops)", file=out, flush=True)
+                  f"{_count(seen)} for changes (Ctrl-C stops)", file=out, flush=True)
             _wait_for_change(paths, seen)
     except KeyboardInterrupt:
         return 0
-
-
-def _derived(derive_once: Callable[[], int]) -> int:
-    from symgrad.cli import EXIT_ERROR, print_errors
-
-    try:
-        return derive_once()
-    except SymgradError as exc:
-        print_errors(exc)
-        return EXIT_ERROR
 
 
 def _wait_for_change(paths: list[str], seen) -> None:
@@ -81,7 +71,6 @@ def _snapshot(paths: list[str]):
     return tuple(stats)
 
 
-def _count(paths: list[str]) -> str:
-    snapshot = _snapshot(paths)
+def _count(snapshot) -> str:
     count = len(snapshot) if isinstance(snapshot, tuple) else 0
     return f"{count} op file{'s' if count != 1 else ''}"

@@ -16,7 +16,7 @@ taken by the wrapper too, so `epsilon=` reads as it always did.
 from __future__ import annotations
 
 from symgrad import ir
-from symgrad.render import attr_params, forward_arguments, signature
+from symgrad.render import attr_params, forward_arguments, signature, words
 
 
 def wrapper_context(op: ir.OpCode, framework: str, applies: str, printer) -> dict:
@@ -83,8 +83,9 @@ def _returned(op: ir.OpCode, convention: ir.Convention, call: str) -> list[str]:
 
 def _matches(op: ir.OpCode, convention: ir.Convention) -> str:
     """The docstring's sentence: the call the wrapper matches, and what it takes for it."""
-    takes = [f"`{keyword}` (default {dict(convention.defaults).get(name, dict(op.numeric_attrs + op.enumerated_attrs).get(name))!r}) "
-             f"beside TensorFlow's `{name}`" for name, keyword in convention.keywords]
+    defaults = dict(op.enumerated_attrs + op.numeric_attrs) | dict(convention.defaults)
+    takes = [f"`{keyword}` (default {defaults[name]!r}) beside TensorFlow's `{name}`"
+             for name, keyword in convention.keywords]
     takes += [f"`{name}` defaulting to {default!r}" for name, default in convention.defaults
               if name not in dict(convention.keywords)]
     if convention.causal_mask:
@@ -93,9 +94,6 @@ def _matches(op: ir.OpCode, convention: ir.Convention) -> str:
         takes.append("`scale` (None: the op's own)")
     if convention.batch_inputs:
         takes.append("any number of leading batch axes")
-    said = f" It takes {_words(takes)}." if takes else ""
+    said = f" It takes {words(takes)}." if takes else ""
     return f"Matches `{convention.call}`.{said}"
 
-
-def _words(parts: list[str]) -> str:
-    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)

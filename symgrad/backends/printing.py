@@ -196,7 +196,6 @@ class ArrayCodeMixin:
     dtype_source: str | None = None  # a variable of the dtype computed in (`render` sets it)
     guards_branches = False  # print `Branch.guarded_body`: the code is differentiated again
     computes_requested = False  # gradients take `needs_grad`: only those asked for are computed
-    prints_row_kernels = False  # prints `ir.SoftmaxBackward` (`symgrad.lowering.row_kernels`)
 
     def _print_IndexArith(self, value):
         self._integer_context = True

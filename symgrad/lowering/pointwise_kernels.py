@@ -23,7 +23,7 @@ from typing import Callable
 import sympy as sp
 
 from symgrad import ir
-from symgrad.lowering.requested import names_read
+from symgrad.lowering.shared import unread_temporaries_dropped
 
 
 class gelu_tanh(sp.Function):
@@ -98,7 +98,7 @@ def _body_with_kernels(body: tuple, kept: set) -> tuple:
                 and assigned.count(statement.target) == 1:
             definitions[statement.target] = statement.value.expr
         result.append(statement)
-    return tuple(_unread_temporaries_dropped(result, kept)) if changed else body
+    return tuple(unread_temporaries_dropped(result, _TEMPORARY.fullmatch, set(kept))) if changed else body
 
 
 def _kernel_form(expr: sp.Expr, definitions: dict) -> sp.Expr | None:
@@ -168,14 +168,3 @@ def _with_elementwise(statement: ir.Assign, expr: sp.Expr) -> ir.Assign:
     if isinstance(statement.value, ir.Elementwise):
         return ir.Assign(statement.target, ir.Elementwise(expr))
     return ir.Assign(statement.target, dataclasses.replace(statement.value, x=ir.Elementwise(expr)))
-
-
-def _unread_temporaries_dropped(body: list, kept: set) -> list:
-    """`body` without the temporaries nothing after them reads (nor the function returns)."""
-    read, result = set(kept), []
-    for statement in reversed(body):
-        if isinstance(statement, ir.Assign) and _TEMPORARY.fullmatch(statement.target) and statement.target not in read:
-            continue
-        read |= names_read(statement)
-        result.append(statement)
-    return result[::-1]

@@ -7,8 +7,8 @@ where nothing else reads its maximum, exponentials or sum.
 
 Found by the form of the statements, never by the op's name: a reduction kept for broadcasting,
 read by one elementwise statement alone, whose expression is the kernel's formula over the
-reduction's operands. Applied to a gradient function just before it is printed, for a target
-whose printer prints `SoftmaxBackward` (PyTorch's); the IR it reads is left as it is.
+reduction's operands. Applied to an op's functions just before PyTorch's module prints them
+(`symgrad.backends.torch`); the IR it reads is left as it is.
 """
 
 from __future__ import annotations

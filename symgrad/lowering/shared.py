@@ -241,7 +241,7 @@ def idle_temporaries_dropped(body, prefix: str, start: int) -> list:
     while size != len(body):  # a repeat read through its first may make another a repeat
         size = len(body)
         body = _copies_read_through(_repeats_as_copies(body, is_temp), is_temp)
-    return _renumbered(_read_only(body, is_temp, set()), is_temp, prefix, start)
+    return _renumbered(unread_temporaries_dropped(body, is_temp, set()), is_temp, prefix, start)
 
 
 def _reductions_untransposed(body: list, is_temp) -> list:
@@ -270,13 +270,13 @@ def _untransposed(statement: Assign, transposes: dict) -> Assign:
     return Assign(statement.target, dataclasses.replace(value, x=transpose.x, axes=axes))
 
 
-def _read_only(body: list, is_temp, read: set) -> list:
+def unread_temporaries_dropped(body: list, is_temp, read: set) -> list:
     """`body` without the temporaries nothing after them reads (`read`: what is read after
     `body`), inside a recomputation too; `read` gains what the kept statements read."""
     kept = []
     for statement in reversed(body):
         if isinstance(statement, Recompute):
-            statement = dataclasses.replace(statement, body=tuple(_read_only(list(statement.body), is_temp, read)))
+            statement = dataclasses.replace(statement, body=tuple(unread_temporaries_dropped(list(statement.body), is_temp, read)))
         elif isinstance(statement, Assign) and is_temp(statement.target) and statement.target not in read:
             continue
         else:

@@ -25,6 +25,7 @@ from symgrad.render import (
     render_framework_module,
     signature,
     staged_forward,
+    words,
 )
 from symgrad.verify.sources import Unavailable
 
@@ -75,10 +76,10 @@ def _op(op: ir.OpCode, printer) -> dict:
 
 def _with_kernels(op: ir.OpCode) -> ir.OpCode:
     """A real op with PyTorch's fused kernels where its functions compute what one does (found
-    by form): GELU as `F.gelu` and `gelu_backward`, a forward's softmax as `torch.softmax`
-    (the gradient's row kernels are the renderer's, `render.gradient_function`)."""
+    by form): GELU as `F.gelu` and `gelu_backward`, softmax and log-softmax and their
+    gradients as `torch.softmax` and `_softmax_backward_data` (and their log twins)."""
     op = with_pointwise_kernels(op)
-    return dataclasses.replace(op, forward=with_row_kernels(op.forward, kept=op.stages))
+    return dataclasses.replace(op, forward=with_row_kernels(op.forward, kept=op.stages), vjp=with_row_kernels(op.vjp))
 
 
 def _saved_text(op: ir.OpCode, shapes: list[str], by_input: dict) -> str:
@@ -91,16 +92,11 @@ def _saved_text(op: ir.OpCode, shapes: list[str], by_input: dict) -> str:
         readers = [x for x, read in by_input.items() if value in read]
         if len(readers) == len(by_input):
             return value
-        return f"{value} (for {_words(readers)}'s gradient{'s' if len(readers) > 1 else ''})"
+        return f"{value} (for {words(readers)}'s gradient{'s' if len(readers) > 1 else ''})"
 
     parts = [", ".join(map(said, values))] if values else []
     parts += [f"the shape{'s' if len(shapes) > 1 else ''} of {', '.join(shapes)}"] if shapes else []
     return " and ".join(parts) or "nothing"
-
-
-def _words(names) -> str:
-    """"a", "a and b", "a, b and c"."""
-    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def _autograd_call(op: ir.OpCode, forward: str, shapes: list[str], by_input: dict | None) -> str:

@@ -35,7 +35,6 @@ class TorchPrinter(NamesakePrinter):
     renames = {**RENAMES, **{name: name for name in STATIC}}
     missing = frozenset(f"scipy.special.{name}" for name in MISSING)
     computes_requested = True  # the backward passes `ctx.needs_input_grad` as `needs_grad`
-    prints_row_kernels = True  # as `torch._softmax_backward_data` and its log-softmax twin
 
     # --- fused elementwise kernels (`symgrad.lowering.pointwise_kernels`) ---
 
