@@ -133,7 +133,7 @@ def _linear_scan(x, by, axis, exclusive=False, reverse=False):
     result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
     i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
     ceil(log2 n) steps of whole-array products and sums, each differentiable again."""
-    x, by = jnp.broadcast_arrays(x, by)
+    x, by = jnp.broadcast_arrays(x, by)  # a constant decay, weakly typed, takes x's dtype
     if reverse:
         flip = lambda t: jnp.flip(t, axis=axis)
         return flip(_linear_scan(flip(x), flip(by), axis, exclusive))

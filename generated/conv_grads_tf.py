@@ -1891,10 +1891,11 @@ def max_pool_grad_vjp(
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
     values of padding, data_format change it):
-        affine1[n, c, j0, j1, i, j] = sum_{b = 0..j1 - 1} indicator_equal(read_outside(orig_input[n,
-            i * strides[1] + j0, b + j * strides[2], c], -oo), orig_output[n, i, j, c])
-            + sum_{b, a} indicator_equal(read_outside(orig_input[n, a + i * strides[1], b + j *
-                strides[2], c], -oo), orig_output[n, i, j, c]), i.e. `t15 + t17`
+        affine1[n, c, j0, j1, i, j] = sum_{b1 = 0..j1 - 1}
+            indicator_equal(read_outside(orig_input[n, i * strides[1] + j0, b1 + j * strides[2], c],
+            -oo), orig_output[n, i, j, c])
+            + sum_{b, a = 0..j0 - 1} indicator_equal(read_outside(orig_input[n, a + i * strides[1],
+                b + j * strides[2], c], -oo), orig_output[n, i, j, c]), i.e. `t15 + t17`
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, i * strides[1] + j0, j * strides[2] +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j0,
             j * strides[2] + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
@@ -2089,10 +2090,11 @@ def max_pool_grad_v2_vjp(
 
     In index notation, next to the code computing it, for padding='VALID' (other values of padding
     change it):
-        affine1[n, c, j0, j1, i, j] = sum_{b = 0..j1 - 1} indicator_equal(read_outside(orig_input[n,
-            strides[1] * i + j0, strides[2] * j + b, c], -oo), orig_output[n, i, j, c])
-            + sum_{b, a} indicator_equal(read_outside(orig_input[n, strides[1] * i + a, strides[2] *
-                j + b, c], -oo), orig_output[n, i, j, c]), i.e. `t15 + t17`
+        affine1[n, c, j0, j1, i, j] = sum_{b1 = 0..j1 - 1}
+            indicator_equal(read_outside(orig_input[n, strides[1] * i + j0, strides[2] * j + b1, c],
+            -oo), orig_output[n, i, j, c])
+            + sum_{b, a = 0..j0 - 1} indicator_equal(read_outside(orig_input[n, strides[1] * i + a,
+                strides[2] * j + b, c], -oo), orig_output[n, i, j, c]), i.e. `t15 + t17`
         grad_grad[n, i, j, c] = sum_{j0, j1} grad_output[n, strides[1] * i + j0, strides[2] * j +
             j1, c] * first_attained(indicator_equal(read_outside(orig_input[n, strides[1] * i + j0,
             strides[2] * j + j1, c], -oo), orig_output[n, i, j, c]), affine1[n, c, j0, j1, i, j])
@@ -2279,10 +2281,11 @@ def max_pool_gradgrad_vjp(
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NHWC' (other
     values of padding, data_format change it):
-        affine1[n, i, j, c, j0, j1] = sum_{b = 0..j1 - 1} indicator_equal(read_outside(orig_input[n,
-            i * strides[1] + j0, b + j * strides[2], c], -oo), orig_output[n, i, j, c])
-            + sum_{b, a} indicator_equal(read_outside(orig_input[n, a + i * strides[1], b + j *
-                strides[2], c], -oo), orig_output[n, i, j, c])
+        affine1[n, i, j, c, j0, j1] = sum_{b1 = 0..j1 - 1}
+            indicator_equal(read_outside(orig_input[n, i * strides[1] + j0, b1 + j * strides[2], c],
+            -oo), orig_output[n, i, j, c])
+            + sum_{b, a = 0..j0 - 1} indicator_equal(read_outside(orig_input[n, a + i * strides[1],
+                b + j * strides[2], c], -oo), orig_output[n, i, j, c])
         grad_grad[n, h, w, c] = sum_{i, j, j0, j1} grad_output[n, i, j, c] * delta(h, i * strides[1]
             + j0) * delta(w, j * strides[2] + j1) *
             first_attained(indicator_equal(read_outside(orig_input[n, i * strides[1] + j0, j *
@@ -2477,13 +2480,13 @@ def max_pool3d_grad_vjp(
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NDHWC'
     (other values of padding, data_format change it):
-        affine1[n, c, j0, j1, j2, z, i, j] = sum_{b = 0..j2 - 1}
-            indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i * strides[2] + j1, b +
-            j * strides[3], c], -oo), orig_output[n, z, i, j, c])
-            + sum_{b, a = 0..j1 - 1} indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z,
-                a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
-            + sum_{a, b, e} indicator_equal(read_outside(orig_input[n, e + strides[1] * z, a + i *
-                strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+        affine1[n, c, j0, j1, j2, z, i, j] = sum_{b1 = 0..j2 - 1}
+            indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i * strides[2] + j1, b1
+            + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{b, a1 = 0..j1 - 1} indicator_equal(read_outside(orig_input[n, j0 + strides[1] *
+                z, a1 + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{a, b, e = 0..j0 - 1} indicator_equal(read_outside(orig_input[n, e + strides[1] *
+                z, a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
             i.e. `t21 + t23 + t26`
         grad_grad[n, z, i, j, c] = sum_{j0, j1, j2} grad_output[n, j0 + strides[1] * z, i *
             strides[2] + j1, j * strides[3] + j2, c] *
@@ -2711,13 +2714,13 @@ def max_pool3d_gradgrad_vjp(
 
     In index notation, next to the code computing it, for padding='VALID', data_format='NDHWC'
     (other values of padding, data_format change it):
-        affine1[n, z, i, j, c, j0, j1, j2] = sum_{b = 0..j2 - 1}
-            indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i * strides[2] + j1, b +
-            j * strides[3], c], -oo), orig_output[n, z, i, j, c])
-            + sum_{b, a = 0..j1 - 1} indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z,
-                a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
-            + sum_{a, b, e} indicator_equal(read_outside(orig_input[n, e + strides[1] * z, a + i *
-                strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+        affine1[n, z, i, j, c, j0, j1, j2] = sum_{b1 = 0..j2 - 1}
+            indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i * strides[2] + j1, b1
+            + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{b, a1 = 0..j1 - 1} indicator_equal(read_outside(orig_input[n, j0 + strides[1] *
+                z, a1 + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
+            + sum_{a, b, e = 0..j0 - 1} indicator_equal(read_outside(orig_input[n, e + strides[1] *
+                z, a + i * strides[2], b + j * strides[3], c], -oo), orig_output[n, z, i, j, c])
         grad_grad[n, h, w, y, c] = sum_{z, i, j, j0, j1, j2} grad_output[n, z, i, j, c] * delta(h,
             j0 + strides[1] * z) * delta(w, i * strides[2] + j1) * delta(y, j * strides[3] + j2) *
             first_attained(indicator_equal(read_outside(orig_input[n, j0 + strides[1] * z, i *

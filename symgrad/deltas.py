@@ -10,7 +10,7 @@ from sympy.concrete.expr_with_limits import ExprWithLimits
 
 from symgrad.derivation import Term
 from symgrad.errors import DerivationError
-from symgrad.functions import at_position, exact_div
+from symgrad.functions import at_position, exact_div, indicator
 from symgrad.validate import Range, index_symbols
 
 
@@ -46,7 +46,8 @@ def eliminate_deltas(variant, term: Term, ranges: dict[sp.Symbol, Range], output
         factor = rest.subs(u, v)
         sums = tuple((s, lo.subs(u, v), hi.subs(u, v)) for s, lo, hi in sums if s != u)
         try:
-            sums = _constrain(variant, delta, summed[u], v, v_range, sums)
+            sums, conditions = _constrain(variant, delta, summed[u], v, v_range, sums, set(ranges))
+            factor = factor * sp.Mul(*[indicator(c) for c in conditions])
         except DerivationError:
             if v in summed or not _range_kept_by_factor(rest, u, summed[u]):
                 raise
@@ -224,33 +225,42 @@ def _range_kept_by_factor(factor, i, i_range) -> bool:
     return _range_kept_by_entry(sp.Mul(*entries), i, i_range)
 
 
-def _constrain(variant, delta, u_range: Range, v, v_range: Range, sums: tuple) -> tuple:
-    """Keep `u_range[0] <= v <= u_range[1]` after summing out u := v.
+def _constrain(variant, delta, u_range: Range, v, v_range: Range, sums: tuple, indices: set) -> tuple:
+    """Keep `u_range[0] <= v <= u_range[1]` after summing out u := v: (the sums, conditions
+    on v the term is to be multiplied by).
 
     Bounds `v` always meets are dropped; a bound `s + c` on another summed index `s` (a
     cumulative sum) becomes a bound on `s` instead, once the other bounds make it the
-    tighter one (each tried again after the others); anything else needs guards (not yet).
+    tighter one (each tried again after the others); a bound by free `indices` alone (a
+    causal sum's `u <= i`) is a condition, a mask; anything else needs guards (not yet).
     """
-    summed = {s[0]: s for s in sums}
+    summed, conditions = {s[0]: s for s in sums}, []
     pending = [(u_range[0], v_range[0], False), (u_range[1], v_range[1], True)]
     while pending:
-        deferred = [p for p in pending if not _bound_moved(variant, delta, u_range, summed, v, v_range, *p)]
+        moved = lambda p: _bound_moved(variant, delta, u_range, summed, v, v_range, *p, indices, conditions)
+        deferred = [p for p in pending if not moved(p)]
         if len(deferred) == len(pending):
             s = next(s for s in summed if deferred[0][0].has(s))
             raise DerivationError(
                 f"cannot eliminate {delta}: the range of {s} would need guards", variant.decl.name, variant.decl.location
             )
         pending = deferred
-    return tuple(summed[s[0]] for s in sums)
+    return tuple(summed[s[0]] for s in sums), conditions
 
 
-def _bound_moved(variant, delta, u_range, summed: dict, v, v_range: Range, bound, v_side, is_upper) -> bool:
-    """Whether `v <= bound` (`v >= bound`) holds: met everywhere, or moved onto the summed
-    index `s` of `bound = s + c` (in `summed`); False where that would not be tighter yet."""
+def _bound_moved(
+    variant, delta, u_range, summed: dict, v, v_range: Range, bound, v_side, is_upper, indices: set, conditions: list
+) -> bool:
+    """Whether `v <= bound` (`v >= bound`) holds: met everywhere, moved onto the summed
+    index `s` of `bound = s + c` (in `summed`), or, `bound` a function of free `indices`,
+    added to `conditions`; False where that would not be tighter yet."""
     gap = (bound - v_side) if is_upper else (v_side - bound)
     if gap.is_nonnegative:
         return True  # v's whole range meets this bound
     s = next((s for s in summed if bound.has(s)), None)
+    if s is None and bound.free_symbols & (indices - set(summed)):
+        conditions.append(sp.Le(v, bound) if is_upper else sp.Ge(v, bound))
+        return True
     c = bound - s if s is not None else None
     if s is None or c.free_symbols & set(summed) or not (bound - s - c == 0):
         raise DerivationError(

@@ -79,7 +79,35 @@ def _instantiate_index(decl, attr_values, kwargs) -> OpVariant:
         expr = _tied_entries_read(inputs, sp.sympify(expr))
         idx, sizes, groups = _sized(decl, out_name, with_batch(idx))
         outputs.append(Output(out_name, idx, _as_expr(decl, expr), sizes, groups, list_name))
-    return OpVariant(decl, attr_values, inputs, tuple(outputs), stages)
+    return _triangles_named_apart(OpVariant(decl, attr_values, inputs, tuple(outputs), stages))
+
+
+def _triangles_named_apart(variant: OpVariant) -> OpVariant:
+    """Each Sum over a range that depends on another index (`(j, 0, i)`: a causal sum) whose
+    index also names an axis elsewhere in the op (a stage's `j`, 0..T-1, or another Sum's)
+    gets a name of its own: a summation index is bound to its Sum, and an index has one range
+    in an op."""
+    parts = variant.outputs + variant.stages
+    bound = [lim[0] for o in parts for e in o.expr.atoms(sp.Sum) for lim in e.limits]
+    named = {i for o in parts for i in o.indices if isinstance(i, sp.Symbol)}
+    named |= {k for k in bound if bound.count(k) > 1}
+    taken = named | set(bound) | {s for o in parts for s in o.expr.free_symbols}
+
+    def apart(total: sp.Sum) -> sp.Sum:
+        function, limits = total.function, []
+        for k, low, high in total.limits:
+            if k in named and index_symbols(sp.sympify(low)) | index_symbols(sp.sympify(high)):
+                n = next(n for n in range(1, 1000) if sp.Symbol(f"{k}{n}", **k.assumptions0) not in taken)
+                own = sp.Symbol(f"{k}{n}", **k.assumptions0)
+                taken.add(own)
+                function, k = function.xreplace({k: own}), own
+            limits.append((k, low, high))
+        return sp.Sum(function, *limits)
+
+    def renamed(outputs):
+        return tuple(dataclasses.replace(o, expr=o.expr.replace(lambda e: isinstance(e, sp.Sum), apart)) for o in outputs)
+
+    return dataclasses.replace(variant, outputs=renamed(variant.outputs), stages=renamed(variant.stages))
 
 
 def _tied_entries_read(inputs, expr):

@@ -96,8 +96,11 @@ class IndexNotationPrinter(StrPrinter):
         """The index alone where it runs over its whole range (its own, or 0 to a size - 1)."""
         index, *bounds = limit
         own = self.ranges.get(index)
+        ends_at_an_index = len(bounds) == 2 and any(  # a causal range: always shown
+            s.is_integer and not s.is_positive for b in bounds for s in sp.sympify(b).free_symbols
+        )
         if len(bounds) != 2 or (
-            own is not None and all(sp.simplify(a - b) == 0 for a, b in zip(bounds, own))
+            not ends_at_an_index and own is not None and all(sp.simplify(a - b) == 0 for a, b in zip(bounds, own))
         ):
             return self._print(index)
         low, high = map(sp.sympify, bounds)

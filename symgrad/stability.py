@@ -6,9 +6,13 @@ where its value is finite. Each rule below rewrites one such form into functions
 overflow; `stabilized` applies every rule to an expression of a real op, bottom-up:
 
 * `softplus`: `log(1 + exp(u))` is `softplus(u)` (finite, and u itself for large u).
-* `logistic` (of a product's factors, as the rules below): `exp(u)**p / (1 + exp(u))**q` is `sigmoid(u)**p * sigmoid(-u)**(q - p)` for
-  p <= q, else `exp((p - q)*u) * sigmoid(u)**q`: bounded factors only (Swish's derivative,
+* `logistic` (of a product's factors, as the rules below): `exp(u)**p / (1 + exp(u))**q`
+  (q a number or an attribute) is `sigmoid(u)**p * sigmoid(-u)**(q - p)` unless q < p, then
+  `exp((p - q)*u) * sigmoid(u)**q`: bounded factors only (Swish's derivative,
   `x*exp(-x)/(1 + exp(-x))**2`, is NaN at x = -1000 otherwise).
+* `log_sigmoid`: `log(sigmoid(u))` is `-softplus(-u)` and `log(1 - sigmoid(u))` is
+  `-softplus(u)` (a binary cross-entropy or focal loss written from its formula); and
+  `sigmoid_power`: `sigmoid(u)**q`, q no whole number, is `exp(-q*softplus(-u))`.
 * `exp_ratio`: `exp(a) / (exp(a) + b)` is `1 / (1 + b*exp(-a))` (b not 1: the `logistic`
   rule takes b = 1), 1 rather than inf/inf for large a.
 * `exp_sum`: any other `1 / (sum_j c_j exp(a_j))**q` has the largest exponent subtracted
@@ -70,11 +74,12 @@ def softplus_rule(node) -> sp.Expr | None:
 
 
 def logistic(factors: list) -> sp.Expr | None:
-    """exp(u)**p / (1 + exp(u))**q -> sigmoid forms."""
+    """exp(u)**p / (1 + exp(u))**q -> sigmoid forms, q a number or a symbol (an attribute:
+    a focal loss's `(1 - p)**gamma`)."""
     for k, factor in enumerate(factors):
         base, power = factor.as_base_exp()
         u = _one_plus_exp(base)
-        if u is None or not (power.is_number and power.is_negative):
+        if u is None or power.is_nonnegative or (power.is_number and not power.is_negative):
             continue
         rest = factors[:k] + factors[k + 1 :]
         p, rest = _exp_power_of(u, rest)
@@ -96,9 +101,44 @@ def _exp_power_of(u, factors: list) -> tuple[sp.Expr, list]:
 def _logistic(u, p, q) -> sp.Expr:
     """exp(u)**p / (1 + exp(u))**q in bounded factors (but for exp((p - q) u) where p > q,
     which is as large as the value itself)."""
-    if p <= q:
-        return sigmoid(u) ** p * sigmoid(-u) ** (q - p)
-    return sp.exp((p - q) * u) * sigmoid(u) ** q
+    if (q - p).is_negative:
+        return sp.exp((p - q) * u) * sigmoid(u) ** q
+    return sigmoid(u) ** p * sigmoid(-u) ** (q - p)  # an identity for any p and q
+
+
+def _sigmoid_complement(node) -> sp.Expr | None:
+    """u where `node` is 1 - sigmoid(u) (which is sigmoid(-u), exactly: no cancellation)."""
+    if isinstance(node, sp.Add) and len(node.args) == 2 and sp.S.One in node.args:
+        (other,) = [a for a in node.args if a != sp.S.One]
+        if isinstance(-other, sigmoid):
+            return (-other).args[0]
+    return None
+
+
+def log_sigmoid(node) -> sp.Expr | None:
+    """log(sigmoid(u)) -> -softplus(-u), log(1 - sigmoid(u)) -> -softplus(u): a
+    log-probability finite at any logit (log(0) once sigmoid rounds to 0 or 1 otherwise:
+    |u| > 17 in float32)."""
+    if not isinstance(node, sp.log):
+        return None
+    inner = node.args[0]
+    if isinstance(inner, sigmoid):
+        return -softplus(-inner.args[0])
+    u = _sigmoid_complement(inner)
+    return None if u is None else -softplus(u)
+
+
+def sigmoid_power(node) -> sp.Expr | None:
+    """sigmoid(u)**q -> exp(-q*softplus(-u)) and (1 - sigmoid(u))**q -> exp(-q*softplus(u)),
+    for a power that is no whole number (an attribute's: a focal loss's `(1 - p)**gamma`):
+    in log space, every derivative is finite. As a power, 0**(q - 1) is inf where the
+    sigmoid rounds to 0 or 1 (|u| > 88 in float32), and its derivative NaN."""
+    if not isinstance(node, sp.Pow) or node.exp.is_integer:
+        return None
+    if isinstance(node.base, sigmoid):
+        return sp.exp(-node.exp * softplus(-node.base.args[0]))
+    u = _sigmoid_complement(node.base)
+    return None if u is None else sp.exp(-node.exp * softplus(u))
 
 
 def exp_ratio_rule(node) -> sp.Expr | None:
@@ -280,7 +320,8 @@ def point_value(node) -> sp.Expr | None:
 
 
 RULES = (
-    softplus_rule, cumulative_logsumexp, *on_products(logistic), exp_ratio_rule, *on_products(hyperbolic),
+    softplus_rule, cumulative_logsumexp, *on_products(logistic), log_sigmoid, sigmoid_power, exp_ratio_rule,
+    *on_products(hyperbolic),
     *on_products(exp_sum), on_products(scaled_bessel)[0], on_products(split_growth)[0], point_branch,
 )
 

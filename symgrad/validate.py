@@ -94,13 +94,14 @@ def _subscript_uses(expr, bound: dict) -> Iterator[tuple]:
 
 
 def _limit_uses(expr, bound: dict) -> Iterator[tuple]:
-    """(summation index, lowest, highest, enclosing Sums' ranges) for each Sum in `expr`."""
+    """(summation index, lowest, highest, enclosing Sums' ranges) for each Sum in `expr`.
+    A Sum's limits run innermost first (SymPy's `Sum(f, (m, 0, j), (j, 0, N - 1))`, which it
+    makes of nested Sums): a limit's range may read the indices of the limits after it."""
     if isinstance(expr, ExprWithLimits):
-        inner = dict(bound)
-        for index, low, high in expr.limits:
-            yield index, low, high, dict(inner)
-            inner[index] = (low, high)
-        yield from _limit_uses(expr.function, inner)
+        limits = [tuple(limit) for limit in expr.limits]
+        for n, (index, low, high) in enumerate(limits):
+            yield index, low, high, {**bound, **{i: (lo, hi) for i, lo, hi in limits[n + 1 :]}}
+        yield from _limit_uses(expr.function, {**bound, **{i: (lo, hi) for i, lo, hi in limits}})
     else:
         for arg in expr.args:
             yield from _limit_uses(arg, bound)
@@ -130,6 +131,16 @@ def _check_free_indices(variant, out, uses) -> None:
     # an index declared with its size may be missing from the expression: the output is
     # constant along it (Tile's copies)
     sized = {index for index, _ in out.sizes}
+    unread = [i for i in declared if i not in free | sized and i in out.expr.free_symbols]
+    if unread:
+        index = unread[0]
+        where = min((a for a in out.expr.atoms(sp.Function, sp.Pow) if index in a.free_symbols), key=sp.count_ops, default=None)
+        _fail(
+            variant,
+            f"output {out.name!r}: index {index} appears only outside subscripts and Sum limits"
+            + (f" (in {where})" if where is not None else "")
+            + f": no tensor's axis gives its range, so declare it with its size, ({index}, <size>)",
+        )
     if len(set(declared)) != len(declared) or not free <= set(declared) or set(declared) - free - sized:
         _fail(
             variant,

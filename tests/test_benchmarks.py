@@ -41,6 +41,7 @@ SMOKE_RUNS = {
     "all": ((*SMOKE, "--png", lambda folder: folder / "ratios.png"), None),
     "hidden": ((*SMOKE, "--only", "Sigmoid", "--png", lambda folder: folder / "x.png"), _hidden),
     "training": ((ROOT / "benchmarks" / "training_step.py", "--smoke", "--json", lambda folder: folder / "training.json"), None),
+    "causal": ((ROOT / "benchmarks" / "causal_attention.py", "--repeats", "1", "--json", lambda folder: folder / "causal.json"), None),
 }
 
 
@@ -186,3 +187,13 @@ def test_training_step_smoke_run_checks_the_same_math_and_writes_the_json(benchm
     for kind in ("mlp", "cnn"):
         assert report["step"][kind]["ours_ms"] > 0 and report["step"][kind]["stock_ms"] > 0
         assert abs(report["accuracy"][f"{kind}_ours"] - report["accuracy"][f"{kind}_stock"]) <= 0.01
+
+
+def test_causal_attention_benchmark_derives_the_example_and_times_every_form(benchmark_runs):
+    """benchmarks/causal_attention.py --repeats 1: examples/causal_attention.py derived, and the
+    four forms timed beside the additive-bias op, autograd and PyTorch's own causal SDPA."""
+    folder, stdout = smoke_run(benchmark_runs, "causal")
+    report = json.loads((folder / "causal.json").read_text())
+    assert len(report["ms"]) == 7 and all(ms > 0 for ms in report["ms"].values())
+    assert {"derived, limits", "derived, apart", "derived, mask", "derived, unstaged"} <= report["ms"].keys()
+    assert "F.scaled_dot_product_attention(is_causal=True)" in stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import textwrap
 
+import numpy as np
 import pytest
 
 from verify_support import derived_folder, read_json, rows, run_symgrad
@@ -191,8 +192,6 @@ def test_finite_differences_that_overflow_warn_nothing():
     the differences' `finite`, not by a RuntimeWarning leaking into derive's output."""
     import warnings
 
-    import numpy as np
-
     from symgrad.verify.cases import Case
     from symgrad.verify.differences import differences, unit
 
@@ -208,3 +207,68 @@ def test_finite_differences_that_overflow_warn_nothing():
         warnings.simplefilter("error")
         found = differences(forward, NoBoundary(), case, 0, unit(x, (0,)), 1.0, per_element=False)
     assert not found["finite"]
+
+
+UNSTABLE_FORWARD_OPS = '''
+"""A forward that loses its digits in float64 where its gradient does not."""
+
+import sympy as sp
+
+from symgrad import elementwise
+
+
+@elementwise("LogOneMinusSigmoidCubed")
+def log_one_minus_sigmoid_cubed(x):
+    """log(1 - sigmoid(x)**3): 1 - sigmoid(30)**3 keeps 3 digits in float64, and its
+    differences at x = 30 are 0 where the derivative is -1."""
+    return sp.log(1 - 1 / (1 + sp.exp(-x)) ** 3)
+'''
+
+UNSTABLE_FORWARD_FAULT = '''
+
+_derived_grad = log_one_minus_sigmoid_cubed_grad
+
+
+def log_one_minus_sigmoid_cubed_grad(grad, x, *, y=None):
+    """Off by one percent everywhere."""
+    (g,) = _derived_grad(grad, x, y=y)
+    return (g * 1.01,)
+'''
+
+
+@pytest.fixture(scope="module")
+def unstable_forward(tmp_path_factory):
+    path = tmp_path_factory.mktemp("unstable") / "unstable_ops.py"
+    path.write_text(textwrap.dedent(UNSTABLE_FORWARD_OPS))
+    return path, derived_folder(path)
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps >= np.finfo(np.float64).eps, reason="no float wider than float64 here")
+def test_a_forward_that_loses_precision_is_blamed_not_the_gradient(unstable_forward, tmp_path):
+    """Differences of the float64 forward at x = 30 are 0; those of the same forward in
+    extended precision agree with the derived gradient: the row says the forward is at fault
+    (and still fails), where it said the gradient was."""
+    path, folder = unstable_forward
+    report_path = tmp_path / "report.json"
+    result = run_symgrad("check", path, "--generated", folder, "--target", "numpy", "--json", report_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = read_json(report_path)
+    (row,) = rows(report, "LogOneMinusSigmoidCubed", dtype="float64", reference="finite differences")
+    assert row["status"] == "unstable forward", row
+    assert row["message"].startswith("the forward loses precision in float64 here")
+    assert row["detail"]["values"]["x"] == 30.0 and row["detail"]["expected"] == 0.0
+    assert report["summary"]["mismatch"] == 0 and report["summary"]["unstable forward"] == 1
+    assert "UNSTABLE FORWARD: LogOneMinusSigmoidCubed" in result.stdout
+
+
+def test_a_wrong_gradient_of_an_unstable_forward_is_still_a_mismatch(unstable_forward, tmp_path):
+    path, folder = unstable_forward
+    for module in folder.iterdir():
+        shutil.copy(module, tmp_path / module.name)
+    numpy_module = tmp_path / "unstable_ops_numpy.py"
+    numpy_module.write_text(numpy_module.read_text() + UNSTABLE_FORWARD_FAULT)
+    report_path = tmp_path / "report.json"
+    result = run_symgrad("check", path, "--generated", tmp_path, "--target", "numpy", "--json", report_path)
+    assert result.returncode == 1
+    (row,) = rows(read_json(report_path), "LogOneMinusSigmoidCubed", dtype="float64", reference="finite differences")
+    assert row["status"] == "mismatch"

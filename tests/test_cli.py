@@ -18,7 +18,7 @@ from conftest import ROOT, import_path
 
 from symgrad.targets import TARGETS
 
-HEADER = "import sympy as sp\nfrom symgrad import dims, elementwise, indices, op, tensor\n\n"
+HEADER = "import sympy as sp\nfrom symgrad import dims, elementwise, indicator, indices, op, tensor\n\n"
 
 
 def symgrad(*args, cwd=ROOT, env=None, cache: Path | None = None):
@@ -243,6 +243,19 @@ BAD_INPUTS = {
             return {"y": ((i,), x[i, j])}
         """,
         ["BadRowSum", ":{@op}", "declares free indices (i)", "has free indices (i, j)"],
+    ),
+    "index_in_a_condition_only": (  # issue 41: the index t is read by the mask alone
+        """
+        (T,) = dims("T")
+        t, s = indices("t s")
+
+        @op("MaskedCumsum")
+        def masked_cumsum():
+            x = tensor("x", (..., T))
+            return {"y": ((..., t), sp.Sum(indicator(s <= t) * x[..., s], (s, 0, T - 1)))}
+        """,
+        ["MaskedCumsum", ":{@op}", "index t appears only outside subscripts and Sum limits (in indicator(s <= t))",
+         "declare it with its size, (t, <size>)"],
     ),
     "not_differentiable": (
         """

@@ -70,7 +70,8 @@ def test_faults_exit_2_and_print_a_report_per_op(faulty_report):
     for op in ("Mul", "Sub", "Sigmoid", "ProdThree", "Xlogy", "Xdivy", "MatMul"):
         assert f": {op} " in result.stdout
     assert "smallest failing case, to paste:" in result.stdout
-    assert set(report["summary"]) == {"match", "mismatch", "non-finite", "wrong-dtype", "error", "no-reference", "unavailable"}
+    assert set(report["summary"]) == {"match", "mismatch", "non-finite", "wrong-dtype", "unstable forward", "error", "no-reference",
+                                      "unavailable"}
     assert report["summary"]["error"] > 0 and report["summary"]["mismatch"] > 0
 
 
@@ -216,6 +217,7 @@ def test_correct_gradients_match(tmp_path):
         "mismatch": 0,
         "non-finite": 0,
         "wrong-dtype": 0,
+        "unstable forward": 0,
         "error": 0,
         "no-reference": 0,
         "unavailable": 0,

@@ -18,7 +18,7 @@ from symgrad.declaration import Location
 from symgrad.errors import LoweringError
 from symgrad.backends.numpy import runtime
 from symgrad.extrema import argmax
-from symgrad.functions import logsumexp, product
+from symgrad.functions import indicator, logsumexp, product
 from symgrad.lowering import rules
 from symgrad.lowering.signature import OpSignature
 from symgrad.lowering.tensor import TensorLowering
@@ -116,6 +116,19 @@ CASES = [
      "a sum weighted by running products (a linear recurrence)",
      lambda: [[sum(ARRAYS["v"][m] * np.prod(ARRAYS["a"][r, m + 1 : p]) for m in range(p)) for p in range(4)]
               for r in range(3)]),
+    # a decay (1/2)**(k - n), an exponential moving average's: the same recurrence, by 1/2
+    (sp.Sum(sp.Rational(1, 2) ** (k - n) * v[n], (n, 0, k)), (k,),
+     "a sum weighted by running products (a linear recurrence)",
+     lambda: [sum(0.5 ** (p - m) * ARRAYS["v"][m] for m in range(p + 1)) for p in range(4)]),
+    # causal: a range ending at k, over a summand that reads k too: k's whole axis, masked
+    (sp.Sum(sp.sin(v[k] * v[n]), (n, 0, k)), (k,), "a sum up to an index its summand reads, masked (triangular)",
+     lambda: [sum(np.sin(ARRAYS["v"][p] * ARRAYS["v"][m]) for m in range(p + 1)) for p in range(4)]),
+    (sp.Sum(indicator(n <= k) * v[n], (n, 0, K - 1)), (k,),
+     "a sum masked up to (from) an index its summand does not read: cumulative", lambda: np.cumsum(ARRAYS["v"])),
+    # sum_{n >= k, j} b[n, j] * sin(b[k, j]): the sum over n first, a reverse cumulative sum
+    (sp.Sum(b[n, j] * sp.sin(b[k, j]), (n, k, K - 1), (j, 0, N - 1)), (k,),
+     "a sum over an index whose range ends at another: that index first",
+     lambda: [sum(np.sin(ARRAYS["b"][p, q]) * ARRAYS["b"][p:, q].sum() for q in range(5)) for p in range(4)]),
 ]
 
 

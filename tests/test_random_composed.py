@@ -7,7 +7,12 @@ Sum_l exp(s_il)`, also with the row maximum subtracted under `stop_gradient`), a
 subtracted inside a variance sum, layer-norm-like normalisations, log-sum-exps, norms,
 maxima, products of two sums, explicit `stage()`s, a second output, an optional leading
 `...` batch, and bound letters reused: by sibling sums, by an inner sum shadowing the outer
-one's (as LayerNorm), and by a sum over a letter that is free outside it.
+one's (as LayerNorm), and by a sum over a letter that is free outside it. A second set of
+examples (numbered from EXAMPLES on) also draws what issue 41 names: softmaxes masked along
+one of two axes of the same size by the other (causal, `indicator(j <= i)` in the numerator
+and the normaliser; normalised over Sum limits `(l, 0, i)`; a window `i - 1 <= j <= i`) and
+running sums (cumulative, decaying `(1/2)**(i - k)`, discounted from the end), nested in
+the rest and in stages.
 
 Every expression drawn has at most two named axes (plus the batch) and no more axes than the
 op's largest input, output or stage, and an elementwise function is only ever applied to an
@@ -108,6 +113,17 @@ class Entry(Node):
         return f"{self.tensor}[{', '.join(subs)}]"
 
 
+class OnChild(Node):
+    """A node over the axes of its one child, `child`."""
+
+    @property
+    def axes(self):
+        return self.child.axes
+
+    def children(self):
+        return [self.child]
+
+
 UNARY = {
     "tanh": "sp.tanh({})",
     "sin": "sp.sin({})",
@@ -121,16 +137,10 @@ UNARY = {
 
 
 @dataclass
-class Unary(Node):
+class Unary(OnChild):
     fn: str
     child: Node
 
-    @property
-    def axes(self):
-        return self.child.axes
-
-    def children(self):
-        return [self.child]
 
     def render(self, ctx, letters):
         return UNARY[self.fn].format(self.child.render(ctx, letters))
@@ -233,19 +243,13 @@ class Contract(Node):
 
 
 @dataclass
-class AlongSlot(Node):
+class AlongSlot(OnChild):
     """Softmax, centring or normalisation of `child` along its slot `slot` (same axes)."""
 
     kind: str
     child: Node
     slot: int
 
-    @property
-    def axes(self):
-        return self.child.axes
-
-    def children(self):
-        return [self.child]
 
     def render(self, ctx, letters):
         dim = self.axes[self.slot]
@@ -276,18 +280,58 @@ class AlongSlot(Node):
 
 
 @dataclass
-class Stage(Node):
+class Masked(OnChild):
+    """A softmax of `child` along slot `slot` masked by the other slot `by` of the same dim: a
+    causal one (`indicator(j <= i)` in the numerator and the normaliser), one normalised over
+    Sum limits `(l, 0, i)` alone, or a window `i - 1 <= j <= i`."""
+
+    kind: str
+    child: Node
+    slot: int
+    by: int
+
+
+    def render(self, ctx, letters):
+        dim, i = self.axes[self.slot], letters[self.by]
+        at = lambda letter: letters[: self.slot] + (letter,) + letters[self.slot + 1 :]
+        here = self.child.render(ctx, letters)
+        l = ctx.bound(dim, letters)
+        if self.kind == "causal_limits":
+            return f"sp.exp({here}) / sp.Sum(sp.exp({self.child.render(ctx, at(l))}), ({l}, 0, {i}))"
+        mask = {"causal": "indicator({a} <= {i})", "window": "indicator({a} <= {i}) * indicator({a} >= {i} - 1)"}[self.kind]
+        top = mask.format(a=letters[self.slot], i=i)
+        bottom = mask.format(a=l, i=i)
+        return f"{top} * sp.exp({here}) / sp.Sum({bottom} * sp.exp({self.child.render(ctx, at(l))}), ({l}, 0, {dim} - 1))"
+
+
+@dataclass
+class Running(OnChild):
+    """A running sum of `child` along slot `slot`, same axes: cumulative, decaying
+    (`(1/2)**(i - k)`, a moving average's), or decaying from the end (a discounted return)."""
+
+    kind: str
+    child: Node
+    slot: int
+
+
+    def render(self, ctx, letters):
+        dim, i = self.axes[self.slot], letters[self.slot]
+        k = ctx.bound(dim, letters)
+        inner = self.child.render(ctx, letters[: self.slot] + (k,) + letters[self.slot + 1 :])
+        if self.kind == "cumsum":
+            return f"sp.Sum({inner}, ({k}, 0, {i}))"
+        if self.kind == "decay":
+            return f"sp.Sum(sp.Rational(1, 2) ** ({i} - {k}) * ({inner}), ({k}, 0, {i}))"
+        return f"sp.Sum(sp.Rational(3, 4) ** ({k} - {i}) * ({inner}), ({k}, {i}, {dim} - 1))"
+
+
+@dataclass
+class Stage(OnChild):
     """An intermediate named with `stage()`, declared once and read through its name."""
 
     name: str
     child: Node
 
-    @property
-    def axes(self):
-        return self.child.axes
-
-    def children(self):
-        return [self.child]
 
     def render(self, ctx, letters):
         if not self.axes and not self.batched(ctx.op):  # a scalar: no entry to read it by
@@ -312,8 +356,9 @@ class Stage(Node):
 class RandomOp:
     """One random op: its tensors, output trees, and the declaration text."""
 
-    def __init__(self, number: int, seed: int):
+    def __init__(self, number: int, seed: int, masks: bool = False):
         self.number = number
+        self.masks = masks  # also masked softmaxes and running sums (issue 41's examples)
         self.name = f"RandomOp{number}"
         self.func = f"random_op{number}"
         self.rng = random.Random(seed)
@@ -328,6 +373,8 @@ class RandomOp:
             if isinstance(root, Entry):
                 raise Reject("an output that is an input")
             self.outputs.append((out, root))
+        if self.masks and not any(isinstance(n, (Masked, Running)) for _, root in self.outputs for n in root.walk()):
+            raise Reject("no mask and no running sum drawn")
         if self.batched_op:
             self.tensors_[0].batched = True
             for t in self.tensors_[1:]:
@@ -340,7 +387,7 @@ class RandomOp:
 
     def _some_dims(self, n: int) -> tuple[str, ...]:
         dims = self.rng.sample(DIMS, n)
-        if n == 2 and self.rng.random() < 0.1:
+        if n == 2 and self.rng.random() < (0.5 if self.masks else 0.1):
             dims = [dims[0], dims[0]]
         return tuple(dims)
 
@@ -358,6 +405,10 @@ class RandomOp:
             kinds.update(contract=3.5)
             if axes:
                 kinds.update(softmax=0.8, stable_softmax=0.4, center=0.6, normalize=0.3)
+            if axes and self.masks:
+                kinds.update(running=1.5)
+                if len(axes) == 2 and axes[0] == axes[1]:
+                    kinds.update(masked=4)
         if not axes:
             kinds.pop("entry")
             if depth <= 0:
@@ -394,6 +445,11 @@ class RandomOp:
             return self._contract(axes, sub)
         if kind in ("softmax", "stable_softmax", "center", "normalize"):
             return AlongSlot(kind, self.draw(axes, sub), rng.randrange(len(axes)))
+        if kind == "masked":
+            slot = rng.randrange(2)
+            return Masked(rng.choice(("causal", "causal", "causal_limits", "window")), self.draw(axes, sub), slot, 1 - slot)
+        if kind == "running":
+            return Running(rng.choice(("cumsum", "decay", "discount")), self.draw(axes, sub), rng.randrange(len(axes)))
         raise AssertionError(kind)
 
     def _entry(self, axes):
@@ -500,14 +556,14 @@ class RenderContext:
 def draw_op(number: int, seed: int) -> RandomOp:
     for attempt in range(200):
         try:
-            return RandomOp(number, seed * 1000 + attempt)
+            return RandomOp(number, seed * 1000 + attempt, masks=number >= EXAMPLES)
         except (Reject, RecursionError):
             continue
     raise AssertionError(f"no op drawn for seed {seed}")
 
 
 HEADER = """import sympy as sp
-from symgrad import dims, indices, maximum, op, stage, stop_gradient, tensor
+from symgrad import dims, indicator, indices, maximum, op, stage, stop_gradient, tensor
 
 M, N, K, L = dims("M N K L")
 {letters} = indices("{spaced}")
@@ -594,7 +650,13 @@ def vjp_mismatches(module, op: RandomOp, rng: np.random.Generator) -> list[str]:
 
 EXAMPLES = 400  # random ops, each its own op file and `generate` call
 IN_DEFAULT_RUN = 30  # the first ones; the others run with `pytest -m exhaustive`
-NUMBERS = [n if n < IN_DEFAULT_RUN else pytest.param(n, marks=pytest.mark.exhaustive) for n in range(EXAMPLES)]
+# then examples that also draw masked softmaxes (causal, over Sum limits, windows) and running
+# sums (cumulative, decaying, discounted), numbered on from EXAMPLES
+MASKED_EXAMPLES, MASKED_IN_DEFAULT_RUN = 60, 6
+NUMBERS = [n if n < IN_DEFAULT_RUN else pytest.param(n, marks=pytest.mark.exhaustive) for n in range(EXAMPLES)] + [
+    n if n < EXAMPLES + MASKED_IN_DEFAULT_RUN else pytest.param(n, marks=pytest.mark.exhaustive)
+    for n in range(EXAMPLES, EXAMPLES + MASKED_EXAMPLES)
+]
 CPU_CAP = 20.0  # seconds of CPU time one op's derivation may take (most take < 1, none passing > 4)
 WORKERS = 2
 
@@ -798,3 +860,18 @@ def test_the_generator_draws_what_it_should():
                     "a letter summed over in two sums"):
         assert sum(feature in op.features for op in ops) >= 5, feature
 
+
+
+def test_the_masked_examples_draw_masks_and_running_sums():
+    """Issue 41's examples: each has a masked softmax or a running sum, and together they
+    draw every kind of both, inside stages too; the examples before them are drawn as before
+    (their grammar has neither)."""
+    ops = [draw_op(n, SEED + n) for n in range(EXAMPLES, EXAMPLES + MASKED_EXAMPLES)]
+    kinds = {f"{type(n).__name__}:{n.kind}" for op in ops for _, root in op.outputs for n in root.walk()
+             if isinstance(n, (Masked, Running))}
+    assert kinds == {"Masked:causal", "Masked:causal_limits", "Masked:window", "Running:cumsum", "Running:decay",
+                     "Running:discount"}
+    inside_stages = [n for op in ops for _, root in op.outputs for s in root.walk() if isinstance(s, Stage)
+                     for n in s.walk() if isinstance(n, (Masked, Running))]
+    assert inside_stages
+    assert not any(isinstance(n, (Masked, Running)) for op in example_ops()[:50] for _, root in op.outputs for n in root.walk())

@@ -15,8 +15,8 @@ from symgrad.instantiate import instantiate
 from symgrad.derive import derive
 from symgrad.functions import logsumexp, sigmoid, softplus, split_exp
 from symgrad.stability import (
-    cumulative_logsumexp, exp_ratio_rule, exp_sum, hyperbolic, logistic, on_products, point_branch, point_value,
-    softplus_rule, split_growth, stabilized,
+    cumulative_logsumexp, exp_ratio_rule, exp_sum, hyperbolic, log_sigmoid, logistic, on_products, point_branch,
+    point_value, sigmoid_power, softplus_rule, split_growth, stabilized,
 )
 
 from conftest import ROOT, import_path
@@ -73,6 +73,33 @@ def test_logistic_rule_on_a_power_alone():
     _, on_powers = on_products(logistic)
     assert on_powers(1 / (1 + sp.exp(-x)) ** 3) == sigmoid(x) ** 3
     assert on_powers((1 + sp.exp(x)) ** 2) is None  # grows with exp(u): as large as its value
+
+
+def test_logistic_rule_with_an_attribute_for_exponent():
+    """A focal loss's p**gamma, p = 1/(1 + exp(-z)), and its derivative's
+    exp(z)*(1 + exp(z))**(-gamma - 1): sigmoid forms whatever gamma is."""
+    gamma = sp.Symbol("gamma", real=True)
+    _, on_powers = on_products(logistic)
+    assert on_powers((1 + sp.exp(-x)) ** -gamma) == sigmoid(x) ** gamma
+    rewritten = logistic([sp.exp(x), (1 + sp.exp(x)) ** (-gamma - 1)])
+    assert rewritten == sigmoid(x) * sigmoid(-x) ** gamma
+    assert on_powers((1 + sp.exp(x)) ** sp.Symbol("n", positive=True)) is None  # grows as its value
+
+
+def test_log_sigmoid_and_sigmoid_power_rules():
+    gamma = sp.Symbol("gamma", real=True)
+    assert log_sigmoid(sp.log(sigmoid(b * x))) == -softplus(-b * x)
+    assert log_sigmoid(sp.log(1 - sigmoid(x))) == -softplus(x)
+    assert log_sigmoid(sp.log(2 - sigmoid(x))) is None
+    assert sigmoid_power(sigmoid(x) ** gamma) == sp.exp(-gamma * softplus(-x))
+    assert sigmoid_power((1 - sigmoid(x)) ** gamma) == sp.exp(-gamma * softplus(x))
+    assert sigmoid_power(sigmoid(x) ** 2) is None  # a whole power stays: its derivative reuses it
+    # log(p) and log(1 - p) of p written from its formula: finite at logits where p rounds to 0 or 1
+    p = 1 / (1 + sp.exp(-x))
+    for expr in (sp.log(p), sp.log(1 - p), (1 - p) ** sp.Rational(1, 2) * sp.log(p)):
+        assert not stabilized(expr).has(sp.log)
+        exact = [float(expr.subs(x, sp.Rational(v)).evalf(5000)) for v in EXTREMES]  # 1 - p at 1e4: 4343 digits
+        np.testing.assert_allclose(evaluate(stabilized(expr), EXTREMES), exact, rtol=1e-12, atol=1e-300)
 
 
 def test_exp_ratio_rule():
@@ -491,3 +518,67 @@ def test_bessel_i_second_order_at_zero_jax(jax, jax_module):
     assert vjp_derivative("bessel_i0", 0.0) == 0.5  # I1'(0)
     assert vjp_derivative("bessel_i1", 0.0) == 0.0  # I1''(0): I1 is odd
     np.testing.assert_allclose(vjp_derivative("bessel_i1", 2.0), scipy.special.ivp(1, 2.0, 2), rtol=1e-12)
+
+
+# --- log-probabilities written from their formula: a focal loss ---------------------------------
+
+FOCAL_LOSS = '''
+import sympy as sp
+
+from symgrad import elementwise
+
+
+@elementwise("BinaryFocalLoss", attrs={"gamma": float, "alpha": float}, defaults={"gamma": 2.0, "alpha": 0.25})
+def binary_focal_loss(z, t, gamma, alpha):
+    """Focal loss of logits z against targets t, as its paper writes it."""
+    p = 1 / (1 + sp.exp(-z))
+    return -alpha * (1 - p) ** gamma * t * sp.log(p) - (1 - alpha) * p**gamma * (1 - t) * sp.log(1 - p)
+'''
+
+
+@pytest.fixture(scope="module")
+def focal_loss(tmp_path_factory):
+    path = tmp_path_factory.mktemp("focal") / "focal.py"
+    path.write_text(FOCAL_LOSS)
+    return derived_folder(path)
+
+
+FOCAL_LOGITS = np.array([-1e4, -100.0, -40.0, -17.0, -1.0, 0.0, 1.0, 17.0, 40.0, 100.0, 1e4])
+FOCAL_TARGETS = np.linspace(0.0, 1.0, len(FOCAL_LOGITS))
+
+
+@pytest.mark.parametrize("gamma", [2.0, 0.5])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_focal_loss_from_its_formula_finite_at_any_logit(torch, jax, focal_loss, dtype, gamma):
+    """log(p), log(1 - p) and powers of p by an attribute: the forward, the gradient of every
+    target, and JAX's second order (its autodiff of the derived gradient) finite at logits of
+    +-1e4, and equal to autodiff of the form written with log-sigmoid by hand."""
+    F, jnp = torch.nn.functional, jax.numpy
+    z, t = FOCAL_LOGITS.astype(dtype), FOCAL_TARGETS.astype(dtype)
+    alpha = 0.25
+
+    def by_hand(log_sigmoid, exp, z, t):
+        return -alpha * exp(gamma * log_sigmoid(-z)) * t * log_sigmoid(z) - (1 - alpha) * exp(gamma * log_sigmoid(z)) * (1 - t) * log_sigmoid(-z)
+
+    tz, tt = (torch.tensor(a, requires_grad=True) for a in (z, t))
+    expected_y = by_hand(F.logsigmoid, torch.exp, tz, tt)
+    expected = torch.autograd.grad(expected_y.sum(), (tz, tt))
+    torch_y = import_path(focal_loss / "focal_torch.py").binary_focal_loss(tz, tt, gamma=gamma)
+    numpy_module = import_path(focal_loss / "focal_numpy.py")
+    jax_module = import_path(focal_loss / "focal_jax.py")
+    got = {
+        "torch": (torch_y, torch.autograd.grad(torch_y.sum(), (tz, tt))),
+        "numpy": (numpy_module.binary_focal_loss(z, t, gamma=gamma), numpy_module.binary_focal_loss_grad(np.ones_like(z), z, t, gamma=gamma)),
+        "jax": (jax_module.binary_focal_loss(z, t, gamma=gamma),
+                jax.grad(lambda *a: jax_module.binary_focal_loss(*a, gamma=gamma).sum(), (0, 1))(jnp.asarray(z), jnp.asarray(t))),
+    }
+    for target, (y, grads) in got.items():
+        values = [np.asarray(v.detach() if hasattr(v, "detach") else v) for v in (y, *grads)]
+        references = [v.detach().numpy() for v in (expected_y, *expected)]
+        for value, reference in zip(values, references):
+            assert value.dtype == dtype and np.isfinite(value).all(), target
+            np.testing.assert_allclose(value, reference, rtol=1e-5, atol=ATOL[dtype], err_msg=target)
+    second = jax.grad(lambda a: jax.grad(lambda b: jax_module.binary_focal_loss(b, t, gamma=gamma).sum())(a).sum())(jnp.asarray(z))
+    expected_second = jax.grad(lambda a: jax.grad(lambda b: by_hand(jax.nn.log_sigmoid, jnp.exp, b, t).sum())(a).sum())(jnp.asarray(z))
+    assert np.isfinite(np.asarray(second)).all()
+    np.testing.assert_allclose(np.asarray(second), np.asarray(expected_second), rtol=1e-3, atol=ATOL[dtype])

@@ -27,13 +27,17 @@ SAVES_MORE = {
     "MlpBlock": "the forward's stage and the input are both saved",
     "Polygamma": "the order is saved",
     "Complex": "the backward reads the dtype of the parts (complex64 or complex128)",
+    "BiasGelu": "x and bias are saved where autograd of F.gelu(x + bias) keeps their sum: twice differentiated, "
+                "the backward computes the sum again from them (bias is a parameter, alive anyway)",
+    "ScaledDotProductAttention": "the additive mask is saved with q, k, v and the weights: twice differentiated, "
+                                 "the backward computes the weights again from q, k and the mask, where autograd "
+                                 "of torch.softmax keeps the weights' own graph",
 }
 
 # and, with only the first input requiring a gradient, those that then save more, and why
 SAVES_MORE_FROZEN = {
     **dict.fromkeys(("Xlogy", "Xdivy", "Xlog1py"),
                     "x's gradient selects on x == 0, as TensorFlow's does: x is kept where autograd keeps y alone"),
-    "ScaledDotProductAttention": "twice differentiated, the backward computes the weights again from q and k",
     "Einsum": "a list input is saved whole",
     **dict.fromkeys(("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"),
                     "what is saved serves every variant (is_training or not) of the op's one Function"),

@@ -41,12 +41,14 @@ def _gather_operands(lowering, product: sp.Expr, axes) -> sp.Expr:
 def _operands_materialised(lowering, product: sp.Expr, axes, summed) -> sp.Expr:
     """Elementwise functions of tensor entries (`tanh(h[i, k])`) as arrays of their own,
     when that makes the product a contraction (a matmul, not a product broadcast over
-    every index and then summed)."""
+    every index and then summed). A function of indices alone (a causal mask,
+    `indicator(j <= i)`) joins the array of a factor over its indices: a masked matmul."""
     factors = sp.Mul.make_args(product)
     plain = lambda f: isinstance(f, sp.Indexed) and all(is_index(i) for i in f.indices)
     constant = lambda f: not free_indices(f) and not f.has(sp.Indexed)
-    computed = [f for f in factors if not plain(f) and not constant(f)]
-    if not computed or any(not f.has(sp.Indexed) or has_reduction(f) for f in computed):
+    computed = [f for f in factors if not plain(f) and not constant(f) and f.has(sp.Indexed)]
+    masks = [f for f in factors if not constant(f) and not f.has(sp.Indexed)]
+    if not (computed or masks) or any(has_reduction(f) for f in computed):
         return product
     order = tuple(axes) + tuple(summed)
     # computed factors over the same indices are one array (a relu's mask times its input)
@@ -57,6 +59,9 @@ def _operands_materialised(lowering, product: sp.Expr, axes, summed) -> sp.Expr:
         if plain(f) and frozenset(f.indices) in groups and len(set(f.indices)) == len(f.indices):
             groups[frozenset(f.indices)].append(f)
             computed.append(f)
+    for mask in masks:
+        if not _mask_joined(mask, groups, [f for f in factors if plain(f) and f not in computed], computed):
+            return product
     merged = {sp.Mul(*fs): laid_out(sp.Mul(*fs), order) for fs in groups.values()}
     tuples = set(merged.values()) | {tuple(f.indices) for f in factors if plain(f)}
     if len(tuples) < 2 or not all(set(free_indices(f)) <= set(order) for f in computed):
@@ -67,6 +72,24 @@ def _operands_materialised(lowering, product: sp.Expr, axes, summed) -> sp.Expr:
         name = lowering.variable(array)
         result.append(sp.IndexedBase(name)[idx])
     return sp.Mul(*result)
+
+
+def _mask_joined(mask, groups: dict, entries: list, computed: list) -> bool:
+    """`mask` (a function of indices alone) added to the group of computed factors over the
+    fewest indices that include its own, else to a new group with such a plain entry of
+    `entries`; False where no factor spans its indices."""
+    over = frozenset(free_indices(mask))
+    spanning = sorted((k for k in groups if over <= k), key=lambda k: (len(k), sorted(map(str, k))))
+    if not spanning:
+        entry = next((f for f in entries if over <= set(f.indices) and len(set(f.indices)) == len(f.indices)), None)
+        if entry is None:
+            return False
+        spanning = [frozenset(entry.indices)]
+        groups[spanning[0]] = [entry]
+        computed.append(entry)
+    groups[spanning[0]].append(mask)
+    computed.append(mask)
+    return True
 
 
 def _constants_as_tensors(lowering, product: sp.Expr) -> sp.Expr:

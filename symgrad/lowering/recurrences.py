@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad.functions import product
+from symgrad.functions import indicator, product
 from symgrad.ir import Elementwise, Scan
 from symgrad.lowering.symbols import free_indices
 
@@ -25,7 +25,7 @@ def running_product_sum(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     if len(expr.limits) != 1:
         return None
     i, low, high = expr.limits[0]
-    factors = sp.Mul.make_args(expr.function)
+    factors = _decays_as_products(i, low, high, sp.Mul.make_args(expr.function), lowering.fresh(i, axes))
     running = [f for f in factors if isinstance(f, product) and i in free_indices(f)]
     weight = sp.Mul(*[f for f in factors if not (isinstance(f, product) and i in free_indices(f))])
     shape = _recurrence(i, low, high, running)
@@ -35,10 +35,39 @@ def running_product_sum(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     if m not in axes or m in free_indices(weight):
         return None
     k = running[0].limits[0][0]  # both read along m's axis, whose whole range m has
+    if m not in free_indices(weight.subs(i, m)):  # a constant summed: made an array along m's axis
+        weight = weight * indicator(m >= lowering.ranges.get(m, (0,))[0])
+        if m not in free_indices(weight.subs(i, m)):
+            return None
     by = lowering.array(running[0].function.subs(k, m + step), axes)
     scanned = lowering.array(weight.subs(i, m), axes)
     axis = axes.index(m) - len(axes)
     return sp.Symbol(lowering.temp(Scan("linear", Elementwise(scanned), axis, exclusive, reverse, Elementwise(by))))
+
+
+def _decays_as_products(i, low, high, factors: tuple, k) -> tuple:
+    """`factors` with a decay `a**(m - i + c)` (a constant along i and the range's bounding
+    index m, and c a whole number: an exponential moving average's, a discounted return's)
+    as `a**c * prod_k a` over the entries strictly between i and m, as a running product
+    weighs them (`a**(i - m + c)` as a product of 1/a); the others as they are."""
+    reverse = bool(free_indices(sp.sympify(low)))
+    bound = sp.sympify(low if reverse else high)
+    (m,) = free_indices(bound) if len(free_indices(bound)) == 1 else (None,)
+    if m is None:
+        return factors
+    shift = (bound - m) * (1 if reverse else -1)  # 1: the range stops one short of m
+    count, limits = ((i - m - shift), (k, m + shift, i - 1)) if reverse else ((m - shift - i), (k, i + 1, m - shift))
+    found = []
+    for f in factors:
+        base, exponent = f.as_base_exp()
+        if i in free_indices(exponent) and not free_indices(base) & {i, m}:
+            for sign in (1, -1):  # SymPy writes (1/2)**(m - i) as 2**(i - m)
+                c = sp.expand(exponent - sign * count)
+                if c.is_Integer:
+                    f = base**c * product(base**sign, limits)
+                    break
+        found.append(f)
+    return tuple(found)
 
 
 def _recurrence(i, low, high, running) -> tuple | None:

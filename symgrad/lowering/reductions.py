@@ -7,9 +7,10 @@ from __future__ import annotations
 import sympy as sp
 
 from symgrad.declare import BATCH, BATCH_DIM
-from symgrad.functions import logsumexp, product
+from symgrad.functions import indicator, logsumexp, product
 from symgrad.ir import Elementwise, Reduce, Scan
-from symgrad.lowering.symbols import free_indices, has_dependent_range, layout
+from symgrad.lowering.recurrences import running_product_sum
+from symgrad.lowering.symbols import free_indices, has_dependent_range, laid_out, layout
 
 
 def reduction(lowering, expr, axes) -> sp.Expr:
@@ -98,6 +99,118 @@ def cumulative_exp_sum(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
 def _log_of_positive(c: sp.Expr) -> sp.Expr:
     """log(c) where c > 0, else `LOG_OF_ZERO`."""
     return sp.log(c) if c.is_positive else sp.Piecewise((sp.log(c), c > 0), (LOG_OF_ZERO, True))
+
+
+def dependent_range_first(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
+    """A Sum over several indices, one of whose ranges ends (starts) at an index k that the
+    summand reads too (no scan of the whole), where the factors reading the summed index do
+    not read k (but for a decay, `a**(k - i)`): that index summed first over them (a
+    cumulative sum, a recurrence), the others
+    after: `sum_{i >= k, j} g[i, j] * w[k, j]` is `sum_j w[k, j] * (sum_{i >= k} g[i, j])`,
+    never a product over (k, i, j)."""
+    if len(expr.limits) < 2:
+        return None
+    for n, (i, low, high) in enumerate(expr.limits):
+        others = expr.limits[:n] + expr.limits[n + 1 :]
+        bound = free_indices(sp.sympify(low)) | free_indices(sp.sympify(high))
+        if not bound & free_indices(expr.function):
+            continue
+        if any(i in free_indices(sp.sympify(b)) for limit in others for b in limit[1:]):
+            continue
+        factors = sp.Mul.make_args(expr.function)
+        along = sp.Mul(*[f for f in factors if i in free_indices(f)])
+        rest = sp.Mul(*[f for f in factors if i not in free_indices(f)])
+        reading = [f for f in sp.Mul.make_args(along) if bound & free_indices(f)]
+        if all(isinstance(f, sp.Pow) and not free_indices(f.base) for f in reading):  # none, or a decay
+            return summed_first(lowering, sp.Sum(along, (i, low, high)), rest, others, axes)
+    return None
+
+
+def summed_first(lowering, first: sp.Sum, outside: sp.Expr, outer: tuple, axes) -> sp.Expr:
+    """`Sum(outside * first, *outer)` with `first` summed first: where SymPy would merge the
+    two Sums back into one (`outside` is 1), `first` as an array of its own."""
+    if len(sp.Sum(outside * first, *outer).limits) != len(outer):
+        idx = laid_out(first, tuple(axes) + tuple(limit[0] for limit in outer))
+        first = sp.IndexedBase(lowering.variable(lowering.array(first, idx)))[idx]
+    return lowering.array(sp.Sum(outside * first, *outer), axes)
+
+
+def triangular_sum(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
+    """A Sum over k whose range ends (or starts) at an index i that its summand reads too (a
+    causal softmax's normaliser, sum_{k <= i} exp(s[i, k])): no scan along i, but a sum over
+    k's whole axis under a mask of the range, `indicator(k <= i)` (a triangular one)."""
+    if not has_dependent_range(expr):
+        return None
+    function, limits, masks = expr.function, [], []
+    for k, low, high in expr.limits:
+        bound = free_indices(sp.sympify(low)) | free_indices(sp.sympify(high))
+        size = _axis_size(function, k) if bound & free_indices(function) else None
+        if size is None:
+            limits.append((k, low, high))
+            continue
+        whole = lowering.fresh(k, axes)  # k's range is recorded as the triangle's: a new name for the axis
+        function = function.xreplace({k: whole})
+        limits.append((whole, 0, size - 1))
+        masks += [indicator(whole >= low)] if low != 0 else []
+        masks += [indicator(whole <= high)] if sp.simplify(high - (size - 1)) != 0 else []
+    if not masks:
+        return None
+    return lowering.array(sp.Sum(function * sp.Mul(*masks), *limits), axes)
+
+
+def masked_cumulative_sum(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
+    """A Sum over k's whole range under `indicator(k <= m)` (k < m, k >= m, k > m), m an
+    axis of the same range: the cumulative sum up to (from) m, a scan, where it was a T x T
+    mask (a masked cumulative sum, the gradient of a sum up to m), or a linear recurrence
+    where the summand decays from m (`a**(m - k)`). Factors without k are moved out of the
+    Sum, and the Sum's other indices summed first."""
+    for n, (k, low, high) in enumerate(expr.limits):
+        others = expr.limits[:n] + expr.limits[n + 1 :]
+        other_indices = {limit[0] for limit in others}
+        if any(k in free_indices(sp.sympify(b)) for limit in others for b in limit[1:]):
+            continue
+        factors = sp.Mul.make_args(expr.function)
+        outer = [f for f in factors if not free_indices(f) & other_indices]  # summed over k alone
+        for mask in outer:
+            limits = _limits_of_mask(mask, k, low, high)
+            m = limits and next(iter(free_indices(sp.sympify(limits[0] - limits[1])) - {k}))
+            if limits is None or m not in axes or lowering.ranges.get(m) != (low, high):
+                continue
+            inner = sp.Mul(*[f for f in factors if f not in outer]) if others else sp.S.One
+            inner = sp.Sum(inner, *others) if others else inner
+            along = [f for f in outer if f is not mask and k in free_indices(f)] + [inner]
+            apart = sp.Mul(*[f for f in outer if f is not mask and k not in free_indices(f)])
+            limited = sp.Sum(sp.Mul(*along), (k, *limits))
+            if m not in free_indices(sp.Mul(*along)):
+                return lowering.array(apart * limited, axes)
+            # the summand reads m too: a scan still where it decays from m (else a mask it stays)
+            scanned = running_product_sum(lowering, limited, axes) or cumulative_exp_sum(lowering, limited, axes)
+            if scanned is not None:
+                return lowering.array(apart, axes) * scanned if apart != 1 else scanned
+    return None
+
+
+def _limits_of_mask(factor, k, low, high) -> tuple | None:
+    """(low, high) of k where `factor` is `indicator(k <= m)` (or <, >=, >; either side), m
+    another index: k's range cut at m."""
+    if not isinstance(factor, indicator) or not isinstance(factor.args[0], (sp.Le, sp.Lt, sp.Ge, sp.Gt)):
+        return None
+    condition = factor.args[0]
+    if condition.rhs == k:
+        condition = condition.reversed
+    m = condition.rhs
+    if condition.lhs != k or not (isinstance(m, sp.Symbol) and m != k and m.is_integer):
+        return None
+    return {sp.Le: (low, m), sp.Lt: (low, m - 1), sp.Ge: (m, high), sp.Gt: (m + 1, high)}[type(condition)]
+
+
+def _axis_size(function: sp.Expr, k) -> sp.Expr | None:
+    """The size of an axis of a tensor that `function` reads at `k`."""
+    for entry in sorted(function.atoms(sp.Indexed), key=sp.default_sort_key):
+        for axis, sub in enumerate(entry.indices):
+            if sub == k and entry.base.shape is not None and axis < len(entry.base.shape):
+                return entry.base.shape[axis]
+    return None
 
 
 def cumulative_sum(lowering, expr: sp.Sum, axes) -> sp.Expr | None:

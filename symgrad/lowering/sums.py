@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symgrad.lowering.reductions import reduce
+from symgrad.lowering.reductions import reduce, summed_first
 from symgrad.lowering.symbols import free_indices
 
 
@@ -52,7 +52,7 @@ def nested(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     factors = sp.Mul.make_args(expr.function)
     inside = sp.Mul(*[f for f in factors if free_indices(f) & bound])
     outside = sp.Mul(*[f for f in factors if not free_indices(f) & bound])
-    return lowering.array(sp.Sum(outside * sp.Sum(inside, *inner), *outer), axes)
+    return summed_first(lowering, sp.Sum(inside, *inner), outside, tuple(outer), axes)
 
 
 def _summed_groups(expr: sp.Sum) -> list[set]:

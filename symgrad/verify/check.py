@@ -44,7 +44,7 @@ from symgrad.verify.compare import (
 )
 from symgrad.verify.ops_under_test import DerivedOp, Variant
 from symgrad.verify.differences import STEP, differences, judge, stacked, unit
-from symgrad.verify.report import Result, summarize
+from symgrad.verify.report import UNSTABLE_FORWARD, Result, summarize
 from symgrad.verify.sources import Gradients, Skipped, derived_sources
 
 FULL_JACOBIAN_MAX = 64
@@ -308,8 +308,39 @@ def check_case(
         diffs.append(diff)
         skipped += skips
         if diff.bad:
-            findings.append(_finding(case, name, got, d, diff, projected))
+            finding = _finding(case, name, got, d, diff, projected)
+            if _agrees_in_extended_precision(forward, boundary, case, n, full_max, got, memo):
+                finding = unstable_forward(finding)
+            findings.append(finding)
     return diffs, findings, skipped
+
+
+def _agrees_in_extended_precision(forward, boundary, case: Case, n: int, full_max: int, got, memo: dict) -> bool:
+    """Whether `got`, which differences of the float64 forward fail, passes against those of
+    the same forward run in extended precision (`np.longdouble`, 11 more bits on x86): then
+    the forward loses precision there (1 - sigmoid(30) keeps 3 digits), not the gradient.
+    False where there is no wider float, or for complex inputs."""
+    wide = np.longdouble
+    if np.finfo(wide).eps >= np.finfo(np.float64).eps or any(np.iscomplexobj(x) for x in case.inputs):
+        return False
+    key = (n, full_max, "extended")
+    if key not in memo:
+        widened = lambda *xs: forward(*(x.astype(wide) if np.asarray(x).dtype == np.float64 else x for x in map(np.asarray, xs)))
+        memo[key] = _input_differences(widened, boundary, case, n, full_max)
+    d, _ = memo[key]
+    diff, _ = judge(got, d, undecided_at_kinks=case.ties)
+    return diff.total > 0 and not diff.bad
+
+
+def unstable_forward(finding: Finding) -> Finding:
+    """`finding` (a mismatch) blamed on the forward: its float64 values lose the precision
+    finite differences need."""
+    message = (
+        f"the forward loses precision in float64 here: its finite differences disagree with the gradient "
+        f"of {finding.input}, those of the same forward in extended precision agree (write the forward "
+        "in a stable form)"
+    )
+    return replace(finding, status=UNSTABLE_FORWARD, message=message)
 
 
 def projection(g, v, complex_input: bool):

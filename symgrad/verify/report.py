@@ -15,10 +15,13 @@ from symgrad.verify.compare import ArrayDiff, Finding, scalar_text
 
 # "non-finite": a gradient NaN or infinite where finite differences of a finite forward are
 # not (symgrad.verify.extremes), a mismatch of its own kind; "wrong-dtype": a gradient whose dtype is
-# not its input's (`compare.wrong_dtypes`), another
-STATUSES = ("match", "mismatch", "non-finite", "wrong-dtype", "error", "no-reference", "unavailable")
-FAILING = ("mismatch", "non-finite", "wrong-dtype", "error")
-MISMATCHES = ("mismatch", "non-finite", "wrong-dtype")
+# not its input's (`compare.wrong_dtypes`), another; "unstable forward": a gradient that
+# differences of the float64 forward fail and those of the same forward in extended precision
+# pass (`check.unstable_forward`): the forward is at fault
+UNSTABLE_FORWARD = "unstable forward"
+STATUSES = ("match", "mismatch", "non-finite", "wrong-dtype", UNSTABLE_FORWARD, "error", "no-reference", "unavailable")
+FAILING = ("mismatch", "non-finite", "wrong-dtype", UNSTABLE_FORWARD, "error")
+MISMATCHES = ("mismatch", "non-finite", "wrong-dtype", UNSTABLE_FORWARD)
 EXIT_MATCH, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
 
 
@@ -72,6 +75,7 @@ def summarize(
     row.max_abs_err = max((d.max_abs for d in diffs), default=None)
     row.max_rel_err = max((d.max_rel for d in diffs), default=None)
     values = [f for f in findings if f.status in ("mismatch", "non-finite")]
+    values += [f for f in findings if f.status == UNSTABLE_FORWARD]  # a gradient's own fault first
     dtypes = [f for f in findings if f.status == "wrong-dtype"]
     errors = [f for f in findings if f.status == "error"]
     chosen = (values or dtypes or errors or [None])[0]

@@ -15,6 +15,7 @@ import numpy as np
 from symgrad.verify.cases import Case, bound_forward
 from symgrad.verify.check import BranchConditions, check_case
 from symgrad.verify.ops_under_test import Variant
+from symgrad.verify.report import UNSTABLE_FORWARD
 from symgrad.verify.sources import Gradients
 
 REFERENCE_WRONG = "reference disagrees with finite differences"
@@ -45,7 +46,7 @@ def fd_verdict(variant: Variant, failing: list[Case], our, their) -> str | None:
         compared += 1
         for side, grads in (("ours", o.grads), ("theirs", t.grads)):
             _, findings, _ = check_case(variant, forward, boundary, case, grads)
-            agree[side] = agree[side] and not findings
+            agree[side] = agree[side] and _agrees(findings)
             finite = finite and _finite(grads)
     if not compared:  # a gradient that runs in the failing dtype only (TensorFlow's float32-only ops)
         narrow = sorted(failing, key=lambda c: c.size)[:MAX_CASES]
@@ -65,13 +66,18 @@ def fd_verdict(variant: Variant, failing: list[Case], our, their) -> str | None:
             compared += 1
             for side, (grads, loose) in judged.items():
                 _, findings, _ = check_case(variant, forward, boundary, case, grads, rounding=loose)
-                agree[side] = agree[side] and not findings
+                agree[side] = agree[side] and _agrees(findings)
                 finite = finite and _finite(grads)
     if not compared:
         return None
     # differences skip what they cannot judge: two gradients agreeing with them there, one of
     # them NaN or inf, were not both confirmed
     return UNDECIDED if agree["ours"] and agree["theirs"] and not finite else VERDICTS[(agree["ours"], agree["theirs"])]
+
+
+def _agrees(findings) -> bool:
+    """No finding, or only where the forward, not the gradient, loses precision."""
+    return all(f.status == UNSTABLE_FORWARD for f in findings)
 
 
 def _finite(grads) -> bool:

@@ -81,6 +81,7 @@ def _linear_scan(x, by, axis, exclusive=False, reverse=False):
     result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
     i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
     ceil(log2 n) steps of whole-array products and sums."""
+    by = np.asarray(by, dtype=np.result_type(x, by))  # a constant decay: x's dtype
     x, by = np.broadcast_arrays(x, by)
     if reverse:
         flip = lambda t: np.flip(t, axis=axis)

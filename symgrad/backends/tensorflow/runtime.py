@@ -234,6 +234,7 @@ def _linear_scan(x, by, axis, exclusive=False, reverse=False):
     i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
     ceil(log2 n) steps of whole-array products and sums, each differentiable again. The
     axis's length must be known when the function is traced."""
+    by = by if tf.is_tensor(by) else tf.constant(by, x.dtype)  # a constant decay
     x, by = x + tf.zeros_like(by), by + tf.zeros_like(x)  # broadcast, static shapes kept
     if reverse:
         flip = lambda t: tf.reverse(t, [axis])

@@ -150,6 +150,7 @@ def _linear_scan(x, by, axis, exclusive=False, reverse=False):
     result one step on, 0 first): the sum over i <= m of x[i] times the product of `by` over
     i < k <= m, a cumulative product's gradient without a division. By recursive doubling:
     ceil(log2 n) steps of whole-array products and sums, each differentiable again."""
+    by = by if torch.is_tensor(by) else torch.as_tensor(by, dtype=x.dtype, device=x.device)  # a constant decay
     x, by = torch.broadcast_tensors(x, by)
     if reverse:
         flip = lambda t: torch.flip(t, dims=(axis,))

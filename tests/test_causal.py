@@ -1,0 +1,81 @@
+"""Causal and sliding-window attention as a new user first writes it (issue 41), the forms of
+examples/causal_attention.py: the range `j <= i` as Sum limits (the same letter as the
+stage's whole axis, or another), as an `indicator` mask in the numerator and the normaliser
+(with or without stages), and a window `i - w <= j <= i`. Each derives (no intermediate beyond the op's own size, which derive
+refuses), and every target agrees with PyTorch's autodiff of
+`F.scaled_dot_product_attention(..., is_causal=True)` (a window: its boolean `attn_mask`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, import_path
+from verify_support import derived_folder
+
+EXAMPLE = ROOT / "examples" / "causal_attention.py"
+FORMS = ("limits", "apart", "mask", "unstaged", "window")
+FUNCTIONS = {"limits": "causal_limits", "apart": "causal_apart", "mask": "causal_mask", "unstaged": "causal_unstaged",
+             "window": "sliding_window"}
+T, D, E, WINDOW = 5, 3, 4, 2
+
+
+@pytest.fixture(scope="module")
+def causal():
+    """Every form of examples/causal_attention.py derived (verified) into one folder."""
+    return derived_folder(EXAMPLE)
+
+
+def reference(torch, form, q, k, v, grad):
+    """PyTorch's SDPA and its autodiff: causal, or a boolean window mask."""
+    F = torch.nn.functional
+    q, k, v = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    if form == "window":
+        rows, cols = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=(cols <= rows) & (cols >= rows - WINDOW))
+    else:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    grads = torch.autograd.grad(out, (q, k, v), torch.tensor(grad))
+    return out.detach().numpy(), [g.numpy() for g in grads]
+
+
+def inputs(batch):
+    rng = np.random.default_rng(len(batch))
+    return [rng.standard_normal(batch + shape) for shape in ((T, D), (T, D), (T, E), (T, E))]
+
+
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+@pytest.mark.parametrize("form", FORMS)
+def test_every_target_agrees_with_torch_causal_attention(torch, jax, tf, causal, form, batch):
+    q, k, v, grad = inputs(batch)
+    expected_out, expected = reference(torch, form, q, k, v, grad)
+    name = FUNCTIONS[form]
+    attrs = {"window": WINDOW} if form == "window" else {}
+    numpy_module = import_path(causal / "causal_attention_numpy.py")
+    got = {"numpy": (numpy_module.__dict__[name](q, k, v, **attrs), numpy_module.__dict__[name + "_grad"](grad, q, k, v, **attrs))}
+    torch_module = import_path(causal / "causal_attention_torch.py")
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    out = torch_module.__dict__[name](tq, tk, tv, **attrs)
+    got["torch"] = (out.detach().numpy(), [g.numpy() for g in torch.autograd.grad(out, (tq, tk, tv), torch.tensor(grad))])
+    jax_module = import_path(causal / "causal_attention_jax.py")
+    out, vjp = jax.vjp(lambda *a: jax_module.__dict__[name](*a, **attrs), *map(jax.numpy.asarray, (q, k, v)))
+    got["jax"] = (np.asarray(out), [np.asarray(g) for g in vjp(jax.numpy.asarray(grad))])
+    tf_module = import_path(causal / "causal_attention_tf.py")
+    tq, tk, tv = map(tf.constant, (q, k, v))
+    with tf.GradientTape() as tape:
+        tape.watch([tq, tk, tv])
+        out = tf_module.__dict__[name](tq, tk, tv, **attrs)
+    got["tensorflow"] = (out.numpy(), [g.numpy() for g in tape.gradient(out, [tq, tk, tv], output_gradients=tf.constant(grad))])
+    for target, (out, grads) in got.items():
+        np.testing.assert_allclose(np.asarray(out), expected_out, rtol=1e-10, atol=1e-12, err_msg=target)
+        for got_grad, want, input_name in zip(grads, expected, "qkv"):
+            np.testing.assert_allclose(np.asarray(got_grad), want, rtol=1e-9, atol=1e-12, err_msg=f"{target} {input_name}")
+
+
+def test_a_triangular_sum_is_a_masked_whole_axis_not_a_scan(causal):
+    """Sum limits (j, 0, i) over a summand that reads i: a where over the scores and one
+    matmul, in the forward and the gradient; no loop, no 4-axis array."""
+    source = (causal / "causal_attention_numpy.py").read_text()
+    forward = source[source.index("def causal_limits("):source.index("def causal_limits_grad(")]
+    assert "np.where(" in forward and "@ v" in forward and "cumsum" not in forward
