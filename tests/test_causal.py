@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import ROOT, import_path
-from verify_support import derived_folder
+from conftest import ROOT
+from verify_support import derived_folder, vjps_in_every_target
 
 EXAMPLE = ROOT / "examples" / "causal_attention.py"
 FORMS = ("limits", "apart", "mask", "unstaged", "window")
@@ -50,23 +50,8 @@ def inputs(batch):
 def test_every_target_agrees_with_torch_causal_attention(torch, jax, tf, causal, form, batch):
     q, k, v, grad = inputs(batch)
     expected_out, expected = reference(torch, form, q, k, v, grad)
-    name = FUNCTIONS[form]
     attrs = {"window": WINDOW} if form == "window" else {}
-    numpy_module = import_path(causal / "causal_attention_numpy.py")
-    got = {"numpy": (numpy_module.__dict__[name](q, k, v, **attrs), numpy_module.__dict__[name + "_grad"](grad, q, k, v, **attrs))}
-    torch_module = import_path(causal / "causal_attention_torch.py")
-    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
-    out = torch_module.__dict__[name](tq, tk, tv, **attrs)
-    got["torch"] = (out.detach().numpy(), [g.numpy() for g in torch.autograd.grad(out, (tq, tk, tv), torch.tensor(grad))])
-    jax_module = import_path(causal / "causal_attention_jax.py")
-    out, vjp = jax.vjp(lambda *a: jax_module.__dict__[name](*a, **attrs), *map(jax.numpy.asarray, (q, k, v)))
-    got["jax"] = (np.asarray(out), [np.asarray(g) for g in vjp(jax.numpy.asarray(grad))])
-    tf_module = import_path(causal / "causal_attention_tf.py")
-    tq, tk, tv = map(tf.constant, (q, k, v))
-    with tf.GradientTape() as tape:
-        tape.watch([tq, tk, tv])
-        out = tf_module.__dict__[name](tq, tk, tv, **attrs)
-    got["tensorflow"] = (out.numpy(), [g.numpy() for g in tape.gradient(out, [tq, tk, tv], output_gradients=tf.constant(grad))])
+    got = vjps_in_every_target(causal, "causal_attention", FUNCTIONS[form], [q, k, v], grad, **attrs)
     for target, (out, grads) in got.items():
         np.testing.assert_allclose(np.asarray(out), expected_out, rtol=1e-10, atol=1e-12, err_msg=target)
         for got_grad, want, input_name in zip(grads, expected, "qkv"):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import import_path
-from verify_support import derived_folder
+from verify_support import derived_folder, vjps_in_every_target
 
 DECAYS = '''
 import sympy as sp
@@ -121,20 +121,7 @@ def test_a_decaying_sum_is_a_scan_in_every_target(torch, jax, tf, decays, name):
     tensors = [torch.tensor(v, requires_grad=True) for v in values]
     expected_out = by_loop(torch, name, *tensors)
     expected = [g.numpy() for g in torch.autograd.grad(expected_out, tensors, torch.tensor(grad))]
-    numpy_module = import_path(decays / "decays_numpy.py")
-    got = {"numpy": (getattr(numpy_module, name)(*values), getattr(numpy_module, name + "_grad")(grad, *values))}
-    torch_module = import_path(decays / "decays_torch.py")
-    out = getattr(torch_module, name)(*tensors)
-    got["torch"] = (out.detach().numpy(), [g.numpy() for g in torch.autograd.grad(out, tensors, torch.tensor(grad))])
-    jax_module = import_path(decays / "decays_jax.py")
-    out, vjp = jax.vjp(getattr(jax_module, name), *map(jax.numpy.asarray, values))
-    got["jax"] = (np.asarray(out), [np.asarray(g) for g in vjp(jax.numpy.asarray(grad))])
-    tf_module = import_path(decays / "decays_tf.py")
-    constants = [tf.constant(v) for v in values]
-    with tf.GradientTape() as tape:
-        tape.watch(constants)
-        out = getattr(tf_module, name)(*constants)
-    got["tensorflow"] = (out.numpy(), [g.numpy() for g in tape.gradient(out, constants, output_gradients=tf.constant(grad))])
+    got = vjps_in_every_target(decays, "decays", name, values, grad)
     for target, (out, grads) in got.items():
         np.testing.assert_allclose(np.asarray(out), expected_out.detach().numpy(), rtol=1e-12, atol=1e-12, err_msg=target)
         for got_grad, want in zip(grads, expected):

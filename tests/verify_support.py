@@ -78,3 +78,31 @@ def rows(report: dict, op: str, **where) -> list[dict]:
 
 def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
+
+
+def vjps_in_every_target(folder: Path, stem: str, name: str, values: list, grad, **attrs) -> dict:
+    """{target: (output, [gradient per input])} of op function `name` of the `<stem>_*`
+    modules derived into `folder`, at `values` with upstream `grad`: numpy's `<name>_grad`,
+    and each framework's own autodiff through the generated op (PyTorch's autograd, JAX's
+    `vjp`, TensorFlow's GradientTape)."""
+    import jax
+    import numpy as np
+    import tensorflow as tf
+    import torch
+
+    from conftest import import_path
+
+    module = lambda target: import_path(folder / f"{stem}_{target}.py")
+    numpy_module = module("numpy")
+    got = {"numpy": (getattr(numpy_module, name)(*values, **attrs), getattr(numpy_module, name + "_grad")(grad, *values, **attrs))}
+    tensors = [torch.tensor(v, requires_grad=True) for v in values]
+    out = getattr(module("torch"), name)(*tensors, **attrs)
+    got["torch"] = (out.detach().numpy(), [g.numpy() for g in torch.autograd.grad(out, tensors, torch.tensor(grad))])
+    out, vjp = jax.vjp(lambda *a: getattr(module("jax"), name)(*a, **attrs), *map(jax.numpy.asarray, values))
+    got["jax"] = (np.asarray(out), [np.asarray(g) for g in vjp(jax.numpy.asarray(grad))])
+    constants = [tf.constant(v) for v in values]
+    with tf.GradientTape() as tape:
+        tape.watch(constants)
+        out = getattr(module("tf"), name)(*constants, **attrs)
+    got["tensorflow"] = (out.numpy(), [g.numpy() for g in tape.gradient(out, constants, output_gradients=tf.constant(grad))])
+    return got

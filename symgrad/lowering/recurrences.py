@@ -25,7 +25,7 @@ def running_product_sum(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     if len(expr.limits) != 1:
         return None
     i, low, high = expr.limits[0]
-    factors = _decays_as_products(i, low, high, sp.Mul.make_args(expr.function), lowering.fresh(i, axes))
+    factors = _decays_as_products(i, low, high, sp.Mul.make_args(expr.function), lambda: lowering.fresh(i, axes))
     running = [f for f in factors if isinstance(f, product) and i in free_indices(f)]
     weight = sp.Mul(*[f for f in factors if not (isinstance(f, product) and i in free_indices(f))])
     shape = _recurrence(i, low, high, running)
@@ -45,18 +45,16 @@ def running_product_sum(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     return sp.Symbol(lowering.temp(Scan("linear", Elementwise(scanned), axis, exclusive, reverse, Elementwise(by))))
 
 
-def _decays_as_products(i, low, high, factors: tuple, k) -> tuple:
+def _decays_as_products(i, low, high, factors: tuple, fresh) -> tuple:
     """`factors` with a decay `a**(m - i + c)` (a constant along i and the range's bounding
     index m, and c a whole number: an exponential moving average's, a discounted return's)
     as `a**c * prod_k a` over the entries strictly between i and m, as a running product
-    weighs them (`a**(i - m + c)` as a product of 1/a); the others as they are."""
-    reverse = bool(free_indices(sp.sympify(low)))
-    bound = sp.sympify(low if reverse else high)
-    (m,) = free_indices(bound) if len(free_indices(bound)) == 1 else (None,)
-    if m is None:
+    weighs them (`a**(i - m + c)` as a product of 1/a), k a `fresh()` index; the others as
+    they are."""
+    end = _range_end(i, low, high)
+    if end is None:
         return factors
-    shift = (bound - m) * (1 if reverse else -1)  # 1: the range stops one short of m
-    count, limits = ((i - m - shift), (k, m + shift, i - 1)) if reverse else ((m - shift - i), (k, i + 1, m - shift))
+    m, reverse, shift, count = end
     found = []
     for f in factors:
         base, exponent = f.as_base_exp()
@@ -64,10 +62,23 @@ def _decays_as_products(i, low, high, factors: tuple, k) -> tuple:
             for sign in (1, -1):  # SymPy writes (1/2)**(m - i) as 2**(i - m)
                 c = sp.expand(exponent - sign * count)
                 if c.is_Integer:
-                    f = base**c * product(base**sign, limits)
+                    k = fresh()
+                    f = base**c * product(base**sign, (k, m + shift, i - 1) if reverse else (k, i + 1, m - shift))
                     break
         found.append(f)
     return tuple(found)
+
+
+def _range_end(i, low, high) -> tuple | None:
+    """(m, reverse, shift, count) where i's range ends (`reverse`: starts) at the one index
+    m, `shift` (1) short of it, with `count` entries strictly between i and m; else None."""
+    reverse = bool(free_indices(sp.sympify(low)))  # i runs from m (or m + 1) to the end
+    bound = sp.sympify(low if reverse else high)
+    if len(free_indices(bound)) != 1:
+        return None
+    (m,) = free_indices(bound)
+    shift = (bound - m) * (1 if reverse else -1)  # 1: the range stops one short of m
+    return m, reverse, shift, (i - m - shift) if reverse else (m - shift - i)
 
 
 def _recurrence(i, low, high, running) -> tuple | None:
@@ -77,14 +88,13 @@ def _recurrence(i, low, high, running) -> tuple | None:
     if len(running) != 1 or len(running[0].limits) != 1 or len(running[0].limits[0]) != 3:
         return None
     _, first, last = running[0].limits[0]
-    reverse = bool(free_indices(sp.sympify(low)))  # i runs from m (or m + 1) to the end
-    bound, end = (low, high) if reverse else (high, low)
-    others = free_indices(sp.sympify(bound))
-    if len(others) != 1 or free_indices(sp.sympify(end)) or (not reverse and end != 0):
+    bounds = _range_end(i, low, high)
+    if bounds is None:
         return None
-    (m,) = others
-    shift = (bound - m) * (1 if reverse else -1)  # 1: the range stops one short of m
-    count = (i - m - shift) if reverse else (m - shift - i)  # entries strictly between
+    m, reverse, shift, count = bounds
+    end = high if reverse else low
+    if free_indices(sp.sympify(end)) or (not reverse and end != 0):
+        return None
     far = last if reverse else first  # the product's end at i
     step = far - i + (1 if reverse else -1)
     if shift not in (0, 1) or not sp.sympify(step).is_Integer or sp.expand(last - first + 1 - count) != 0:

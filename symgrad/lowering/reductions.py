@@ -110,12 +110,9 @@ def dependent_range_first(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     never a product over (k, i, j)."""
     if len(expr.limits) < 2:
         return None
-    for n, (i, low, high) in enumerate(expr.limits):
-        others = expr.limits[:n] + expr.limits[n + 1 :]
+    for i, low, high, others in _limits_apart(expr):
         bound = free_indices(sp.sympify(low)) | free_indices(sp.sympify(high))
         if not bound & free_indices(expr.function):
-            continue
-        if any(i in free_indices(sp.sympify(b)) for limit in others for b in limit[1:]):
             continue
         factors = sp.Mul.make_args(expr.function)
         along = sp.Mul(*[f for f in factors if i in free_indices(f)])
@@ -124,6 +121,15 @@ def dependent_range_first(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
         if all(isinstance(f, sp.Pow) and not free_indices(f.base) for f in reading):  # none, or a decay
             return summed_first(lowering, sp.Sum(along, (i, low, high)), rest, others, axes)
     return None
+
+
+def _limits_apart(expr: sp.Sum):
+    """(index, lowest, highest, the other limits) for each limit of `expr` that no other
+    limit's range reads: one that can be summed before the others or after them."""
+    for n, (index, low, high) in enumerate(expr.limits):
+        others = expr.limits[:n] + expr.limits[n + 1 :]
+        if not any(index in free_indices(sp.sympify(b)) for limit in others for b in limit[1:]):
+            yield index, low, high, others
 
 
 def summed_first(lowering, first: sp.Sum, outside: sp.Expr, outer: tuple, axes) -> sp.Expr:
@@ -164,19 +170,15 @@ def masked_cumulative_sum(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     mask (a masked cumulative sum, the gradient of a sum up to m), or a linear recurrence
     where the summand decays from m (`a**(m - k)`). Factors without k are moved out of the
     Sum, and the Sum's other indices summed first."""
-    for n, (k, low, high) in enumerate(expr.limits):
-        others = expr.limits[:n] + expr.limits[n + 1 :]
+    for k, low, high, others in _limits_apart(expr):
         other_indices = {limit[0] for limit in others}
-        if any(k in free_indices(sp.sympify(b)) for limit in others for b in limit[1:]):
-            continue
         factors = sp.Mul.make_args(expr.function)
         outer = [f for f in factors if not free_indices(f) & other_indices]  # summed over k alone
         for mask in outer:
-            limits = _limits_of_mask(mask, k, low, high)
-            m = limits and next(iter(free_indices(sp.sympify(limits[0] - limits[1])) - {k}))
-            if limits is None or m not in axes or lowering.ranges.get(m) != (low, high):
+            m, limits = _limits_of_mask(mask, k, low, high)
+            if m not in axes or lowering.ranges.get(m) != (low, high):
                 continue
-            inner = sp.Mul(*[f for f in factors if f not in outer]) if others else sp.S.One
+            inner = sp.Mul(*[f for f in factors if f not in outer])
             inner = sp.Sum(inner, *others) if others else inner
             along = [f for f in outer if f is not mask and k in free_indices(f)] + [inner]
             apart = sp.Mul(*[f for f in outer if f is not mask and k not in free_indices(f)])
@@ -190,18 +192,18 @@ def masked_cumulative_sum(lowering, expr: sp.Sum, axes) -> sp.Expr | None:
     return None
 
 
-def _limits_of_mask(factor, k, low, high) -> tuple | None:
-    """(low, high) of k where `factor` is `indicator(k <= m)` (or <, >=, >; either side), m
-    another index: k's range cut at m."""
+def _limits_of_mask(factor, k, low, high) -> tuple:
+    """(m, k's range cut at m) where `factor` is `indicator(k <= m)` (or <, >=, >; either
+    side), m another index; (None, None) otherwise."""
     if not isinstance(factor, indicator) or not isinstance(factor.args[0], (sp.Le, sp.Lt, sp.Ge, sp.Gt)):
-        return None
+        return None, None
     condition = factor.args[0]
     if condition.rhs == k:
         condition = condition.reversed
     m = condition.rhs
     if condition.lhs != k or not (isinstance(m, sp.Symbol) and m != k and m.is_integer):
-        return None
-    return {sp.Le: (low, m), sp.Lt: (low, m - 1), sp.Ge: (m, high), sp.Gt: (m + 1, high)}[type(condition)]
+        return None, None
+    return m, {sp.Le: (low, m), sp.Lt: (low, m - 1), sp.Ge: (m, high), sp.Gt: (m + 1, high)}[type(condition)]
 
 
 def _axis_size(function: sp.Expr, k) -> sp.Expr | None:

@@ -325,7 +325,7 @@ def _agrees_in_extended_precision(forward, boundary, case: Case, n: int, full_ma
         return False
     key = (n, full_max, "extended")
     if key not in memo:
-        widened = lambda *xs: forward(*(x.astype(wide) if np.asarray(x).dtype == np.float64 else x for x in map(np.asarray, xs)))
+        widened = lambda *xs: forward(*(x.astype(wide) if x.dtype == np.float64 else x for x in map(np.asarray, xs)))
         memo[key] = _input_differences(widened, boundary, case, n, full_max)
     d, _ = memo[key]
     diff, _ = judge(got, d, undecided_at_kinks=case.ties)
