@@ -41,6 +41,18 @@ def _kept(reads, needed):
     return {name for x, n in zip(reads, needed) if n for name in reads[x].split()}
 
 
+def _run_signature(forward, run) -> inspect.Signature:
+    """`run(attrs, *inputs)`'s signature: (attrs, one parameter per input of `forward`), or
+    `run`'s own where `forward` takes a list input (any number of tensors)."""
+    parameters = inspect.signature(forward).parameters.values()
+    if any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return inspect.signature(run)
+    only = inspect.Parameter.POSITIONAL_ONLY
+    inputs = [p.replace(kind=only) for p in parameters if p.kind == p.POSITIONAL_OR_KEYWORD]
+    first = "attrs" if all(p.name != "attrs" for p in inputs) else "attrs_"  # an input named attrs
+    return inspect.Signature([inspect.Parameter(first, only), *inputs])
+
+
 def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_only="", reads=None):
     """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
     backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
@@ -116,8 +128,10 @@ def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_o
 
     # `Function.apply` binds its arguments to `forward`'s signature on every call: computed
     # once here instead (`inspect.signature` reads `__signature__`), a third of a small op's
-    # Python overhead
-    run.__signature__ = inspect.signature(run)
+    # Python overhead. One parameter per input where the inputs are fixed: torch.compile, given
+    # no input that requires grad, passes `forward` a ctx unless the arguments are as many as
+    # its parameters
+    run.__signature__ = _run_signature(forward, run)
     methods = {"forward": run, "setup_context": setup_context, "backward": backward}
     members = {k: staticmethod(m) for k, m in methods.items()}
     members["generate_vmap_rule"] = True  # torch.func.vmap, grad and jacrev run it as it is
@@ -138,6 +152,17 @@ def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_o
 def _conj(x):
     """Complex conjugate; real tensors are returned as they are."""
     return torch.conj(x) if torch.is_complex(x) else x
+
+
+def _sigmoid(x):
+    """torch's sigmoid for real x; for complex x the formula with an exponential of modulus at
+    most 1 (`exp(x) / (1 + exp(x))` where the real part is negative): torch's own is NaN where
+    exp(-x) overflows (x = -1000 + 0.4j), though the value is finite (0)."""
+    if not x.is_complex():
+        return torch.sigmoid(x)
+    right = x.real >= 0
+    e = torch.exp(torch.where(right, -x, x))
+    return torch.where(right, torch.ones_like(e), e) / (1 + e)
 
 
 def _tensors(a, b):
@@ -600,3 +625,51 @@ def _leading_flattened(ranks, *arrays):
 def _leading_restored(lead, y):
     """`y`, its first axis the flattened leading axes `lead`, with them back."""
     return y.reshape(tuple(lead) + tuple(y.shape[1:]))
+
+
+def _check_shapes(op, /, **declared):
+    """Raise ValueError, naming the op, the input and its declared shape, unless each input
+    has the shape declared: `declared[name]` is (the input, then per axis a dim's name, one
+    size wherever it appears, an int, or None, not checked), a leading `...` standing for any
+    number of batch axes. An input without a shape (a Python number, a list) is not checked."""
+    seen = {}  # dim -> its size
+    for name, (x, *axes) in declared.items():
+        shape = getattr(x, "shape", None)
+        batched = bool(axes) and axes[0] is ...
+        try:
+            extra = len(shape) - len(axes) + batched  # the leading batch axes
+        except (TypeError, ValueError):  # no shape; a TensorFlow graph's of unknown rank
+            continue
+        if extra < 0 or (extra and not batched):
+            _refuse(op, name, shape, axes)
+        for dim, size in zip(axes[batched:], shape[extra:]):
+            if dim is None or size is None:  # not checked; a TensorFlow graph's unknown size
+                continue
+            known = seen.setdefault(dim, size) if dim.__class__ is str else dim
+            if size != known and known is not None:
+                _refuse(op, name, shape, axes, declared if dim.__class__ is str else None, dim)
+
+
+def _refuse(op, name, shape, axes, declared=None, dim=None):
+    """The ValueError of `_check_shapes`: input `name` of shape `shape` is not declared
+    `axes`; where the dim `dim` was read first from another input of `declared`, which."""
+    written = ", ".join("..." if a is ... else "?" if a is None else str(a) for a in axes)
+    comma = "," if len(axes) == 1 else ""
+    raise ValueError(
+        f"{op}: input {name} has shape {tuple(shape)}, but is declared ({written}{comma}){_sized(declared, dim)}"
+    )
+
+
+def _sized(declared, dim):
+    """ ", and K is 4 (a's axis 1)": where the dim `dim` got its size, the first input of
+    `declared` (None: none) giving it one; "" where none does."""
+    for other, (x, *its) in (declared or {}).items():
+        batched = its[:1] == [...]
+        where = [k for k, a in enumerate(its[batched:]) if a == dim]
+        try:
+            axis = len(x.shape) - len(its) + batched + where[0]
+        except (AttributeError, IndexError, TypeError, ValueError):  # no shape, or no such dim
+            continue
+        if x.shape[axis] is not None:
+            return f", and {dim} is {x.shape[axis]} ({other}'s axis {axis})"
+    return ""

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_jax import _custom_vjp, _gather, _scatter_add
+    from ._symgrad_jax import _check_shapes, _custom_vjp, _gather, _scatter_add
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +25,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_jax", _runtime_file)
         sys.modules["_symgrad_jax"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_jax"])
-    from _symgrad_jax import _custom_vjp, _gather, _scatter_add
+    from _symgrad_jax import _check_shapes, _custom_vjp, _gather, _scatter_add
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -82,11 +82,13 @@ def pad_forward(input, *, paddings):
     paddings = np.asarray(paddings, dtype=np.int64)
     t0 = jnp.shape(input)[-1]
     if rank == 1:
+        _check_shapes("Pad", input=(input, "D0"))
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = jnp.arange(t1)
         t3 = -paddings[0][0] + t2
         output = _gather(input, t3, -1)
     elif rank == 2:
+        _check_shapes("Pad", input=(input, "D0", "D1"))
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = jnp.arange(t1)
         t3 = -paddings[1][0] + t2
@@ -97,6 +99,7 @@ def pad_forward(input, *, paddings):
         t8 = -paddings[0][0] + t7
         output = _gather(t4, t8, -2)
     elif rank == 3:
+        _check_shapes("Pad", input=(input, "D0", "D1", "D2"))
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = jnp.arange(t1)
         t3 = -paddings[2][0] + t2
@@ -112,6 +115,7 @@ def pad_forward(input, *, paddings):
         t13 = -paddings[0][0] + t12
         output = _gather(t9, t13, -3)
     elif rank == 4:
+        _check_shapes("Pad", input=(input, "D0", "D1", "D2", "D3"))
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = jnp.arange(t1)
         t3 = -paddings[3][0] + t2
@@ -194,6 +198,7 @@ def pad_v2_forward(input, *, paddings, constant_values):
     paddings = np.asarray(paddings, dtype=np.int64)
     t0 = jnp.shape(input)[-1]
     if rank == 1:
+        _check_shapes("PadV2", input=(input, "D0"))
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = jnp.arange(t1)
         t3 = -paddings[0][0] + t2
@@ -201,6 +206,7 @@ def pad_v2_forward(input, *, paddings, constant_values):
         t5 = (paddings[0][0] <= t2) & (t2 < paddings[0][0] + t0)
         output = jnp.where(t5, t4, constant_values)
     elif rank == 2:
+        _check_shapes("PadV2", input=(input, "D0", "D1"))
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = jnp.arange(t1)
         t3 = -paddings[1][0] + t2
@@ -219,6 +225,7 @@ def pad_v2_forward(input, *, paddings, constant_values):
         )
         output = jnp.where(t11, t9, constant_values)
     elif rank == 3:
+        _check_shapes("PadV2", input=(input, "D0", "D1", "D2"))
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = jnp.arange(t1)
         t3 = -paddings[2][0] + t2
@@ -245,6 +252,7 @@ def pad_v2_forward(input, *, paddings, constant_values):
         )
         output = jnp.where(t17, t14, constant_values)
     elif rank == 4:
+        _check_shapes("PadV2", input=(input, "D0", "D1", "D2", "D3"))
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = jnp.arange(t1)
         t3 = -paddings[3][0] + t2
@@ -388,11 +396,13 @@ def slice_forward(input, *, begin, size):
     size = np.asarray(size, dtype=np.int64)
     t0 = jnp.shape(input)[-1]
     if rank == 1:
+        _check_shapes("Slice", input=(input, "D0"))
         t1 = np.where(size[0] == -1, -begin[0] + t0, size[0])
         t2 = jnp.arange(t1)
         t3 = begin[0] + t2
         output = _gather(input, t3, -1)
     elif rank == 2:
+        _check_shapes("Slice", input=(input, "D0", "D1"))
         t1 = np.where(size[1] == -1, -begin[1] + t0, size[1])
         t2 = jnp.arange(t1)
         t3 = begin[1] + t2
@@ -403,6 +413,7 @@ def slice_forward(input, *, begin, size):
         t8 = begin[0] + t7
         output = _gather(t4, t8, -2)
     elif rank == 3:
+        _check_shapes("Slice", input=(input, "D0", "D1", "D2"))
         t1 = np.where(size[2] == -1, -begin[2] + t0, size[2])
         t2 = jnp.arange(t1)
         t3 = begin[2] + t2
@@ -418,6 +429,7 @@ def slice_forward(input, *, begin, size):
         t13 = begin[0] + t12
         output = _gather(t9, t13, -3)
     elif rank == 4:
+        _check_shapes("Slice", input=(input, "D0", "D1", "D2", "D3"))
         t1 = np.where(size[3] == -1, -begin[3] + t0, size[3])
         t2 = jnp.arange(t1)
         t3 = begin[3] + t2
@@ -499,11 +511,22 @@ def reverse_v2_forward(tensor, *, axis=(-1,)):
     """ReverseV2's formula."""
     axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
     if axis in ((-1,), (-2,), (-3,)):
+        if axis == (-1,):
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D3"))
+        elif axis == (-2,):
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D2", "D3"))
+        else:
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D1", "D2", "D3"))
         output = jnp.flip(tensor, (axis[0],))
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
+        if axis == (-2, -1):
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D2", "D3"))
+        else:
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D1", "D2", "D3"))
         t0 = jnp.flip(tensor, (axis[1],))
         output = jnp.flip(t0, (axis[0],))
     elif axis == (-3, -2, -1):
+        _check_shapes("ReverseV2", tensor=(tensor, ..., "D1", "D2", "D3"))
         t0 = jnp.flip(tensor, (-1,))
         t1 = jnp.flip(t0, (-2,))
         output = jnp.flip(t1, (-3,))
@@ -546,11 +569,14 @@ def reverse_forward(tensor, *, dims=(True, False)):
     """Reverse's formula."""
     dims = tuple(int(a) for a in np.ravel(dims))
     if dims == (True, False):
+        _check_shapes("Reverse", tensor=(tensor, "D0", "D1"))
         output = jnp.flip(tensor, (-2,))
     elif dims == (True, True):
+        _check_shapes("Reverse", tensor=(tensor, "D0", "D1"))
         t0 = jnp.flip(tensor, (-1,))
         output = jnp.flip(t0, (-2,))
     elif dims == (True, True, True):
+        _check_shapes("Reverse", tensor=(tensor, "D0", "D1", "D2"))
         t0 = jnp.flip(tensor, (-1,))
         t1 = jnp.flip(t0, (-2,))
         output = jnp.flip(t1, (-3,))
@@ -598,10 +624,13 @@ def transpose_forward(x, *, perm=(1, 0)):
     """Transpose's formula."""
     perm = tuple(int(a) for a in np.ravel(perm))
     if perm == (1, 0):
+        _check_shapes("Transpose", x=(x, "D0", "D1"))
         y = x.T
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        _check_shapes("Transpose", x=(x, "D0", "D1", "D2"))
         y = jnp.transpose(x, (perm[0], perm[1], perm[2]))
     elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        _check_shapes("Transpose", x=(x, "D0", "D1", "D2", "D3"))
         y = jnp.transpose(x, (0, perm[1], perm[2], perm[3]))
     else:
         raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
@@ -679,14 +708,17 @@ def strided_slice_forward(
         )
     t0 = jnp.shape(input)[-1]
     if rank == 1 and shrink_axis_mask == 0:
+        _check_shapes("StridedSlice", input=(input, "D0"))
         t1 = _slice_length(t0, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0))
         t2 = jnp.arange(t1)
         t3 = strides[0] * t2 + _slice_start(t0, begin[0], strides[0], _bit(begin_mask, 0))
         output = _gather(input, t3, -1)
     elif rank == 1 and shrink_axis_mask == 1:
+        _check_shapes("StridedSlice", input=(input, "D0"))
         t1 = np.where(begin[0] < 0, begin[0] + t0, begin[0])
         output = _gather(input, t1, -1)
     elif rank == 2 and shrink_axis_mask in (0, 1):
+        _check_shapes("StridedSlice", input=(input, "D0", "D1"))
         t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
         t2 = jnp.arange(t1)
         t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
@@ -702,6 +734,7 @@ def strided_slice_forward(
             t8 = np.where(begin[0] < 0, begin[0] + t5, begin[0])
         output = _gather(t4, t8, -2)
     elif rank == 3 and shrink_axis_mask in (0, 1):
+        _check_shapes("StridedSlice", input=(input, "D0", "D1", "D2"))
         t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
         t2 = jnp.arange(t1)
         t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
@@ -722,6 +755,7 @@ def strided_slice_forward(
             t13 = np.where(begin[0] < 0, begin[0] + t10, begin[0])
         output = _gather(t9, t13, -3)
     elif rank == 4 and shrink_axis_mask in (0, 1):
+        _check_shapes("StridedSlice", input=(input, "D0", "D1", "D2", "D3"))
         t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
         t2 = jnp.arange(t1)
         t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
@@ -931,11 +965,18 @@ def strided_slice_backprop_forward(
             f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
         )
     if rank == 1 and shrink_axis_mask == 0:
+        _check_shapes("StridedSliceGrad", dy=(dy, None))
         t0 = jnp.arange(shape[0])
         t1 = t0 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
         t2 = jnp.where(t1 % strides[0] == 0, t1 // strides[0], -1)
         output = _gather(dy, t2, -1)
     elif rank in (1, 2, 3) and shrink_axis_mask == 1:
+        if rank == 1 and shrink_axis_mask == 1:
+            _check_shapes("StridedSliceGrad", dy=(dy, None))
+        elif rank == 2 and shrink_axis_mask == 1:
+            _check_shapes("StridedSliceGrad", dy=(dy, None, None))
+        else:
+            _check_shapes("StridedSliceGrad", dy=(dy, None, None, None))
         if rank == 2:
             t0 = jnp.arange(shape[2])
             t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
@@ -970,6 +1011,10 @@ def strided_slice_backprop_forward(
             t15 = t14[..., None, None, None]
         output = jnp.where(t15, t11, 0)
     elif rank in (2, 3) and shrink_axis_mask == 0:
+        if rank == 2 and shrink_axis_mask == 0:
+            _check_shapes("StridedSliceGrad", dy=(dy, None, None))
+        else:
+            _check_shapes("StridedSliceGrad", dy=(dy, None, None, None))
         if rank == 3:
             t0 = jnp.arange(shape[2])
             t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
@@ -1135,6 +1180,7 @@ def tensor_strided_slice_update_forward(
         )
     t0 = jnp.asarray(1, dtype=jnp.result_type(input))
     if rank == 1:
+        _check_shapes("TensorStridedSliceUpdate", input=(input, "D0"), value=(value, None))
         t1 = jnp.shape(input)[-1]
         t2 = jnp.arange(jnp.shape(value)[-1])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
@@ -1145,6 +1191,9 @@ def tensor_strided_slice_update_forward(
         t8 = _gather(value, t7, -1)
         output = -input * t4 + input + t8
     elif rank == 2:
+        _check_shapes(
+            "TensorStridedSliceUpdate", input=(input, "D0", "D1"), value=(value, None, None)
+        )
         t1 = jnp.shape(input)[-2]
         t2 = jnp.arange(jnp.shape(value)[-2])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
@@ -1163,6 +1212,11 @@ def tensor_strided_slice_update_forward(
         t16 = _gather(t12, t15, -2)
         output = -input * t4 * t8 + input + t16
     elif rank == 3:
+        _check_shapes(
+            "TensorStridedSliceUpdate",
+            input=(input, "D0", "D1", "D2"),
+            value=(value, None, None, None),
+        )
         t1 = jnp.shape(input)[-3]
         t2 = jnp.arange(jnp.shape(value)[-3])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
@@ -1189,6 +1243,11 @@ def tensor_strided_slice_update_forward(
         t24 = _gather(t20, t23, -3)
         output = -input * t12 * t4 * t8 + input + t24
     elif rank == 4:
+        _check_shapes(
+            "TensorStridedSliceUpdate",
+            input=(input, "D0", "D1", "D2", "D3"),
+            value=(value, None, None, None, None),
+        )
         t1 = jnp.shape(input)[-4]
         t2 = jnp.arange(jnp.shape(value)[-4])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))

@@ -9,7 +9,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _conj, _gather, _scatter_add, _sum_to_shape
+    from ._symgrad_numpy import _check_shapes, _conj, _gather, _scatter_add, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -20,7 +20,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _conj, _gather, _scatter_add, _sum_to_shape
+    from _symgrad_numpy import _check_shapes, _conj, _gather, _scatter_add, _sum_to_shape
 
 
 def _mirrored(position, size, edge):
@@ -38,9 +38,11 @@ def tile(input, *, multiples):
     rank = np.ndim(input)
     multiples = np.asarray(multiples, dtype=np.int64)
     if rank == 1:
+        _check_shapes("Tile", input=(input, "D0"))
         t0 = np.shape(input)[-1]
         output = np.reshape(np.broadcast_to(input, (multiples[0], t0)), (multiples[0] * t0,))
     elif rank == 2:
+        _check_shapes("Tile", input=(input, "D0", "D1"))
         t0 = input[..., None, :]
         t1 = np.shape(input)[-2]
         t2 = np.shape(input)[-1]
@@ -49,6 +51,7 @@ def tile(input, *, multiples):
             (multiples[0] * t1, multiples[1] * t2),
         )
     elif rank == 3:
+        _check_shapes("Tile", input=(input, "D0", "D1", "D2"))
         t0 = input[..., None, :, None, :]
         t1 = np.shape(input)[-3]
         t2 = np.shape(input)[-2]
@@ -58,6 +61,7 @@ def tile(input, *, multiples):
             (multiples[0] * t1, multiples[1] * t2, multiples[2] * t3),
         )
     elif rank == 4:
+        _check_shapes("Tile", input=(input, "D0", "D1", "D2", "D3"))
         t0 = input[..., None, :, None, :, None, :]
         t1 = np.shape(input)[-4]
         t2 = np.shape(input)[-3]
@@ -192,11 +196,13 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
     paddings = np.asarray(paddings, dtype=np.int64)
     t0 = np.shape(input)[-1]
     if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPad", input=(input, "D0"))
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = np.arange(t1)
         t3 = _mirrored(-paddings[0][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(input, t3, -1)
     elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPad", input=(input, "D0", "D1"))
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = np.arange(t1)
         t3 = _mirrored(-paddings[1][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
@@ -207,6 +213,7 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
         t8 = _mirrored(-paddings[0][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(t4, t8, -2)
     elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPad", input=(input, "D0", "D1", "D2"))
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = np.arange(t1)
         t3 = _mirrored(-paddings[2][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
@@ -222,6 +229,7 @@ def mirror_pad(input, *, mode="REFLECT", paddings):
         t13 = _mirrored(-paddings[0][0] + t12, t10, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(t9, t13, -3)
     elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPad", input=(input, "D0", "D1", "D2", "D3"))
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = np.arange(t1)
         t3 = _mirrored(-paddings[3][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
@@ -353,6 +361,7 @@ def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
     t0 = np.shape(input)[-1]
     t2 = np.arange(np.shape(input)[-1])
     if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPadGrad", input=(input, "D0"))
         t1 = -paddings[0][0] - paddings[0][1] + t0
         t3 = _mirrored(
             -paddings[0][0] + t2,
@@ -361,6 +370,7 @@ def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
         )
         output = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
     elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPadGrad", input=(input, "D0", "D1"))
         t1 = -paddings[1][0] - paddings[1][1] + t0
         t3 = _mirrored(
             -paddings[1][0] + t2,
@@ -378,6 +388,7 @@ def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
         )
         output = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
     elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPadGrad", input=(input, "D0", "D1", "D2"))
         t1 = -paddings[2][0] - paddings[2][1] + t0
         t3 = _mirrored(
             -paddings[2][0] + t2,
@@ -404,6 +415,7 @@ def mirror_pad_backprop(input, *, mode="REFLECT", paddings):
         )
         output = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
     elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPadGrad", input=(input, "D0", "D1", "D2", "D3"))
         t1 = -paddings[3][0] - paddings[3][1] + t0
         t3 = _mirrored(
             -paddings[3][0] + t2,
@@ -646,6 +658,9 @@ def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
     t4 = np.arange(np.shape(input)[-3])
     t6 = np.arange(np.shape(input)[-2])
     if seq_dim == 1:
+        _check_shapes(
+            "ReverseSequence", input=(input, "B", "T", "C"), seq_lengths=(seq_lengths, "B")
+        )
         t3 = np.reshape(input, (t0 * t1, t2))
         t5 = t4[..., None]
         t7 = seq_lengths[..., None]
@@ -656,6 +671,9 @@ def reverse_sequence(input, seq_lengths, *, seq_dim=1, batch_dim=0):
         t12 = np.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         output = _gather(t3, t12, -2)
     elif seq_dim == 2:
+        _check_shapes(
+            "ReverseSequence", input=(input, "B", "C", "T"), seq_lengths=(seq_lengths, "B")
+        )
         t3 = np.reshape(input, (t0 * t1 * t2,))
         t5 = t4[..., None, None]
         t7 = t6[..., None]
@@ -811,9 +829,13 @@ def select(condition, x, y):
     """Select: output = x where condition, else y, of one shape; a vector condition chooses whole rows (declared at ops/array_more.py:99)."""
     rank = np.ndim(condition)
     if rank == 1:
+        _check_shapes("Select", condition=(condition, "D0"), x=(x, "D0", "D1"), y=(y, "D0", "D1"))
         t0 = condition[..., None]
         output = np.where(t0, x, y)
     elif rank == 2:
+        _check_shapes(
+            "Select", condition=(condition, "D0", "D1"), x=(x, "D0", "D1"), y=(y, "D0", "D1")
+        )
         output = np.where(condition, x, y)
     else:
         raise ValueError(f"Select: unsupported attributes rank={rank!r}")

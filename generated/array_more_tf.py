@@ -19,6 +19,7 @@ import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_tf import (
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _gather,
@@ -39,6 +40,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
     from _symgrad_tf import (
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _gather,
@@ -72,9 +74,11 @@ def tile_forward(input, *, multiples):
     rank = len(input.shape)
     multiples = tf.cast(multiples, tf.int64)
     if rank == 1:
+        _check_shapes("Tile", input=(input, "D0"))
         t0 = tf.shape(input, out_type=tf.int64)[-1]
         output = tf.reshape(tf.broadcast_to(input, [multiples[0], t0]), [multiples[0] * t0])
     elif rank == 2:
+        _check_shapes("Tile", input=(input, "D0", "D1"))
         t0 = input[..., None, :]
         t1 = tf.shape(input, out_type=tf.int64)[-2]
         t2 = tf.shape(input, out_type=tf.int64)[-1]
@@ -83,6 +87,7 @@ def tile_forward(input, *, multiples):
             [multiples[0] * t1, multiples[1] * t2],
         )
     elif rank == 3:
+        _check_shapes("Tile", input=(input, "D0", "D1", "D2"))
         t0 = input[..., None, :, None, :]
         t1 = tf.shape(input, out_type=tf.int64)[-3]
         t2 = tf.shape(input, out_type=tf.int64)[-2]
@@ -92,6 +97,7 @@ def tile_forward(input, *, multiples):
             [multiples[0] * t1, multiples[1] * t2, multiples[2] * t3],
         )
     elif rank == 4:
+        _check_shapes("Tile", input=(input, "D0", "D1", "D2", "D3"))
         t0 = input[..., None, :, None, :, None, :]
         t1 = tf.shape(input, out_type=tf.int64)[-4]
         t2 = tf.shape(input, out_type=tf.int64)[-3]
@@ -230,11 +236,13 @@ def mirror_pad_forward(input, *, mode="REFLECT", paddings):
     paddings = tf.cast(paddings, tf.int64)
     t0 = tf.shape(input, out_type=tf.int64)[-1]
     if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPad", input=(input, "D0"))
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = _mirrored(-paddings[0][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(input, t3, -1)
     elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPad", input=(input, "D0", "D1"))
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = _mirrored(-paddings[1][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
@@ -245,6 +253,7 @@ def mirror_pad_forward(input, *, mode="REFLECT", paddings):
         t8 = _mirrored(-paddings[0][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(t4, t8, -2)
     elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPad", input=(input, "D0", "D1", "D2"))
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = _mirrored(-paddings[2][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
@@ -260,6 +269,7 @@ def mirror_pad_forward(input, *, mode="REFLECT", paddings):
         t13 = _mirrored(-paddings[0][0] + t12, t10, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(t9, t13, -3)
     elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPad", input=(input, "D0", "D1", "D2", "D3"))
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = _mirrored(-paddings[3][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
@@ -375,6 +385,7 @@ def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
     t0 = tf.shape(input, out_type=tf.int64)[-1]
     t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
     if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPadGrad", input=(input, "D0"))
         t1 = -paddings[0][0] - paddings[0][1] + t0
         t3 = _mirrored(
             -paddings[0][0] + t2,
@@ -383,6 +394,7 @@ def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
         )
         output = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
     elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPadGrad", input=(input, "D0", "D1"))
         t1 = -paddings[1][0] - paddings[1][1] + t0
         t3 = _mirrored(
             -paddings[1][0] + t2,
@@ -400,6 +412,7 @@ def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
         )
         output = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
     elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPadGrad", input=(input, "D0", "D1", "D2"))
         t1 = -paddings[2][0] - paddings[2][1] + t0
         t3 = _mirrored(
             -paddings[2][0] + t2,
@@ -426,6 +439,7 @@ def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
         )
         output = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
     elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPadGrad", input=(input, "D0", "D1", "D2", "D3"))
         t1 = -paddings[3][0] - paddings[3][1] + t0
         t3 = _mirrored(
             -paddings[3][0] + t2,
@@ -603,6 +617,9 @@ def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
     t4 = tf.range(tf.shape(input, out_type=tf.int64)[-3])
     t6 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
     if seq_dim == 1:
+        _check_shapes(
+            "ReverseSequence", input=(input, "B", "T", "C"), seq_lengths=(seq_lengths, "B")
+        )
         t3 = tf.reshape(input, [t0 * t1, t2])
         t5 = t4[..., None]
         t7 = seq_lengths[..., None]
@@ -613,6 +630,9 @@ def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
         t12 = tf.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, tf.constant(-1, tf.int64))
         output = _gather(t3, t12, -2)
     elif seq_dim == 2:
+        _check_shapes(
+            "ReverseSequence", input=(input, "B", "C", "T"), seq_lengths=(seq_lengths, "B")
+        )
         t3 = tf.reshape(input, [t0 * t1 * t2])
         t5 = t4[..., None, None]
         t7 = t6[..., None]
@@ -773,9 +793,13 @@ def select_forward(condition, x, y):
     """Select's formula."""
     rank = len(condition.shape)
     if rank == 1:
+        _check_shapes("Select", condition=(condition, "D0"), x=(x, "D0", "D1"), y=(y, "D0", "D1"))
         t0 = condition[..., None]
         output = tf.where(t0, x, y)
     elif rank == 2:
+        _check_shapes(
+            "Select", condition=(condition, "D0", "D1"), x=(x, "D0", "D1"), y=(y, "D0", "D1")
+        )
         output = tf.where(condition, x, y)
     else:
         raise ValueError(f"Select: unsupported attributes rank={rank!r}")

@@ -14,7 +14,13 @@ import numpy as np
 import torch
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_torch import _autograd_function, _gather, _scatter_add, _sum_to_shape
+    from ._symgrad_torch import (
+        _autograd_function,
+        _check_shapes,
+        _gather,
+        _scatter_add,
+        _sum_to_shape,
+    )
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +31,13 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_torch", _runtime_file)
         sys.modules["_symgrad_torch"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
-    from _symgrad_torch import _autograd_function, _gather, _scatter_add, _sum_to_shape
+    from _symgrad_torch import (
+        _autograd_function,
+        _check_shapes,
+        _gather,
+        _scatter_add,
+        _sum_to_shape,
+    )
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -50,9 +62,11 @@ def tile_forward(input, *, multiples):
     rank = input.ndim
     multiples = np.asarray(multiples, dtype=np.int64)
     if rank == 1:
+        _check_shapes("Tile", input=(input, "D0"))
         t0 = input.shape[-1]
         output = torch.reshape(torch.broadcast_to(input, (multiples[0], t0)), (multiples[0] * t0,))
     elif rank == 2:
+        _check_shapes("Tile", input=(input, "D0", "D1"))
         t0 = input[..., None, :]
         t1 = input.shape[-2]
         t2 = input.shape[-1]
@@ -61,6 +75,7 @@ def tile_forward(input, *, multiples):
             (multiples[0] * t1, multiples[1] * t2),
         )
     elif rank == 3:
+        _check_shapes("Tile", input=(input, "D0", "D1", "D2"))
         t0 = input[..., None, :, None, :]
         t1 = input.shape[-3]
         t2 = input.shape[-2]
@@ -70,6 +85,7 @@ def tile_forward(input, *, multiples):
             (multiples[0] * t1, multiples[1] * t2, multiples[2] * t3),
         )
     elif rank == 4:
+        _check_shapes("Tile", input=(input, "D0", "D1", "D2", "D3"))
         t0 = input[..., None, :, None, :, None, :]
         t1 = input.shape[-4]
         t2 = input.shape[-3]
@@ -146,11 +162,13 @@ def mirror_pad_forward(input, *, mode="REFLECT", paddings):
     paddings = np.asarray(paddings, dtype=np.int64)
     t0 = input.shape[-1]
     if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPad", input=(input, "D0"))
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = torch.arange(int(t1))
         t3 = _mirrored(-paddings[0][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(input, t3, -1)
     elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPad", input=(input, "D0", "D1"))
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = torch.arange(int(t1))
         t3 = _mirrored(-paddings[1][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
@@ -161,6 +179,7 @@ def mirror_pad_forward(input, *, mode="REFLECT", paddings):
         t8 = _mirrored(-paddings[0][0] + t7, t5, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(t4, t8, -2)
     elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPad", input=(input, "D0", "D1", "D2"))
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = torch.arange(int(t1))
         t3 = _mirrored(-paddings[2][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
@@ -176,6 +195,7 @@ def mirror_pad_forward(input, *, mode="REFLECT", paddings):
         t13 = _mirrored(-paddings[0][0] + t12, t10, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
         output = _gather(t9, t13, -3)
     elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPad", input=(input, "D0", "D1", "D2", "D3"))
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = torch.arange(int(t1))
         t3 = _mirrored(-paddings[3][0] + t2, t0, {"REFLECT": 1, "SYMMETRIC": 0}[mode])
@@ -270,6 +290,7 @@ def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
     t0 = input.shape[-1]
     t2 = torch.arange(input.shape[-1])
     if rank == 1 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPadGrad", input=(input, "D0"))
         t1 = -paddings[0][0] - paddings[0][1] + t0
         t3 = _mirrored(
             -paddings[0][0] + t2,
@@ -278,6 +299,7 @@ def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
         )
         output = _scatter_add(input, t3, 0, t1)  # no gather form: an explicit scatter-add
     elif rank == 2 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPadGrad", input=(input, "D0", "D1"))
         t1 = -paddings[1][0] - paddings[1][1] + t0
         t3 = _mirrored(
             -paddings[1][0] + t2,
@@ -295,6 +317,7 @@ def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
         )
         output = _scatter_add(t4, t8, 1, t6)  # no gather form: an explicit scatter-add
     elif rank == 3 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPadGrad", input=(input, "D0", "D1", "D2"))
         t1 = -paddings[2][0] - paddings[2][1] + t0
         t3 = _mirrored(
             -paddings[2][0] + t2,
@@ -321,6 +344,7 @@ def mirror_pad_backprop_forward(input, *, mode="REFLECT", paddings):
         )
         output = _scatter_add(t9, t13, 2, t11)  # no gather form: an explicit scatter-add
     elif rank == 4 and mode in ("REFLECT", "SYMMETRIC"):
+        _check_shapes("MirrorPadGrad", input=(input, "D0", "D1", "D2", "D3"))
         t1 = -paddings[3][0] - paddings[3][1] + t0
         t3 = _mirrored(
             -paddings[3][0] + t2,
@@ -479,6 +503,9 @@ def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
     t4 = torch.arange(input.shape[-3])
     t6 = torch.arange(input.shape[-2])
     if seq_dim == 1:
+        _check_shapes(
+            "ReverseSequence", input=(input, "B", "T", "C"), seq_lengths=(seq_lengths, "B")
+        )
         t3 = torch.reshape(input, (t0 * t1, t2))
         t5 = t4[..., None]
         t7 = seq_lengths[..., None]
@@ -489,6 +516,9 @@ def reverse_sequence_forward(input, seq_lengths, *, seq_dim=1, batch_dim=0):
         t12 = torch.where((t11 >= 0) & (t1 > t11), t1 * t10 + t11, -1)
         output = _gather(t3, t12, -2)
     elif seq_dim == 2:
+        _check_shapes(
+            "ReverseSequence", input=(input, "B", "C", "T"), seq_lengths=(seq_lengths, "B")
+        )
         t3 = torch.reshape(input, (t0 * t1 * t2,))
         t5 = t4[..., None, None]
         t7 = t6[..., None]
@@ -607,9 +637,13 @@ def select_forward(condition, x, y):
     """Select's formula."""
     rank = condition.ndim
     if rank == 1:
+        _check_shapes("Select", condition=(condition, "D0"), x=(x, "D0", "D1"), y=(y, "D0", "D1"))
         t0 = condition[..., None]
         output = torch.where(t0, x, y)
     elif rank == 2:
+        _check_shapes(
+            "Select", condition=(condition, "D0", "D1"), x=(x, "D0", "D1"), y=(y, "D0", "D1")
+        )
         output = torch.where(condition, x, y)
     else:
         raise ValueError(f"Select: unsupported attributes rank={rank!r}")

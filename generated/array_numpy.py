@@ -9,7 +9,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _conj, _gather, _scatter_add, _sum_to_shape
+    from ._symgrad_numpy import _check_shapes, _conj, _gather, _scatter_add, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -20,7 +20,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _conj, _gather, _scatter_add, _sum_to_shape
+    from _symgrad_numpy import _check_shapes, _conj, _gather, _scatter_add, _sum_to_shape
 
 
 def _bit(mask, k):
@@ -70,11 +70,13 @@ def pad(input, *, paddings):
     paddings = np.asarray(paddings, dtype=np.int64)
     t0 = np.shape(input)[-1]
     if rank == 1:
+        _check_shapes("Pad", input=(input, "D0"))
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = np.arange(t1)
         t3 = -paddings[0][0] + t2
         output = _gather(input, t3, -1)
     elif rank == 2:
+        _check_shapes("Pad", input=(input, "D0", "D1"))
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = np.arange(t1)
         t3 = -paddings[1][0] + t2
@@ -85,6 +87,7 @@ def pad(input, *, paddings):
         t8 = -paddings[0][0] + t7
         output = _gather(t4, t8, -2)
     elif rank == 3:
+        _check_shapes("Pad", input=(input, "D0", "D1", "D2"))
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = np.arange(t1)
         t3 = -paddings[2][0] + t2
@@ -100,6 +103,7 @@ def pad(input, *, paddings):
         t13 = -paddings[0][0] + t12
         output = _gather(t9, t13, -3)
     elif rank == 4:
+        _check_shapes("Pad", input=(input, "D0", "D1", "D2", "D3"))
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = np.arange(t1)
         t3 = -paddings[3][0] + t2
@@ -214,6 +218,7 @@ def pad_v2(input, *, paddings, constant_values):
     paddings = np.asarray(paddings, dtype=np.int64)
     t0 = np.shape(input)[-1]
     if rank == 1:
+        _check_shapes("PadV2", input=(input, "D0"))
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = np.arange(t1)
         t3 = -paddings[0][0] + t2
@@ -221,6 +226,7 @@ def pad_v2(input, *, paddings, constant_values):
         t5 = (paddings[0][0] <= t2) & (t2 < paddings[0][0] + t0)
         output = np.where(t5, t4, constant_values)
     elif rank == 2:
+        _check_shapes("PadV2", input=(input, "D0", "D1"))
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = np.arange(t1)
         t3 = -paddings[1][0] + t2
@@ -239,6 +245,7 @@ def pad_v2(input, *, paddings, constant_values):
         )
         output = np.where(t11, t9, constant_values)
     elif rank == 3:
+        _check_shapes("PadV2", input=(input, "D0", "D1", "D2"))
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = np.arange(t1)
         t3 = -paddings[2][0] + t2
@@ -265,6 +272,7 @@ def pad_v2(input, *, paddings, constant_values):
         )
         output = np.where(t17, t14, constant_values)
     elif rank == 4:
+        _check_shapes("PadV2", input=(input, "D0", "D1", "D2", "D3"))
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = np.arange(t1)
         t3 = -paddings[3][0] + t2
@@ -485,11 +493,13 @@ def slice(input, *, begin, size):
     size = np.asarray(size, dtype=np.int64)
     t0 = np.shape(input)[-1]
     if rank == 1:
+        _check_shapes("Slice", input=(input, "D0"))
         t1 = np.where(size[0] == -1, -begin[0] + t0, size[0])
         t2 = np.arange(t1)
         t3 = begin[0] + t2
         output = _gather(input, t3, -1)
     elif rank == 2:
+        _check_shapes("Slice", input=(input, "D0", "D1"))
         t1 = np.where(size[1] == -1, -begin[1] + t0, size[1])
         t2 = np.arange(t1)
         t3 = begin[1] + t2
@@ -500,6 +510,7 @@ def slice(input, *, begin, size):
         t8 = begin[0] + t7
         output = _gather(t4, t8, -2)
     elif rank == 3:
+        _check_shapes("Slice", input=(input, "D0", "D1", "D2"))
         t1 = np.where(size[2] == -1, -begin[2] + t0, size[2])
         t2 = np.arange(t1)
         t3 = begin[2] + t2
@@ -515,6 +526,7 @@ def slice(input, *, begin, size):
         t13 = begin[0] + t12
         output = _gather(t9, t13, -3)
     elif rank == 4:
+        _check_shapes("Slice", input=(input, "D0", "D1", "D2", "D3"))
         t1 = np.where(size[3] == -1, -begin[3] + t0, size[3])
         t2 = np.arange(t1)
         t3 = begin[3] + t2
@@ -629,11 +641,22 @@ def reverse_v2(tensor, *, axis=(-1,)):
     """ReverseV2: The input with the order of entries along each axis of `axis` reversed (declared at ops/array.py:71)."""
     axis = tuple(sorted(int(a) - np.ndim(tensor) if a >= 0 else int(a) for a in np.ravel(axis)))
     if axis in ((-1,), (-2,), (-3,)):
+        if axis == (-1,):
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D3"))
+        elif axis == (-2,):
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D2", "D3"))
+        else:
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D1", "D2", "D3"))
         output = np.flip(tensor, (axis[0],))
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
+        if axis == (-2, -1):
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D2", "D3"))
+        else:
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D1", "D2", "D3"))
         t0 = np.flip(tensor, (axis[1],))
         output = np.flip(t0, (axis[0],))
     elif axis == (-3, -2, -1):
+        _check_shapes("ReverseV2", tensor=(tensor, ..., "D1", "D2", "D3"))
         t0 = np.flip(tensor, (-1,))
         t1 = np.flip(t0, (-2,))
         output = np.flip(t1, (-3,))
@@ -686,11 +709,14 @@ def reverse(tensor, *, dims=(True, False)):
     """Reverse: ReverseV2 with the axes given as a bool per axis: entries reversed along each axis (declared at ops/array.py:86)."""
     dims = tuple(int(a) for a in np.ravel(dims))
     if dims == (True, False):
+        _check_shapes("Reverse", tensor=(tensor, "D0", "D1"))
         output = np.flip(tensor, (-2,))
     elif dims == (True, True):
+        _check_shapes("Reverse", tensor=(tensor, "D0", "D1"))
         t0 = np.flip(tensor, (-1,))
         output = np.flip(t0, (-2,))
     elif dims == (True, True, True):
+        _check_shapes("Reverse", tensor=(tensor, "D0", "D1", "D2"))
         t0 = np.flip(tensor, (-1,))
         t1 = np.flip(t0, (-2,))
         output = np.flip(t1, (-3,))
@@ -748,10 +774,13 @@ def transpose(x, *, perm=(1, 0)):
     """Transpose: Axis n of the output is axis `perm[n]` of the input (declared at ops/array.py:101)."""
     perm = tuple(int(a) for a in np.ravel(perm))
     if perm == (1, 0):
+        _check_shapes("Transpose", x=(x, "D0", "D1"))
         y = x.T
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        _check_shapes("Transpose", x=(x, "D0", "D1", "D2"))
         y = np.transpose(x, (perm[0], perm[1], perm[2]))
     elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        _check_shapes("Transpose", x=(x, "D0", "D1", "D2", "D3"))
         y = np.transpose(x, (0, perm[1], perm[2], perm[3]))
     else:
         raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
@@ -814,14 +843,17 @@ def strided_slice(
         )
     t0 = np.shape(input)[-1]
     if rank == 1 and shrink_axis_mask == 0:
+        _check_shapes("StridedSlice", input=(input, "D0"))
         t1 = _slice_length(t0, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0))
         t2 = np.arange(t1)
         t3 = strides[0] * t2 + _slice_start(t0, begin[0], strides[0], _bit(begin_mask, 0))
         output = _gather(input, t3, -1)
     elif rank == 1 and shrink_axis_mask == 1:
+        _check_shapes("StridedSlice", input=(input, "D0"))
         t1 = np.where(begin[0] < 0, begin[0] + t0, begin[0])
         output = _gather(input, t1, -1)
     elif rank == 2 and shrink_axis_mask in (0, 1):
+        _check_shapes("StridedSlice", input=(input, "D0", "D1"))
         t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
         t2 = np.arange(t1)
         t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
@@ -837,6 +869,7 @@ def strided_slice(
             t8 = np.where(begin[0] < 0, begin[0] + t5, begin[0])
         output = _gather(t4, t8, -2)
     elif rank == 3 and shrink_axis_mask in (0, 1):
+        _check_shapes("StridedSlice", input=(input, "D0", "D1", "D2"))
         t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
         t2 = np.arange(t1)
         t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
@@ -857,6 +890,7 @@ def strided_slice(
             t13 = np.where(begin[0] < 0, begin[0] + t10, begin[0])
         output = _gather(t9, t13, -3)
     elif rank == 4 and shrink_axis_mask in (0, 1):
+        _check_shapes("StridedSlice", input=(input, "D0", "D1", "D2", "D3"))
         t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
         t2 = np.arange(t1)
         t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
@@ -1068,11 +1102,18 @@ def strided_slice_backprop(
             f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
         )
     if rank == 1 and shrink_axis_mask == 0:
+        _check_shapes("StridedSliceGrad", dy=(dy, None))
         t0 = np.arange(shape[0])
         t1 = t0 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
         t2 = np.where(t1 % strides[0] == 0, t1 // strides[0], -1)
         output = _gather(dy, t2, -1)
     elif rank in (1, 2, 3) and shrink_axis_mask == 1:
+        if rank == 1 and shrink_axis_mask == 1:
+            _check_shapes("StridedSliceGrad", dy=(dy, None))
+        elif rank == 2 and shrink_axis_mask == 1:
+            _check_shapes("StridedSliceGrad", dy=(dy, None, None))
+        else:
+            _check_shapes("StridedSliceGrad", dy=(dy, None, None, None))
         if rank == 2:
             t0 = np.arange(shape[2])
             t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
@@ -1107,6 +1148,10 @@ def strided_slice_backprop(
             t15 = t14[..., None, None, None]
         output = np.where(t15, t11, 0)
     elif rank in (2, 3) and shrink_axis_mask == 0:
+        if rank == 2 and shrink_axis_mask == 0:
+            _check_shapes("StridedSliceGrad", dy=(dy, None, None))
+        else:
+            _check_shapes("StridedSliceGrad", dy=(dy, None, None, None))
         if rank == 3:
             t0 = np.arange(shape[2])
             t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
@@ -1336,6 +1381,7 @@ def tensor_strided_slice_update(
         )
     t0 = np.asarray(1, dtype=np.result_type(input))
     if rank == 1:
+        _check_shapes("TensorStridedSliceUpdate", input=(input, "D0"), value=(value, None))
         t1 = np.shape(input)[-1]
         t2 = np.arange(np.shape(value)[-1])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
@@ -1346,6 +1392,9 @@ def tensor_strided_slice_update(
         t8 = _gather(value, t7, -1)
         output = -input * t4 + input + t8
     elif rank == 2:
+        _check_shapes(
+            "TensorStridedSliceUpdate", input=(input, "D0", "D1"), value=(value, None, None)
+        )
         t1 = np.shape(input)[-2]
         t2 = np.arange(np.shape(value)[-2])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
@@ -1364,6 +1413,11 @@ def tensor_strided_slice_update(
         t16 = _gather(t12, t15, -2)
         output = -input * t4 * t8 + input + t16
     elif rank == 3:
+        _check_shapes(
+            "TensorStridedSliceUpdate",
+            input=(input, "D0", "D1", "D2"),
+            value=(value, None, None, None),
+        )
         t1 = np.shape(input)[-3]
         t2 = np.arange(np.shape(value)[-3])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
@@ -1390,6 +1444,11 @@ def tensor_strided_slice_update(
         t24 = _gather(t20, t23, -3)
         output = -input * t12 * t4 * t8 + input + t24
     elif rank == 4:
+        _check_shapes(
+            "TensorStridedSliceUpdate",
+            input=(input, "D0", "D1", "D2", "D3"),
+            value=(value, None, None, None, None),
+        )
         t1 = np.shape(input)[-4]
         t2 = np.arange(np.shape(value)[-4])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))

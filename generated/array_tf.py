@@ -19,6 +19,7 @@ import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_tf import (
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _gather,
@@ -39,6 +40,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
     from _symgrad_tf import (
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _gather,
@@ -112,11 +114,13 @@ def pad_forward(input, *, paddings):
     paddings = tf.cast(paddings, tf.int64)
     t0 = tf.shape(input, out_type=tf.int64)[-1]
     if rank == 1:
+        _check_shapes("Pad", input=(input, "D0"))
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = -paddings[0][0] + t2
         output = _gather(input, t3, -1)
     elif rank == 2:
+        _check_shapes("Pad", input=(input, "D0", "D1"))
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = -paddings[1][0] + t2
@@ -127,6 +131,7 @@ def pad_forward(input, *, paddings):
         t8 = -paddings[0][0] + t7
         output = _gather(t4, t8, -2)
     elif rank == 3:
+        _check_shapes("Pad", input=(input, "D0", "D1", "D2"))
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = -paddings[2][0] + t2
@@ -142,6 +147,7 @@ def pad_forward(input, *, paddings):
         t13 = -paddings[0][0] + t12
         output = _gather(t9, t13, -3)
     elif rank == 4:
+        _check_shapes("Pad", input=(input, "D0", "D1", "D2", "D3"))
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = -paddings[3][0] + t2
@@ -240,6 +246,7 @@ def pad_v2_forward(input, *, paddings, constant_values):
     paddings = tf.cast(paddings, tf.int64)
     t0 = tf.shape(input, out_type=tf.int64)[-1]
     if rank == 1:
+        _check_shapes("PadV2", input=(input, "D0"))
         t1 = paddings[0][0] + paddings[0][1] + t0
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = -paddings[0][0] + t2
@@ -247,6 +254,7 @@ def pad_v2_forward(input, *, paddings, constant_values):
         t5 = (paddings[0][0] <= t2) & (t2 < paddings[0][0] + t0)
         output = tf.where(t5, t4, constant_values)
     elif rank == 2:
+        _check_shapes("PadV2", input=(input, "D0", "D1"))
         t1 = paddings[1][0] + paddings[1][1] + t0
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = -paddings[1][0] + t2
@@ -265,6 +273,7 @@ def pad_v2_forward(input, *, paddings, constant_values):
         )
         output = tf.where(t11, t9, constant_values)
     elif rank == 3:
+        _check_shapes("PadV2", input=(input, "D0", "D1", "D2"))
         t1 = paddings[2][0] + paddings[2][1] + t0
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = -paddings[2][0] + t2
@@ -291,6 +300,7 @@ def pad_v2_forward(input, *, paddings, constant_values):
         )
         output = tf.where(t17, t14, constant_values)
     elif rank == 4:
+        _check_shapes("PadV2", input=(input, "D0", "D1", "D2", "D3"))
         t1 = paddings[3][0] + paddings[3][1] + t0
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = -paddings[3][0] + t2
@@ -456,11 +466,13 @@ def slice_forward(input, *, begin, size):
     size = tf.cast(size, tf.int64)
     t0 = tf.shape(input, out_type=tf.int64)[-1]
     if rank == 1:
+        _check_shapes("Slice", input=(input, "D0"))
         t1 = tf.where(tf.equal(size[0], -1), -begin[0] + t0, size[0])
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = begin[0] + t2
         output = _gather(input, t3, -1)
     elif rank == 2:
+        _check_shapes("Slice", input=(input, "D0", "D1"))
         t1 = tf.where(tf.equal(size[1], -1), -begin[1] + t0, size[1])
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = begin[1] + t2
@@ -471,6 +483,7 @@ def slice_forward(input, *, begin, size):
         t8 = begin[0] + t7
         output = _gather(t4, t8, -2)
     elif rank == 3:
+        _check_shapes("Slice", input=(input, "D0", "D1", "D2"))
         t1 = tf.where(tf.equal(size[2], -1), -begin[2] + t0, size[2])
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = begin[2] + t2
@@ -486,6 +499,7 @@ def slice_forward(input, *, begin, size):
         t13 = begin[0] + t12
         output = _gather(t9, t13, -3)
     elif rank == 4:
+        _check_shapes("Slice", input=(input, "D0", "D1", "D2", "D3"))
         t1 = tf.where(tf.equal(size[3], -1), -begin[3] + t0, size[3])
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = begin[3] + t2
@@ -586,11 +600,22 @@ def reverse_v2_forward(tensor, *, axis=(-1,)):
     """ReverseV2's formula."""
     axis = tuple(sorted(int(a) - len(tensor.shape) if a >= 0 else int(a) for a in axis))
     if axis in ((-1,), (-2,), (-3,)):
+        if axis == (-1,):
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D3"))
+        elif axis == (-2,):
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D2", "D3"))
+        else:
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D1", "D2", "D3"))
         output = tf.reverse(tensor, axis=[axis[0]])
     elif axis in ((-2, -1), (-3, -1), (-3, -2)):
+        if axis == (-2, -1):
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D2", "D3"))
+        else:
+            _check_shapes("ReverseV2", tensor=(tensor, ..., "D1", "D2", "D3"))
         t0 = tf.reverse(tensor, axis=[axis[1]])
         output = tf.reverse(t0, axis=[axis[0]])
     elif axis == (-3, -2, -1):
+        _check_shapes("ReverseV2", tensor=(tensor, ..., "D1", "D2", "D3"))
         t0 = tf.reverse(tensor, axis=[-1])
         t1 = tf.reverse(t0, axis=[-2])
         output = tf.reverse(t1, axis=[-3])
@@ -653,11 +678,14 @@ def reverse_forward(tensor, *, dims=(True, False)):
     """Reverse's formula."""
     dims = tuple(int(a) for a in dims)
     if dims == (True, False):
+        _check_shapes("Reverse", tensor=(tensor, "D0", "D1"))
         output = tf.reverse(tensor, axis=[-2])
     elif dims == (True, True):
+        _check_shapes("Reverse", tensor=(tensor, "D0", "D1"))
         t0 = tf.reverse(tensor, axis=[-1])
         output = tf.reverse(t0, axis=[-2])
     elif dims == (True, True, True):
+        _check_shapes("Reverse", tensor=(tensor, "D0", "D1", "D2"))
         t0 = tf.reverse(tensor, axis=[-1])
         t1 = tf.reverse(t0, axis=[-2])
         output = tf.reverse(t1, axis=[-3])
@@ -720,10 +748,13 @@ def transpose_forward(x, *, perm=(1, 0)):
     """Transpose's formula."""
     perm = tuple(int(a) for a in perm)
     if perm == (1, 0):
+        _check_shapes("Transpose", x=(x, "D0", "D1"))
         y = tf.transpose(x, perm=[1, 0])
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        _check_shapes("Transpose", x=(x, "D0", "D1", "D2"))
         y = tf.transpose(x, perm=[perm[0], perm[1], perm[2]])
     elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        _check_shapes("Transpose", x=(x, "D0", "D1", "D2", "D3"))
         y = tf.transpose(x, perm=[0, perm[1], perm[2], perm[3]])
     else:
         raise ValueError(f"Transpose: unsupported attributes perm={perm!r}")
@@ -825,14 +856,17 @@ def strided_slice_forward(
         )
     t0 = tf.shape(input, out_type=tf.int64)[-1]
     if rank == 1 and shrink_axis_mask == 0:
+        _check_shapes("StridedSlice", input=(input, "D0"))
         t1 = _slice_length(t0, begin[0], end[0], strides[0], _bit(begin_mask, 0), _bit(end_mask, 0))
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = strides[0] * t2 + _slice_start(t0, begin[0], strides[0], _bit(begin_mask, 0))
         output = _gather(input, t3, -1)
     elif rank == 1 and shrink_axis_mask == 1:
+        _check_shapes("StridedSlice", input=(input, "D0"))
         t1 = tf.where(begin[0] < 0, begin[0] + t0, begin[0])
         output = _gather(input, t1, -1)
     elif rank == 2 and shrink_axis_mask in (0, 1):
+        _check_shapes("StridedSlice", input=(input, "D0", "D1"))
         t1 = _slice_length(t0, begin[1], end[1], strides[1], _bit(begin_mask, 1), _bit(end_mask, 1))
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = strides[1] * t2 + _slice_start(t0, begin[1], strides[1], _bit(begin_mask, 1))
@@ -848,6 +882,7 @@ def strided_slice_forward(
             t8 = tf.where(begin[0] < 0, begin[0] + t5, begin[0])
         output = _gather(t4, t8, -2)
     elif rank == 3 and shrink_axis_mask in (0, 1):
+        _check_shapes("StridedSlice", input=(input, "D0", "D1", "D2"))
         t1 = _slice_length(t0, begin[2], end[2], strides[2], _bit(begin_mask, 2), _bit(end_mask, 2))
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = strides[2] * t2 + _slice_start(t0, begin[2], strides[2], _bit(begin_mask, 2))
@@ -868,6 +903,7 @@ def strided_slice_forward(
             t13 = tf.where(begin[0] < 0, begin[0] + t10, begin[0])
         output = _gather(t9, t13, -3)
     elif rank == 4 and shrink_axis_mask in (0, 1):
+        _check_shapes("StridedSlice", input=(input, "D0", "D1", "D2", "D3"))
         t1 = _slice_length(t0, begin[3], end[3], strides[3], _bit(begin_mask, 3), _bit(end_mask, 3))
         t2 = tf.range(tf.cast(t1, tf.int64))
         t3 = strides[3] * t2 + _slice_start(t0, begin[3], strides[3], _bit(begin_mask, 3))
@@ -1128,11 +1164,18 @@ def strided_slice_backprop_forward(
             f"StridedSliceGrad: unsupported attributes rank={rank!r}, shrink_axis_mask={shrink_axis_mask!r}, ellipsis_mask={ellipsis_mask!r}, new_axis_mask={new_axis_mask!r}"
         )
     if rank == 1 and shrink_axis_mask == 0:
+        _check_shapes("StridedSliceGrad", dy=(dy, None))
         t0 = tf.range(tf.cast(shape[0], tf.int64))
         t1 = t0 - _slice_start(shape[0], begin[0], strides[0], _bit(begin_mask, 0))
         t2 = tf.where(tf.equal(t1 % strides[0], 0), t1 // strides[0], -tf.ones_like(t1))
         output = _gather(dy, t2, -1)
     elif rank in (1, 2, 3) and shrink_axis_mask == 1:
+        if rank == 1 and shrink_axis_mask == 1:
+            _check_shapes("StridedSliceGrad", dy=(dy, None))
+        elif rank == 2 and shrink_axis_mask == 1:
+            _check_shapes("StridedSliceGrad", dy=(dy, None, None))
+        else:
+            _check_shapes("StridedSliceGrad", dy=(dy, None, None, None))
         if rank == 2:
             t0 = tf.range(tf.cast(shape[2], tf.int64))
             t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
@@ -1167,6 +1210,10 @@ def strided_slice_backprop_forward(
             t15 = t14[..., None, None, None]
         output = t11 * tf.cast(t15, dy.dtype)
     elif rank in (2, 3) and shrink_axis_mask == 0:
+        if rank == 2 and shrink_axis_mask == 0:
+            _check_shapes("StridedSliceGrad", dy=(dy, None, None))
+        else:
+            _check_shapes("StridedSliceGrad", dy=(dy, None, None, None))
         if rank == 3:
             t0 = tf.range(tf.cast(shape[2], tf.int64))
             t1 = t0 - _slice_start(shape[2], begin[2], strides[2], _bit(begin_mask, 2))
@@ -1384,6 +1431,7 @@ def tensor_strided_slice_update_forward(
         )
     t0 = tf.constant(1, dtype=input.dtype)
     if rank == 1:
+        _check_shapes("TensorStridedSliceUpdate", input=(input, "D0"), value=(value, None))
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = tf.range(tf.shape(value, out_type=tf.int64)[-1])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
@@ -1394,6 +1442,9 @@ def tensor_strided_slice_update_forward(
         t8 = _gather(value, t7, -1)
         output = -input * t4 + input + t8
     elif rank == 2:
+        _check_shapes(
+            "TensorStridedSliceUpdate", input=(input, "D0", "D1"), value=(value, None, None)
+        )
         t1 = tf.shape(input, out_type=tf.int64)[-2]
         t2 = tf.range(tf.shape(value, out_type=tf.int64)[-2])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
@@ -1412,6 +1463,11 @@ def tensor_strided_slice_update_forward(
         t16 = _gather(t12, t15, -2)
         output = -input * t4 * t8 + input + t16
     elif rank == 3:
+        _check_shapes(
+            "TensorStridedSliceUpdate",
+            input=(input, "D0", "D1", "D2"),
+            value=(value, None, None, None),
+        )
         t1 = tf.shape(input, out_type=tf.int64)[-3]
         t2 = tf.range(tf.shape(value, out_type=tf.int64)[-3])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))
@@ -1438,6 +1494,11 @@ def tensor_strided_slice_update_forward(
         t24 = _gather(t20, t23, -3)
         output = -input * t12 * t4 * t8 + input + t24
     elif rank == 4:
+        _check_shapes(
+            "TensorStridedSliceUpdate",
+            input=(input, "D0", "D1", "D2", "D3"),
+            value=(value, None, None, None, None),
+        )
         t1 = tf.shape(input, out_type=tf.int64)[-4]
         t2 = tf.range(tf.shape(value, out_type=tf.int64)[-4])
         t3 = strides[0] * t2 + _slice_start(t1, begin[0], strides[0], _bit(begin_mask, 0))

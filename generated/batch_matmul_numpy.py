@@ -9,7 +9,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _conj, _sum_to_shape
+    from ._symgrad_numpy import _check_shapes, _conj, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -20,20 +20,24 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _conj, _sum_to_shape
+    from _symgrad_numpy import _check_shapes, _conj, _sum_to_shape
 
 
 def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMulV2: output = op(x) @ op(y) over broadcast leading axes, op the adjoint when its flag is set (declared at ops/batch_matmul.py:12)."""
     if not adj_x and not adj_y:
+        _check_shapes("BatchMatMulV2", x=(x, ..., "M", "K"), y=(y, ..., "K", "N"))
         output = x @ y
     elif not adj_x and adj_y:
+        _check_shapes("BatchMatMulV2", x=(x, ..., "M", "K"), y=(y, ..., "N", "K"))
         t0 = _conj(y)
         output = x @ np.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
+        _check_shapes("BatchMatMulV2", x=(x, ..., "K", "M"), y=(y, ..., "K", "N"))
         t0 = _conj(x)
         output = np.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
+        _check_shapes("BatchMatMulV2", x=(x, ..., "K", "M"), y=(y, ..., "N", "K"))
         t0 = _conj(x)
         t1 = _conj(y)
         output = np.swapaxes(t0, -1, -2) @ np.swapaxes(t1, -1, -2)
@@ -107,14 +111,18 @@ def batch_mat_mul_v2_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, adj_x=Fals
 def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMul: BatchMatMulV2 without broadcasting: TensorFlow's op takes equal batch axes only (declared at ops/batch_matmul.py:22)."""
     if not adj_x and not adj_y:
+        _check_shapes("BatchMatMul", x=(x, ..., "M", "K"), y=(y, ..., "K", "N"))
         output = x @ y
     elif not adj_x and adj_y:
+        _check_shapes("BatchMatMul", x=(x, ..., "M", "K"), y=(y, ..., "N", "K"))
         t0 = _conj(y)
         output = x @ np.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
+        _check_shapes("BatchMatMul", x=(x, ..., "K", "M"), y=(y, ..., "K", "N"))
         t0 = _conj(x)
         output = np.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
+        _check_shapes("BatchMatMul", x=(x, ..., "K", "M"), y=(y, ..., "N", "K"))
         t0 = _conj(x)
         t1 = _conj(y)
         output = np.swapaxes(t0, -1, -2) @ np.swapaxes(t1, -1, -2)
@@ -188,14 +196,18 @@ def batch_mat_mul_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y, *, adj_x=False, 
 def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMulV3: BatchMatMulV2 with its output dtype an attribute (`Tout`, here the inputs') (declared at ops/batch_matmul.py:28)."""
     if not adj_x and not adj_y:
+        _check_shapes("BatchMatMulV3", x=(x, ..., "M", "K"), y=(y, ..., "K", "N"))
         output = x @ y
     elif not adj_x and adj_y:
+        _check_shapes("BatchMatMulV3", x=(x, ..., "M", "K"), y=(y, ..., "N", "K"))
         t0 = _conj(y)
         output = x @ np.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
+        _check_shapes("BatchMatMulV3", x=(x, ..., "K", "M"), y=(y, ..., "K", "N"))
         t0 = _conj(x)
         output = np.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
+        _check_shapes("BatchMatMulV3", x=(x, ..., "K", "M"), y=(y, ..., "N", "K"))
         t0 = _conj(x)
         t1 = _conj(y)
         output = np.swapaxes(t0, -1, -2) @ np.swapaxes(t1, -1, -2)

@@ -18,7 +18,7 @@ Per op:
 import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_tf import _custom_gradient, _register, _sum_to_shape
+    from ._symgrad_tf import _check_shapes, _custom_gradient, _register, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -29,7 +29,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_tf", _runtime_file)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
-    from _symgrad_tf import _custom_gradient, _register, _sum_to_shape
+    from _symgrad_tf import _check_shapes, _custom_gradient, _register, _sum_to_shape
 
 REGISTERED = {}
 
@@ -42,14 +42,18 @@ def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
 def batch_mat_mul_v2_forward(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMulV2's formula."""
     if not adj_x and not adj_y:
+        _check_shapes("BatchMatMulV2", x=(x, ..., "M", "K"), y=(y, ..., "K", "N"))
         output = tf.linalg.matmul(x, y)
     elif not adj_x and adj_y:
+        _check_shapes("BatchMatMulV2", x=(x, ..., "M", "K"), y=(y, ..., "N", "K"))
         t0 = tf.math.conj(y)
         output = tf.linalg.matmul(x, t0, transpose_b=True)
     elif adj_x and not adj_y:
+        _check_shapes("BatchMatMulV2", x=(x, ..., "K", "M"), y=(y, ..., "K", "N"))
         t0 = tf.math.conj(x)
         output = tf.linalg.matmul(t0, y, transpose_a=True)
     elif adj_x and adj_y:
+        _check_shapes("BatchMatMulV2", x=(x, ..., "K", "M"), y=(y, ..., "N", "K"))
         t0 = tf.math.conj(x)
         t1 = tf.math.conj(y)
         output = tf.linalg.matmul(t0, t1, transpose_a=True, transpose_b=True)
@@ -140,14 +144,18 @@ def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
 def batch_mat_mul_forward(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMul's formula."""
     if not adj_x and not adj_y:
+        _check_shapes("BatchMatMul", x=(x, ..., "M", "K"), y=(y, ..., "K", "N"))
         output = tf.linalg.matmul(x, y)
     elif not adj_x and adj_y:
+        _check_shapes("BatchMatMul", x=(x, ..., "M", "K"), y=(y, ..., "N", "K"))
         t0 = tf.math.conj(y)
         output = tf.linalg.matmul(x, t0, transpose_b=True)
     elif adj_x and not adj_y:
+        _check_shapes("BatchMatMul", x=(x, ..., "K", "M"), y=(y, ..., "K", "N"))
         t0 = tf.math.conj(x)
         output = tf.linalg.matmul(t0, y, transpose_a=True)
     elif adj_x and adj_y:
+        _check_shapes("BatchMatMul", x=(x, ..., "K", "M"), y=(y, ..., "N", "K"))
         t0 = tf.math.conj(x)
         t1 = tf.math.conj(y)
         output = tf.linalg.matmul(t0, t1, transpose_a=True, transpose_b=True)
@@ -238,14 +246,18 @@ def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
 def batch_mat_mul_v3_forward(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMulV3's formula."""
     if not adj_x and not adj_y:
+        _check_shapes("BatchMatMulV3", x=(x, ..., "M", "K"), y=(y, ..., "K", "N"))
         output = tf.linalg.matmul(x, y)
     elif not adj_x and adj_y:
+        _check_shapes("BatchMatMulV3", x=(x, ..., "M", "K"), y=(y, ..., "N", "K"))
         t0 = tf.math.conj(y)
         output = tf.linalg.matmul(x, t0, transpose_b=True)
     elif adj_x and not adj_y:
+        _check_shapes("BatchMatMulV3", x=(x, ..., "K", "M"), y=(y, ..., "K", "N"))
         t0 = tf.math.conj(x)
         output = tf.linalg.matmul(t0, y, transpose_a=True)
     elif adj_x and adj_y:
+        _check_shapes("BatchMatMulV3", x=(x, ..., "K", "M"), y=(y, ..., "N", "K"))
         t0 = tf.math.conj(x)
         t1 = tf.math.conj(y)
         output = tf.linalg.matmul(t0, t1, transpose_a=True, transpose_b=True)

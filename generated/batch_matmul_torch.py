@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_torch import _autograd_function, _conj, _sum_to_shape
+    from ._symgrad_torch import _autograd_function, _check_shapes, _conj, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +25,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_torch", _runtime_file)
         sys.modules["_symgrad_torch"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
-    from _symgrad_torch import _autograd_function, _conj, _sum_to_shape
+    from _symgrad_torch import _autograd_function, _check_shapes, _conj, _sum_to_shape
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -38,14 +38,18 @@ def batch_mat_mul_v2(x, y, *, adj_x=False, adj_y=False):
 def batch_mat_mul_v2_forward(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMulV2's formula."""
     if not adj_x and not adj_y:
+        _check_shapes("BatchMatMulV2", x=(x, ..., "M", "K"), y=(y, ..., "K", "N"))
         output = x @ y
     elif not adj_x and adj_y:
+        _check_shapes("BatchMatMulV2", x=(x, ..., "M", "K"), y=(y, ..., "N", "K"))
         t0 = _conj(y)
         output = x @ torch.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
+        _check_shapes("BatchMatMulV2", x=(x, ..., "K", "M"), y=(y, ..., "K", "N"))
         t0 = _conj(x)
         output = torch.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
+        _check_shapes("BatchMatMulV2", x=(x, ..., "K", "M"), y=(y, ..., "N", "K"))
         t0 = _conj(x)
         t1 = _conj(y)
         output = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(t1, -1, -2)
@@ -140,14 +144,18 @@ def batch_mat_mul(x, y, *, adj_x=False, adj_y=False):
 def batch_mat_mul_forward(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMul's formula."""
     if not adj_x and not adj_y:
+        _check_shapes("BatchMatMul", x=(x, ..., "M", "K"), y=(y, ..., "K", "N"))
         output = x @ y
     elif not adj_x and adj_y:
+        _check_shapes("BatchMatMul", x=(x, ..., "M", "K"), y=(y, ..., "N", "K"))
         t0 = _conj(y)
         output = x @ torch.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
+        _check_shapes("BatchMatMul", x=(x, ..., "K", "M"), y=(y, ..., "K", "N"))
         t0 = _conj(x)
         output = torch.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
+        _check_shapes("BatchMatMul", x=(x, ..., "K", "M"), y=(y, ..., "N", "K"))
         t0 = _conj(x)
         t1 = _conj(y)
         output = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(t1, -1, -2)
@@ -238,14 +246,18 @@ def batch_mat_mul_v3(x, y, *, adj_x=False, adj_y=False):
 def batch_mat_mul_v3_forward(x, y, *, adj_x=False, adj_y=False):
     """BatchMatMulV3's formula."""
     if not adj_x and not adj_y:
+        _check_shapes("BatchMatMulV3", x=(x, ..., "M", "K"), y=(y, ..., "K", "N"))
         output = x @ y
     elif not adj_x and adj_y:
+        _check_shapes("BatchMatMulV3", x=(x, ..., "M", "K"), y=(y, ..., "N", "K"))
         t0 = _conj(y)
         output = x @ torch.swapaxes(t0, -1, -2)
     elif adj_x and not adj_y:
+        _check_shapes("BatchMatMulV3", x=(x, ..., "K", "M"), y=(y, ..., "K", "N"))
         t0 = _conj(x)
         output = torch.swapaxes(t0, -1, -2) @ y
     elif adj_x and adj_y:
+        _check_shapes("BatchMatMulV3", x=(x, ..., "K", "M"), y=(y, ..., "N", "K"))
         t0 = _conj(x)
         t1 = _conj(y)
         output = torch.swapaxes(t0, -1, -2) @ torch.swapaxes(t1, -1, -2)

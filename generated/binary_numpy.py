@@ -314,6 +314,14 @@ def floor_div_grad(grad, x, y, *, z=None):
     return None, None
 
 
+def floor_div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y):
+    """Second order of FloorDiv: the gradient of floor_div_grad: one array per input (grad, x, y).
+
+    FloorDiv has no gradient, so its second order is zero.
+    """
+    return None, None, None
+
+
 def truncate_div(x, y):
     """TruncateDiv: z = x / y rounded towards zero (declared at ops/binary.py:67)."""
     tmp0 = x / y
@@ -324,6 +332,14 @@ def truncate_div(x, y):
 def truncate_div_grad(grad, x, y, *, z=None):
     """Gradient of TruncateDiv: one array per input (x, y)."""
     return None, None
+
+
+def truncate_div_grad_grad(grad_vjp_x, grad_vjp_y, grad, x, y):
+    """Second order of TruncateDiv: the gradient of truncate_div_grad: one array per input (grad, x, y).
+
+    TruncateDiv has no gradient, so its second order is zero.
+    """
+    return None, None, None
 
 
 def floor_mod(x, y):

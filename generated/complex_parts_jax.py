@@ -14,7 +14,15 @@ import jax.numpy as jnp
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_jax import _as_dtype, _conj, _custom_vjp, _like_dtype, _promoted, _sum_to_shape
+    from ._symgrad_jax import (
+        _as_dtype,
+        _check_shapes,
+        _conj,
+        _custom_vjp,
+        _like_dtype,
+        _promoted,
+        _sum_to_shape,
+    )
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +33,15 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_jax", _runtime_file)
         sys.modules["_symgrad_jax"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_jax"])
-    from _symgrad_jax import _as_dtype, _conj, _custom_vjp, _like_dtype, _promoted, _sum_to_shape
+    from _symgrad_jax import (
+        _as_dtype,
+        _check_shapes,
+        _conj,
+        _custom_vjp,
+        _like_dtype,
+        _promoted,
+        _sum_to_shape,
+    )
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -235,10 +251,13 @@ def conjugate_transpose_forward(x, *, perm=(1, 0)):
     """ConjugateTranspose's formula."""
     perm = tuple(int(a) for a in np.ravel(perm))
     if perm == (1, 0):
+        _check_shapes("ConjugateTranspose", x=(x, "D0", "D1"))
         t0 = x.T
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        _check_shapes("ConjugateTranspose", x=(x, "D0", "D1", "D2"))
         t0 = jnp.transpose(x, (perm[0], perm[1], perm[2]))
     elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        _check_shapes("ConjugateTranspose", x=(x, "D0", "D1", "D2", "D3"))
         t0 = jnp.transpose(x, (0, perm[1], perm[2], perm[3]))
     else:
         raise ValueError(f"ConjugateTranspose: unsupported attributes perm={perm!r}")

@@ -9,7 +9,14 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _as_dtype, _conj, _like_dtype, _promoted, _sum_to_shape
+    from ._symgrad_numpy import (
+        _as_dtype,
+        _check_shapes,
+        _conj,
+        _like_dtype,
+        _promoted,
+        _sum_to_shape,
+    )
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -20,7 +27,14 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _as_dtype, _conj, _like_dtype, _promoted, _sum_to_shape
+    from _symgrad_numpy import (
+        _as_dtype,
+        _check_shapes,
+        _conj,
+        _like_dtype,
+        _promoted,
+        _sum_to_shape,
+    )
 
 
 def real(input):
@@ -227,10 +241,13 @@ def conjugate_transpose(x, *, perm=(1, 0)):
     """ConjugateTranspose: Axis n of the output is axis `perm[n]` of the input, conjugated (declared at ops/complex_parts.py:67)."""
     perm = tuple(int(a) for a in np.ravel(perm))
     if perm == (1, 0):
+        _check_shapes("ConjugateTranspose", x=(x, "D0", "D1"))
         t0 = x.T
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        _check_shapes("ConjugateTranspose", x=(x, "D0", "D1", "D2"))
         t0 = np.transpose(x, (perm[0], perm[1], perm[2]))
     elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        _check_shapes("ConjugateTranspose", x=(x, "D0", "D1", "D2", "D3"))
         t0 = np.transpose(x, (0, perm[1], perm[2], perm[3]))
     else:
         raise ValueError(f"ConjugateTranspose: unsupported attributes perm={perm!r}")

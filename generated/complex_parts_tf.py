@@ -20,6 +20,7 @@ import tensorflow as tf
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_tf import (
         _as_dtype,
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _insert_none,
@@ -41,6 +42,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
     from _symgrad_tf import (
         _as_dtype,
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _insert_none,
@@ -302,10 +304,13 @@ def conjugate_transpose_forward(x, *, perm=(1, 0)):
     """ConjugateTranspose's formula."""
     perm = tuple(int(a) for a in perm)
     if perm == (1, 0):
+        _check_shapes("ConjugateTranspose", x=(x, "D0", "D1"))
         t0 = tf.transpose(x, perm=[1, 0])
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        _check_shapes("ConjugateTranspose", x=(x, "D0", "D1", "D2"))
         t0 = tf.transpose(x, perm=[perm[0], perm[1], perm[2]])
     elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        _check_shapes("ConjugateTranspose", x=(x, "D0", "D1", "D2", "D3"))
         t0 = tf.transpose(x, perm=[0, perm[1], perm[2], perm[3]])
     else:
         raise ValueError(f"ConjugateTranspose: unsupported attributes perm={perm!r}")

@@ -17,6 +17,7 @@ if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_torch import (
         _as_dtype,
         _autograd_function,
+        _check_shapes,
         _conj,
         _flat,
         _like_dtype,
@@ -36,6 +37,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     from _symgrad_torch import (
         _as_dtype,
         _autograd_function,
+        _check_shapes,
         _conj,
         _flat,
         _like_dtype,
@@ -255,10 +257,13 @@ def conjugate_transpose_forward(x, *, perm=(1, 0)):
     """ConjugateTranspose's formula."""
     perm = tuple(int(a) for a in _flat(perm))
     if perm == (1, 0):
+        _check_shapes("ConjugateTranspose", x=(x, "D0", "D1"))
         t0 = x.T
     elif perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        _check_shapes("ConjugateTranspose", x=(x, "D0", "D1", "D2"))
         t0 = torch.permute(x, (perm[0], perm[1], perm[2]))
     elif perm in ((0, 3, 1, 2), (0, 2, 3, 1)):
+        _check_shapes("ConjugateTranspose", x=(x, "D0", "D1", "D2", "D3"))
         t0 = torch.permute(x, (0, perm[1], perm[2], perm[3]))
     else:
         raise ValueError(f"ConjugateTranspose: unsupported attributes perm={perm!r}")

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_jax import _attention_mask, _custom_vjp, _sum_to_shape
+    from ._symgrad_jax import _attention_mask, _check_shapes, _custom_vjp, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +25,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_jax", _runtime_file)
         sys.modules["_symgrad_jax"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_jax"])
-    from _symgrad_jax import _attention_mask, _custom_vjp, _sum_to_shape
+    from _symgrad_jax import _attention_mask, _check_shapes, _custom_vjp, _sum_to_shape
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -37,6 +37,7 @@ def layer_norm(x, scale, offset, *, epsilon=1e-05):
 
 def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNorm's formula."""
+    _check_shapes("LayerNorm", x=(x, ..., "N"), scale=(scale, "N"), offset=(offset, "N"))
     sum1 = jnp.sum(x, axis=-1)
     t0 = jnp.shape(x)[-1]
     t1 = sum1[..., None]
@@ -123,6 +124,7 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
 
 def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNormMoments's formula."""
+    _check_shapes("LayerNormMoments", x=(x, ..., "N"), scale=(scale, "N"), offset=(offset, "N"))
     sum1 = jnp.sum(x, axis=-1)
     t0 = jnp.shape(x)[-1]
     t1 = jnp.sum(x**2, axis=-1)
@@ -207,6 +209,9 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001):
 
 def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """BatchNormTraining's formula."""
+    _check_shapes(
+        "BatchNormTraining", x=(x, "B", "H", "W", "C"), scale=(scale, "C"), offset=(offset, "C")
+    )
     t0 = jnp.shape(x)[-4]
     t1 = jnp.shape(x)[-3]
     t2 = jnp.shape(x)[-2]
@@ -294,6 +299,9 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
 
 def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
     """GroupNorm's formula."""
+    _check_shapes(
+        "GroupNorm", x=(x, "B", "H", "W", None), scale=(scale, None), offset=(offset, None)
+    )
     x_split = jnp.reshape(x, jnp.shape(x)[:-1] + (groups, -1))
     scale_split = jnp.reshape(scale, jnp.shape(scale)[:-1] + (groups, -1))
     offset_split = jnp.reshape(offset, jnp.shape(offset)[:-1] + (groups, -1))
@@ -415,6 +423,13 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, is_causal=False, scale=N
 
 def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
     """ScaledDotProductAttention's formula."""
+    _check_shapes(
+        "ScaledDotProductAttention",
+        q=(q, ..., "M", "D"),
+        k=(k, ..., "N", "D"),
+        v=(v, ..., "N", "E"),
+        mask=(mask, ..., "M", "N"),
+    )
     t0 = jnp.shape(q)[-1]
     t1 = q @ jnp.swapaxes(k, -1, -2)
     scores = mask + t1 * float(1 / np.sqrt(t0))
@@ -504,6 +519,14 @@ def mlp_block(x, w1, b1, w2, b2):
 
 def mlp_block_forward(x, w1, b1, w2, b2, *, return_stages=False):
     """MlpBlock's formula."""
+    _check_shapes(
+        "MlpBlock",
+        x=(x, "M", "D"),
+        w1=(w1, "D", "H"),
+        b1=(b1, "H"),
+        w2=(w2, "H", "E"),
+        b2=(b2, "E"),
+    )
     t0 = x @ w1
     affine1 = b1 + t0
     t1 = jnp.where(affine1 > 0, affine1, 0)
@@ -562,6 +585,7 @@ def cosine_similarity(x, y, *, epsilon=1e-08):
 
 def cosine_similarity_forward(x, y, *, epsilon=1e-08, return_stages=False):
     """CosineSimilarity's formula."""
+    _check_shapes("CosineSimilarity", x=(x, ..., "D"), y=(y, ..., "D"))
     sum1 = jnp.sum(x**2, axis=-1)
     sum2 = jnp.sum(y**2, axis=-1)
     sum3 = jnp.sum(x * y, axis=-1)
@@ -623,6 +647,7 @@ def rbf_kernel(x, y, *, length_scale=1.0):
 
 def rbf_kernel_forward(x, y, *, length_scale=1.0):
     """RbfKernel's formula."""
+    _check_shapes("RbfKernel", x=(x, "M", "D"), y=(y, "N", "D"))
     t0 = jnp.sum(x**2, axis=-1, keepdims=True)
     t1 = jnp.sum(y**2, axis=-1)
     t2 = x @ y.T
@@ -669,6 +694,7 @@ def log_sum_exp_mat_mul(a, b):
 
 def log_sum_exp_mat_mul_forward(a, b, *, return_stages=False):
     """LogSumExpMatMul's formula."""
+    _check_shapes("LogSumExpMatMul", a=(a, "M", "K"), b=(b, "K", "N"))
     sum1 = a @ b
     ext1 = jnp.max(sum1, axis=-1)
     t0 = ext1[..., None]
@@ -723,6 +749,7 @@ def bias_gelu(x, bias):
 
 def bias_gelu_forward(x, bias):
     """BiasGelu's formula."""
+    _check_shapes("BiasGelu", x=(x, ..., "C"), bias=(bias, "C"))
     t0 = bias + x
     y = (1 / 2) * t0 * (jnp.tanh(0.7978845608028654 * ((8943 / 200000) * t0**3 + t0)) + 1)
     return y
@@ -772,6 +799,9 @@ def rotary_embedding(x, cos, sin):
 
 def rotary_embedding_forward(x, cos, sin):
     """RotaryEmbedding's formula."""
+    _check_shapes(
+        "RotaryEmbedding", x=(x, ..., "N", None), cos=(cos, "N", None), sin=(sin, "N", None)
+    )
     t0 = 2
     x_split = jnp.reshape(x, jnp.shape(x)[:-1] + (t0, -1))
     cos_split = jnp.reshape(cos, jnp.shape(cos)[:-1] + (t0, -1))

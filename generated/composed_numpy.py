@@ -12,7 +12,7 @@ then `<op>_grad(grad, ..., y=y, **stages)`.
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _sum_to_shape
+    from ._symgrad_numpy import _check_shapes, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -23,11 +23,12 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _sum_to_shape
+    from _symgrad_numpy import _check_shapes, _sum_to_shape
 
 
 def layer_norm(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNorm: Normalised over the last axis, scaled and shifted: the variance a sum around the mean (declared at ops/composed.py:34)."""
+    _check_shapes("LayerNorm", x=(x, ..., "N"), scale=(scale, "N"), offset=(offset, "N"))
     sum1 = np.sum(x, axis=-1)
     t0 = np.shape(x)[-1]
     t1 = sum1[..., None]
@@ -176,6 +177,7 @@ def layer_norm_grad_grad(
 
 def layer_norm_moments(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNormMoments: Layer norm with the variance from the first two moments, one letter summed in both (declared at ops/composed.py:45)."""
+    _check_shapes("LayerNormMoments", x=(x, ..., "N"), scale=(scale, "N"), offset=(offset, "N"))
     sum1 = np.sum(x, axis=-1)
     t0 = np.shape(x)[-1]
     t1 = np.sum(x**2, axis=-1)
@@ -325,6 +327,9 @@ def layer_norm_moments_grad_grad(
 
 def batch_norm_training(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """BatchNormTraining: Batch normalisation in training mode (NHWC): statistics over the batch and space (declared at ops/composed.py:56)."""
+    _check_shapes(
+        "BatchNormTraining", x=(x, "B", "H", "W", "C"), scale=(scale, "C"), offset=(offset, "C")
+    )
     t0 = np.shape(x)[-4]
     t1 = np.shape(x)[-3]
     t2 = np.shape(x)[-2]
@@ -457,6 +462,9 @@ def batch_norm_training_grad_grad(
 
 def group_norm(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
     """GroupNorm: Group normalisation (NHWC): channels in `groups` groups, normalised over space and group (declared at ops/composed.py:70)."""
+    _check_shapes(
+        "GroupNorm", x=(x, "B", "H", "W", None), scale=(scale, None), offset=(offset, None)
+    )
     x_split = np.reshape(x, np.shape(x)[:-1] + (groups, -1))
     scale_split = np.reshape(scale, np.shape(scale)[:-1] + (groups, -1))
     offset_split = np.reshape(offset, np.shape(offset)[:-1] + (groups, -1))
@@ -658,6 +666,13 @@ def group_norm_grad_grad(
 
 def scaled_dot_product_attention(q, k, v, mask, *, return_stages=False):
     """ScaledDotProductAttention: softmax(q @ k.T / sqrt(D) + mask) @ v, the row maximum subtracted (no overflow) (declared at ops/composed.py:85)."""
+    _check_shapes(
+        "ScaledDotProductAttention",
+        q=(q, ..., "M", "D"),
+        k=(k, ..., "N", "D"),
+        v=(v, ..., "N", "E"),
+        mask=(mask, ..., "M", "N"),
+    )
     t0 = np.shape(q)[-1]
     t1 = q @ np.swapaxes(k, -1, -2)
     scores = mask + t1 * float(1 / np.sqrt(t0))
@@ -814,6 +829,14 @@ def scaled_dot_product_attention_grad_grad(
 
 def mlp_block(x, w1, b1, w2, b2, *, return_stages=False):
     """MlpBlock: relu(x @ w1 + b1) @ w2 + b2, one op: the hidden layer a stage of its own (declared at ops/composed.py:99)."""
+    _check_shapes(
+        "MlpBlock",
+        x=(x, "M", "D"),
+        w1=(w1, "D", "H"),
+        b1=(b1, "H"),
+        w2=(w2, "H", "E"),
+        b2=(b2, "E"),
+    )
     t0 = x @ w1
     affine1 = b1 + t0
     t1 = np.where(affine1 > 0, affine1, 0)
@@ -902,6 +925,7 @@ def mlp_block_grad_grad(
 
 def cosine_similarity(x, y, *, epsilon=1e-08, return_stages=False):
     """CosineSimilarity: Cosine of the angle between x and y along the last axis, for every leading position (declared at ops/composed.py:112)."""
+    _check_shapes("CosineSimilarity", x=(x, ..., "D"), y=(y, ..., "D"))
     sum1 = np.sum(x**2, axis=-1)
     sum2 = np.sum(y**2, axis=-1)
     sum3 = np.sum(x * y, axis=-1)
@@ -1040,6 +1064,7 @@ def cosine_similarity_grad_grad(
 
 def rbf_kernel(x, y, *, length_scale=1.0):
     """RbfKernel: exp(-|x_i - y_j|^2 / (2 s^2)) for every row i of x and j of y (declared at ops/composed.py:122)."""
+    _check_shapes("RbfKernel", x=(x, "M", "D"), y=(y, "N", "D"))
     t0 = np.sum(x**2, axis=-1, keepdims=True)
     t1 = np.sum(y**2, axis=-1)
     t2 = x @ y.T
@@ -1119,6 +1144,7 @@ def rbf_kernel_grad_grad(
 
 def log_sum_exp_mat_mul(a, b, *, return_stages=False):
     """LogSumExpMatMul: log(sum_j exp((a @ b)[i, j])) per row, the row maximum subtracted (no overflow) (declared at ops/composed.py:131)."""
+    _check_shapes("LogSumExpMatMul", a=(a, "M", "K"), b=(b, "K", "N"))
     sum1 = a @ b
     ext1 = np.max(sum1, axis=-1)
     t0 = ext1[..., None]
@@ -1209,6 +1235,7 @@ def log_sum_exp_mat_mul_grad_grad(
 
 def bias_gelu(x, bias):
     """BiasGelu: GELU (tanh form) of x + bias, the bias along the last axis: a fused layer's activation (declared at ops/composed.py:141)."""
+    _check_shapes("BiasGelu", x=(x, ..., "C"), bias=(bias, "C"))
     t0 = bias + x
     y = (1 / 2) * t0 * (np.tanh(0.7978845608028654 * ((8943 / 200000) * t0**3 + t0)) + 1)
     return y
@@ -1291,6 +1318,9 @@ def bias_gelu_grad_grad(grad_vjp_x, grad_vjp_bias, grad, x, bias, *, vjp_x=None,
 
 def rotary_embedding(x, cos, sin):
     """RotaryEmbedding: Rotary position embedding, GPT-NeoX's "rotate half" form: x * cos + rotate_half(x) * sin, (declared at ops/composed.py:151)."""
+    _check_shapes(
+        "RotaryEmbedding", x=(x, ..., "N", None), cos=(cos, "N", None), sin=(sin, "N", None)
+    )
     t0 = 2
     x_split = np.reshape(x, np.shape(x)[:-1] + (t0, -1))
     cos_split = np.reshape(cos, np.shape(cos)[:-1] + (t0, -1))

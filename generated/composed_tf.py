@@ -25,7 +25,13 @@ Per op:
 import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_tf import _custom_gradient, _einsum_over_batch, _register, _sum_to_shape
+    from ._symgrad_tf import (
+        _check_shapes,
+        _custom_gradient,
+        _einsum_over_batch,
+        _register,
+        _sum_to_shape,
+    )
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -36,7 +42,13 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_tf", _runtime_file)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
-    from _symgrad_tf import _custom_gradient, _einsum_over_batch, _register, _sum_to_shape
+    from _symgrad_tf import (
+        _check_shapes,
+        _custom_gradient,
+        _einsum_over_batch,
+        _register,
+        _sum_to_shape,
+    )
 
 REGISTERED = {}
 
@@ -48,6 +60,7 @@ def layer_norm(x, scale, offset, *, epsilon=0.001):
 
 def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNorm's formula."""
+    _check_shapes("LayerNorm", x=(x, ..., "N"), scale=(scale, "N"), offset=(offset, "N"))
     sum1 = tf.reduce_sum(x, axis=-1)
     t0 = tf.cast(tf.shape(x)[-1], x.dtype)
     t1 = sum1[..., None]
@@ -122,6 +135,7 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
 
 def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNormMoments's formula."""
+    _check_shapes("LayerNormMoments", x=(x, ..., "N"), scale=(scale, "N"), offset=(offset, "N"))
     sum1 = tf.reduce_sum(x, axis=-1)
     t0 = tf.cast(tf.shape(x)[-1], x.dtype)
     t1 = tf.reduce_sum(x**2, axis=-1)
@@ -201,6 +215,9 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001):
 
 def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """BatchNormTraining's formula."""
+    _check_shapes(
+        "BatchNormTraining", x=(x, "B", "H", "W", "C"), scale=(scale, "C"), offset=(offset, "C")
+    )
     t0 = tf.cast(tf.shape(x)[-4], x.dtype)
     t1 = tf.cast(tf.shape(x)[-3], x.dtype)
     t2 = tf.cast(tf.shape(x)[-2], x.dtype)
@@ -278,6 +295,9 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
 
 def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
     """GroupNorm's formula."""
+    _check_shapes(
+        "GroupNorm", x=(x, "B", "H", "W", None), scale=(scale, None), offset=(offset, None)
+    )
     x_split = tf.reshape(
         x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([groups, -1], tf.int64)], 0)
     )
@@ -403,6 +423,13 @@ def scaled_dot_product_attention(q, k, v, mask):
 
 def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
     """ScaledDotProductAttention's formula."""
+    _check_shapes(
+        "ScaledDotProductAttention",
+        q=(q, ..., "M", "D"),
+        k=(k, ..., "N", "D"),
+        v=(v, ..., "N", "E"),
+        mask=(mask, ..., "M", "N"),
+    )
     t0 = tf.cast(tf.shape(q)[-1], q.dtype)
     t1 = tf.linalg.matmul(q, k, transpose_b=True)
     scores = mask + t1 * (1 / tf.math.sqrt(t0))
@@ -494,6 +521,14 @@ def mlp_block(x, w1, b1, w2, b2):
 
 def mlp_block_forward(x, w1, b1, w2, b2, *, return_stages=False):
     """MlpBlock's formula."""
+    _check_shapes(
+        "MlpBlock",
+        x=(x, "M", "D"),
+        w1=(w1, "D", "H"),
+        b1=(b1, "H"),
+        w2=(w2, "H", "E"),
+        b2=(b2, "E"),
+    )
     t0 = tf.linalg.matmul(x, w1)
     affine1 = b1 + t0
     t1 = affine1 * tf.cast(affine1 > 0, x.dtype)
@@ -552,6 +587,7 @@ def cosine_similarity(x, y, *, epsilon=1e-08):
 
 def cosine_similarity_forward(x, y, *, epsilon=1e-08, return_stages=False):
     """CosineSimilarity's formula."""
+    _check_shapes("CosineSimilarity", x=(x, ..., "D"), y=(y, ..., "D"))
     sum1 = tf.reduce_sum(x**2, axis=-1)
     sum2 = tf.reduce_sum(y**2, axis=-1)
     sum3 = tf.reduce_sum(x * y, axis=-1)
@@ -618,6 +654,7 @@ def rbf_kernel(x, y, *, length_scale=1.0):
 
 def rbf_kernel_forward(x, y, *, length_scale=1.0):
     """RbfKernel's formula."""
+    _check_shapes("RbfKernel", x=(x, "M", "D"), y=(y, "N", "D"))
     t0 = tf.reduce_sum(x**2, axis=-1, keepdims=True)
     t1 = tf.reduce_sum(y**2, axis=-1)
     t2 = tf.linalg.matmul(x, y, transpose_b=True)
@@ -667,6 +704,7 @@ def log_sum_exp_mat_mul(a, b):
 
 def log_sum_exp_mat_mul_forward(a, b, *, return_stages=False):
     """LogSumExpMatMul's formula."""
+    _check_shapes("LogSumExpMatMul", a=(a, "M", "K"), b=(b, "K", "N"))
     sum1 = tf.linalg.matmul(a, b)
     ext1 = tf.reduce_max(sum1, axis=-1)
     t0 = ext1[..., None]
@@ -730,6 +768,7 @@ def bias_gelu(x, bias):
 
 def bias_gelu_forward(x, bias):
     """BiasGelu's formula."""
+    _check_shapes("BiasGelu", x=(x, ..., "C"), bias=(bias, "C"))
     t0 = bias + x
     y = (1 / 2) * t0 * (tf.math.tanh(0.7978845608028654 * ((8943 / 200000) * t0**3 + t0)) + 1)
     return y
@@ -784,6 +823,9 @@ def rotary_embedding(x, cos, sin):
 
 def rotary_embedding_forward(x, cos, sin):
     """RotaryEmbedding's formula."""
+    _check_shapes(
+        "RotaryEmbedding", x=(x, ..., "N", None), cos=(cos, "N", None), sin=(sin, "N", None)
+    )
     t0 = 2
     x_split = tf.reshape(
         x, tf.concat([tf.shape(x, out_type=tf.int64)[:-1], tf.cast([t0, -1], tf.int64)], 0)

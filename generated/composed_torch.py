@@ -17,6 +17,7 @@ if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_torch import (
         _attention_mask,
         _autograd_function,
+        _check_shapes,
         _flip,
         _maximum,
         _over,
@@ -35,6 +36,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     from _symgrad_torch import (
         _attention_mask,
         _autograd_function,
+        _check_shapes,
         _flip,
         _maximum,
         _over,
@@ -52,6 +54,7 @@ def layer_norm(x, scale, offset, *, eps=1e-05, epsilon=None):
 
 def layer_norm_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNorm's formula."""
+    _check_shapes("LayerNorm", x=(x, ..., "N"), scale=(scale, "N"), offset=(offset, "N"))
     sum1 = torch.sum(x, axis=-1)
     t0 = x.shape[-1]
     t1 = sum1[..., None]
@@ -146,6 +149,7 @@ def layer_norm_moments(x, scale, offset, *, epsilon=0.001):
 
 def layer_norm_moments_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """LayerNormMoments's formula."""
+    _check_shapes("LayerNormMoments", x=(x, ..., "N"), scale=(scale, "N"), offset=(offset, "N"))
     sum1 = torch.sum(x, axis=-1)
     t0 = x.shape[-1]
     t1 = torch.sum(x**2, axis=-1)
@@ -236,6 +240,9 @@ def batch_norm_training(x, scale, offset, *, epsilon=0.001):
 
 def batch_norm_training_forward(x, scale, offset, *, epsilon=0.001, return_stages=False):
     """BatchNormTraining's formula."""
+    _check_shapes(
+        "BatchNormTraining", x=(x, "B", "H", "W", "C"), scale=(scale, "C"), offset=(offset, "C")
+    )
     t0 = x.shape[-4]
     t1 = x.shape[-3]
     t2 = x.shape[-2]
@@ -329,6 +336,9 @@ def group_norm(x, scale, offset, *, epsilon=0.001, groups=2):
 
 def group_norm_forward(x, scale, offset, *, epsilon=0.001, groups=2, return_stages=False):
     """GroupNorm's formula."""
+    _check_shapes(
+        "GroupNorm", x=(x, "B", "H", "W", None), scale=(scale, None), offset=(offset, None)
+    )
     x_split = torch.reshape(x, x.shape[:-1] + (groups, -1))
     scale_split = torch.reshape(scale, scale.shape[:-1] + (groups, -1))
     offset_split = torch.reshape(offset, offset.shape[:-1] + (groups, -1))
@@ -459,6 +469,13 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, is_causal=False, scale=N
 
 def scaled_dot_product_attention_forward(q, k, v, mask, *, return_stages=False):
     """ScaledDotProductAttention's formula."""
+    _check_shapes(
+        "ScaledDotProductAttention",
+        q=(q, ..., "M", "D"),
+        k=(k, ..., "N", "D"),
+        v=(v, ..., "N", "E"),
+        mask=(mask, ..., "M", "N"),
+    )
     t0 = q.shape[-1]
     t1 = q @ torch.swapaxes(k, -1, -2)
     scores = mask + t1 * float(1 / np.sqrt(t0))
@@ -552,6 +569,14 @@ def mlp_block(x, w1, b1, w2, b2):
 
 def mlp_block_forward(x, w1, b1, w2, b2, *, return_stages=False):
     """MlpBlock's formula."""
+    _check_shapes(
+        "MlpBlock",
+        x=(x, "M", "D"),
+        w1=(w1, "D", "H"),
+        b1=(b1, "H"),
+        w2=(w2, "H", "E"),
+        b2=(b2, "E"),
+    )
     t0 = x @ w1
     affine1 = b1 + t0
     t1 = torch.where(affine1 > 0, affine1, 0)
@@ -624,6 +649,7 @@ def cosine_similarity(x, y, *, epsilon=1e-08):
 
 def cosine_similarity_forward(x, y, *, epsilon=1e-08, return_stages=False):
     """CosineSimilarity's formula."""
+    _check_shapes("CosineSimilarity", x=(x, ..., "D"), y=(y, ..., "D"))
     sum1 = torch.sum(x**2, axis=-1)
     sum2 = torch.sum(y**2, axis=-1)
     sum3 = torch.sum(x * y, axis=-1)
@@ -690,6 +716,7 @@ def rbf_kernel(x, y, *, length_scale=1.0):
 
 def rbf_kernel_forward(x, y, *, length_scale=1.0):
     """RbfKernel's formula."""
+    _check_shapes("RbfKernel", x=(x, "M", "D"), y=(y, "N", "D"))
     t0 = torch.sum(x**2, axis=-1, keepdims=True)
     t1 = torch.sum(y**2, axis=-1)
     t2 = x @ y.T
@@ -738,6 +765,7 @@ def log_sum_exp_mat_mul(a, b):
 
 def log_sum_exp_mat_mul_forward(a, b, *, return_stages=False):
     """LogSumExpMatMul's formula."""
+    _check_shapes("LogSumExpMatMul", a=(a, "M", "K"), b=(b, "K", "N"))
     sum1 = a @ b
     ext1 = torch.amax(sum1, axis=-1)
     t0 = ext1[..., None]
@@ -797,6 +825,7 @@ def bias_gelu(x, bias):
 
 def bias_gelu_forward(x, bias):
     """BiasGelu's formula."""
+    _check_shapes("BiasGelu", x=(x, ..., "C"), bias=(bias, "C"))
     t0 = bias + x
     y = torch.nn.functional.gelu(t0, approximate="tanh")
     return y
@@ -843,6 +872,9 @@ def rotary_embedding(x, cos, sin):
 
 def rotary_embedding_forward(x, cos, sin):
     """RotaryEmbedding's formula."""
+    _check_shapes(
+        "RotaryEmbedding", x=(x, ..., "N", None), cos=(cos, "N", None), sin=(sin, "N", None)
+    )
     t0 = 2
     x_split = torch.reshape(x, x.shape[:-1] + (t0, -1))
     cos_split = torch.reshape(cos, cos.shape[:-1] + (t0, -1))

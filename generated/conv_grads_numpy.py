@@ -13,6 +13,7 @@ import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_numpy import (
+        _check_shapes,
         _conv,
         _conv_backprop_filter,
         _conv_backprop_input,
@@ -35,6 +36,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
     from _symgrad_numpy import (
+        _check_shapes,
         _conv,
         _conv_backprop_filter,
         _conv_backprop_input,
@@ -67,6 +69,11 @@ def conv2d_backprop_input(
     dilations=(1, 1, 1, 1),
 ):
     """Conv2DBackpropInput: Conv2D's gradient in its input, of shape `input_sizes`: each entry of out_backprop (declared at ops/conv_grads.py:35)."""
+    _check_shapes(
+        "Conv2DBackpropInput",
+        filter=(filter, "KH", "KW", "input_sizes[3]", "O"),
+        out_backprop=(out_backprop, "input_sizes[0]", None, None, "O"),
+    )
     if padding == "VALID":
         output = _conv_backprop_input(
             out_backprop,
@@ -312,6 +319,11 @@ def conv2d_backprop_filter(
     dilations=(1, 1, 1, 1),
 ):
     """Conv2DBackpropFilter: Conv2D's gradient in its filter, of shape `filter_sizes`: each window of the input (declared at ops/conv_grads.py:54)."""
+    _check_shapes(
+        "Conv2DBackpropFilter",
+        input=(input, "N", "H", "W", "filter_sizes[2]"),
+        out_backprop=(out_backprop, "N", None, None, "filter_sizes[3]"),
+    )
     if padding == "VALID":
         output = _conv_backprop_filter(
             input,
@@ -525,6 +537,11 @@ def depthwise_conv2d_native_backprop_input(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropInput: DepthwiseConv2dNative's gradient in its input, of shape `input_sizes`: channel c of (declared at ops/conv_grads.py:72)."""
+    _check_shapes(
+        "DepthwiseConv2dNativeBackpropInput",
+        filter=(filter, "KH", "KW", "input_sizes[3]", "M"),
+        out_backprop=(out_backprop, "input_sizes[0]", None, None, None),
+    )
     out_backprop_split = np.reshape(
         out_backprop, np.shape(out_backprop)[:-1] + (input_sizes[3], -1)
     )
@@ -775,6 +792,11 @@ def depthwise_conv2d_native_backprop_filter(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropFilter: DepthwiseConv2dNative's gradient in its filter, of shape `filter_sizes`: each window (declared at ops/conv_grads.py:91)."""
+    _check_shapes(
+        "DepthwiseConv2dNativeBackpropFilter",
+        input=(input, "N", "H", "W", "C"),
+        out_backprop=(out_backprop, "N", None, None, None),
+    )
     out_backprop_split = np.reshape(
         out_backprop, np.shape(out_backprop)[:-1] + (-1, filter_sizes[3])
     )
@@ -972,6 +994,11 @@ def conv3d_backprop_input_v2(
     filter, out_backprop, *, padding="VALID", input_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
     """Conv3DBackpropInputV2: Conv3D's gradient in its input, of shape `input_sizes` (declared at ops/conv_grads.py:113)."""
+    _check_shapes(
+        "Conv3DBackpropInputV2",
+        filter=(filter, "KD", "KH", "KW", "input_sizes[4]", "O"),
+        out_backprop=(out_backprop, "input_sizes[0]", None, None, None, "O"),
+    )
     if padding == "VALID":
         output = _conv_backprop_input(
             out_backprop,
@@ -1156,6 +1183,11 @@ def conv3d_backprop_filter_v2(
     input, out_backprop, *, padding="VALID", filter_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
     """Conv3DBackpropFilterV2: Conv3D's gradient in its filter, of shape `filter_sizes` (declared at ops/conv_grads.py:136)."""
+    _check_shapes(
+        "Conv3DBackpropFilterV2",
+        input=(input, "N", "D", "H", "W", "filter_sizes[3]"),
+        out_backprop=(out_backprop, "N", None, None, None, "filter_sizes[4]"),
+    )
     if padding == "VALID":
         output = _conv_backprop_filter(
             input,
@@ -1316,6 +1348,9 @@ def conv3d_backprop_filter_v2_grad_grad(
 
 def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPoolGrad: AvgPool's gradient in its input, of shape `orig_input_shape`: each entry of grad (declared at ops/conv_grads.py:160)."""
+    _check_shapes(
+        "AvgPoolGrad", grad=(grad, "orig_input_shape[0]", None, None, "orig_input_shape[3]")
+    )
     if padding in ("VALID", "SAME"):
         t0 = np.arange(np.shape(grad)[-3])
         t1 = t0[..., None, None, None]
@@ -1551,6 +1586,9 @@ def avg_pool_grad_grad_grad(
 
 def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPool3DGrad: AvgPool3D's gradient in its input, of shape `orig_input_shape` (declared at ops/conv_grads.py:180)."""
+    _check_shapes(
+        "AvgPool3DGrad", grad=(grad, "orig_input_shape[0]", None, None, None, "orig_input_shape[4]")
+    )
     if padding in ("VALID", "SAME"):
         t0 = np.arange(np.shape(grad)[-4])
         t1 = t0[..., None, None, None, None, None]
@@ -1878,6 +1916,12 @@ def max_pool_grad(
     return_stages=False,
 ):
     """MaxPoolGrad: MaxPool's gradient in its input `orig_input`: each window's `grad` added at the first (declared at ops/conv_grads.py:241)."""
+    _check_shapes(
+        "MaxPoolGrad",
+        orig_input=(orig_input, "N", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, "C"),
+        grad=(grad, "N", None, None, "C"),
+    )
     if padding in ("VALID", "SAME") and data_format == "NHWC":
         t0 = np.arange(ksize[2])
         t1 = t0[..., None]
@@ -2083,6 +2127,12 @@ def max_pool_grad_v2(
     """MaxPoolGradV2: MaxPoolGrad with the window and strides passed as constant inputs (declared at ops/conv_grads.py:251)."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
+    _check_shapes(
+        "MaxPoolGradV2",
+        orig_input=(orig_input, "N", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, "C"),
+        grad=(grad, "N", None, None, "C"),
+    )
     if padding in ("VALID", "SAME"):
         t0 = np.arange(ksize[2])
         t1 = t0[..., None]
@@ -2278,6 +2328,12 @@ def max_pool_gradgrad(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
 ):
     """MaxPoolGradGrad: MaxPoolGrad's gradient in its `grad`: `grad` (shaped as `orig_input`) read at each (declared at ops/conv_grads.py:257)."""
+    _check_shapes(
+        "MaxPoolGradGrad",
+        orig_input=(orig_input, "N", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, "C"),
+        grad=(grad, "N", "H", "W", "C"),
+    )
     if padding in ("VALID", "SAME") and data_format == "NHWC":
         t0 = np.arange(np.shape(orig_output)[-2])
         t1 = t0[..., None]
@@ -2466,6 +2522,12 @@ def max_pool3d_grad(
     return_stages=False,
 ):
     """MaxPool3DGrad: MaxPool3D's gradient in its input `orig_input`, as MaxPoolGrad's (declared at ops/conv_grads.py:264)."""
+    _check_shapes(
+        "MaxPool3DGrad",
+        orig_input=(orig_input, "N", "D", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, None, "C"),
+        grad=(grad, "N", None, None, None, "C"),
+    )
     if padding in ("VALID", "SAME") and data_format == "NDHWC":
         t0 = np.arange(ksize[3])
         t1 = t0[..., None]
@@ -2719,6 +2781,12 @@ def max_pool3d_gradgrad(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
 ):
     """MaxPool3DGradGrad: MaxPool3DGrad's gradient in its `grad`, as MaxPoolGradGrad's (declared at ops/conv_grads.py:270)."""
+    _check_shapes(
+        "MaxPool3DGradGrad",
+        orig_input=(orig_input, "N", "D", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, None, "C"),
+        grad=(grad, "N", "D", "H", "W", "C"),
+    )
     if padding in ("VALID", "SAME") and data_format == "NDHWC":
         t0 = np.arange(np.shape(orig_output)[-2])
         t1 = t0[..., None]

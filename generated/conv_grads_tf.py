@@ -22,6 +22,7 @@ import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_tf import (
+        _check_shapes,
         _const_input,
         _conv,
         _conv_backprop_filter,
@@ -49,6 +50,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
     from _symgrad_tf import (
+        _check_shapes,
         _const_input,
         _conv,
         _conv_backprop_filter,
@@ -110,6 +112,11 @@ def conv2d_backprop_input_forward(
     dilations=(1, 1, 1, 1),
 ):
     """Conv2DBackpropInput's formula."""
+    _check_shapes(
+        "Conv2DBackpropInput",
+        filter=(filter, "KH", "KW", "input_sizes[3]", "O"),
+        out_backprop=(out_backprop, "input_sizes[0]", None, None, "O"),
+    )
     if padding == "VALID":
         output = _conv_backprop_input(
             out_backprop,
@@ -338,6 +345,11 @@ def conv2d_backprop_filter_forward(
     dilations=(1, 1, 1, 1),
 ):
     """Conv2DBackpropFilter's formula."""
+    _check_shapes(
+        "Conv2DBackpropFilter",
+        input=(input, "N", "H", "W", "filter_sizes[2]"),
+        out_backprop=(out_backprop, "N", None, None, "filter_sizes[3]"),
+    )
     if padding == "VALID":
         output = _conv_backprop_filter(
             input,
@@ -566,6 +578,11 @@ def depthwise_conv2d_native_backprop_input_forward(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropInput's formula."""
+    _check_shapes(
+        "DepthwiseConv2dNativeBackpropInput",
+        filter=(filter, "KH", "KW", "input_sizes[3]", "M"),
+        out_backprop=(out_backprop, "input_sizes[0]", None, None, None),
+    )
     out_backprop_split = tf.reshape(
         out_backprop,
         tf.concat(
@@ -808,6 +825,11 @@ def depthwise_conv2d_native_backprop_filter_forward(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropFilter's formula."""
+    _check_shapes(
+        "DepthwiseConv2dNativeBackpropFilter",
+        input=(input, "N", "H", "W", "C"),
+        out_backprop=(out_backprop, "N", None, None, None),
+    )
     out_backprop_split = tf.reshape(
         out_backprop,
         tf.concat(
@@ -1035,6 +1057,11 @@ def conv3d_backprop_input_v2_forward(
     filter, out_backprop, *, padding="VALID", input_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
     """Conv3DBackpropInputV2's formula."""
+    _check_shapes(
+        "Conv3DBackpropInputV2",
+        filter=(filter, "KD", "KH", "KW", "input_sizes[4]", "O"),
+        out_backprop=(out_backprop, "input_sizes[0]", None, None, None, "O"),
+    )
     if padding == "VALID":
         output = _conv_backprop_input(
             out_backprop,
@@ -1203,6 +1230,11 @@ def conv3d_backprop_filter_v2_forward(
     input, out_backprop, *, padding="VALID", filter_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
     """Conv3DBackpropFilterV2's formula."""
+    _check_shapes(
+        "Conv3DBackpropFilterV2",
+        input=(input, "N", "D", "H", "W", "filter_sizes[3]"),
+        out_backprop=(out_backprop, "N", None, None, None, "filter_sizes[4]"),
+    )
     if padding == "VALID":
         output = _conv_backprop_filter(
             input,
@@ -1359,6 +1391,9 @@ def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
 
 def avg_pool_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPoolGrad's formula."""
+    _check_shapes(
+        "AvgPoolGrad", grad=(grad, "orig_input_shape[0]", None, None, "orig_input_shape[3]")
+    )
     if padding in ("VALID", "SAME"):
         t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-3])
         t1 = t0[..., None, None, None]
@@ -1550,6 +1585,9 @@ def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
 
 def avg_pool3d_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPool3DGrad's formula."""
+    _check_shapes(
+        "AvgPool3DGrad", grad=(grad, "orig_input_shape[0]", None, None, None, "orig_input_shape[4]")
+    )
     if padding in ("VALID", "SAME"):
         t0 = tf.range(tf.shape(grad, out_type=tf.int64)[-4])
         t1 = t0[..., None, None, None, None, None]
@@ -1814,6 +1852,12 @@ def max_pool_grad_forward(
     return_stages=False,
 ):
     """MaxPoolGrad's formula."""
+    _check_shapes(
+        "MaxPoolGrad",
+        orig_input=(orig_input, "N", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, "C"),
+        grad=(grad, "N", None, None, "C"),
+    )
     if padding in ("VALID", "SAME") and data_format == "NHWC":
         t0 = tf.range(tf.cast(ksize[2], tf.int64))
         t1 = t0[..., None]
@@ -2016,6 +2060,12 @@ def max_pool_grad_v2_forward(
     """MaxPoolGradV2's formula."""
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
+    _check_shapes(
+        "MaxPoolGradV2",
+        orig_input=(orig_input, "N", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, "C"),
+        grad=(grad, "N", None, None, "C"),
+    )
     if padding in ("VALID", "SAME"):
         t0 = tf.range(tf.cast(ksize[2], tf.int64))
         t1 = t0[..., None]
@@ -2223,6 +2273,12 @@ def max_pool_gradgrad_forward(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
 ):
     """MaxPoolGradGrad's formula."""
+    _check_shapes(
+        "MaxPoolGradGrad",
+        orig_input=(orig_input, "N", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, "C"),
+        grad=(grad, "N", "H", "W", "C"),
+    )
     if padding in ("VALID", "SAME") and data_format == "NHWC":
         t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t1 = t0[..., None]
@@ -2385,6 +2441,12 @@ def max_pool3d_grad_forward(
     return_stages=False,
 ):
     """MaxPool3DGrad's formula."""
+    _check_shapes(
+        "MaxPool3DGrad",
+        orig_input=(orig_input, "N", "D", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, None, "C"),
+        grad=(grad, "N", None, None, None, "C"),
+    )
     if padding in ("VALID", "SAME") and data_format == "NDHWC":
         t0 = tf.range(tf.cast(ksize[3], tf.int64))
         t1 = t0[..., None]
@@ -2641,6 +2703,12 @@ def max_pool3d_gradgrad_forward(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
 ):
     """MaxPool3DGradGrad's formula."""
+    _check_shapes(
+        "MaxPool3DGradGrad",
+        orig_input=(orig_input, "N", "D", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, None, "C"),
+        grad=(grad, "N", "D", "H", "W", "C"),
+    )
     if padding in ("VALID", "SAME") and data_format == "NDHWC":
         t0 = tf.range(tf.shape(orig_output, out_type=tf.int64)[-2])
         t1 = t0[..., None]

@@ -16,6 +16,7 @@ import torch
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_torch import (
         _autograd_function,
+        _check_shapes,
         _conv,
         _conv_backprop_filter,
         _conv_backprop_input,
@@ -39,6 +40,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
     from _symgrad_torch import (
         _autograd_function,
+        _check_shapes,
         _conv,
         _conv_backprop_filter,
         _conv_backprop_input,
@@ -95,6 +97,11 @@ def conv2d_backprop_input_forward(
     dilations=(1, 1, 1, 1),
 ):
     """Conv2DBackpropInput's formula."""
+    _check_shapes(
+        "Conv2DBackpropInput",
+        filter=(filter, "KH", "KW", "input_sizes[3]", "O"),
+        out_backprop=(out_backprop, "input_sizes[0]", None, None, "O"),
+    )
     if padding == "VALID":
         output = _conv_backprop_input(
             out_backprop,
@@ -289,6 +296,11 @@ def conv2d_backprop_filter_forward(
     dilations=(1, 1, 1, 1),
 ):
     """Conv2DBackpropFilter's formula."""
+    _check_shapes(
+        "Conv2DBackpropFilter",
+        input=(input, "N", "H", "W", "filter_sizes[2]"),
+        out_backprop=(out_backprop, "N", None, None, "filter_sizes[3]"),
+    )
     if padding == "VALID":
         output = _conv_backprop_filter(
             input,
@@ -483,6 +495,11 @@ def depthwise_conv2d_native_backprop_input_forward(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropInput's formula."""
+    _check_shapes(
+        "DepthwiseConv2dNativeBackpropInput",
+        filter=(filter, "KH", "KW", "input_sizes[3]", "M"),
+        out_backprop=(out_backprop, "input_sizes[0]", None, None, None),
+    )
     out_backprop_split = torch.reshape(out_backprop, out_backprop.shape[:-1] + (input_sizes[3], -1))
     if padding == "VALID":
         output = _depthwise_conv_backprop_input(
@@ -709,6 +726,11 @@ def depthwise_conv2d_native_backprop_filter_forward(
     dilations=(1, 1, 1, 1),
 ):
     """DepthwiseConv2dNativeBackpropFilter's formula."""
+    _check_shapes(
+        "DepthwiseConv2dNativeBackpropFilter",
+        input=(input, "N", "H", "W", "C"),
+        out_backprop=(out_backprop, "N", None, None, None),
+    )
     out_backprop_split = torch.reshape(
         out_backprop, out_backprop.shape[:-1] + (-1, filter_sizes[3])
     )
@@ -922,6 +944,11 @@ def conv3d_backprop_input_v2_forward(
     filter, out_backprop, *, padding="VALID", input_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
     """Conv3DBackpropInputV2's formula."""
+    _check_shapes(
+        "Conv3DBackpropInputV2",
+        filter=(filter, "KD", "KH", "KW", "input_sizes[4]", "O"),
+        out_backprop=(out_backprop, "input_sizes[0]", None, None, None, "O"),
+    )
     if padding == "VALID":
         output = _conv_backprop_input(
             out_backprop,
@@ -1062,6 +1089,11 @@ def conv3d_backprop_filter_v2_forward(
     input, out_backprop, *, padding="VALID", filter_sizes, strides, dilations=(1, 1, 1, 1, 1)
 ):
     """Conv3DBackpropFilterV2's formula."""
+    _check_shapes(
+        "Conv3DBackpropFilterV2",
+        input=(input, "N", "D", "H", "W", "filter_sizes[3]"),
+        out_backprop=(out_backprop, "N", None, None, None, "filter_sizes[4]"),
+    )
     if padding == "VALID":
         output = _conv_backprop_filter(
             input,
@@ -1193,6 +1225,9 @@ def avg_pool_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
 
 def avg_pool_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPoolGrad's formula."""
+    _check_shapes(
+        "AvgPoolGrad", grad=(grad, "orig_input_shape[0]", None, None, "orig_input_shape[3]")
+    )
     if padding in ("VALID", "SAME"):
         t0 = torch.arange(grad.shape[-3])
         t1 = t0[..., None, None, None]
@@ -1359,6 +1394,9 @@ def avg_pool3d_grad(grad, *, padding="VALID", orig_input_shape, ksize, strides):
 
 def avg_pool3d_grad_forward(grad, *, padding="VALID", orig_input_shape, ksize, strides):
     """AvgPool3DGrad's formula."""
+    _check_shapes(
+        "AvgPool3DGrad", grad=(grad, "orig_input_shape[0]", None, None, None, "orig_input_shape[4]")
+    )
     if padding in ("VALID", "SAME"):
         t0 = torch.arange(grad.shape[-4])
         t1 = t0[..., None, None, None, None, None]
@@ -1598,6 +1636,12 @@ def max_pool_grad_forward(
     return_stages=False,
 ):
     """MaxPoolGrad's formula."""
+    _check_shapes(
+        "MaxPoolGrad",
+        orig_input=(orig_input, "N", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, "C"),
+        grad=(grad, "N", None, None, "C"),
+    )
     if padding in ("VALID", "SAME") and data_format == "NHWC":
         t0 = torch.arange(int(ksize[2]))
         t1 = t0[..., None]
@@ -1774,6 +1818,12 @@ def max_pool_grad_v2_forward(
     """MaxPoolGradV2's formula."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
+    _check_shapes(
+        "MaxPoolGradV2",
+        orig_input=(orig_input, "N", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, "C"),
+        grad=(grad, "N", None, None, "C"),
+    )
     if padding in ("VALID", "SAME"):
         t0 = torch.arange(int(ksize[2]))
         t1 = t0[..., None]
@@ -1953,6 +2003,12 @@ def max_pool_gradgrad_forward(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NHWC", ksize, strides
 ):
     """MaxPoolGradGrad's formula."""
+    _check_shapes(
+        "MaxPoolGradGrad",
+        orig_input=(orig_input, "N", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, "C"),
+        grad=(grad, "N", "H", "W", "C"),
+    )
     if padding in ("VALID", "SAME") and data_format == "NHWC":
         t0 = torch.arange(orig_output.shape[-2])
         t1 = t0[..., None]
@@ -2087,6 +2143,12 @@ def max_pool3d_grad_forward(
     return_stages=False,
 ):
     """MaxPool3DGrad's formula."""
+    _check_shapes(
+        "MaxPool3DGrad",
+        orig_input=(orig_input, "N", "D", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, None, "C"),
+        grad=(grad, "N", None, None, None, "C"),
+    )
     if padding in ("VALID", "SAME") and data_format == "NDHWC":
         t0 = torch.arange(int(ksize[3]))
         t1 = t0[..., None]
@@ -2314,6 +2376,12 @@ def max_pool3d_gradgrad_forward(
     orig_input, orig_output, grad, *, padding="VALID", data_format="NDHWC", ksize, strides
 ):
     """MaxPool3DGradGrad's formula."""
+    _check_shapes(
+        "MaxPool3DGradGrad",
+        orig_input=(orig_input, "N", "D", "H", "W", "C"),
+        orig_output=(orig_output, "N", None, None, None, "C"),
+        grad=(grad, "N", "D", "H", "W", "C"),
+    )
     if padding in ("VALID", "SAME") and data_format == "NDHWC":
         t0 = torch.arange(orig_output.shape[-2])
         t1 = t0[..., None]

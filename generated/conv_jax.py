@@ -15,6 +15,7 @@ import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_jax import (
+        _check_shapes,
         _conv,
         _conv_backprop_filter,
         _conv_backprop_input,
@@ -38,6 +39,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_jax"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_jax"])
     from _symgrad_jax import (
+        _check_shapes,
         _conv,
         _conv_backprop_filter,
         _conv_backprop_input,
@@ -80,6 +82,9 @@ def conv2d_forward(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """Conv2D's formula."""
+    _check_shapes(
+        "Conv2D", input=(input, "N", "H", "W", "C"), filter=(filter, "KH", "KW", "C", "O")
+    )
     if padding == "VALID":
         output = _conv(
             input,
@@ -265,6 +270,11 @@ def depthwise_conv2d_native_forward(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """DepthwiseConv2dNative's formula."""
+    _check_shapes(
+        "DepthwiseConv2dNative",
+        input=(input, "N", "H", "W", "C"),
+        filter=(filter, "KH", "KW", "C", "M"),
+    )
     if padding in ("VALID", "SAME", "EXPLICIT"):
         if padding == "VALID":
             t0 = _depthwise_conv(
@@ -481,6 +491,7 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
 
 def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches's formula."""
+    _check_shapes("ExtractImagePatches", images=(images, "N", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = jnp.shape(images)[-2]
         if padding == "VALID":
@@ -578,6 +589,11 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
 
 def conv3d_forward(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
     """Conv3D's formula."""
+    _check_shapes(
+        "Conv3D",
+        input=(input, "N", "D", "H", "W", "C"),
+        filter=(filter, "KD", "KH", "KW", "C", "O"),
+    )
     if padding == "VALID":
         output = _conv(
             input,
@@ -715,6 +731,7 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
 
 def avg_pool_forward(value, *, padding="VALID", ksize, strides):
     """AvgPool's formula."""
+    _check_shapes("AvgPool", value=(value, "N", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = jnp.shape(value)[-3]
         if padding == "VALID":
@@ -838,6 +855,7 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool's formula."""
+    _check_shapes("MaxPool", input=(input, "N", "H", "W", "C"))
     if padding in ("VALID", "SAME") and data_format == "NHWC":
         t0 = jnp.shape(input)[-2]
         if padding == "VALID":
@@ -938,6 +956,7 @@ def max_pool3d(input, *, padding="VALID", ksize, strides):
 
 def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """MaxPool3D's formula."""
+    _check_shapes("MaxPool3D", input=(input, "N", "D", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = jnp.shape(input)[-2]
         if padding == "VALID":
@@ -1046,6 +1065,7 @@ def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
 
 def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches's formula."""
+    _check_shapes("ExtractVolumePatches", input=(input, "N", "D", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = jnp.shape(input)[-2]
         if padding == "VALID":
@@ -1160,6 +1180,7 @@ def dilation2d(input, filter, *, padding="VALID", strides, rates):
 
 def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
     """Dilation2D's formula."""
+    _check_shapes("Dilation2D", input=(input, "N", "H", "W", "C"), filter=(filter, "KH", "KW", "C"))
     if padding in ("VALID", "SAME"):
         t0 = jnp.transpose(filter, (2, 0, 1))
         if padding == "VALID":
@@ -1341,6 +1362,7 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
 
 def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """AvgPool3D's formula."""
+    _check_shapes("AvgPool3D", input=(input, "N", "D", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = jnp.shape(input)[-4]
         if padding == "VALID":
@@ -1500,6 +1522,7 @@ def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2's formula."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
+    _check_shapes("MaxPoolV2", input=(input, "N", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = jnp.shape(input)[-2]
         if padding == "VALID":

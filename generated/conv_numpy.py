@@ -10,6 +10,7 @@ import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_numpy import (
+        _check_shapes,
         _conv,
         _conv_backprop_filter,
         _conv_backprop_input,
@@ -32,6 +33,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
     from _symgrad_numpy import (
+        _check_shapes,
         _conv,
         _conv_backprop_filter,
         _conv_backprop_input,
@@ -57,6 +59,9 @@ def conv2d(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """Conv2D: 2-D convolution (cross-correlation), NHWC input, HWIO filter (declared at ops/conv.py:42)."""
+    _check_shapes(
+        "Conv2D", input=(input, "N", "H", "W", "C"), filter=(filter, "KH", "KW", "C", "O")
+    )
     if padding == "VALID":
         output = _conv(
             input,
@@ -259,6 +264,11 @@ def depthwise_conv2d_native(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """DepthwiseConv2dNative: Each input channel c convolved with its own M filters: output channel c*M + m (declared at ops/conv.py:63)."""
+    _check_shapes(
+        "DepthwiseConv2dNative",
+        input=(input, "N", "H", "W", "C"),
+        filter=(filter, "KH", "KW", "C", "M"),
+    )
     if padding in ("VALID", "SAME", "EXPLICIT"):
         if padding == "VALID":
             t0 = _depthwise_conv(
@@ -467,6 +477,7 @@ def depthwise_conv2d_native_grad_grad(
 
 def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches: Each window of the input as one channel axis, ordered (row, column, channel) (declared at ops/conv.py:80)."""
+    _check_shapes("ExtractImagePatches", images=(images, "N", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = np.shape(images)[-2]
         if padding == "VALID":
@@ -568,6 +579,11 @@ def extract_image_patches_grad_grad(
 
 def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
     """Conv3D: 3-D convolution (cross-correlation), NDHWC input, DHWIO filter (declared at ops/conv.py:90)."""
+    _check_shapes(
+        "Conv3D",
+        input=(input, "N", "D", "H", "W", "C"),
+        filter=(filter, "KD", "KH", "KW", "C", "O"),
+    )
     if padding == "VALID":
         output = _conv(
             input,
@@ -698,6 +714,7 @@ def conv3d_grad_grad(
 
 def avg_pool(value, *, padding="VALID", ksize, strides):
     """AvgPool: Mean over each window; padding is left out of the count, as TensorFlow's kernel does (declared at ops/conv.py:131)."""
+    _check_shapes("AvgPool", value=(value, "N", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = np.shape(value)[-3]
         if padding == "VALID":
@@ -861,6 +878,7 @@ def avg_pool_grad_grad(
 
 def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool: Maximum over each window; padding reads as minus infinity, so it never wins (declared at ops/conv.py:139)."""
+    _check_shapes("MaxPool", input=(input, "N", "H", "W", "C"))
     if padding in ("VALID", "SAME") and data_format == "NHWC":
         t0 = np.shape(input)[-2]
         if padding == "VALID":
@@ -1032,6 +1050,7 @@ def max_pool_grad_grad(
 
 def max_pool3d(input, *, padding="VALID", ksize, strides):
     """MaxPool3D: Maximum over each 3-D window (NDHWC), its gradient to the window's first maximum (declared at ops/conv.py:164)."""
+    _check_shapes("MaxPool3D", input=(input, "N", "D", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = np.shape(input)[-2]
         if padding == "VALID":
@@ -1229,6 +1248,7 @@ def max_pool3d_grad_grad(
 
 def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches: Each 3-D window as one channel axis, ordered (plane, row, column, channel) (declared at ops/conv.py:171)."""
+    _check_shapes("ExtractVolumePatches", input=(input, "N", "D", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = np.shape(input)[-2]
         if padding == "VALID":
@@ -1347,6 +1367,7 @@ def extract_volume_patches_grad_grad(
 
 def dilation2d(input, filter, *, padding="VALID", strides, rates):
     """Dilation2D: Grayscale morphological dilation: the maximum over each window of input + filter (NHWC (declared at ops/conv.py:178)."""
+    _check_shapes("Dilation2D", input=(input, "N", "H", "W", "C"), filter=(filter, "KH", "KW", "C"))
     if padding in ("VALID", "SAME"):
         t0 = np.transpose(filter, (2, 0, 1))
         if padding == "VALID":
@@ -1613,6 +1634,7 @@ def dilation2d_grad_grad(
 
 def avg_pool3d(input, *, padding="VALID", ksize, strides):
     """AvgPool3D: Mean over each 3-D window (NDHWC); padding is left out of the count (declared at ops/conv.py:196)."""
+    _check_shapes("AvgPool3D", input=(input, "N", "D", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = np.shape(input)[-4]
         if padding == "VALID":
@@ -1829,6 +1851,7 @@ def max_pool_v2(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2: MaxPool with the window and strides passed as constant inputs (declared at ops/conv.py:215)."""
     ksize = np.asarray(ksize, dtype=np.int64)
     strides = np.asarray(strides, dtype=np.int64)
+    _check_shapes("MaxPoolV2", input=(input, "N", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = np.shape(input)[-2]
         if padding == "VALID":

@@ -23,6 +23,7 @@ import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_tf import (
+        _check_shapes,
         _const_input,
         _conv,
         _conv_backprop_filter,
@@ -51,6 +52,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
     from _symgrad_tf import (
+        _check_shapes,
         _const_input,
         _conv,
         _conv_backprop_filter,
@@ -98,6 +100,9 @@ def conv2d_forward(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """Conv2D's formula."""
+    _check_shapes(
+        "Conv2D", input=(input, "N", "H", "W", "C"), filter=(filter, "KH", "KW", "C", "O")
+    )
     if padding == "VALID":
         output = _conv(
             input,
@@ -297,6 +302,11 @@ def depthwise_conv2d_native_forward(
     input, filter, *, padding="VALID", strides, explicit_paddings=(), dilations=(1, 1, 1, 1)
 ):
     """DepthwiseConv2dNative's formula."""
+    _check_shapes(
+        "DepthwiseConv2dNative",
+        input=(input, "N", "H", "W", "C"),
+        filter=(filter, "KH", "KW", "C", "M"),
+    )
     if padding in ("VALID", "SAME", "EXPLICIT"):
         if padding == "VALID":
             t0 = _depthwise_conv(
@@ -512,6 +522,7 @@ def extract_image_patches(images, *, padding="VALID", ksizes, strides, rates):
 
 def extract_image_patches_forward(images, *, padding="VALID", ksizes, strides, rates):
     """ExtractImagePatches's formula."""
+    _check_shapes("ExtractImagePatches", images=(images, "N", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = tf.shape(images, out_type=tf.int64)[-2]
         if padding == "VALID":
@@ -639,6 +650,11 @@ def conv3d(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)
 
 def conv3d_forward(input, filter, *, padding="VALID", strides, dilations=(1, 1, 1, 1, 1)):
     """Conv3D's formula."""
+    _check_shapes(
+        "Conv3D",
+        input=(input, "N", "D", "H", "W", "C"),
+        filter=(filter, "KD", "KH", "KW", "C", "O"),
+    )
     if padding == "VALID":
         output = _conv(
             input,
@@ -777,6 +793,7 @@ def avg_pool(value, *, padding="VALID", ksize, strides):
 
 def avg_pool_forward(value, *, padding="VALID", ksize, strides):
     """AvgPool's formula."""
+    _check_shapes("AvgPool", value=(value, "N", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = tf.shape(value, out_type=tf.int64)[-3]
         if padding == "VALID":
@@ -920,6 +937,7 @@ def max_pool(input, *, padding="VALID", data_format="NHWC", ksize, strides):
 
 def max_pool_forward(input, *, padding="VALID", data_format="NHWC", ksize, strides):
     """MaxPool's formula."""
+    _check_shapes("MaxPool", input=(input, "N", "H", "W", "C"))
     if padding in ("VALID", "SAME") and data_format == "NHWC":
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         if padding == "VALID":
@@ -1044,6 +1062,7 @@ def max_pool3d(input, *, padding="VALID", ksize, strides):
 
 def max_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """MaxPool3D's formula."""
+    _check_shapes("MaxPool3D", input=(input, "N", "D", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         if padding == "VALID":
@@ -1177,6 +1196,7 @@ def extract_volume_patches(input, *, padding="VALID", ksizes, strides):
 
 def extract_volume_patches_forward(input, *, padding="VALID", ksizes, strides):
     """ExtractVolumePatches's formula."""
+    _check_shapes("ExtractVolumePatches", input=(input, "N", "D", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         if padding == "VALID":
@@ -1323,6 +1343,7 @@ def dilation2d(input, filter, *, padding="VALID", strides, rates):
 
 def dilation2d_forward(input, filter, *, padding="VALID", strides, rates):
     """Dilation2D's formula."""
+    _check_shapes("Dilation2D", input=(input, "N", "H", "W", "C"), filter=(filter, "KH", "KW", "C"))
     if padding in ("VALID", "SAME"):
         t0 = tf.transpose(filter, perm=[2, 0, 1])
         if padding == "VALID":
@@ -1494,6 +1515,7 @@ def avg_pool3d(input, *, padding="VALID", ksize, strides):
 
 def avg_pool3d_forward(input, *, padding="VALID", ksize, strides):
     """AvgPool3D's formula."""
+    _check_shapes("AvgPool3D", input=(input, "N", "D", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = tf.shape(input, out_type=tf.int64)[-4]
         if padding == "VALID":
@@ -1678,6 +1700,7 @@ def max_pool_v2_forward(input, *, padding="VALID", ksize, strides):
     """MaxPoolV2's formula."""
     ksize = tf.cast(ksize, tf.int64)
     strides = tf.cast(strides, tf.int64)
+    _check_shapes("MaxPoolV2", input=(input, "N", "H", "W", "C"))
     if padding in ("VALID", "SAME"):
         t0 = tf.shape(input, out_type=tf.int64)[-2]
         if padding == "VALID":

@@ -9,7 +9,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _gather, _scatter_add, _sum_to_shape
+    from ._symgrad_numpy import _check_shapes, _gather, _scatter_add, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -20,11 +20,12 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _gather, _scatter_add, _sum_to_shape
+    from _symgrad_numpy import _check_shapes, _gather, _scatter_add, _sum_to_shape
 
 
 def trace(x):
     """Trace: Sum of the diagonal of the last two axes (TensorFlow composes it: tf.linalg.trace) (declared at ops/diagonals.py:11)."""
+    _check_shapes("Trace", x=(x, ..., "N", "N"))
     t0 = np.diagonal(x, axis1=-2, axis2=-1)
     y = np.sum(t0, axis=-1)
     return y
@@ -52,6 +53,7 @@ def trace_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
 
 def matrix_diag_part(input):
     """MatrixDiagPart: The diagonal of the last two axes (declared at ops/diagonals.py:18)."""
+    _check_shapes("MatrixDiagPart", input=(input, ..., "N", "N"))
     diagonal = np.diagonal(input, axis1=-2, axis2=-1)
     return diagonal
 
@@ -77,6 +79,7 @@ def matrix_diag_part_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None):
 
 def matrix_diag(diagonal):
     """MatrixDiag: A batch of diagonal matrices with the given diagonals (declared at ops/diagonals.py:25)."""
+    _check_shapes("MatrixDiag", diagonal=(diagonal, ..., "N"))
     t0 = diagonal[..., None]
     t1 = np.eye(np.shape(diagonal)[-1], dtype=np.result_type(diagonal))
     output = t0 * t1
@@ -104,6 +107,7 @@ def matrix_diag_grad_grad(grad_vjp_diagonal, grad, diagonal, *, vjp_diagonal=Non
 
 def matrix_set_diag(input, diagonal):
     """MatrixSetDiag: input with the diagonal of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:32)."""
+    _check_shapes("MatrixSetDiag", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., "N"))
     t0 = diagonal[..., None]
     t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
     output = -input * t1 + input + t0 * t1
@@ -143,6 +147,7 @@ def matrix_set_diag_grad_grad(
 
 def diag(diagonal):
     """Diag: A square matrix with the given vector as its diagonal (rank 1 only) (declared at ops/diagonals.py:41)."""
+    _check_shapes("Diag", diagonal=(diagonal, "N"))
     t0 = diagonal[..., None]
     t1 = np.eye(np.shape(diagonal)[-1], dtype=np.result_type(diagonal))
     output = t0 * t1
@@ -169,6 +174,7 @@ def diag_grad_grad(grad_vjp_diagonal, grad, diagonal, *, vjp_diagonal=None):
 
 def diag_part(input):
     """DiagPart: The diagonal of a square matrix (rank 2 only) (declared at ops/diagonals.py:48)."""
+    _check_shapes("DiagPart", input=(input, "N", "N"))
     diagonal = np.diagonal(input, axis1=-2, axis2=-1)
     return diagonal
 
@@ -193,6 +199,7 @@ def diag_part_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None):
 
 def matrix_band_part(input, *, num_lower, num_upper):
     """MatrixBandPart: The band of the last two axes: num_lower diagonals below, num_upper above (negative: all) (declared at ops/diagonals.py:55)."""
+    _check_shapes("MatrixBandPart", input=(input, ..., "M", "N"))
     t0 = np.arange(np.shape(input)[-2])
     t1 = t0[..., None]
     t2 = np.arange(np.shape(input)[-1])
@@ -231,6 +238,7 @@ def matrix_band_part_grad_grad(
 
 def matrix_diag_part_v2(input, *, k=0, padding_value=0):
     """MatrixDiagPartV2: Diagonal k of the last two axes (declared at ops/diagonals.py:92)."""
+    _check_shapes("MatrixDiagPartV2", input=(input, ..., "N", "N"))
     if padding_value != 0:
         raise ValueError(
             f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -351,6 +359,7 @@ def matrix_diag_part_v2_grad_grad(
 
 def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
     """MatrixDiagPartV3: Diagonal k of the last two axes, or the band of diagonals k = (low, high), aligned (declared at ops/diagonals.py:158)."""
+    _check_shapes("MatrixDiagPartV3", input=(input, ..., "N", "N"))
     if padding_value != 0:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -602,6 +611,7 @@ def matrix_diag_part_v3_grad_grad(
 
 def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
     """MatrixDiagV2: A batch of square matrices, zero but for the given diagonals k (declared at ops/diagonals.py:176)."""
+    _check_shapes("MatrixDiagV2", diagonal=(diagonal, ..., "N"))
     if num_rows != -1 or num_cols != -1 or padding_value != 0:
         raise ValueError(
             f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -740,10 +750,12 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
         )
     if k == 0 and align == "RIGHT_LEFT":
+        _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., "N"))
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(diagonal)[-1], dtype=np.result_type(diagonal))
         output = t0 * t1
     elif k == 1 and align == "RIGHT_LEFT":
+        _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., "N"))
         t0 = np.shape(diagonal)[-1]
         t1 = t0 + 1
         t2 = np.arange(t1)
@@ -756,6 +768,7 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = np.reshape(t9, np.shape(t9)[:-1] + (-1, t1))
     elif k == -2 and align == "RIGHT_LEFT":
+        _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., "N"))
         t0 = np.shape(diagonal)[-1]
         t1 = t0 + 2
         t2 = np.arange(t1)
@@ -773,6 +786,10 @@ def matrix_diag_v3(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0, 
         "LEFT_LEFT",
         "RIGHT_RIGHT",
     ):
+        if k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+            _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., 3, "L"))
+        else:
+            _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., 2, "L"))
         t0 = np.shape(diagonal)[-2]
         t1 = np.shape(diagonal)[-1]
         t2 = np.reshape(diagonal, np.shape(diagonal)[:-2] + (t0 * t1,))
@@ -1011,10 +1028,16 @@ def matrix_diag_v3_grad_grad(
 def matrix_set_diag_v2(input, diagonal, *, k=0):
     """MatrixSetDiagV2: input with diagonal k of its last two axes replaced by `diagonal` (declared at ops/diagonals.py:188)."""
     if k == 0:
+        _check_shapes(
+            "MatrixSetDiagV2", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., "N")
+        )
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
         output = -input * t1 + input + t0 * t1
     elif k == 1:
+        _check_shapes(
+            "MatrixSetDiagV2", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., None)
+        )
         t0 = np.arange(np.shape(input)[-2])
         t1 = _gather(diagonal, t0, -1)
         t2 = np.shape(input)[-2]
@@ -1030,6 +1053,9 @@ def matrix_set_diag_v2(input, diagonal, *, k=0):
         t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
         output = -input * t12 + input + t9
     elif k == -2:
+        _check_shapes(
+            "MatrixSetDiagV2", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., None)
+        )
         t0 = np.arange(np.shape(input)[-2])
         t1 = t0 - 2
         t2 = _gather(diagonal, t1, -1)
@@ -1169,10 +1195,16 @@ def matrix_set_diag_v2_grad_grad(
 def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
     """MatrixSetDiagV3: input with diagonal k, or the band k = (low, high), of its last two axes replaced (declared at ops/diagonals.py:194)."""
     if k == 0 and align == "RIGHT_LEFT":
+        _check_shapes(
+            "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., "N")
+        )
         t0 = diagonal[..., None]
         t1 = np.eye(np.shape(input)[-2], dtype=np.result_type(input))
         output = -input * t1 + input + t0 * t1
     elif k == 1 and align == "RIGHT_LEFT":
+        _check_shapes(
+            "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., None)
+        )
         t0 = np.arange(np.shape(input)[-2])
         t1 = _gather(diagonal, t0, -1)
         t2 = np.shape(input)[-2]
@@ -1188,6 +1220,9 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t2))
         output = -input * t12 + input + t9
     elif k == -2 and align == "RIGHT_LEFT":
+        _check_shapes(
+            "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., None)
+        )
         t0 = np.arange(np.shape(input)[-2])
         t1 = t0 - 2
         t2 = _gather(diagonal, t1, -1)
@@ -1203,6 +1238,14 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t12 = np.reshape(t11, np.shape(t11)[:-1] + (-1, t3))
         output = -input * t12 + input + t9
     elif k in ((-1, 1), (1, 2)) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+        if k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+            _check_shapes(
+                "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., 3, "N")
+            )
+        else:
+            _check_shapes(
+                "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., 2, None)
+            )
         t0 = np.arange(np.shape(input)[-2])
         t1 = t0[..., None]
         if k == (-1, 1):
@@ -1234,6 +1277,14 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t11 = _gather(t5, t10, -1)
         output = np.where(t2, 0, input) + np.where(t2, t11, 0)
     elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
+        if k == (-1, 1) and align == "LEFT_LEFT":
+            _check_shapes(
+                "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., 3, "N")
+            )
+        else:
+            _check_shapes(
+                "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., 2, None)
+            )
         t0 = np.arange(np.shape(input)[-2])
         t1 = t0[..., None]
         t2 = (-t0 + t1 >= -k[1]) & (-t0 + t1 <= -k[0])

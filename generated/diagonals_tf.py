@@ -19,6 +19,7 @@ import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_tf import (
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _gather,
@@ -39,6 +40,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
     from _symgrad_tf import (
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _gather,
@@ -59,6 +61,7 @@ def trace(x):
 
 def trace_forward(x):
     """Trace's formula."""
+    _check_shapes("Trace", x=(x, ..., "N", "N"))
     t0 = tf.linalg.diag_part(x)
     y = tf.reduce_sum(t0, axis=-1)
     return y
@@ -92,6 +95,7 @@ def matrix_diag_part(input):
 
 def matrix_diag_part_forward(input):
     """MatrixDiagPart's formula."""
+    _check_shapes("MatrixDiagPart", input=(input, ..., "N", "N"))
     diagonal = tf.linalg.diag_part(input)
     return diagonal
 
@@ -126,6 +130,7 @@ def matrix_diag(diagonal):
 
 def matrix_diag_forward(diagonal):
     """MatrixDiag's formula."""
+    _check_shapes("MatrixDiag", diagonal=(diagonal, ..., "N"))
     t0 = diagonal[..., None]
     t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
     output = t0 * t1
@@ -160,6 +165,7 @@ def matrix_set_diag(input, diagonal):
 
 def matrix_set_diag_forward(input, diagonal):
     """MatrixSetDiag's formula."""
+    _check_shapes("MatrixSetDiag", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., "N"))
     t0 = diagonal[..., None]
     t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
     output = -input * t1 + input + t0 * t1
@@ -202,6 +208,7 @@ def diag(diagonal):
 
 def diag_forward(diagonal):
     """Diag's formula."""
+    _check_shapes("Diag", diagonal=(diagonal, "N"))
     t0 = diagonal[..., None]
     t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
     output = t0 * t1
@@ -234,6 +241,7 @@ def diag_part(input):
 
 def diag_part_forward(input):
     """DiagPart's formula."""
+    _check_shapes("DiagPart", input=(input, "N", "N"))
     diagonal = tf.linalg.diag_part(input)
     return diagonal
 
@@ -268,6 +276,7 @@ def matrix_band_part(input, *, num_lower, num_upper):
 
 def matrix_band_part_forward(input, *, num_lower, num_upper):
     """MatrixBandPart's formula."""
+    _check_shapes("MatrixBandPart", input=(input, ..., "M", "N"))
     t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
     t1 = t0[..., None]
     t2 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
@@ -317,6 +326,7 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
 
 def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
     """MatrixDiagPartV2's formula."""
+    _check_shapes("MatrixDiagPartV2", input=(input, ..., "N", "N"))
     if padding_value != 0:
         raise ValueError(
             f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -445,6 +455,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
 
 def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
     """MatrixDiagPartV3's formula."""
+    _check_shapes("MatrixDiagPartV3", input=(input, ..., "N", "N"))
     if padding_value != 0:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -736,6 +747,7 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
 
 def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
     """MatrixDiagV2's formula."""
+    _check_shapes("MatrixDiagV2", diagonal=(diagonal, ..., "N"))
     if num_rows != -1 or num_cols != -1 or padding_value != 0:
         raise ValueError(
             f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -872,10 +884,12 @@ def matrix_diag_v3_forward(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
         )
     if k == 0 and align == "RIGHT_LEFT":
+        _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., "N"))
         t0 = diagonal[..., None]
         t1 = tf.eye(tf.shape(diagonal)[-1], dtype=diagonal.dtype)
         output = t0 * t1
     elif k == 1 and align == "RIGHT_LEFT":
+        _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., "N"))
         t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
         t1 = t0 + 1
         t2 = tf.range(tf.cast(t1, tf.int64))
@@ -890,6 +904,7 @@ def matrix_diag_v3_forward(
             t9, tf.concat([tf.shape(t9, out_type=tf.int64)[:-1], tf.cast([-1, t1], tf.int64)], 0)
         )
     elif k == -2 and align == "RIGHT_LEFT":
+        _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., "N"))
         t0 = tf.shape(diagonal, out_type=tf.int64)[-1]
         t1 = t0 + 2
         t2 = tf.range(tf.cast(t1, tf.int64))
@@ -909,6 +924,10 @@ def matrix_diag_v3_forward(
         "LEFT_LEFT",
         "RIGHT_RIGHT",
     ):
+        if k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+            _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., 3, "L"))
+        else:
+            _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., 2, "L"))
         t0 = tf.shape(diagonal, out_type=tf.int64)[-2]
         t1 = tf.shape(diagonal, out_type=tf.int64)[-1]
         t2 = tf.reshape(
@@ -1137,10 +1156,16 @@ def matrix_set_diag_v2(input, diagonal, *, k=0):
 def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
     """MatrixSetDiagV2's formula."""
     if k == 0:
+        _check_shapes(
+            "MatrixSetDiagV2", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., "N")
+        )
         t0 = diagonal[..., None]
         t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
         output = -input * t1 + input + t0 * t1
     elif k == 1:
+        _check_shapes(
+            "MatrixSetDiagV2", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., None)
+        )
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = _gather(diagonal, t0, -1)
         t2 = tf.shape(input, out_type=tf.int64)[-2]
@@ -1160,6 +1185,9 @@ def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
         )
         output = -input * t12 + input + t9
     elif k == -2:
+        _check_shapes(
+            "MatrixSetDiagV2", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., None)
+        )
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0 - 2
         t2 = _gather(diagonal, t1, -1)
@@ -1280,10 +1308,16 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
 def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
     """MatrixSetDiagV3's formula."""
     if k == 0 and align == "RIGHT_LEFT":
+        _check_shapes(
+            "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., "N")
+        )
         t0 = diagonal[..., None]
         t1 = tf.eye(tf.shape(input)[-2], dtype=input.dtype)
         output = -input * t1 + input + t0 * t1
     elif k == 1 and align == "RIGHT_LEFT":
+        _check_shapes(
+            "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., None)
+        )
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = _gather(diagonal, t0, -1)
         t2 = tf.shape(input, out_type=tf.int64)[-2]
@@ -1303,6 +1337,9 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         )
         output = -input * t12 + input + t9
     elif k == -2 and align == "RIGHT_LEFT":
+        _check_shapes(
+            "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., None)
+        )
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0 - 2
         t2 = _gather(diagonal, t1, -1)
@@ -1322,6 +1359,14 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         )
         output = -input * t12 + input + t9
     elif k in ((-1, 1), (1, 2)) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+        if k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+            _check_shapes(
+                "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., 3, "N")
+            )
+        else:
+            _check_shapes(
+                "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., 2, None)
+            )
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
         if k == (-1, 1):
@@ -1376,6 +1421,14 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
             t2, t11, tf.constant(0, input.dtype)
         )
     elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
+        if k == (-1, 1) and align == "LEFT_LEFT":
+            _check_shapes(
+                "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., 3, "N")
+            )
+        else:
+            _check_shapes(
+                "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., 2, None)
+            )
         t0 = tf.range(tf.shape(input, out_type=tf.int64)[-2])
         t1 = t0[..., None]
         t2 = (-t0 + t1 >= -k[1]) & (-t0 + t1 <= -k[0])

@@ -14,7 +14,14 @@ import numpy as np
 import torch
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_torch import _autograd_function, _gather, _maximum, _scatter_add, _sum_to_shape
+    from ._symgrad_torch import (
+        _autograd_function,
+        _check_shapes,
+        _gather,
+        _maximum,
+        _scatter_add,
+        _sum_to_shape,
+    )
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +32,14 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_torch", _runtime_file)
         sys.modules["_symgrad_torch"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
-    from _symgrad_torch import _autograd_function, _gather, _maximum, _scatter_add, _sum_to_shape
+    from _symgrad_torch import (
+        _autograd_function,
+        _check_shapes,
+        _gather,
+        _maximum,
+        _scatter_add,
+        _sum_to_shape,
+    )
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -37,6 +51,7 @@ def trace(x):
 
 def trace_forward(x):
     """Trace's formula."""
+    _check_shapes("Trace", x=(x, ..., "N", "N"))
     t0 = torch.diagonal(x, dim1=-2, dim2=-1)
     y = torch.sum(t0, axis=-1)
     return y
@@ -64,6 +79,7 @@ def matrix_diag_part(input):
 
 def matrix_diag_part_forward(input):
     """MatrixDiagPart's formula."""
+    _check_shapes("MatrixDiagPart", input=(input, ..., "N", "N"))
     diagonal = torch.diagonal(input, dim1=-2, dim2=-1)
     return diagonal
 
@@ -96,6 +112,7 @@ def matrix_diag(diagonal):
 
 def matrix_diag_forward(diagonal):
     """MatrixDiag's formula."""
+    _check_shapes("MatrixDiag", diagonal=(diagonal, ..., "N"))
     t0 = diagonal[..., None]
     t1 = torch.eye(diagonal.shape[-1], dtype=diagonal.dtype)
     output = t0 * t1
@@ -124,6 +141,7 @@ def matrix_set_diag(input, diagonal):
 
 def matrix_set_diag_forward(input, diagonal):
     """MatrixSetDiag's formula."""
+    _check_shapes("MatrixSetDiag", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., "N"))
     t0 = diagonal[..., None]
     t1 = torch.eye(input.shape[-2], dtype=input.dtype)
     output = -input * t1 + input + t0 * t1
@@ -167,6 +185,7 @@ def diag(diagonal):
 
 def diag_forward(diagonal):
     """Diag's formula."""
+    _check_shapes("Diag", diagonal=(diagonal, "N"))
     t0 = diagonal[..., None]
     t1 = torch.eye(diagonal.shape[-1], dtype=diagonal.dtype)
     output = t0 * t1
@@ -195,6 +214,7 @@ def diag_part(input):
 
 def diag_part_forward(input):
     """DiagPart's formula."""
+    _check_shapes("DiagPart", input=(input, "N", "N"))
     diagonal = torch.diagonal(input, dim1=-2, dim2=-1)
     return diagonal
 
@@ -223,6 +243,7 @@ def matrix_band_part(input, *, num_lower, num_upper):
 
 def matrix_band_part_forward(input, *, num_lower, num_upper):
     """MatrixBandPart's formula."""
+    _check_shapes("MatrixBandPart", input=(input, ..., "M", "N"))
     t0 = torch.arange(input.shape[-2])
     t1 = t0[..., None]
     t2 = torch.arange(input.shape[-1])
@@ -258,6 +279,7 @@ def matrix_diag_part_v2(input, *, k=0, padding_value=0):
 
 def matrix_diag_part_v2_forward(input, *, k=0, padding_value=0):
     """MatrixDiagPartV2's formula."""
+    _check_shapes("MatrixDiagPartV2", input=(input, ..., "N", "N"))
     if padding_value != 0:
         raise ValueError(
             f"MatrixDiagPartV2: unsupported attributes k={k!r}, padding_value={padding_value!r}"
@@ -359,6 +381,7 @@ def matrix_diag_part_v3(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
 
 def matrix_diag_part_v3_forward(input, *, k=0, padding_value=0, align="RIGHT_LEFT"):
     """MatrixDiagPartV3's formula."""
+    _check_shapes("MatrixDiagPartV3", input=(input, ..., "N", "N"))
     if padding_value != 0:
         raise ValueError(
             f"MatrixDiagPartV3: unsupported attributes k={k!r}, padding_value={padding_value!r}, align={align!r}"
@@ -549,6 +572,7 @@ def matrix_diag_v2(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
 
 def matrix_diag_v2_forward(diagonal, *, k=0, num_rows=-1, num_cols=-1, padding_value=0):
     """MatrixDiagV2's formula."""
+    _check_shapes("MatrixDiagV2", diagonal=(diagonal, ..., "N"))
     if num_rows != -1 or num_cols != -1 or padding_value != 0:
         raise ValueError(
             f"MatrixDiagV2: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}"
@@ -656,10 +680,12 @@ def matrix_diag_v3_forward(
             f"MatrixDiagV3: unsupported attributes k={k!r}, num_rows={num_rows!r}, num_cols={num_cols!r}, padding_value={padding_value!r}, align={align!r}"
         )
     if k == 0 and align == "RIGHT_LEFT":
+        _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., "N"))
         t0 = diagonal[..., None]
         t1 = torch.eye(diagonal.shape[-1], dtype=diagonal.dtype)
         output = t0 * t1
     elif k == 1 and align == "RIGHT_LEFT":
+        _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., "N"))
         t0 = diagonal.shape[-1]
         t1 = t0 + 1
         t2 = torch.arange(int(t1))
@@ -672,6 +698,7 @@ def matrix_diag_v3_forward(
         t9 = _scatter_add(t3, t7, 0, t8)  # no gather form: an explicit scatter-add
         output = torch.reshape(t9, t9.shape[:-1] + (-1, t1))
     elif k == -2 and align == "RIGHT_LEFT":
+        _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., "N"))
         t0 = diagonal.shape[-1]
         t1 = t0 + 2
         t2 = torch.arange(int(t1))
@@ -689,6 +716,10 @@ def matrix_diag_v3_forward(
         "LEFT_LEFT",
         "RIGHT_RIGHT",
     ):
+        if k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+            _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., 3, "L"))
+        else:
+            _check_shapes("MatrixDiagV3", diagonal=(diagonal, ..., 2, "L"))
         t0 = diagonal.shape[-2]
         t1 = diagonal.shape[-1]
         t2 = torch.reshape(diagonal, diagonal.shape[:-2] + (t0 * t1,))
@@ -859,10 +890,16 @@ def matrix_set_diag_v2(input, diagonal, *, k=0):
 def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
     """MatrixSetDiagV2's formula."""
     if k == 0:
+        _check_shapes(
+            "MatrixSetDiagV2", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., "N")
+        )
         t0 = diagonal[..., None]
         t1 = torch.eye(input.shape[-2], dtype=input.dtype)
         output = -input * t1 + input + t0 * t1
     elif k == 1:
+        _check_shapes(
+            "MatrixSetDiagV2", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., None)
+        )
         t0 = torch.arange(input.shape[-2])
         t1 = _gather(diagonal, t0, -1)
         t2 = input.shape[-2]
@@ -878,6 +915,9 @@ def matrix_set_diag_v2_forward(input, diagonal, *, k=0):
         t12 = torch.reshape(t11, t11.shape[:-1] + (-1, t2))
         output = -input * t12 + input + t9
     elif k == -2:
+        _check_shapes(
+            "MatrixSetDiagV2", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., None)
+        )
         t0 = torch.arange(input.shape[-2])
         t1 = t0 - 2
         t2 = _gather(diagonal, t1, -1)
@@ -999,10 +1039,16 @@ def matrix_set_diag_v3(input, diagonal, *, k=0, align="RIGHT_LEFT"):
 def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
     """MatrixSetDiagV3's formula."""
     if k == 0 and align == "RIGHT_LEFT":
+        _check_shapes(
+            "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., "N")
+        )
         t0 = diagonal[..., None]
         t1 = torch.eye(input.shape[-2], dtype=input.dtype)
         output = -input * t1 + input + t0 * t1
     elif k == 1 and align == "RIGHT_LEFT":
+        _check_shapes(
+            "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., None)
+        )
         t0 = torch.arange(input.shape[-2])
         t1 = _gather(diagonal, t0, -1)
         t2 = input.shape[-2]
@@ -1018,6 +1064,9 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t12 = torch.reshape(t11, t11.shape[:-1] + (-1, t2))
         output = -input * t12 + input + t9
     elif k == -2 and align == "RIGHT_LEFT":
+        _check_shapes(
+            "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., None)
+        )
         t0 = torch.arange(input.shape[-2])
         t1 = t0 - 2
         t2 = _gather(diagonal, t1, -1)
@@ -1033,6 +1082,14 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t12 = torch.reshape(t11, t11.shape[:-1] + (-1, t3))
         output = -input * t12 + input + t9
     elif k in ((-1, 1), (1, 2)) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+        if k == (-1, 1) and align in ("RIGHT_LEFT", "LEFT_RIGHT", "RIGHT_RIGHT"):
+            _check_shapes(
+                "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., 3, "N")
+            )
+        else:
+            _check_shapes(
+                "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., 2, None)
+            )
         t0 = torch.arange(input.shape[-2])
         t1 = t0[..., None]
         if k == (-1, 1):
@@ -1070,6 +1127,14 @@ def matrix_set_diag_v3_forward(input, diagonal, *, k=0, align="RIGHT_LEFT"):
         t11 = _gather(t5, t10, -1)
         output = torch.where(t2, 0, input) + torch.where(t2, t11, 0)
     elif k in ((-1, 1), (1, 2)) and align == "LEFT_LEFT":
+        if k == (-1, 1) and align == "LEFT_LEFT":
+            _check_shapes(
+                "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., 3, "N")
+            )
+        else:
+            _check_shapes(
+                "MatrixSetDiagV3", input=(input, ..., "N", "N"), diagonal=(diagonal, ..., 2, None)
+            )
         t0 = torch.arange(input.shape[-2])
         t1 = t0[..., None]
         t2 = (-t0 + t1 >= -k[1]) & (-t0 + t1 <= -k[0])

@@ -13,6 +13,7 @@ import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_numpy import (
+        _check_shapes,
         _gather,
         _scatter_add,
         _scatter_extremum,
@@ -30,6 +31,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
     from _symgrad_numpy import (
+        _check_shapes,
         _gather,
         _scatter_add,
         _scatter_extremum,
@@ -41,8 +43,13 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
 def gather_v2(params, indices, *, axis=0, batch_dims=0):
     """GatherV2: Slices of `params` along `axis` at `indices`: rows of a matrix at indices of any rank (declared at ops/gather.py:20)."""
     if axis in (0, 1) and batch_dims == 0:
+        if axis == 0 and batch_dims == 0:
+            _check_shapes("GatherV2", params=(params, "N", "P"))
+        else:
+            _check_shapes("GatherV2", params=(params, "D0", "D1", "D2"), indices=(indices, "K"))
         output = _gather(params, indices, -2)
     elif axis == 1 and batch_dims == 1:
+        _check_shapes("GatherV2", params=(params, "D0", "D1", "D2"), indices=(indices, "D0", "K"))
         t0 = np.shape(params)[-3]
         t1 = np.shape(params)[-2]
         t2 = np.shape(params)[-1]
@@ -132,6 +139,7 @@ def gather_v2_grad_grad(
 
 def gather(params, indices):
     """Gather: Rows of a matrix at indices of any rank: the legacy op GatherV2 replaced (declared at ops/gather.py:42)."""
+    _check_shapes("Gather", params=(params, "N", "P"))
     output = _gather(params, indices, -2)
     return output
 
@@ -159,9 +167,11 @@ def gather_nd(params, indices):
     """GatherNd: Entries (depth 2) or rows (depth 1) of `params` at the positions along its leading axes (declared at ops/gather.py:50)."""
     depth = np.shape(indices)[-1]
     if depth == 1:
+        _check_shapes("GatherNd", params=(params, "N", "P", "Q"), indices=(indices, ..., 1))
         t0 = np.squeeze(indices, axis=-1)
         output = _gather(params, t0, -3)
     elif depth == 2:
+        _check_shapes("GatherNd", params=(params, "N", "P", "Q"), indices=(indices, ..., 2))
         t0 = np.shape(params)[-3]
         t1 = np.shape(params)[-2]
         t2 = np.shape(params)[-1]
@@ -238,6 +248,7 @@ def gather_nd_grad_grad(
 def scatter_nd(indices, updates, *, shape):
     """ScatterNd: Rows of `updates` summed into zeros of `shape` at `indices` (depth 1), repeats adding up (declared at ops/gather.py:61)."""
     shape = np.asarray(shape, dtype=np.int64)
+    _check_shapes("ScatterNd", indices=(indices, "K", 1), updates=(updates, "K", "P"))
     t0 = np.squeeze(indices, axis=-1)
     output = _scatter_add(updates, t0, 1, shape[0])  # no gather form: an explicit scatter-add
     return output
@@ -268,6 +279,7 @@ def scatter_nd_grad_grad(
 
 def unsorted_segment_sum(data, segment_ids, *, num_segments):
     """UnsortedSegmentSum: Sums of the rows of `data` with equal `segment_ids`, into `num_segments` rows (declared at ops/gather.py:70)."""
+    _check_shapes("UnsortedSegmentSum", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     output = _scatter_add(
         data, segment_ids, 1, num_segments
     )  # no gather form: an explicit scatter-add
@@ -297,6 +309,7 @@ def unsorted_segment_sum_grad_grad(
 
 def segment_sum(data, segment_ids):
     """SegmentSum: Sums of the rows of `data` with equal `segment_ids` (ascending), one row per id up to (declared at ops/gather.py:79)."""
+    _check_shapes("SegmentSum", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = np.shape(data)[-2]
     t1 = segment_ids[t0 - 1] + 1
     output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
@@ -326,6 +339,7 @@ def segment_sum_grad_grad(
 
 def unsorted_segment_max(data, segment_ids, *, num_segments):
     """UnsortedSegmentMax: The maximum of the rows of `data` with equal `segment_ids` (the dtype's lowest value (declared at ops/gather.py:99)."""
+    _check_shapes("UnsortedSegmentMax", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     output = _scatter_extremum(data, segment_ids, 1, num_segments, "max")
     return output
 
@@ -367,6 +381,7 @@ def unsorted_segment_max_grad_grad(
 
 def unsorted_segment_min(data, segment_ids, *, num_segments):
     """UnsortedSegmentMin: The minimum of the rows of `data` with equal `segment_ids` (the dtype's highest value (declared at ops/gather.py:106)."""
+    _check_shapes("UnsortedSegmentMin", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     output = _scatter_extremum(data, segment_ids, 1, num_segments, "min")
     return output
 
@@ -408,6 +423,7 @@ def unsorted_segment_min_grad_grad(
 
 def unsorted_segment_prod(data, segment_ids, *, num_segments):
     """UnsortedSegmentProd: The product of the rows of `data` with equal `segment_ids` (1 where a segment has none) (declared at ops/gather.py:113)."""
+    _check_shapes("UnsortedSegmentProd", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     output = _scatter_product(data, segment_ids, 1, num_segments)
     return output
 
@@ -448,6 +464,7 @@ def unsorted_segment_prod_grad(grad, data, segment_ids, *, output=None, num_segm
 
 def segment_max(data, segment_ids, *, return_stages=False):
     """SegmentMax: The maximum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:131)."""
+    _check_shapes("SegmentMax", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = np.shape(data)[-2]
     t1 = segment_ids[t0 - 1] + 1
     ext1 = _scatter_extremum(data, segment_ids, 1, t1, "max")
@@ -509,6 +526,7 @@ def segment_max_grad_grad(
 
 def segment_min(data, segment_ids, *, return_stages=False):
     """SegmentMin: The minimum of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:138)."""
+    _check_shapes("SegmentMin", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = np.shape(data)[-2]
     t1 = segment_ids[t0 - 1] + 1
     ext1 = _scatter_extremum(data, segment_ids, 1, t1, "min")
@@ -570,6 +588,7 @@ def segment_min_grad_grad(
 
 def segment_mean(data, segment_ids):
     """SegmentMean: The mean of the rows of `data` with equal ascending `segment_ids` (0 where none) (declared at ops/gather.py:145)."""
+    _check_shapes("SegmentMean", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = np.asarray(1, dtype=np.result_type(data))
     t1 = np.shape(data)[-2]
     t2 = segment_ids[t1 - 1] + 1
@@ -612,6 +631,7 @@ def segment_mean_grad_grad(
 
 def segment_prod(data, segment_ids):
     """SegmentProd: The product of the rows of `data` with equal ascending `segment_ids` (1 where none) (declared at ops/gather.py:152)."""
+    _check_shapes("SegmentProd", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = np.shape(data)[-2]
     t1 = segment_ids[t0 - 1] + 1
     output = _scatter_product(data, segment_ids, 1, t1)

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_tf import (
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _gather,
@@ -47,6 +48,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
     from _symgrad_tf import (
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _gather,
@@ -69,8 +71,13 @@ def gather_v2(params, indices, *, axis=0, batch_dims=0):
 def gather_v2_forward(params, indices, *, axis=0, batch_dims=0):
     """GatherV2's formula."""
     if axis in (0, 1) and batch_dims == 0:
+        if axis == 0 and batch_dims == 0:
+            _check_shapes("GatherV2", params=(params, "N", "P"))
+        else:
+            _check_shapes("GatherV2", params=(params, "D0", "D1", "D2"), indices=(indices, "K"))
         output = _gather(params, indices, -2)
     elif axis == 1 and batch_dims == 1:
+        _check_shapes("GatherV2", params=(params, "D0", "D1", "D2"), indices=(indices, "D0", "K"))
         t0 = tf.shape(params, out_type=tf.int64)[-3]
         t1 = tf.shape(params, out_type=tf.int64)[-2]
         t2 = tf.shape(params, out_type=tf.int64)[-1]
@@ -169,6 +176,7 @@ def gather(params, indices):
 
 def gather_forward(params, indices):
     """Gather's formula."""
+    _check_shapes("Gather", params=(params, "N", "P"))
     output = _gather(params, indices, -2)
     return output
 
@@ -205,9 +213,11 @@ def gather_nd_forward(params, indices):
     """GatherNd's formula."""
     depth = indices.shape[-1]
     if depth == 1:
+        _check_shapes("GatherNd", params=(params, "N", "P", "Q"), indices=(indices, ..., 1))
         t0 = tf.squeeze(indices, axis=[-1])
         output = _gather(params, t0, -3)
     elif depth == 2:
+        _check_shapes("GatherNd", params=(params, "N", "P", "Q"), indices=(indices, ..., 2))
         t0 = tf.shape(params, out_type=tf.int64)[-3]
         t1 = tf.shape(params, out_type=tf.int64)[-2]
         t2 = tf.shape(params, out_type=tf.int64)[-1]
@@ -294,6 +304,7 @@ def scatter_nd(indices, updates, *, shape):
 def scatter_nd_forward(indices, updates, *, shape):
     """ScatterNd's formula."""
     shape = tf.cast(shape, tf.int64)
+    _check_shapes("ScatterNd", indices=(indices, "K", 1), updates=(updates, "K", "P"))
     t0 = tf.squeeze(indices, axis=[-1])
     output = _scatter_add(updates, t0, 1, shape[0])  # no gather form: an explicit scatter-add
     return output
@@ -330,6 +341,7 @@ def unsorted_segment_sum(data, segment_ids, *, num_segments):
 
 def unsorted_segment_sum_forward(data, segment_ids, *, num_segments):
     """UnsortedSegmentSum's formula."""
+    _check_shapes("UnsortedSegmentSum", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     output = _scatter_add(
         data, segment_ids, 1, num_segments
     )  # no gather form: an explicit scatter-add
@@ -371,6 +383,7 @@ def segment_sum(data, segment_ids):
 
 def segment_sum_forward(data, segment_ids):
     """SegmentSum's formula."""
+    _check_shapes("SegmentSum", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = tf.shape(data, out_type=tf.int64)[-2]
     t1 = segment_ids[t0 - 1] + 1
     output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
@@ -405,6 +418,7 @@ def unsorted_segment_max(data, segment_ids, *, num_segments):
 
 def unsorted_segment_max_forward(data, segment_ids, *, num_segments):
     """UnsortedSegmentMax's formula."""
+    _check_shapes("UnsortedSegmentMax", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     output = _scatter_extremum(data, segment_ids, 1, num_segments, "max")
     return output
 
@@ -453,6 +467,7 @@ def unsorted_segment_min(data, segment_ids, *, num_segments):
 
 def unsorted_segment_min_forward(data, segment_ids, *, num_segments):
     """UnsortedSegmentMin's formula."""
+    _check_shapes("UnsortedSegmentMin", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     output = _scatter_extremum(data, segment_ids, 1, num_segments, "min")
     return output
 
@@ -501,6 +516,7 @@ def unsorted_segment_prod(data, segment_ids, *, num_segments):
 
 def unsorted_segment_prod_forward(data, segment_ids, *, num_segments):
     """UnsortedSegmentProd's formula."""
+    _check_shapes("UnsortedSegmentProd", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     output = _scatter_product(data, segment_ids, 1, num_segments)
     return output
 
@@ -570,6 +586,7 @@ def segment_max(data, segment_ids):
 
 def segment_max_forward(data, segment_ids, *, return_stages=False):
     """SegmentMax's formula."""
+    _check_shapes("SegmentMax", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = tf.shape(data, out_type=tf.int64)[-2]
     t1 = segment_ids[t0 - 1] + 1
     ext1 = _scatter_extremum(data, segment_ids, 1, t1, "max")
@@ -627,6 +644,7 @@ def segment_min(data, segment_ids):
 
 def segment_min_forward(data, segment_ids, *, return_stages=False):
     """SegmentMin's formula."""
+    _check_shapes("SegmentMin", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = tf.shape(data, out_type=tf.int64)[-2]
     t1 = segment_ids[t0 - 1] + 1
     ext1 = _scatter_extremum(data, segment_ids, 1, t1, "min")
@@ -684,6 +702,7 @@ def segment_mean(data, segment_ids):
 
 def segment_mean_forward(data, segment_ids):
     """SegmentMean's formula."""
+    _check_shapes("SegmentMean", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = tf.constant(1, dtype=data.dtype)
     t1 = tf.shape(data, out_type=tf.int64)[-2]
     t2 = segment_ids[t1 - 1] + 1
@@ -728,6 +747,7 @@ def segment_prod(data, segment_ids):
 
 def segment_prod_forward(data, segment_ids):
     """SegmentProd's formula."""
+    _check_shapes("SegmentProd", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = tf.shape(data, out_type=tf.int64)[-2]
     t1 = segment_ids[t0 - 1] + 1
     output = _scatter_product(data, segment_ids, 1, t1)

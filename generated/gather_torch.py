@@ -16,6 +16,7 @@ import torch
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_torch import (
         _autograd_function,
+        _check_shapes,
         _gather,
         _maximum,
         _scatter_add,
@@ -34,6 +35,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
     from _symgrad_torch import (
         _autograd_function,
+        _check_shapes,
         _gather,
         _maximum,
         _scatter_add,
@@ -52,8 +54,13 @@ def gather_v2(params, indices, *, axis=0, batch_dims=0):
 def gather_v2_forward(params, indices, *, axis=0, batch_dims=0):
     """GatherV2's formula."""
     if axis in (0, 1) and batch_dims == 0:
+        if axis == 0 and batch_dims == 0:
+            _check_shapes("GatherV2", params=(params, "N", "P"))
+        else:
+            _check_shapes("GatherV2", params=(params, "D0", "D1", "D2"), indices=(indices, "K"))
         output = _gather(params, indices, -2)
     elif axis == 1 and batch_dims == 1:
+        _check_shapes("GatherV2", params=(params, "D0", "D1", "D2"), indices=(indices, "D0", "K"))
         t0 = params.shape[-3]
         t1 = params.shape[-2]
         t2 = params.shape[-1]
@@ -118,6 +125,7 @@ def gather(params, indices):
 
 def gather_forward(params, indices):
     """Gather's formula."""
+    _check_shapes("Gather", params=(params, "N", "P"))
     output = _gather(params, indices, -2)
     return output
 
@@ -148,9 +156,11 @@ def gather_nd_forward(params, indices):
     """GatherNd's formula."""
     depth = indices.shape[-1]
     if depth == 1:
+        _check_shapes("GatherNd", params=(params, "N", "P", "Q"), indices=(indices, ..., 1))
         t0 = torch.squeeze(indices, axis=-1)
         output = _gather(params, t0, -3)
     elif depth == 2:
+        _check_shapes("GatherNd", params=(params, "N", "P", "Q"), indices=(indices, ..., 2))
         t0 = params.shape[-3]
         t1 = params.shape[-2]
         t2 = params.shape[-1]
@@ -210,6 +220,7 @@ def scatter_nd(indices, updates, *, shape):
 def scatter_nd_forward(indices, updates, *, shape):
     """ScatterNd's formula."""
     shape = np.asarray(shape, dtype=np.int64)
+    _check_shapes("ScatterNd", indices=(indices, "K", 1), updates=(updates, "K", "P"))
     t0 = torch.squeeze(indices, axis=-1)
     output = _scatter_add(updates, t0, 1, shape[0])  # no gather form: an explicit scatter-add
     return output
@@ -239,6 +250,7 @@ def unsorted_segment_sum(data, segment_ids, *, num_segments):
 
 def unsorted_segment_sum_forward(data, segment_ids, *, num_segments):
     """UnsortedSegmentSum's formula."""
+    _check_shapes("UnsortedSegmentSum", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     output = _scatter_add(
         data, segment_ids, 1, num_segments
     )  # no gather form: an explicit scatter-add
@@ -271,6 +283,7 @@ def segment_sum(data, segment_ids):
 
 def segment_sum_forward(data, segment_ids):
     """SegmentSum's formula."""
+    _check_shapes("SegmentSum", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = data.shape[-2]
     t1 = segment_ids[t0 - 1] + 1
     output = _scatter_add(data, segment_ids, 1, t1)  # no gather form: an explicit scatter-add
@@ -299,6 +312,7 @@ def unsorted_segment_max(data, segment_ids, *, num_segments):
 
 def unsorted_segment_max_forward(data, segment_ids, *, num_segments):
     """UnsortedSegmentMax's formula."""
+    _check_shapes("UnsortedSegmentMax", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     output = _scatter_extremum(data, segment_ids, 1, num_segments, "max")
     return output
 
@@ -339,6 +353,7 @@ def unsorted_segment_min(data, segment_ids, *, num_segments):
 
 def unsorted_segment_min_forward(data, segment_ids, *, num_segments):
     """UnsortedSegmentMin's formula."""
+    _check_shapes("UnsortedSegmentMin", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     output = _scatter_extremum(data, segment_ids, 1, num_segments, "min")
     return output
 
@@ -379,6 +394,7 @@ def unsorted_segment_prod(data, segment_ids, *, num_segments):
 
 def unsorted_segment_prod_forward(data, segment_ids, *, num_segments):
     """UnsortedSegmentProd's formula."""
+    _check_shapes("UnsortedSegmentProd", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     output = _scatter_product(data, segment_ids, 1, num_segments)
     return output
 
@@ -435,6 +451,7 @@ def segment_max(data, segment_ids):
 
 def segment_max_forward(data, segment_ids, *, return_stages=False):
     """SegmentMax's formula."""
+    _check_shapes("SegmentMax", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = data.shape[-2]
     t1 = segment_ids[t0 - 1] + 1
     ext1 = _scatter_extremum(data, segment_ids, 1, t1, "max")
@@ -486,6 +503,7 @@ def segment_min(data, segment_ids):
 
 def segment_min_forward(data, segment_ids, *, return_stages=False):
     """SegmentMin's formula."""
+    _check_shapes("SegmentMin", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = data.shape[-2]
     t1 = segment_ids[t0 - 1] + 1
     ext1 = _scatter_extremum(data, segment_ids, 1, t1, "min")
@@ -537,6 +555,7 @@ def segment_mean(data, segment_ids):
 
 def segment_mean_forward(data, segment_ids):
     """SegmentMean's formula."""
+    _check_shapes("SegmentMean", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = torch.asarray(1, dtype=data.dtype)
     t1 = data.shape[-2]
     t2 = segment_ids[t1 - 1] + 1
@@ -575,6 +594,7 @@ def segment_prod(data, segment_ids):
 
 def segment_prod_forward(data, segment_ids):
     """SegmentProd's formula."""
+    _check_shapes("SegmentProd", data=(data, "K", "P"), segment_ids=(segment_ids, "K"))
     t0 = data.shape[-2]
     t1 = segment_ids[t0 - 1] + 1
     output = _scatter_product(data, segment_ids, 1, t1)

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_tf import (
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _gather,
@@ -37,6 +38,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
     from _symgrad_tf import (
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _gather,
@@ -275,6 +277,10 @@ def split_forward(value, *, num_split=2, axis=-1):
     """Split's formula."""
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
     if num_split in (2, 3) and axis in (-1, -2):
+        if num_split in (2, 3) and axis == -1:
+            _check_shapes("Split", value=(value, ..., "P", "D0"))
+        else:
+            _check_shapes("Split", value=(value, ..., "D0", "P"))
         t0 = tf.shape(value, out_type=tf.int64)[axis]
         if num_split == 2:
             t1 = t0 // 2
@@ -363,6 +369,10 @@ def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
     size_splits = tf.cast(size_splits, tf.int64)
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
     if num_split == 2 and axis in (-1, -2):
+        if num_split == 2 and axis == -1:
+            _check_shapes("SplitV", value=(value, ..., "P", "D0"))
+        else:
+            _check_shapes("SplitV", value=(value, ..., "D0", "P"))
         t0 = tf.shape(value, out_type=tf.int64)[axis]
         t1 = tf.where(tf.equal(size_splits[0], -1), -size_splits[1] + t0, size_splits[0])
         t2 = tf.range(tf.cast(t1, tf.int64))
@@ -373,6 +383,10 @@ def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
         output_1 = _gather(value, t5, axis)
         output = (output_0, output_1)
     elif num_split == 3 and axis in (-1, -2):
+        if num_split == 3 and axis == -1:
+            _check_shapes("SplitV", value=(value, ..., "P", "D0"))
+        else:
+            _check_shapes("SplitV", value=(value, ..., "D0", "P"))
         t0 = tf.shape(value, out_type=tf.int64)[axis]
         t1 = tf.where(
             tf.equal(size_splits[0], -1), -size_splits[1] - size_splits[2] + t0, size_splits[0]
@@ -557,6 +571,18 @@ def unpack_forward(value, *, num=2, axis=-1):
     """Unpack's formula."""
     axis = axis - len(value.shape) if isinstance(axis, int) and axis >= 0 else axis
     if num in (2, 3) and axis in (-1, -2, -3):
+        if num == 2 and axis == -1:
+            _check_shapes("Unpack", value=(value, ..., 2))
+        elif num == 2 and axis == -2:
+            _check_shapes("Unpack", value=(value, ..., 2, "P"))
+        elif num == 2 and axis == -3:
+            _check_shapes("Unpack", value=(value, ..., 2, "P", "D0"))
+        elif num == 3 and axis == -1:
+            _check_shapes("Unpack", value=(value, ..., 3))
+        elif num == 3 and axis == -2:
+            _check_shapes("Unpack", value=(value, ..., 3, "P"))
+        else:
+            _check_shapes("Unpack", value=(value, ..., 3, "P", "D0"))
         t0 = 0
         output_0 = _gather(value, t0, axis)
         t1 = 1

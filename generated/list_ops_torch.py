@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_torch import _autograd_function, _gather, _scalar, _sum_to_shape
+    from ._symgrad_torch import _autograd_function, _check_shapes, _gather, _scalar, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +25,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_torch", _runtime_file)
         sys.modules["_symgrad_torch"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
-    from _symgrad_torch import _autograd_function, _gather, _scalar, _sum_to_shape
+    from _symgrad_torch import _autograd_function, _check_shapes, _gather, _scalar, _sum_to_shape
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -217,6 +217,10 @@ def split_forward(value, *, num_split=2, axis=-1):
     """Split's formula."""
     axis = axis - value.ndim if _scalar(axis) and axis >= 0 else axis
     if num_split in (2, 3) and axis in (-1, -2):
+        if num_split in (2, 3) and axis == -1:
+            _check_shapes("Split", value=(value, ..., "P", "D0"))
+        else:
+            _check_shapes("Split", value=(value, ..., "D0", "P"))
         t0 = value.shape[axis]
         if num_split == 2:
             t1 = t0 // 2
@@ -286,6 +290,10 @@ def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
     size_splits = np.asarray(size_splits, dtype=np.int64)
     axis = axis - value.ndim if _scalar(axis) and axis >= 0 else axis
     if num_split == 2 and axis in (-1, -2):
+        if num_split == 2 and axis == -1:
+            _check_shapes("SplitV", value=(value, ..., "P", "D0"))
+        else:
+            _check_shapes("SplitV", value=(value, ..., "D0", "P"))
         t0 = value.shape[axis]
         t1 = np.where(size_splits[0] == -1, -size_splits[1] + t0, size_splits[0])
         t2 = torch.arange(int(t1))
@@ -296,6 +304,10 @@ def split_v_forward(value, *, num_split=2, axis=-1, size_splits):
         output_1 = _gather(value, t5, axis)
         output = (output_0, output_1)
     elif num_split == 3 and axis in (-1, -2):
+        if num_split == 3 and axis == -1:
+            _check_shapes("SplitV", value=(value, ..., "P", "D0"))
+        else:
+            _check_shapes("SplitV", value=(value, ..., "D0", "P"))
         t0 = value.shape[axis]
         t1 = np.where(size_splits[0] == -1, -size_splits[1] - size_splits[2] + t0, size_splits[0])
         t2 = torch.arange(int(t1))
@@ -430,6 +442,18 @@ def unpack_forward(value, *, num=2, axis=-1):
     """Unpack's formula."""
     axis = axis - value.ndim if _scalar(axis) and axis >= 0 else axis
     if num in (2, 3) and axis in (-1, -2, -3):
+        if num == 2 and axis == -1:
+            _check_shapes("Unpack", value=(value, ..., 2))
+        elif num == 2 and axis == -2:
+            _check_shapes("Unpack", value=(value, ..., 2, "P"))
+        elif num == 2 and axis == -3:
+            _check_shapes("Unpack", value=(value, ..., 2, "P", "D0"))
+        elif num == 3 and axis == -1:
+            _check_shapes("Unpack", value=(value, ..., 3))
+        elif num == 3 and axis == -2:
+            _check_shapes("Unpack", value=(value, ..., 3, "P"))
+        else:
+            _check_shapes("Unpack", value=(value, ..., 3, "P", "D0"))
         t0 = 0
         output_0 = _gather(value, t0, axis)
         t1 = 1

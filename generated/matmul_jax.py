@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_jax import _conj, _custom_vjp
+    from ._symgrad_jax import _check_shapes, _conj, _custom_vjp
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +25,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_jax", _runtime_file)
         sys.modules["_symgrad_jax"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_jax"])
-    from _symgrad_jax import _conj, _custom_vjp
+    from _symgrad_jax import _check_shapes, _conj, _custom_vjp
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -38,12 +38,16 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
 def matmul_forward(a, b, *, transpose_a=False, transpose_b=False):
     """MatMul's formula."""
     if not transpose_a and not transpose_b:
+        _check_shapes("MatMul", a=(a, "M", "K"), b=(b, "K", "N"))
         product = a @ b
     elif not transpose_a and transpose_b:
+        _check_shapes("MatMul", a=(a, "M", "K"), b=(b, "N", "K"))
         product = a @ b.T
     elif transpose_a and not transpose_b:
+        _check_shapes("MatMul", a=(a, "K", "M"), b=(b, "K", "N"))
         product = a.T @ b
     elif transpose_a and transpose_b:
+        _check_shapes("MatMul", a=(a, "K", "M"), b=(b, "N", "K"))
         product = a.T @ b.T
     else:
         raise ValueError(
@@ -115,12 +119,16 @@ def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
 def sparse_mat_mul_forward(a, b, *, transpose_a=False, transpose_b=False):
     """SparseMatMul's formula."""
     if not transpose_a and not transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "M", "K"), b=(b, "K", "N"))
         product = a @ b
     elif not transpose_a and transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "M", "K"), b=(b, "N", "K"))
         product = a @ b.T
     elif transpose_a and not transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "K", "M"), b=(b, "K", "N"))
         product = a.T @ b
     elif transpose_a and transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "K", "M"), b=(b, "N", "K"))
         product = a.T @ b.T
     else:
         raise ValueError(

@@ -9,7 +9,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _conj
+    from ._symgrad_numpy import _check_shapes, _conj
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -20,18 +20,22 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _conj
+    from _symgrad_numpy import _check_shapes, _conj
 
 
 def matmul(a, b, *, transpose_a=False, transpose_b=False):
     """MatMul: product = op(a) @ op(b), op transposing when its flag is set (declared at ops/matmul.py:17)."""
     if not transpose_a and not transpose_b:
+        _check_shapes("MatMul", a=(a, "M", "K"), b=(b, "K", "N"))
         product = a @ b
     elif not transpose_a and transpose_b:
+        _check_shapes("MatMul", a=(a, "M", "K"), b=(b, "N", "K"))
         product = a @ b.T
     elif transpose_a and not transpose_b:
+        _check_shapes("MatMul", a=(a, "K", "M"), b=(b, "K", "N"))
         product = a.T @ b
     elif transpose_a and transpose_b:
+        _check_shapes("MatMul", a=(a, "K", "M"), b=(b, "N", "K"))
         product = a.T @ b.T
     else:
         raise ValueError(
@@ -125,12 +129,16 @@ def matmul_grad_grad(
 def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
     """SparseMatMul: MatMul with hints that a or b is mostly zeros (float32 only in TensorFlow) (declared at ops/matmul.py:27)."""
     if not transpose_a and not transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "M", "K"), b=(b, "K", "N"))
         product = a @ b
     elif not transpose_a and transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "M", "K"), b=(b, "N", "K"))
         product = a @ b.T
     elif transpose_a and not transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "K", "M"), b=(b, "K", "N"))
         product = a.T @ b
     elif transpose_a and transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "K", "M"), b=(b, "N", "K"))
         product = a.T @ b.T
     else:
         raise ValueError(

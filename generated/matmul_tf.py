@@ -18,7 +18,7 @@ Per op:
 import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_tf import _custom_gradient, _register
+    from ._symgrad_tf import _check_shapes, _custom_gradient, _register
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -29,7 +29,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_tf", _runtime_file)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
-    from _symgrad_tf import _custom_gradient, _register
+    from _symgrad_tf import _check_shapes, _custom_gradient, _register
 
 REGISTERED = {}
 
@@ -42,12 +42,16 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
 def matmul_forward(a, b, *, transpose_a=False, transpose_b=False):
     """MatMul's formula."""
     if not transpose_a and not transpose_b:
+        _check_shapes("MatMul", a=(a, "M", "K"), b=(b, "K", "N"))
         product = tf.linalg.matmul(a, b)
     elif not transpose_a and transpose_b:
+        _check_shapes("MatMul", a=(a, "M", "K"), b=(b, "N", "K"))
         product = tf.linalg.matmul(a, b, transpose_b=True)
     elif transpose_a and not transpose_b:
+        _check_shapes("MatMul", a=(a, "K", "M"), b=(b, "K", "N"))
         product = tf.linalg.matmul(a, b, transpose_a=True)
     elif transpose_a and transpose_b:
+        _check_shapes("MatMul", a=(a, "K", "M"), b=(b, "N", "K"))
         product = tf.linalg.matmul(a, b, transpose_a=True, transpose_b=True)
     else:
         raise ValueError(
@@ -130,12 +134,16 @@ def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
 def sparse_mat_mul_forward(a, b, *, transpose_a=False, transpose_b=False):
     """SparseMatMul's formula."""
     if not transpose_a and not transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "M", "K"), b=(b, "K", "N"))
         product = tf.linalg.matmul(a, b)
     elif not transpose_a and transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "M", "K"), b=(b, "N", "K"))
         product = tf.linalg.matmul(a, b, transpose_b=True)
     elif transpose_a and not transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "K", "M"), b=(b, "K", "N"))
         product = tf.linalg.matmul(a, b, transpose_a=True)
     elif transpose_a and transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "K", "M"), b=(b, "N", "K"))
         product = tf.linalg.matmul(a, b, transpose_a=True, transpose_b=True)
     else:
         raise ValueError(

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_torch import _autograd_function, _conj
+    from ._symgrad_torch import _autograd_function, _check_shapes, _conj
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +25,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_torch", _runtime_file)
         sys.modules["_symgrad_torch"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
-    from _symgrad_torch import _autograd_function, _conj
+    from _symgrad_torch import _autograd_function, _check_shapes, _conj
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -38,12 +38,16 @@ def matmul(a, b, *, transpose_a=False, transpose_b=False):
 def matmul_forward(a, b, *, transpose_a=False, transpose_b=False):
     """MatMul's formula."""
     if not transpose_a and not transpose_b:
+        _check_shapes("MatMul", a=(a, "M", "K"), b=(b, "K", "N"))
         product = a @ b
     elif not transpose_a and transpose_b:
+        _check_shapes("MatMul", a=(a, "M", "K"), b=(b, "N", "K"))
         product = a @ b.T
     elif transpose_a and not transpose_b:
+        _check_shapes("MatMul", a=(a, "K", "M"), b=(b, "K", "N"))
         product = a.T @ b
     elif transpose_a and transpose_b:
+        _check_shapes("MatMul", a=(a, "K", "M"), b=(b, "N", "K"))
         product = a.T @ b.T
     else:
         raise ValueError(
@@ -117,12 +121,16 @@ def sparse_mat_mul(a, b, *, transpose_a=False, transpose_b=False):
 def sparse_mat_mul_forward(a, b, *, transpose_a=False, transpose_b=False):
     """SparseMatMul's formula."""
     if not transpose_a and not transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "M", "K"), b=(b, "K", "N"))
         product = a @ b
     elif not transpose_a and transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "M", "K"), b=(b, "N", "K"))
         product = a @ b.T
     elif transpose_a and not transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "K", "M"), b=(b, "K", "N"))
         product = a.T @ b
     elif transpose_a and transpose_b:
+        _check_shapes("SparseMatMul", a=(a, "K", "M"), b=(b, "N", "K"))
         product = a.T @ b.T
     else:
         raise ValueError(

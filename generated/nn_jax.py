@@ -15,6 +15,7 @@ import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_jax import (
+        _check_shapes,
         _custom_vjp,
         _gather,
         _leading_flattened,
@@ -33,6 +34,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_jax"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_jax"])
     from _symgrad_jax import (
+        _check_shapes,
         _custom_vjp,
         _gather,
         _leading_flattened,
@@ -51,6 +53,7 @@ def softmax(logits):
 
 def softmax_forward(logits):
     """Softmax's formula."""
+    _check_shapes("Softmax", logits=(logits, ..., "N"))
     ext1 = jnp.max(logits, axis=-1)
     t0 = ext1[..., None]
     t1 = jnp.exp(logits - t0)
@@ -87,6 +90,7 @@ def log_softmax(logits):
 
 def log_softmax_forward(logits):
     """LogSoftmax's formula."""
+    _check_shapes("LogSoftmax", logits=(logits, ..., "N"))
     ext1 = jnp.max(logits, axis=-1)
     t0 = ext1[..., None]
     sum1 = jnp.sum(jnp.exp(logits - t0), axis=-1)
@@ -148,6 +152,9 @@ def softmax_cross_entropy_with_logits(features, labels):
 
 def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages=False):
     """SoftmaxCrossEntropyWithLogits's formula."""
+    _check_shapes(
+        "SoftmaxCrossEntropyWithLogits", features=(features, "M", "N"), labels=(labels, "M", "N")
+    )
     ext1 = jnp.max(features, axis=-1)
     t0 = ext1[..., None]
     t1 = jnp.exp(features - t0)
@@ -226,6 +233,9 @@ def sparse_softmax_cross_entropy_with_logits(features, labels):
 
 def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits's formula."""
+    _check_shapes(
+        "SparseSoftmaxCrossEntropyWithLogits", features=(features, "M", "N"), labels=(labels, "M")
+    )
     ext1 = jnp.max(features, axis=-1)
     t0 = ext1[..., None]
     t1 = jnp.exp(features - t0)
@@ -300,8 +310,10 @@ def bias_add(value, bias, *, data_format="NHWC"):
 def bias_add_forward(value, bias, *, data_format="NHWC"):
     """BiasAdd's formula."""
     if data_format == "NHWC":
+        _check_shapes("BiasAdd", value=(value, ..., "C"), bias=(bias, "C"))
         output = bias + value
     elif data_format == "NCHW":
+        _check_shapes("BiasAdd", value=(value, "B", "C", "H", "W"), bias=(bias, "C"))
         t0 = bias[..., None, None]
         output = t0 + value
     else:
@@ -348,6 +360,7 @@ def cross(a, b):
 
 def cross_forward(a, b):
     """Cross's formula."""
+    _check_shapes("Cross", a=(a, ..., 3), b=(b, ..., 3))
     t0 = jnp.asarray(
         [
             [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -397,6 +410,7 @@ def bias_add_v1(value, bias):
 
 def bias_add_v1_forward(value, bias):
     """BiasAddV1's formula."""
+    _check_shapes("BiasAddV1", value=(value, ..., "C"), bias=(bias, "C"))
     output = bias + value
     return output
 
@@ -428,8 +442,10 @@ def bias_add_backprop(out_backprop, *, data_format="NHWC"):
 def bias_add_backprop_forward(out_backprop, *, data_format="NHWC"):
     """BiasAddGrad's formula."""
     if data_format == "NHWC":
+        _check_shapes("BiasAddGrad", out_backprop=(out_backprop, ..., "C"))
         output = jnp.sum(out_backprop, axis=tuple(range(jnp.ndim(out_backprop) - 1)))
     elif data_format == "NCHW":
+        _check_shapes("BiasAddGrad", out_backprop=(out_backprop, "B", "C", "H", "W"))
         output = jnp.sum(out_backprop, axis=(-4, -2, -1))
     else:
         raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")

@@ -12,7 +12,7 @@ then `<op>_grad(grad, ..., y=y, **stages)`.
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _gather
+    from ._symgrad_numpy import _check_shapes, _gather
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -23,13 +23,21 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _gather
+    from _symgrad_numpy import _check_shapes, _gather
 
 
 def batch_norm_with_global_normalization(
     t, m, v, beta, gamma, *, scale_after_normalization=False, variance_epsilon=0.001
 ):
     """BatchNormWithGlobalNormalization: (t - m) / sqrt(v + variance_epsilon), times gamma if scale_after_normalization, plus beta: (declared at ops/nn_more.py:15)."""
+    _check_shapes(
+        "BatchNormWithGlobalNormalization",
+        t=(t, "B", "H", "W", "C"),
+        m=(m, "C"),
+        v=(v, "C"),
+        beta=(beta, "C"),
+        gamma=(gamma, "C"),
+    )
     if not scale_after_normalization:
         result = beta + (-m + t) / np.sqrt(v + variance_epsilon)
     else:
@@ -174,6 +182,7 @@ def batch_norm_with_global_normalization_grad_grad(
 
 def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, return_stages=False):
     """LRN: Local response normalisation: each entry divided by (bias + alpha * the sum of squares (declared at ops/nn_more.py:30)."""
+    _check_shapes("LRN", input=(input, "B", "H", "W", "C"))
     t0 = np.arange(np.shape(input)[-1])
     t1 = t0[..., None]
     t2 = 2 * depth_radius + 1
@@ -290,6 +299,14 @@ def fused_batch_norm(
 ):
     """FusedBatchNorm: Batch normalisation, scaled and offset per channel, with its statistics as outputs (declared at ops/nn_more.py:83)."""
     batch_mean_ = None
+    _check_shapes(
+        "FusedBatchNorm",
+        x=(x, "B", "H", "W", "C"),
+        scale=(scale, "C"),
+        offset=(offset, "C"),
+        mean=(mean, "C"),
+        variance=(variance, "C"),
+    )
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -679,6 +696,14 @@ def fused_batch_norm_v2(
 ):
     """FusedBatchNormV2: FusedBatchNorm whose scale, offset and statistics may have another dtype than x (declared at ops/nn_more.py:89)."""
     batch_mean_ = None
+    _check_shapes(
+        "FusedBatchNormV2",
+        x=(x, "B", "H", "W", "C"),
+        scale=(scale, "C"),
+        offset=(offset, "C"),
+        mean=(mean, "C"),
+        variance=(variance, "C"),
+    )
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -1068,6 +1093,14 @@ def fused_batch_norm_v3(
 ):
     """FusedBatchNormV3: FusedBatchNormV2 with a third reserve space, empty on the CPU (declared at ops/nn_more.py:95)."""
     batch_mean_ = None
+    _check_shapes(
+        "FusedBatchNormV3",
+        x=(x, "B", "H", "W", "C"),
+        scale=(scale, "C"),
+        offset=(offset, "C"),
+        mean=(mean, "C"),
+        variance=(variance, "C"),
+    )
     if data_format == "NHWC" and is_training in (False, True):
         if not is_training:
             y = offset + scale * (-mean + x) / np.sqrt(epsilon + variance)

@@ -25,7 +25,7 @@ Per op:
 import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_tf import _custom_gradient, _gather, _register, _string_attr
+    from ._symgrad_tf import _check_shapes, _custom_gradient, _gather, _register, _string_attr
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -36,7 +36,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_tf", _runtime_file)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
-    from _symgrad_tf import _custom_gradient, _gather, _register, _string_attr
+    from _symgrad_tf import _check_shapes, _custom_gradient, _gather, _register, _string_attr
 
 REGISTERED = {}
 
@@ -60,6 +60,14 @@ def batch_norm_with_global_normalization_forward(
     t, m, v, beta, gamma, *, scale_after_normalization=False, variance_epsilon=0.001
 ):
     """BatchNormWithGlobalNormalization's formula."""
+    _check_shapes(
+        "BatchNormWithGlobalNormalization",
+        t=(t, "B", "H", "W", "C"),
+        m=(m, "C"),
+        v=(v, "C"),
+        beta=(beta, "C"),
+        gamma=(gamma, "C"),
+    )
     if not scale_after_normalization:
         result = beta + (-m + t) / tf.math.sqrt(v + variance_epsilon)
     else:
@@ -141,6 +149,7 @@ def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
 
 def lrn_forward(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, return_stages=False):
     """LRN's formula."""
+    _check_shapes("LRN", input=(input, "B", "H", "W", "C"))
     t0 = tf.range(tf.shape(input, out_type=tf.int64)[-1])
     t1 = t0[..., None]
     t2 = 2 * depth_radius + 1
@@ -248,6 +257,14 @@ def fused_batch_norm_forward(
 ):
     """FusedBatchNorm's formula."""
     batch_mean_ = None
+    _check_shapes(
+        "FusedBatchNorm",
+        x=(x, "B", "H", "W", "C"),
+        scale=(scale, "C"),
+        offset=(offset, "C"),
+        mean=(mean, "C"),
+        variance=(variance, "C"),
+    )
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -467,6 +484,14 @@ def fused_batch_norm_v2_forward(
 ):
     """FusedBatchNormV2's formula."""
     batch_mean_ = None
+    _check_shapes(
+        "FusedBatchNormV2",
+        x=(x, "B", "H", "W", "C"),
+        scale=(scale, "C"),
+        offset=(offset, "C"),
+        mean=(mean, "C"),
+        variance=(variance, "C"),
+    )
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -686,6 +711,14 @@ def fused_batch_norm_v3_forward(
 ):
     """FusedBatchNormV3's formula."""
     batch_mean_ = None
+    _check_shapes(
+        "FusedBatchNormV3",
+        x=(x, "B", "H", "W", "C"),
+        scale=(scale, "C"),
+        offset=(offset, "C"),
+        mean=(mean, "C"),
+        variance=(variance, "C"),
+    )
     if data_format == "NHWC" and is_training in (False, True):
         if not is_training:
             y = offset + scale * (-mean + x) / tf.math.sqrt(epsilon + variance)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_torch import _autograd_function, _gather
+    from ._symgrad_torch import _autograd_function, _check_shapes, _gather
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +25,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_torch", _runtime_file)
         sys.modules["_symgrad_torch"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
-    from _symgrad_torch import _autograd_function, _gather
+    from _symgrad_torch import _autograd_function, _check_shapes, _gather
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -49,6 +49,14 @@ def batch_norm_with_global_normalization_forward(
     t, m, v, beta, gamma, *, scale_after_normalization=False, variance_epsilon=0.001
 ):
     """BatchNormWithGlobalNormalization's formula."""
+    _check_shapes(
+        "BatchNormWithGlobalNormalization",
+        t=(t, "B", "H", "W", "C"),
+        m=(m, "C"),
+        v=(v, "C"),
+        beta=(beta, "C"),
+        gamma=(gamma, "C"),
+    )
     if not scale_after_normalization:
         result = beta + (-m + t) / torch.sqrt(v + variance_epsilon)
     else:
@@ -156,6 +164,7 @@ def lrn(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5):
 
 def lrn_forward(input, *, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, return_stages=False):
     """LRN's formula."""
+    _check_shapes("LRN", input=(input, "B", "H", "W", "C"))
     t0 = torch.arange(input.shape[-1])
     t1 = t0[..., None]
     t2 = 2 * depth_radius + 1
@@ -253,6 +262,14 @@ def fused_batch_norm_forward(
 ):
     """FusedBatchNorm's formula."""
     batch_mean_ = None
+    _check_shapes(
+        "FusedBatchNorm",
+        x=(x, "B", "H", "W", "C"),
+        scale=(scale, "C"),
+        offset=(offset, "C"),
+        mean=(mean, "C"),
+        variance=(variance, "C"),
+    )
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNorm: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -486,6 +503,14 @@ def fused_batch_norm_v2_forward(
 ):
     """FusedBatchNormV2's formula."""
     batch_mean_ = None
+    _check_shapes(
+        "FusedBatchNormV2",
+        x=(x, "B", "H", "W", "C"),
+        scale=(scale, "C"),
+        offset=(offset, "C"),
+        mean=(mean, "C"),
+        variance=(variance, "C"),
+    )
     if data_format != "NHWC":
         raise ValueError(
             f"FusedBatchNormV2: unsupported attributes data_format={data_format!r}, is_training={is_training!r}"
@@ -719,6 +744,14 @@ def fused_batch_norm_v3_forward(
 ):
     """FusedBatchNormV3's formula."""
     batch_mean_ = None
+    _check_shapes(
+        "FusedBatchNormV3",
+        x=(x, "B", "H", "W", "C"),
+        scale=(scale, "C"),
+        offset=(offset, "C"),
+        mean=(mean, "C"),
+        variance=(variance, "C"),
+    )
     if data_format == "NHWC" and is_training in (False, True):
         if not is_training:
             y = offset + scale * (-mean + x) / torch.sqrt(epsilon + variance)

@@ -12,7 +12,7 @@ then `<op>_grad(grad, ..., y=y, **stages)`.
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _gather, _scatter_add, _sum_to_shape
+    from ._symgrad_numpy import _check_shapes, _gather, _scatter_add, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -23,11 +23,12 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _gather, _scatter_add, _sum_to_shape
+    from _symgrad_numpy import _check_shapes, _gather, _scatter_add, _sum_to_shape
 
 
 def softmax(logits):
     """Softmax: exp(logits) normalised over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:32)."""
+    _check_shapes("Softmax", logits=(logits, ..., "N"))
     ext1 = np.max(logits, axis=-1)
     t0 = ext1[..., None]
     t1 = np.exp(logits - t0)
@@ -90,6 +91,7 @@ def softmax_grad_grad(
 
 def log_softmax(logits):
     """LogSoftmax: logits minus log(sum(exp(logits))) over the last axis, the row maximum subtracted (no overflow) (declared at ops/nn.py:41)."""
+    _check_shapes("LogSoftmax", logits=(logits, ..., "N"))
     ext1 = np.max(logits, axis=-1)
     t0 = ext1[..., None]
     sum1 = np.sum(np.exp(logits - t0), axis=-1)
@@ -164,6 +166,9 @@ def l2_loss_grad_grad(grad_vjp_t, grad, t, *, vjp_t=None):
 
 def softmax_cross_entropy_with_logits(features, labels, *, return_stages=False):
     """SoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against labels, and its gradient w.r.t. features (declared at ops/nn.py:57)."""
+    _check_shapes(
+        "SoftmaxCrossEntropyWithLogits", features=(features, "M", "N"), labels=(labels, "M", "N")
+    )
     ext1 = np.max(features, axis=-1)
     t0 = ext1[..., None]
     t1 = np.exp(features - t0)
@@ -269,6 +274,9 @@ def softmax_cross_entropy_with_logits_grad_grad(
 
 def sparse_softmax_cross_entropy_with_logits(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits: Cross-entropy of softmax(features) against class `labels[i]` of each row (declared at ops/nn.py:71)."""
+    _check_shapes(
+        "SparseSoftmaxCrossEntropyWithLogits", features=(features, "M", "N"), labels=(labels, "M")
+    )
     ext1 = np.max(features, axis=-1)
     t0 = ext1[..., None]
     t1 = np.exp(features - t0)
@@ -385,8 +393,10 @@ def sparse_softmax_cross_entropy_with_logits_grad_grad(
 def bias_add(value, bias, *, data_format="NHWC"):
     """BiasAdd: value + bias along the channel axis: the last (NHWC, any rank) or the second (NCHW, rank 4) (declared at ops/nn.py:86)."""
     if data_format == "NHWC":
+        _check_shapes("BiasAdd", value=(value, ..., "C"), bias=(bias, "C"))
         output = bias + value
     elif data_format == "NCHW":
+        _check_shapes("BiasAdd", value=(value, "B", "C", "H", "W"), bias=(bias, "C"))
         t0 = bias[..., None, None]
         output = t0 + value
     else:
@@ -441,6 +451,7 @@ def bias_add_grad_grad(
 
 def cross(a, b):
     """Cross: The cross product of 3-vectors along the last axis (the Levi-Civita symbol contracted) (declared at ops/nn.py:101)."""
+    _check_shapes("Cross", a=(a, ..., 3), b=(b, ..., 3))
     t0 = np.asarray(
         [
             [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -508,6 +519,7 @@ def cross_grad_grad(grad_vjp_a, grad_vjp_b, grad, a, b, *, vjp_a=None, vjp_b=Non
 
 def bias_add_v1(value, bias):
     """BiasAddV1: value + bias along the last axis (BiasAdd's first version, no data_format) (declared at ops/nn.py:111)."""
+    _check_shapes("BiasAddV1", value=(value, ..., "C"), bias=(bias, "C"))
     output = bias + value
     return output
 
@@ -537,8 +549,10 @@ def bias_add_v1_grad_grad(
 def bias_add_backprop(out_backprop, *, data_format="NHWC"):
     """BiasAddGrad: BiasAdd's gradient of bias: out_backprop summed over all but the channel axis (declared at ops/nn.py:121)."""
     if data_format == "NHWC":
+        _check_shapes("BiasAddGrad", out_backprop=(out_backprop, ..., "C"))
         output = np.sum(out_backprop, axis=tuple(range(np.ndim(out_backprop) - 1)))
     elif data_format == "NCHW":
+        _check_shapes("BiasAddGrad", out_backprop=(out_backprop, "B", "C", "H", "W"))
         output = np.sum(out_backprop, axis=(-4, -2, -1))
     else:
         raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_tf import (
+        _check_shapes,
         _custom_gradient,
         _gather,
         _register,
@@ -44,6 +45,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
     from _symgrad_tf import (
+        _check_shapes,
         _custom_gradient,
         _gather,
         _register,
@@ -62,6 +64,7 @@ def softmax(logits):
 
 def softmax_forward(logits):
     """Softmax's formula."""
+    _check_shapes("Softmax", logits=(logits, ..., "N"))
     ext1 = tf.reduce_max(logits, axis=-1)
     t0 = ext1[..., None]
     t1 = tf.math.exp(logits - t0)
@@ -104,6 +107,7 @@ def log_softmax(logits):
 
 def log_softmax_forward(logits):
     """LogSoftmax's formula."""
+    _check_shapes("LogSoftmax", logits=(logits, ..., "N"))
     ext1 = tf.reduce_max(logits, axis=-1)
     t0 = ext1[..., None]
     sum1 = tf.reduce_sum(tf.math.exp(logits - t0), axis=-1)
@@ -175,6 +179,9 @@ def softmax_cross_entropy_with_logits(features, labels):
 
 def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages=False):
     """SoftmaxCrossEntropyWithLogits's formula."""
+    _check_shapes(
+        "SoftmaxCrossEntropyWithLogits", features=(features, "M", "N"), labels=(labels, "M", "N")
+    )
     ext1 = tf.reduce_max(features, axis=-1)
     t0 = ext1[..., None]
     t1 = tf.math.exp(features - t0)
@@ -247,6 +254,9 @@ def sparse_softmax_cross_entropy_with_logits(features, labels):
 
 def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits's formula."""
+    _check_shapes(
+        "SparseSoftmaxCrossEntropyWithLogits", features=(features, "M", "N"), labels=(labels, "M")
+    )
     ext1 = tf.reduce_max(features, axis=-1)
     t0 = ext1[..., None]
     t1 = tf.math.exp(features - t0)
@@ -338,8 +348,10 @@ def bias_add(value, bias, *, data_format="NHWC"):
 def bias_add_forward(value, bias, *, data_format="NHWC"):
     """BiasAdd's formula."""
     if data_format == "NHWC":
+        _check_shapes("BiasAdd", value=(value, ..., "C"), bias=(bias, "C"))
         output = bias + value
     elif data_format == "NCHW":
+        _check_shapes("BiasAdd", value=(value, "B", "C", "H", "W"), bias=(bias, "C"))
         t0 = bias[..., None, None]
         output = t0 + value
     else:
@@ -393,6 +405,7 @@ def cross(a, b):
 
 def cross_forward(a, b):
     """Cross's formula."""
+    _check_shapes("Cross", a=(a, ..., 3), b=(b, ..., 3))
     t0 = tf.constant(
         [
             [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -445,6 +458,7 @@ def bias_add_v1(value, bias):
 
 def bias_add_v1_forward(value, bias):
     """BiasAddV1's formula."""
+    _check_shapes("BiasAddV1", value=(value, ..., "C"), bias=(bias, "C"))
     output = bias + value
     return output
 
@@ -481,8 +495,10 @@ def bias_add_backprop(out_backprop, *, data_format="NHWC"):
 def bias_add_backprop_forward(out_backprop, *, data_format="NHWC"):
     """BiasAddGrad's formula."""
     if data_format == "NHWC":
+        _check_shapes("BiasAddGrad", out_backprop=(out_backprop, ..., "C"))
         output = tf.reduce_sum(out_backprop, axis=tf.range(tf.rank(out_backprop) - 1))
     elif data_format == "NCHW":
+        _check_shapes("BiasAddGrad", out_backprop=(out_backprop, "B", "C", "H", "W"))
         output = tf.reduce_sum(out_backprop, axis=[-4, -2, -1])
     else:
         raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")

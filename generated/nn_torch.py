@@ -16,6 +16,7 @@ import torch
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_torch import (
         _autograd_function,
+        _check_shapes,
         _gather,
         _leading_flattened,
         _leading_restored,
@@ -35,6 +36,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
     from _symgrad_torch import (
         _autograd_function,
+        _check_shapes,
         _gather,
         _leading_flattened,
         _leading_restored,
@@ -53,6 +55,7 @@ def softmax(logits):
 
 def softmax_forward(logits):
     """Softmax's formula."""
+    _check_shapes("Softmax", logits=(logits, ..., "N"))
     softmax = torch.softmax(logits, -1)
     return softmax
 
@@ -85,6 +88,7 @@ def log_softmax(logits):
 
 def log_softmax_forward(logits):
     """LogSoftmax's formula."""
+    _check_shapes("LogSoftmax", logits=(logits, ..., "N"))
     logsoftmax = torch.log_softmax(logits, -1)
     return logsoftmax
 
@@ -148,6 +152,9 @@ def softmax_cross_entropy_with_logits(features, labels):
 
 def softmax_cross_entropy_with_logits_forward(features, labels, *, return_stages=False):
     """SoftmaxCrossEntropyWithLogits's formula."""
+    _check_shapes(
+        "SoftmaxCrossEntropyWithLogits", features=(features, "M", "N"), labels=(labels, "M", "N")
+    )
     ext1 = torch.amax(features, axis=-1)
     t0 = ext1[..., None]
     t1 = torch.exp(features - t0)
@@ -229,6 +236,9 @@ def sparse_softmax_cross_entropy_with_logits(features, labels):
 
 def sparse_softmax_cross_entropy_with_logits_forward(features, labels):
     """SparseSoftmaxCrossEntropyWithLogits's formula."""
+    _check_shapes(
+        "SparseSoftmaxCrossEntropyWithLogits", features=(features, "M", "N"), labels=(labels, "M")
+    )
     ext1 = torch.amax(features, axis=-1)
     t0 = ext1[..., None]
     t1 = torch.exp(features - t0)
@@ -306,8 +316,10 @@ def bias_add(value, bias, *, data_format="NHWC"):
 def bias_add_forward(value, bias, *, data_format="NHWC"):
     """BiasAdd's formula."""
     if data_format == "NHWC":
+        _check_shapes("BiasAdd", value=(value, ..., "C"), bias=(bias, "C"))
         output = bias + value
     elif data_format == "NCHW":
+        _check_shapes("BiasAdd", value=(value, "B", "C", "H", "W"), bias=(bias, "C"))
         t0 = bias[..., None, None]
         output = t0 + value
     else:
@@ -356,6 +368,7 @@ def cross(a, b):
 
 def cross_forward(a, b):
     """Cross's formula."""
+    _check_shapes("Cross", a=(a, ..., 3), b=(b, ..., 3))
     t0 = torch.asarray(
         [
             [[0, 0, 0], [0, 0, 1], [0, -1, 0]],
@@ -407,6 +420,7 @@ def bias_add_v1(value, bias):
 
 def bias_add_v1_forward(value, bias):
     """BiasAddV1's formula."""
+    _check_shapes("BiasAddV1", value=(value, ..., "C"), bias=(bias, "C"))
     output = bias + value
     return output
 
@@ -440,8 +454,10 @@ def bias_add_backprop(out_backprop, *, data_format="NHWC"):
 def bias_add_backprop_forward(out_backprop, *, data_format="NHWC"):
     """BiasAddGrad's formula."""
     if data_format == "NHWC":
+        _check_shapes("BiasAddGrad", out_backprop=(out_backprop, ..., "C"))
         output = _over(torch.sum, out_backprop, tuple(range(out_backprop.ndim - 1)))
     elif data_format == "NCHW":
+        _check_shapes("BiasAddGrad", out_backprop=(out_backprop, "B", "C", "H", "W"))
         output = torch.sum(out_backprop, axis=(-4, -2, -1))
     else:
         raise ValueError(f"BiasAddGrad: unsupported attributes data_format={data_format!r}")

@@ -15,7 +15,14 @@ import numpy as np
 import jax.lax
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_jax import _as_dtype, _custom_vjp, _gather, _linear_scan, _shift_right
+    from ._symgrad_jax import (
+        _as_dtype,
+        _check_shapes,
+        _custom_vjp,
+        _gather,
+        _linear_scan,
+        _shift_right,
+    )
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -26,7 +33,14 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_jax", _runtime_file)
         sys.modules["_symgrad_jax"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_jax"])
-    from _symgrad_jax import _as_dtype, _custom_vjp, _gather, _linear_scan, _shift_right
+    from _symgrad_jax import (
+        _as_dtype,
+        _check_shapes,
+        _custom_vjp,
+        _gather,
+        _linear_scan,
+        _shift_right,
+    )
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -40,8 +54,20 @@ def reduce_sum_forward(input, *, axis=-1, keep_dims=False):
     """Sum's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Sum", input=(input, ..., "N", "P", "Q"))
         output = jnp.sum(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Sum", input=(input, ..., "N", "P", "Q"))
         output = jnp.sum(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -84,8 +110,20 @@ def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
     """Mean's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Mean", input=(input, ..., "N", "P", "Q"))
         t1 = jnp.sum(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Mean", input=(input, ..., "N", "P", "Q"))
         t1 = jnp.sum(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -134,17 +172,26 @@ def euclidean_norm_forward(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("EuclideanNorm", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("EuclideanNorm", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("EuclideanNorm", input=(input, ..., "N", "P", "Q"))
         sum1 = jnp.sum(input**2, axis=axis)
         output = jnp.sqrt(sum1)
     elif axis == -1 and keep_dims:
+        _check_shapes("EuclideanNorm", input=(input, ..., "N"))
         sum1 = jnp.sum(input**2, axis=-1)
         t0 = sum1[..., None]
         output = jnp.sqrt(t0)
     elif axis == -2 and keep_dims:
+        _check_shapes("EuclideanNorm", input=(input, ..., "N", "P"))
         sum1 = jnp.sum(input**2, axis=-2)
         t0 = sum1[..., None, :]
         output = jnp.sqrt(t0)
     elif axis == -3 and keep_dims:
+        _check_shapes("EuclideanNorm", input=(input, ..., "N", "P", "Q"))
         sum1 = jnp.sum(input**2, axis=-3)
         t0 = sum1[..., None, :, :]
         output = jnp.sqrt(t0)
@@ -204,6 +251,7 @@ def reduce_log_sum_exp(input):
 
 def reduce_log_sum_exp_forward(input):
     """ReduceLogSumExp's formula."""
+    _check_shapes("ReduceLogSumExp", input=(input, ..., "N"))
     ext1 = jnp.max(input, axis=-1)
     t0 = ext1[..., None]
     sum1 = jnp.sum(jnp.exp(input - t0), axis=-1)
@@ -242,12 +290,36 @@ def cumsum_forward(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumsum's formula."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
+        if axis == -1 and not exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = jnp.cumsum(x, axis=axis)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
+        if axis == -1 and not exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = jax.lax.cumsum(x, axis=axis % jnp.ndim(x), reverse=True)
     elif axis in (-1, -2, -3) and exclusive and not reverse:
+        if axis == -1 and exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = _shift_right(jnp.cumsum(x, axis=axis), axis=axis, fill=0)
     elif axis in (-1, -2, -3) and exclusive and reverse:
+        if axis == -1 and exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = jnp.flip(
             _shift_right(jnp.cumsum(jnp.flip(x, axis=axis), axis=axis), axis=axis, fill=0),
             axis=axis,
@@ -298,8 +370,20 @@ def reduce_prod_forward(input, *, axis=-1, keep_dims=False):
     """Prod's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Prod", input=(input, ..., "N", "P", "Q"))
         output = jnp.prod(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Prod", input=(input, ..., "N", "P", "Q"))
         output = jnp.prod(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -352,8 +436,20 @@ def reduce_max_forward(input, *, axis=-1, keep_dims=False):
     """Max's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Max", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Max", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Max", input=(input, ..., "N", "P", "Q"))
         output = jnp.max(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Max", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Max", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Max", input=(input, ..., "N", "P", "Q"))
         output = jnp.max(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -410,8 +506,20 @@ def reduce_min_forward(input, *, axis=-1, keep_dims=False):
     """Min's formula."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Min", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Min", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Min", input=(input, ..., "N", "P", "Q"))
         output = jnp.min(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Min", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Min", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Min", input=(input, ..., "N", "P", "Q"))
         output = jnp.min(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -470,6 +578,12 @@ def arg_max_forward(input, *, dimension=-1, output_type="int64"):
         dimension - np.ndim(input) if np.ndim(dimension) == 0 and dimension >= 0 else dimension
     )
     if dimension in (-1, -2, -3):
+        if dimension == -1:
+            _check_shapes("ArgMax", input=(input, ..., "N"))
+        elif dimension == -2:
+            _check_shapes("ArgMax", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("ArgMax", input=(input, ..., "N", "P", "Q"))
         output = jnp.argmax(input, axis=dimension)
         output = _as_dtype(output, output_type)
     else:
@@ -496,6 +610,12 @@ def arg_min_forward(input, *, dimension=-1, output_type="int64"):
         dimension - np.ndim(input) if np.ndim(dimension) == 0 and dimension >= 0 else dimension
     )
     if dimension in (-1, -2, -3):
+        if dimension == -1:
+            _check_shapes("ArgMin", input=(input, ..., "N"))
+        elif dimension == -2:
+            _check_shapes("ArgMin", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("ArgMin", input=(input, ..., "N", "P", "Q"))
         output = jnp.argmin(input, axis=dimension)
         output = _as_dtype(output, output_type)
     else:
@@ -520,12 +640,36 @@ def cumprod_forward(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumprod's formula."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
+        if axis == -1 and not exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = jnp.cumprod(x, axis=axis)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
+        if axis == -1 and not exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = jax.lax.cumprod(x, axis=axis % jnp.ndim(x), reverse=True)
     elif axis in (-1, -2, -3) and exclusive and not reverse:
+        if axis == -1 and exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = _shift_right(jnp.cumprod(x, axis=axis), axis=axis, fill=1)
     elif axis in (-1, -2, -3) and exclusive and reverse:
+        if axis == -1 and exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = jnp.flip(
             _shift_right(jnp.cumprod(jnp.flip(x, axis=axis), axis=axis), axis=axis, fill=1),
             axis=axis,
@@ -593,8 +737,20 @@ def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp's formula."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not reverse:
+        if axis == -1 and not reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N"))
+        elif axis == -2 and not reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P", "Q"))
         out = jnp.logaddexp.accumulate(x, axis=axis)
     elif axis in (-1, -2, -3) and reverse:
+        if axis == -1 and reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N"))
+        elif axis == -2 and reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P", "Q"))
         out = jax.lax.cumlogsumexp(x, axis=axis % jnp.ndim(x), reverse=True)
     else:
         raise ValueError(

@@ -9,7 +9,14 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _as_dtype, _gather, _linear_scan, _shift_right, _sum_to_shape
+    from ._symgrad_numpy import (
+        _as_dtype,
+        _check_shapes,
+        _gather,
+        _linear_scan,
+        _shift_right,
+        _sum_to_shape,
+    )
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -20,15 +27,34 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _as_dtype, _gather, _linear_scan, _shift_right, _sum_to_shape
+    from _symgrad_numpy import (
+        _as_dtype,
+        _check_shapes,
+        _gather,
+        _linear_scan,
+        _shift_right,
+        _sum_to_shape,
+    )
 
 
 def reduce_sum(input, *, axis=-1, keep_dims=False):
     """Sum: Sum over one axis (declared at ops/reductions.py:35)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Sum", input=(input, ..., "N", "P", "Q"))
         output = np.sum(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Sum", input=(input, ..., "N", "P", "Q"))
         output = np.sum(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -90,8 +116,20 @@ def reduce_mean(input, *, axis=-1, keep_dims=False):
     """Mean: Mean over one axis (declared at ops/reductions.py:43)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Mean", input=(input, ..., "N", "P", "Q"))
         t1 = np.sum(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Mean", input=(input, ..., "N", "P", "Q"))
         t1 = np.sum(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -163,17 +201,26 @@ def euclidean_norm(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm: Square root of the sum of squares over one axis; at 0 its gradient is 0 (a subgradient) (declared at ops/reductions.py:51)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("EuclideanNorm", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("EuclideanNorm", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("EuclideanNorm", input=(input, ..., "N", "P", "Q"))
         sum1 = np.sum(input**2, axis=axis)
         output = np.sqrt(sum1)
     elif axis == -1 and keep_dims:
+        _check_shapes("EuclideanNorm", input=(input, ..., "N"))
         sum1 = np.sum(input**2, axis=-1)
         t0 = sum1[..., None]
         output = np.sqrt(t0)
     elif axis == -2 and keep_dims:
+        _check_shapes("EuclideanNorm", input=(input, ..., "N", "P"))
         sum1 = np.sum(input**2, axis=-2)
         t0 = sum1[..., None, :]
         output = np.sqrt(t0)
     elif axis == -3 and keep_dims:
+        _check_shapes("EuclideanNorm", input=(input, ..., "N", "P", "Q"))
         sum1 = np.sum(input**2, axis=-3)
         t0 = sum1[..., None, :, :]
         output = np.sqrt(t0)
@@ -335,6 +382,7 @@ def euclidean_norm_grad_grad(
 
 def reduce_log_sum_exp(input):
     """ReduceLogSumExp: log(sum(exp(x))) over the last axis, the maximum subtracted (no overflow) (declared at ops/reductions.py:62)."""
+    _check_shapes("ReduceLogSumExp", input=(input, ..., "N"))
     ext1 = np.max(input, axis=-1)
     t0 = ext1[..., None]
     sum1 = np.sum(np.exp(input - t0), axis=-1)
@@ -387,12 +435,36 @@ def cumsum(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumsum: Cumulative sum along one axis; `exclusive` leaves each element out of its sum (declared at ops/reductions.py:72)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
+        if axis == -1 and not exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = np.cumsum(x, axis=axis)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
+        if axis == -1 and not exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = np.flip(np.cumsum(np.flip(x, axis=axis), axis=axis), axis=axis)
     elif axis in (-1, -2, -3) and exclusive and not reverse:
+        if axis == -1 and exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = _shift_right(np.cumsum(x, axis=axis), axis=axis, fill=0)
     elif axis in (-1, -2, -3) and exclusive and reverse:
+        if axis == -1 and exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = np.flip(
             _shift_right(np.cumsum(np.flip(x, axis=axis), axis=axis), axis=axis, fill=0), axis=axis
         )
@@ -456,8 +528,20 @@ def reduce_prod(input, *, axis=-1, keep_dims=False):
     """Prod: Product over one axis; its gradient is finite with zeros in the slice (declared at ops/reductions.py:83)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Prod", input=(input, ..., "N", "P", "Q"))
         output = np.prod(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Prod", input=(input, ..., "N", "P", "Q"))
         output = np.prod(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -573,8 +657,20 @@ def reduce_max(input, *, axis=-1, keep_dims=False):
     """Max: Maximum over one axis; tied maxima share the gradient equally (declared at ops/reductions.py:90)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Max", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Max", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Max", input=(input, ..., "N", "P", "Q"))
         output = np.max(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Max", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Max", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Max", input=(input, ..., "N", "P", "Q"))
         output = np.max(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -696,8 +792,20 @@ def reduce_min(input, *, axis=-1, keep_dims=False):
     """Min: Minimum over one axis; tied minima share the gradient equally (declared at ops/reductions.py:97)."""
     axis = axis - np.ndim(input) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Min", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Min", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Min", input=(input, ..., "N", "P", "Q"))
         output = np.min(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Min", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Min", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Min", input=(input, ..., "N", "P", "Q"))
         output = np.min(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -821,6 +929,12 @@ def arg_max(input, *, dimension=-1, output_type="int64"):
         dimension - np.ndim(input) if np.ndim(dimension) == 0 and dimension >= 0 else dimension
     )
     if dimension in (-1, -2, -3):
+        if dimension == -1:
+            _check_shapes("ArgMax", input=(input, ..., "N"))
+        elif dimension == -2:
+            _check_shapes("ArgMax", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("ArgMax", input=(input, ..., "N", "P", "Q"))
         output = np.argmax(input, axis=dimension)
         output = _as_dtype(output, output_type)
     else:
@@ -833,12 +947,26 @@ def arg_max_grad(grad, input, *, output=None, dimension=-1, output_type="int64")
     return (None,)
 
 
+def arg_max_grad_grad(grad_vjp_input, grad, input, *, dimension=-1, output_type="int64"):
+    """Second order of ArgMax: the gradient of arg_max_grad: one array per input (grad, input).
+
+    ArgMax has no gradient, so its second order is zero.
+    """
+    return None, None
+
+
 def arg_min(input, *, dimension=-1, output_type="int64"):
     """ArgMin: The position of the minimum along one axis, the first of ties (an integer: no gradient) (declared at ops/reductions.py:117)."""
     dimension = (
         dimension - np.ndim(input) if np.ndim(dimension) == 0 and dimension >= 0 else dimension
     )
     if dimension in (-1, -2, -3):
+        if dimension == -1:
+            _check_shapes("ArgMin", input=(input, ..., "N"))
+        elif dimension == -2:
+            _check_shapes("ArgMin", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("ArgMin", input=(input, ..., "N", "P", "Q"))
         output = np.argmin(input, axis=dimension)
         output = _as_dtype(output, output_type)
     else:
@@ -851,16 +979,48 @@ def arg_min_grad(grad, input, *, output=None, dimension=-1, output_type="int64")
     return (None,)
 
 
+def arg_min_grad_grad(grad_vjp_input, grad, input, *, dimension=-1, output_type="int64"):
+    """Second order of ArgMin: the gradient of arg_min_grad: one array per input (grad, input).
+
+    ArgMin has no gradient, so its second order is zero.
+    """
+    return None, None
+
+
 def cumprod(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumprod: Cumulative product along one axis; its gradient is finite where entries are zero (declared at ops/reductions.py:124)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
+        if axis == -1 and not exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = np.cumprod(x, axis=axis)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
+        if axis == -1 and not exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = np.flip(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis)
     elif axis in (-1, -2, -3) and exclusive and not reverse:
+        if axis == -1 and exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = _shift_right(np.cumprod(x, axis=axis), axis=axis, fill=1)
     elif axis in (-1, -2, -3) and exclusive and reverse:
+        if axis == -1 and exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = np.flip(
             _shift_right(np.cumprod(np.flip(x, axis=axis), axis=axis), axis=axis, fill=1), axis=axis
         )
@@ -969,8 +1129,20 @@ def cumulative_logsumexp(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp: log of the cumulative sum of exp along one axis, computed in log space (declared at ops/reductions.py:135)."""
     axis = axis - np.ndim(x) if np.ndim(axis) == 0 and axis >= 0 else axis
     if axis in (-1, -2, -3) and not reverse:
+        if axis == -1 and not reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N"))
+        elif axis == -2 and not reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P", "Q"))
         out = np.logaddexp.accumulate(x, axis=axis)
     elif axis in (-1, -2, -3) and reverse:
+        if axis == -1 and reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N"))
+        elif axis == -2 and reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P", "Q"))
         out = np.flip(np.logaddexp.accumulate(np.flip(x, axis=axis), axis=axis), axis=axis)
     else:
         raise ValueError(

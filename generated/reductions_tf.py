@@ -24,6 +24,7 @@ import tensorflow as tf
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_tf import (
         _as_dtype,
+        _check_shapes,
         _const_input,
         _cumprod,
         _custom_gradient,
@@ -44,6 +45,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
     from _symgrad_tf import (
         _as_dtype,
+        _check_shapes,
         _const_input,
         _cumprod,
         _custom_gradient,
@@ -65,8 +67,20 @@ def reduce_sum_forward(input, *, axis=-1, keep_dims=False):
     """Sum's formula."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Sum", input=(input, ..., "N", "P", "Q"))
         output = tf.reduce_sum(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Sum", input=(input, ..., "N", "P", "Q"))
         output = tf.reduce_sum(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -130,8 +144,20 @@ def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
     """Mean's formula."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Mean", input=(input, ..., "N", "P", "Q"))
         t1 = tf.reduce_sum(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Mean", input=(input, ..., "N", "P", "Q"))
         t1 = tf.reduce_sum(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -201,17 +227,26 @@ def euclidean_norm_forward(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm's formula."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("EuclideanNorm", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("EuclideanNorm", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("EuclideanNorm", input=(input, ..., "N", "P", "Q"))
         sum1 = tf.reduce_sum(input**2, axis=axis)
         output = tf.math.sqrt(sum1)
     elif axis == -1 and keep_dims:
+        _check_shapes("EuclideanNorm", input=(input, ..., "N"))
         sum1 = tf.reduce_sum(input**2, axis=-1)
         t0 = sum1[..., None]
         output = tf.math.sqrt(t0)
     elif axis == -2 and keep_dims:
+        _check_shapes("EuclideanNorm", input=(input, ..., "N", "P"))
         sum1 = tf.reduce_sum(input**2, axis=-2)
         t0 = sum1[..., None, :]
         output = tf.math.sqrt(t0)
     elif axis == -3 and keep_dims:
+        _check_shapes("EuclideanNorm", input=(input, ..., "N", "P", "Q"))
         sum1 = tf.reduce_sum(input**2, axis=-3)
         t0 = sum1[..., None, :, :]
         output = tf.math.sqrt(t0)
@@ -327,6 +362,7 @@ def reduce_log_sum_exp(input):
 
 def reduce_log_sum_exp_forward(input):
     """ReduceLogSumExp's formula."""
+    _check_shapes("ReduceLogSumExp", input=(input, ..., "N"))
     ext1 = tf.reduce_max(input, axis=-1)
     t0 = ext1[..., None]
     sum1 = tf.reduce_sum(tf.math.exp(input - t0), axis=-1)
@@ -374,12 +410,36 @@ def cumsum_forward(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumsum's formula."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
+        if axis == -1 and not exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = tf.math.cumsum(x, axis=axis)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
+        if axis == -1 and not exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = tf.math.cumsum(x, axis=axis, reverse=True)
     elif axis in (-1, -2, -3) and exclusive and not reverse:
+        if axis == -1 and exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = tf.math.cumsum(x, axis=axis, exclusive=True)
     elif axis in (-1, -2, -3) and exclusive and reverse:
+        if axis == -1 and exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = tf.math.cumsum(x, axis=axis, exclusive=True, reverse=True)
     else:
         raise ValueError(
@@ -446,8 +506,20 @@ def reduce_prod_forward(input, *, axis=-1, keep_dims=False):
     """Prod's formula."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Prod", input=(input, ..., "N", "P", "Q"))
         output = tf.reduce_prod(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Prod", input=(input, ..., "N", "P", "Q"))
         output = tf.reduce_prod(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -515,8 +587,20 @@ def reduce_max_forward(input, *, axis=-1, keep_dims=False):
     """Max's formula."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Max", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Max", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Max", input=(input, ..., "N", "P", "Q"))
         output = tf.reduce_max(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Max", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Max", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Max", input=(input, ..., "N", "P", "Q"))
         output = tf.reduce_max(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -598,8 +682,20 @@ def reduce_min_forward(input, *, axis=-1, keep_dims=False):
     """Min's formula."""
     axis = axis - len(input.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Min", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Min", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Min", input=(input, ..., "N", "P", "Q"))
         output = tf.reduce_min(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Min", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Min", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Min", input=(input, ..., "N", "P", "Q"))
         output = tf.reduce_min(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -683,6 +779,12 @@ def arg_max_forward(input, *, dimension=-1, output_type="int64"):
         dimension - len(input.shape) if isinstance(dimension, int) and dimension >= 0 else dimension
     )
     if dimension in (-1, -2, -3):
+        if dimension == -1:
+            _check_shapes("ArgMax", input=(input, ..., "N"))
+        elif dimension == -2:
+            _check_shapes("ArgMax", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("ArgMax", input=(input, ..., "N", "P", "Q"))
         output = tf.math.argmax(input, axis=dimension)
         output = _as_dtype(output, output_type)
     else:
@@ -732,6 +834,12 @@ def arg_min_forward(input, *, dimension=-1, output_type="int64"):
         dimension - len(input.shape) if isinstance(dimension, int) and dimension >= 0 else dimension
     )
     if dimension in (-1, -2, -3):
+        if dimension == -1:
+            _check_shapes("ArgMin", input=(input, ..., "N"))
+        elif dimension == -2:
+            _check_shapes("ArgMin", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("ArgMin", input=(input, ..., "N", "P", "Q"))
         output = tf.math.argmin(input, axis=dimension)
         output = _as_dtype(output, output_type)
     else:
@@ -779,12 +887,36 @@ def cumprod_forward(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumprod's formula."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
+        if axis == -1 and not exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = _cumprod(x, axis=axis)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
+        if axis == -1 and not exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = _cumprod(x, axis=axis, reverse=True)
     elif axis in (-1, -2, -3) and exclusive and not reverse:
+        if axis == -1 and exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = _cumprod(x, axis=axis, exclusive=True)
     elif axis in (-1, -2, -3) and exclusive and reverse:
+        if axis == -1 and exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = _cumprod(x, axis=axis, exclusive=True, reverse=True)
     else:
         raise ValueError(
@@ -865,8 +997,20 @@ def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp's formula."""
     axis = axis - len(x.shape) if isinstance(axis, int) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not reverse:
+        if axis == -1 and not reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N"))
+        elif axis == -2 and not reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P", "Q"))
         out = tf.math.cumulative_logsumexp(x, axis=axis)
     elif axis in (-1, -2, -3) and reverse:
+        if axis == -1 and reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N"))
+        elif axis == -2 and reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P", "Q"))
         out = tf.math.cumulative_logsumexp(x, axis=axis, reverse=True)
     else:
         raise ValueError(

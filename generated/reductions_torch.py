@@ -17,6 +17,7 @@ if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_torch import (
         _as_dtype,
         _autograd_function,
+        _check_shapes,
         _gather,
         _linear_scan,
         _prod,
@@ -36,6 +37,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     from _symgrad_torch import (
         _as_dtype,
         _autograd_function,
+        _check_shapes,
         _gather,
         _linear_scan,
         _prod,
@@ -55,8 +57,20 @@ def reduce_sum_forward(input, *, axis=-1, keep_dims=False):
     """Sum's formula."""
     axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Sum", input=(input, ..., "N", "P", "Q"))
         output = torch.sum(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Sum", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Sum", input=(input, ..., "N", "P", "Q"))
         output = torch.sum(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Sum: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -101,8 +115,20 @@ def reduce_mean_forward(input, *, axis=-1, keep_dims=False):
     """Mean's formula."""
     axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Mean", input=(input, ..., "N", "P", "Q"))
         t1 = torch.sum(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Mean", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Mean", input=(input, ..., "N", "P", "Q"))
         t1 = torch.sum(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Mean: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -153,17 +179,26 @@ def euclidean_norm_forward(input, *, axis=-1, keep_dims=False):
     """EuclideanNorm's formula."""
     axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("EuclideanNorm", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("EuclideanNorm", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("EuclideanNorm", input=(input, ..., "N", "P", "Q"))
         sum1 = torch.sum(input**2, axis=axis)
         output = torch.sqrt(sum1)
     elif axis == -1 and keep_dims:
+        _check_shapes("EuclideanNorm", input=(input, ..., "N"))
         sum1 = torch.sum(input**2, axis=-1)
         t0 = sum1[..., None]
         output = torch.sqrt(t0)
     elif axis == -2 and keep_dims:
+        _check_shapes("EuclideanNorm", input=(input, ..., "N", "P"))
         sum1 = torch.sum(input**2, axis=-2)
         t0 = sum1[..., None, :]
         output = torch.sqrt(t0)
     elif axis == -3 and keep_dims:
+        _check_shapes("EuclideanNorm", input=(input, ..., "N", "P", "Q"))
         sum1 = torch.sum(input**2, axis=-3)
         t0 = sum1[..., None, :, :]
         output = torch.sqrt(t0)
@@ -225,6 +260,7 @@ def reduce_log_sum_exp(input):
 
 def reduce_log_sum_exp_forward(input):
     """ReduceLogSumExp's formula."""
+    _check_shapes("ReduceLogSumExp", input=(input, ..., "N"))
     ext1 = torch.amax(input, axis=-1)
     t0 = ext1[..., None]
     sum1 = torch.sum(torch.exp(input - t0), axis=-1)
@@ -263,12 +299,36 @@ def cumsum_forward(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumsum's formula."""
     axis = axis - x.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
+        if axis == -1 and not exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = torch.cumsum(x, dim=axis)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
+        if axis == -1 and not exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = torch.flip(torch.cumsum(torch.flip(x, dims=(axis,)), dim=axis), dims=(axis,))
     elif axis in (-1, -2, -3) and exclusive and not reverse:
+        if axis == -1 and exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and not reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = _shift_right(torch.cumsum(x, dim=axis), axis=axis, fill=0)
     elif axis in (-1, -2, -3) and exclusive and reverse:
+        if axis == -1 and exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and reverse:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumsum", x=(x, ..., "N", "P", "Q"))
         out = torch.flip(
             _shift_right(torch.cumsum(torch.flip(x, dims=(axis,)), dim=axis), axis=axis, fill=0),
             dims=(axis,),
@@ -319,8 +379,20 @@ def reduce_prod_forward(input, *, axis=-1, keep_dims=False):
     """Prod's formula."""
     axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Prod", input=(input, ..., "N", "P", "Q"))
         output = _prod(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Prod", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Prod", input=(input, ..., "N", "P", "Q"))
         output = _prod(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Prod: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -377,8 +449,20 @@ def reduce_max_forward(input, *, axis=-1, keep_dims=False):
     """Max's formula."""
     axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Max", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Max", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Max", input=(input, ..., "N", "P", "Q"))
         output = torch.amax(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Max", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Max", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Max", input=(input, ..., "N", "P", "Q"))
         output = torch.amax(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Max: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -437,8 +521,20 @@ def reduce_min_forward(input, *, axis=-1, keep_dims=False):
     """Min's formula."""
     axis = axis - input.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not keep_dims:
+        if axis == -1 and not keep_dims:
+            _check_shapes("Min", input=(input, ..., "N"))
+        elif axis == -2 and not keep_dims:
+            _check_shapes("Min", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Min", input=(input, ..., "N", "P", "Q"))
         output = torch.amin(input, axis=axis)
     elif axis in (-1, -2, -3) and keep_dims:
+        if axis == -1 and keep_dims:
+            _check_shapes("Min", input=(input, ..., "N"))
+        elif axis == -2 and keep_dims:
+            _check_shapes("Min", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("Min", input=(input, ..., "N", "P", "Q"))
         output = torch.amin(input, axis=axis, keepdims=True)
     else:
         raise ValueError(f"Min: unsupported attributes axis={axis!r}, keep_dims={keep_dims!r}")
@@ -497,6 +593,12 @@ def arg_max_forward(input, *, dimension=-1, output_type="int64"):
     """ArgMax's formula."""
     dimension = dimension - input.ndim if _scalar(dimension) and dimension >= 0 else dimension
     if dimension in (-1, -2, -3):
+        if dimension == -1:
+            _check_shapes("ArgMax", input=(input, ..., "N"))
+        elif dimension == -2:
+            _check_shapes("ArgMax", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("ArgMax", input=(input, ..., "N", "P", "Q"))
         output = torch.argmax(input, axis=dimension)
         output = _as_dtype(output, output_type)
     else:
@@ -523,6 +625,12 @@ def arg_min_forward(input, *, dimension=-1, output_type="int64"):
     """ArgMin's formula."""
     dimension = dimension - input.ndim if _scalar(dimension) and dimension >= 0 else dimension
     if dimension in (-1, -2, -3):
+        if dimension == -1:
+            _check_shapes("ArgMin", input=(input, ..., "N"))
+        elif dimension == -2:
+            _check_shapes("ArgMin", input=(input, ..., "N", "P"))
+        else:
+            _check_shapes("ArgMin", input=(input, ..., "N", "P", "Q"))
         output = torch.argmin(input, axis=dimension)
         output = _as_dtype(output, output_type)
     else:
@@ -549,12 +657,36 @@ def cumprod_forward(x, *, axis=-1, exclusive=False, reverse=False):
     """Cumprod's formula."""
     axis = axis - x.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not exclusive and not reverse:
+        if axis == -1 and not exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = torch.cumprod(x, dim=axis)
     elif axis in (-1, -2, -3) and not exclusive and reverse:
+        if axis == -1 and not exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and not exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = torch.flip(torch.cumprod(torch.flip(x, dims=(axis,)), dim=axis), dims=(axis,))
     elif axis in (-1, -2, -3) and exclusive and not reverse:
+        if axis == -1 and exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and not reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = _shift_right(torch.cumprod(x, dim=axis), axis=axis, fill=1)
     elif axis in (-1, -2, -3) and exclusive and reverse:
+        if axis == -1 and exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N"))
+        elif axis == -2 and exclusive and reverse:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("Cumprod", x=(x, ..., "N", "P", "Q"))
         out = torch.flip(
             _shift_right(torch.cumprod(torch.flip(x, dims=(axis,)), dim=axis), axis=axis, fill=1),
             dims=(axis,),
@@ -622,8 +754,20 @@ def cumulative_logsumexp_forward(x, *, axis=-1, reverse=False):
     """CumulativeLogsumexp's formula."""
     axis = axis - x.ndim if _scalar(axis) and axis >= 0 else axis
     if axis in (-1, -2, -3) and not reverse:
+        if axis == -1 and not reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N"))
+        elif axis == -2 and not reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P", "Q"))
         out = torch.logcumsumexp(x, dim=axis)
     elif axis in (-1, -2, -3) and reverse:
+        if axis == -1 and reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N"))
+        elif axis == -2 and reverse:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P"))
+        else:
+            _check_shapes("CumulativeLogsumexp", x=(x, ..., "N", "P", "Q"))
         out = torch.flip(torch.logcumsumexp(torch.flip(x, dims=(axis,)), dim=axis), dims=(axis,))
     else:
         raise ValueError(

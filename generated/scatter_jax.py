@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_jax import _custom_vjp, _gather, _scatter_add, _scatter_extremum
+    from ._symgrad_jax import _check_shapes, _custom_vjp, _gather, _scatter_add, _scatter_extremum
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +25,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_jax", _runtime_file)
         sys.modules["_symgrad_jax"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_jax"])
-    from _symgrad_jax import _custom_vjp, _gather, _scatter_add, _scatter_extremum
+    from _symgrad_jax import _check_shapes, _custom_vjp, _gather, _scatter_add, _scatter_extremum
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -37,6 +37,12 @@ def sparse_segment_sum(data, indices, segment_ids):
 
 def sparse_segment_sum_forward(data, indices, segment_ids):
     """SparseSegmentSum's formula."""
+    _check_shapes(
+        "SparseSegmentSum",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = _gather(data, indices, -2)
     t1 = jnp.shape(indices)[-1]
     t2 = segment_ids[t1 - 1] + 1
@@ -69,6 +75,12 @@ def sparse_segment_mean(data, indices, segment_ids):
 
 def sparse_segment_mean_forward(data, indices, segment_ids):
     """SparseSegmentMean's formula."""
+    _check_shapes(
+        "SparseSegmentMean",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = jnp.asarray(1, dtype=jnp.result_type(data))
     t1 = jnp.shape(indices)[-1]
     t2 = segment_ids[t1 - 1] + 1
@@ -111,6 +123,12 @@ def sparse_segment_sqrt_n(data, indices, segment_ids):
 
 def sparse_segment_sqrt_n_forward(data, indices, segment_ids):
     """SparseSegmentSqrtN's formula."""
+    _check_shapes(
+        "SparseSegmentSqrtN",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = jnp.asarray(1, dtype=jnp.result_type(data))
     t1 = jnp.shape(indices)[-1]
     t2 = segment_ids[t1 - 1] + 1
@@ -155,6 +173,12 @@ def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segm
 
 def sparse_segment_sum_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSumWithNumSegments's formula."""
+    _check_shapes(
+        "SparseSegmentSumWithNumSegments",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = _gather(data, indices, -2)
     output = _scatter_add(
         t0, segment_ids, 1, num_segments
@@ -191,6 +215,12 @@ def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_seg
 
 def sparse_segment_mean_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
     """SparseSegmentMeanWithNumSegments's formula."""
+    _check_shapes(
+        "SparseSegmentMeanWithNumSegments",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = jnp.asarray(1, dtype=jnp.result_type(data))
     t1 = _scatter_add(t0, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
     t2 = _gather(data, indices, -2)
@@ -237,6 +267,12 @@ def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_s
 
 def sparse_segment_sqrt_n_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSqrtNWithNumSegments's formula."""
+    _check_shapes(
+        "SparseSegmentSqrtNWithNumSegments",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = jnp.asarray(1, dtype=jnp.result_type(data))
     t1 = _scatter_add(t0, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
     t2 = _gather(data, indices, -2)
@@ -284,10 +320,22 @@ def tensor_scatter_add_forward(tensor, indices, updates):
     depth = jnp.shape(indices)[-1]
     t0 = jnp.shape(tensor)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterAdd",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = jnp.squeeze(indices, axis=-1)
         t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = t2 + tensor
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterAdd",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = jnp.shape(tensor)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -362,10 +410,22 @@ def tensor_scatter_sub_forward(tensor, indices, updates):
     depth = jnp.shape(indices)[-1]
     t0 = jnp.shape(tensor)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterSub",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = jnp.squeeze(indices, axis=-1)
         t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = -t2 + tensor
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterSub",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = jnp.shape(tensor)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -442,10 +502,22 @@ def scatter_nd_non_aliasing_add_forward(input, indices, updates):
     depth = jnp.shape(indices)[-1]
     t0 = jnp.shape(input)[-2]
     if depth == 1:
+        _check_shapes(
+            "ScatterNdNonAliasingAdd",
+            input=(input, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = jnp.squeeze(indices, axis=-1)
         t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = input + t2
     elif depth == 2:
+        _check_shapes(
+            "ScatterNdNonAliasingAdd",
+            input=(input, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = jnp.shape(input)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -520,12 +592,24 @@ def tensor_scatter_update_forward(tensor, indices, updates):
     depth = jnp.shape(indices)[-1]
     t0 = jnp.shape(tensor)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterUpdate",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = jnp.squeeze(indices, axis=-1)
         sum1 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         t2 = jnp.asarray(1, dtype=jnp.result_type(tensor))
         t3 = _scatter_add(t2, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = jnp.where(t3 > 0, sum1, tensor)
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterUpdate",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = jnp.shape(tensor)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -613,10 +697,22 @@ def tensor_scatter_max_forward(tensor, indices, updates):
     depth = jnp.shape(indices)[-1]
     t0 = jnp.shape(tensor)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterMax",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = jnp.squeeze(indices, axis=-1)
         t2 = _scatter_extremum(updates, t1, 1, t0, "max")
         output = jnp.maximum(tensor, t2)
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterMax",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = jnp.shape(tensor)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -727,10 +823,22 @@ def tensor_scatter_min_forward(tensor, indices, updates):
     depth = jnp.shape(indices)[-1]
     t0 = jnp.shape(tensor)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterMin",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = jnp.squeeze(indices, axis=-1)
         t2 = _scatter_extremum(updates, t1, 1, t0, "min")
         output = jnp.minimum(tensor, t2)
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterMin",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = jnp.shape(tensor)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)

@@ -9,7 +9,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _gather, _scatter_add, _scatter_extremum
+    from ._symgrad_numpy import _check_shapes, _gather, _scatter_add, _scatter_extremum
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -20,11 +20,17 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _gather, _scatter_add, _scatter_extremum
+    from _symgrad_numpy import _check_shapes, _gather, _scatter_add, _scatter_extremum
 
 
 def sparse_segment_sum(data, indices, segment_ids):
     """SparseSegmentSum: Sums of the rows of `data` at `indices`, per ascending `segment_ids` (one row per id up (declared at ops/scatter.py:47)."""
+    _check_shapes(
+        "SparseSegmentSum",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = _gather(data, indices, -2)
     t1 = np.shape(indices)[-1]
     t2 = segment_ids[t1 - 1] + 1
@@ -65,6 +71,12 @@ def sparse_segment_sum_grad_grad(
 
 def sparse_segment_mean(data, indices, segment_ids):
     """SparseSegmentMean: Means of the rows of `data` at `indices`, per ascending `segment_ids` (0 where none) (declared at ops/scatter.py:54)."""
+    _check_shapes(
+        "SparseSegmentMean",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = np.asarray(1, dtype=np.result_type(data))
     t1 = np.shape(indices)[-1]
     t2 = segment_ids[t1 - 1] + 1
@@ -120,6 +132,12 @@ def sparse_segment_mean_grad_grad(
 
 def sparse_segment_sqrt_n(data, indices, segment_ids):
     """SparseSegmentSqrtN: Sums of the rows of `data` at `indices`, per ascending `segment_ids`, each divided by (declared at ops/scatter.py:60)."""
+    _check_shapes(
+        "SparseSegmentSqrtN",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = np.asarray(1, dtype=np.result_type(data))
     t1 = np.shape(indices)[-1]
     t2 = segment_ids[t1 - 1] + 1
@@ -175,6 +193,12 @@ def sparse_segment_sqrt_n_grad_grad(
 
 def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSumWithNumSegments: SparseSegmentSum into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:67)."""
+    _check_shapes(
+        "SparseSegmentSumWithNumSegments",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = _gather(data, indices, -2)
     output = _scatter_add(
         t0, segment_ids, 1, num_segments
@@ -218,6 +242,12 @@ def sparse_segment_sum_with_num_segments_grad_grad(
 
 def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_segments):
     """SparseSegmentMeanWithNumSegments: SparseSegmentMean into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:73)."""
+    _check_shapes(
+        "SparseSegmentMeanWithNumSegments",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = np.asarray(1, dtype=np.result_type(data))
     t1 = _scatter_add(t0, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
     t2 = _gather(data, indices, -2)
@@ -274,6 +304,12 @@ def sparse_segment_mean_with_num_segments_grad_grad(
 
 def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSqrtNWithNumSegments: SparseSegmentSqrtN into `num_segments` rows (0 where a segment has none) (declared at ops/scatter.py:79)."""
+    _check_shapes(
+        "SparseSegmentSqrtNWithNumSegments",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = np.asarray(1, dtype=np.result_type(data))
     t1 = _scatter_add(t0, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
     t2 = _gather(data, indices, -2)
@@ -333,10 +369,22 @@ def tensor_scatter_add(tensor, indices, updates):
     depth = np.shape(indices)[-1]
     t0 = np.shape(tensor)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterAdd",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = np.squeeze(indices, axis=-1)
         t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = t2 + tensor
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterAdd",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = np.shape(tensor)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -429,10 +477,22 @@ def tensor_scatter_sub(tensor, indices, updates):
     depth = np.shape(indices)[-1]
     t0 = np.shape(tensor)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterSub",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = np.squeeze(indices, axis=-1)
         t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = -t2 + tensor
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterSub",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = np.shape(tensor)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -527,10 +587,22 @@ def scatter_nd_non_aliasing_add(input, indices, updates):
     depth = np.shape(indices)[-1]
     t0 = np.shape(input)[-2]
     if depth == 1:
+        _check_shapes(
+            "ScatterNdNonAliasingAdd",
+            input=(input, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = np.squeeze(indices, axis=-1)
         t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = input + t2
     elif depth == 2:
+        _check_shapes(
+            "ScatterNdNonAliasingAdd",
+            input=(input, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = np.shape(input)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -623,12 +695,24 @@ def tensor_scatter_update(tensor, indices, updates):
     depth = np.shape(indices)[-1]
     t0 = np.shape(tensor)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterUpdate",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = np.squeeze(indices, axis=-1)
         sum1 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         t2 = np.asarray(1, dtype=np.result_type(tensor))
         t3 = _scatter_add(t2, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = np.where(t3 > 0, sum1, tensor)
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterUpdate",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = np.shape(tensor)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -746,10 +830,22 @@ def tensor_scatter_max(tensor, indices, updates):
     depth = np.shape(indices)[-1]
     t0 = np.shape(tensor)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterMax",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = np.squeeze(indices, axis=-1)
         t2 = _scatter_extremum(updates, t1, 1, t0, "max")
         output = np.maximum(tensor, t2)
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterMax",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = np.shape(tensor)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -954,10 +1050,22 @@ def tensor_scatter_min(tensor, indices, updates):
     depth = np.shape(indices)[-1]
     t0 = np.shape(tensor)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterMin",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = np.squeeze(indices, axis=-1)
         t2 = _scatter_extremum(updates, t1, 1, t0, "min")
         output = np.minimum(tensor, t2)
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterMin",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = np.shape(tensor)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)

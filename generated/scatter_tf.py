@@ -23,6 +23,7 @@ import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_tf import (
+        _check_shapes,
         _custom_gradient,
         _gather,
         _insert_none,
@@ -42,6 +43,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
     from _symgrad_tf import (
+        _check_shapes,
         _custom_gradient,
         _gather,
         _insert_none,
@@ -61,6 +63,12 @@ def sparse_segment_sum(data, indices, segment_ids):
 
 def sparse_segment_sum_forward(data, indices, segment_ids):
     """SparseSegmentSum's formula."""
+    _check_shapes(
+        "SparseSegmentSum",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = _gather(data, indices, -2)
     t1 = tf.shape(indices, out_type=tf.int64)[-1]
     t2 = segment_ids[t1 - 1] + 1
@@ -103,6 +111,12 @@ def sparse_segment_mean(data, indices, segment_ids):
 
 def sparse_segment_mean_forward(data, indices, segment_ids):
     """SparseSegmentMean's formula."""
+    _check_shapes(
+        "SparseSegmentMean",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = tf.constant(1, dtype=data.dtype)
     t1 = tf.shape(indices, out_type=tf.int64)[-1]
     t2 = segment_ids[t1 - 1] + 1
@@ -155,6 +169,12 @@ def sparse_segment_sqrt_n(data, indices, segment_ids):
 
 def sparse_segment_sqrt_n_forward(data, indices, segment_ids):
     """SparseSegmentSqrtN's formula."""
+    _check_shapes(
+        "SparseSegmentSqrtN",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = tf.constant(1, dtype=data.dtype)
     t1 = tf.shape(indices, out_type=tf.int64)[-1]
     t2 = segment_ids[t1 - 1] + 1
@@ -209,6 +229,12 @@ def sparse_segment_sum_with_num_segments(data, indices, segment_ids, *, num_segm
 
 def sparse_segment_sum_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSumWithNumSegments's formula."""
+    _check_shapes(
+        "SparseSegmentSumWithNumSegments",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = _gather(data, indices, -2)
     output = _scatter_add(
         t0, segment_ids, 1, num_segments
@@ -265,6 +291,12 @@ def sparse_segment_mean_with_num_segments(data, indices, segment_ids, *, num_seg
 
 def sparse_segment_mean_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
     """SparseSegmentMeanWithNumSegments's formula."""
+    _check_shapes(
+        "SparseSegmentMeanWithNumSegments",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = tf.constant(1, dtype=data.dtype)
     t1 = _scatter_add(t0, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
     t2 = _gather(data, indices, -2)
@@ -329,6 +361,12 @@ def sparse_segment_sqrt_n_with_num_segments(data, indices, segment_ids, *, num_s
 
 def sparse_segment_sqrt_n_with_num_segments_forward(data, indices, segment_ids, *, num_segments):
     """SparseSegmentSqrtNWithNumSegments's formula."""
+    _check_shapes(
+        "SparseSegmentSqrtNWithNumSegments",
+        data=(data, "N", "P"),
+        indices=(indices, "K"),
+        segment_ids=(segment_ids, "K"),
+    )
     t0 = tf.constant(1, dtype=data.dtype)
     t1 = _scatter_add(t0, segment_ids, 1, num_segments)  # no gather form: an explicit scatter-add
     t2 = _gather(data, indices, -2)
@@ -394,10 +432,22 @@ def tensor_scatter_add_forward(tensor, indices, updates):
     depth = indices.shape[-1]
     t0 = tf.shape(tensor, out_type=tf.int64)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterAdd",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = tf.squeeze(indices, axis=[-1])
         t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = t2 + tensor
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterAdd",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = tf.shape(tensor, out_type=tf.int64)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -482,10 +532,22 @@ def tensor_scatter_sub_forward(tensor, indices, updates):
     depth = indices.shape[-1]
     t0 = tf.shape(tensor, out_type=tf.int64)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterSub",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = tf.squeeze(indices, axis=[-1])
         t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = -t2 + tensor
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterSub",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = tf.shape(tensor, out_type=tf.int64)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -572,10 +634,22 @@ def scatter_nd_non_aliasing_add_forward(input, indices, updates):
     depth = indices.shape[-1]
     t0 = tf.shape(input, out_type=tf.int64)[-2]
     if depth == 1:
+        _check_shapes(
+            "ScatterNdNonAliasingAdd",
+            input=(input, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = tf.squeeze(indices, axis=[-1])
         t2 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = input + t2
     elif depth == 2:
+        _check_shapes(
+            "ScatterNdNonAliasingAdd",
+            input=(input, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = tf.shape(input, out_type=tf.int64)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -662,12 +736,24 @@ def tensor_scatter_update_forward(tensor, indices, updates):
     depth = indices.shape[-1]
     t0 = tf.shape(tensor, out_type=tf.int64)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterUpdate",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = tf.squeeze(indices, axis=[-1])
         sum1 = _scatter_add(updates, t1, 1, t0)  # no gather form: an explicit scatter-add
         t2 = tf.constant(1, dtype=tensor.dtype)
         t3 = _scatter_add(t2, t1, 1, t0)  # no gather form: an explicit scatter-add
         output = tf.where(t3 > 0, sum1, tensor)
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterUpdate",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = tf.shape(tensor, out_type=tf.int64)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -774,10 +860,22 @@ def tensor_scatter_max_forward(tensor, indices, updates):
     depth = indices.shape[-1]
     t0 = tf.shape(tensor, out_type=tf.int64)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterMax",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = tf.squeeze(indices, axis=[-1])
         t2 = _scatter_extremum(updates, t1, 1, t0, "max")
         output = tf.math.maximum(tensor, t2)
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterMax",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = tf.shape(tensor, out_type=tf.int64)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)
@@ -901,10 +999,22 @@ def tensor_scatter_min_forward(tensor, indices, updates):
     depth = indices.shape[-1]
     t0 = tf.shape(tensor, out_type=tf.int64)[-2]
     if depth == 1:
+        _check_shapes(
+            "TensorScatterMin",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 1),
+            updates=(updates, "K", "P"),
+        )
         t1 = tf.squeeze(indices, axis=[-1])
         t2 = _scatter_extremum(updates, t1, 1, t0, "min")
         output = tf.math.minimum(tensor, t2)
     elif depth == 2:
+        _check_shapes(
+            "TensorScatterMin",
+            tensor=(tensor, "N", "P"),
+            indices=(indices, "K", 2),
+            updates=(updates, "K"),
+        )
         t1 = tf.shape(tensor, out_type=tf.int64)[-1]
         t2 = 0
         t3 = _gather(indices, t2, -1)

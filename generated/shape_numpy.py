@@ -9,7 +9,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _sum_to_shape
+    from ._symgrad_numpy import _check_shapes, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -20,11 +20,12 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _sum_to_shape
+    from _symgrad_numpy import _check_shapes, _sum_to_shape
 
 
 def expand_dims(input, *, axis=-1):
     """ExpandDims: The input with a size-1 axis inserted at `axis` (counted from the end of the output) (declared at ops/shape.py:12)."""
+    _check_shapes("ExpandDims", input=(input, ..., "P", "Q"))
     if axis == -1:
         output = input[..., None]
     elif axis == -2:
@@ -135,8 +136,13 @@ def squeeze(input, *, axis=(-1,)):
     """Squeeze: The input without its size-1 axes `axis` (TensorFlow keeps the attribute as (declared at ops/shape.py:50)."""
     axis = tuple(sorted(int(a) - np.ndim(input) if a >= 0 else int(a) for a in np.ravel(axis)))
     if axis in ((-1,), (-2,)):
+        if axis == (-1,):
+            _check_shapes("Squeeze", input=(input, ..., "P", "Q", 1))
+        else:
+            _check_shapes("Squeeze", input=(input, ..., "P", 1, "Q"))
         output = np.squeeze(input, axis=axis[0])
     elif axis == (-3, -1):
+        _check_shapes("Squeeze", input=(input, ..., "P", 1, "Q", 1))
         t0 = np.einsum("...abcb->...abc", input, optimize=True)
         output = np.squeeze(t0, axis=-2)
     else:

@@ -18,7 +18,14 @@ Per op:
 import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_tf import _const_input, _custom_gradient, _insert_none, _register, _sum_to_shape
+    from ._symgrad_tf import (
+        _check_shapes,
+        _const_input,
+        _custom_gradient,
+        _insert_none,
+        _register,
+        _sum_to_shape,
+    )
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -29,7 +36,14 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_tf", _runtime_file)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
-    from _symgrad_tf import _const_input, _custom_gradient, _insert_none, _register, _sum_to_shape
+    from _symgrad_tf import (
+        _check_shapes,
+        _const_input,
+        _custom_gradient,
+        _insert_none,
+        _register,
+        _sum_to_shape,
+    )
 
 REGISTERED = {}
 
@@ -41,6 +55,7 @@ def expand_dims(input, *, axis=-1):
 
 def expand_dims_forward(input, *, axis=-1):
     """ExpandDims's formula."""
+    _check_shapes("ExpandDims", input=(input, ..., "P", "Q"))
     if axis == -1:
         output = input[..., None]
     elif axis == -2:
@@ -169,8 +184,13 @@ def squeeze_forward(input, *, axis=(-1,)):
     """Squeeze's formula."""
     axis = tuple(sorted(int(a) - len(input.shape) if a >= 0 else int(a) for a in axis))
     if axis in ((-1,), (-2,)):
+        if axis == (-1,):
+            _check_shapes("Squeeze", input=(input, ..., "P", "Q", 1))
+        else:
+            _check_shapes("Squeeze", input=(input, ..., "P", 1, "Q"))
         output = tf.squeeze(input, axis=[axis[0]])
     elif axis == (-3, -1):
+        _check_shapes("Squeeze", input=(input, ..., "P", 1, "Q", 1))
         t0 = tf.einsum("...abcb->...abc", input)
         output = tf.squeeze(t0, axis=[-2])
     else:

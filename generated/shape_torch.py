@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_torch import _autograd_function, _flat, _sum_to_shape
+    from ._symgrad_torch import _autograd_function, _check_shapes, _flat, _sum_to_shape
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +25,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_torch", _runtime_file)
         sys.modules["_symgrad_torch"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
-    from _symgrad_torch import _autograd_function, _flat, _sum_to_shape
+    from _symgrad_torch import _autograd_function, _check_shapes, _flat, _sum_to_shape
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -37,6 +37,7 @@ def expand_dims(input, *, axis=-1):
 
 def expand_dims_forward(input, *, axis=-1):
     """ExpandDims's formula."""
+    _check_shapes("ExpandDims", input=(input, ..., "P", "Q"))
     if axis == -1:
         output = input[..., None]
     elif axis == -2:
@@ -134,8 +135,13 @@ def squeeze_forward(input, *, axis=(-1,)):
     """Squeeze's formula."""
     axis = tuple(sorted(int(a) - input.ndim if a >= 0 else int(a) for a in _flat(axis)))
     if axis in ((-1,), (-2,)):
+        if axis == (-1,):
+            _check_shapes("Squeeze", input=(input, ..., "P", "Q", 1))
+        else:
+            _check_shapes("Squeeze", input=(input, ..., "P", 1, "Q"))
         output = torch.squeeze(input, axis=axis[0])
     elif axis == (-3, -1):
+        _check_shapes("Squeeze", input=(input, ..., "P", 1, "Q", 1))
         t0 = torch.einsum("...abcb->...abc", input)
         output = torch.squeeze(t0, axis=-2)
     else:

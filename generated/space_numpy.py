@@ -9,7 +9,7 @@ gradient per input, each summed to its input's shape under broadcasting (None: n
 import numpy as np
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_numpy import _gather
+    from ._symgrad_numpy import _check_shapes, _gather
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -20,11 +20,12 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_numpy", _runtime_file)
         sys.modules["_symgrad_numpy"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_numpy"])
-    from _symgrad_numpy import _gather
+    from _symgrad_numpy import _check_shapes, _gather
 
 
 def space_to_depth(input, *, data_format="NHWC", block_size):
     """SpaceToDepth: Each block_size x block_size block of pixels as one pixel of depth block_size**2 * C, (declared at ops/space.py:23)."""
+    _check_shapes("SpaceToDepth", input=(input, "N", None, None, "C"))
     if data_format == "NHWC":
         input_split = np.reshape(
             input, np.shape(input)[:-3] + (-1, block_size) + np.shape(input)[-2:]
@@ -104,6 +105,7 @@ def space_to_depth_grad_grad(
 
 def depth_to_space(input, *, data_format="NHWC", block_size):
     """DepthToSpace: The inverse of SpaceToDepth: depth (row in the block, column in the block, channel) (declared at ops/space.py:31)."""
+    _check_shapes("DepthToSpace", input=(input, "N", "H", "W", None))
     if data_format == "NHWC":
         input_split = np.reshape(input, np.shape(input)[:-1] + (block_size, block_size, -1))
         t0 = np.transpose(input_split, (0, 1, 3, 2, 4, 5))
@@ -169,6 +171,7 @@ def space_to_batch_nd(input, *, block_shape, paddings):
     """SpaceToBatchND: The zero-padded spatial axes cut into blocks of block_shape; position (a, b) in a block (declared at ops/space.py:58)."""
     block_shape = np.asarray(block_shape, dtype=np.int64)
     paddings = np.asarray(paddings, dtype=np.int64)
+    _check_shapes("SpaceToBatchND", input=(input, "N", "H", "W", "C"))
     t0 = np.arange(block_shape[1])
     t1 = t0[..., None]
     t2 = np.shape(input)[-2]
@@ -242,6 +245,7 @@ def batch_to_space_nd(input, *, block_shape, crops):
     """BatchToSpaceND: SpaceToBatchND's inverse: batch entry (a * block_shape[1] + b) * N + n to position (declared at ops/space.py:69)."""
     block_shape = np.asarray(block_shape, dtype=np.int64)
     crops = np.asarray(crops, dtype=np.int64)
+    _check_shapes("BatchToSpaceND", input=(input, None, "H", "W", "C"))
     input_split = np.reshape(
         input, np.shape(input)[:-4] + (block_shape[0], block_shape[1], -1) + np.shape(input)[-3:]
     )
@@ -333,6 +337,7 @@ def batch_to_space_nd_grad_grad(grad_vjp_input, grad, input, *, vjp_input=None, 
 def space_to_batch(input, *, paddings, block_size):
     """SpaceToBatch: SpaceToBatchND with one block size for both spatial axes (declared at ops/space.py:80)."""
     paddings = np.asarray(paddings, dtype=np.int64)
+    _check_shapes("SpaceToBatch", input=(input, "N", "H", "W", "C"))
     t0 = np.arange(block_size)
     t1 = t0[..., None]
     t2 = np.shape(input)[-2]
@@ -401,6 +406,7 @@ def space_to_batch_grad_grad(grad_vjp_input, grad, input, *, paddings, block_siz
 def batch_to_space(input, *, crops, block_size):
     """BatchToSpace: BatchToSpaceND with one block size for both spatial axes (declared at ops/space.py:90)."""
     crops = np.asarray(crops, dtype=np.int64)
+    _check_shapes("BatchToSpace", input=(input, None, "H", "W", "C"))
     input_split = np.reshape(
         input, np.shape(input)[:-4] + (block_size, block_size, -1) + np.shape(input)[-3:]
     )

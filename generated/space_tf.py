@@ -19,6 +19,7 @@ import tensorflow as tf
 
 if __package__:  # a module of a package: its runtime module is a sibling
     from ._symgrad_tf import (
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _einsum_of_diagonals,
@@ -38,6 +39,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         sys.modules["_symgrad_tf"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_tf"])
     from _symgrad_tf import (
+        _check_shapes,
         _const_input,
         _custom_gradient,
         _einsum_of_diagonals,
@@ -57,6 +59,7 @@ def space_to_depth(input, *, data_format="NHWC", block_size):
 
 def space_to_depth_forward(input, *, data_format="NHWC", block_size):
     """SpaceToDepth's formula."""
+    _check_shapes("SpaceToDepth", input=(input, "N", None, None, "C"))
     if data_format == "NHWC":
         input_split = tf.reshape(
             input,
@@ -173,6 +176,7 @@ def depth_to_space(input, *, data_format="NHWC", block_size):
 
 def depth_to_space_forward(input, *, data_format="NHWC", block_size):
     """DepthToSpace's formula."""
+    _check_shapes("DepthToSpace", input=(input, "N", "H", "W", None))
     if data_format == "NHWC":
         input_split = tf.reshape(
             input,
@@ -285,6 +289,7 @@ def space_to_batch_nd_forward(input, *, block_shape, paddings):
     """SpaceToBatchND's formula."""
     block_shape = tf.cast(block_shape, tf.int64)
     paddings = tf.cast(paddings, tf.int64)
+    _check_shapes("SpaceToBatchND", input=(input, "N", "H", "W", "C"))
     t0 = tf.range(tf.cast(block_shape[1], tf.int64))
     t1 = t0[..., None]
     t2 = tf.shape(input, out_type=tf.int64)[-2]
@@ -381,6 +386,7 @@ def batch_to_space_nd_forward(input, *, block_shape, crops):
     """BatchToSpaceND's formula."""
     block_shape = tf.cast(block_shape, tf.int64)
     crops = tf.cast(crops, tf.int64)
+    _check_shapes("BatchToSpaceND", input=(input, None, "H", "W", "C"))
     input_split = tf.reshape(
         input,
         tf.concat(
@@ -477,6 +483,7 @@ def space_to_batch(input, *, paddings, block_size):
 def space_to_batch_forward(input, *, paddings, block_size):
     """SpaceToBatch's formula."""
     paddings = tf.cast(paddings, tf.int64)
+    _check_shapes("SpaceToBatch", input=(input, "N", "H", "W", "C"))
     t0 = tf.range(tf.cast(block_size, tf.int64))
     t1 = t0[..., None]
     t2 = tf.shape(input, out_type=tf.int64)[-2]
@@ -568,6 +575,7 @@ def batch_to_space(input, *, crops, block_size):
 def batch_to_space_forward(input, *, crops, block_size):
     """BatchToSpace's formula."""
     crops = tf.cast(crops, tf.int64)
+    _check_shapes("BatchToSpace", input=(input, None, "H", "W", "C"))
     input_split = tf.reshape(
         input,
         tf.concat(

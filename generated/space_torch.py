@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_torch import _autograd_function, _gather
+    from ._symgrad_torch import _autograd_function, _check_shapes, _gather
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -25,7 +25,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_torch", _runtime_file)
         sys.modules["_symgrad_torch"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
-    from _symgrad_torch import _autograd_function, _gather
+    from _symgrad_torch import _autograd_function, _check_shapes, _gather
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -37,6 +37,7 @@ def space_to_depth(input, *, data_format="NHWC", block_size):
 
 def space_to_depth_forward(input, *, data_format="NHWC", block_size):
     """SpaceToDepth's formula."""
+    _check_shapes("SpaceToDepth", input=(input, "N", None, None, "C"))
     if data_format == "NHWC":
         input_split = torch.reshape(input, input.shape[:-3] + (-1, block_size) + input.shape[-2:])
         input_split = torch.reshape(
@@ -92,6 +93,7 @@ def depth_to_space(input, *, data_format="NHWC", block_size):
 
 def depth_to_space_forward(input, *, data_format="NHWC", block_size):
     """DepthToSpace's formula."""
+    _check_shapes("DepthToSpace", input=(input, "N", "H", "W", None))
     if data_format == "NHWC":
         input_split = torch.reshape(input, input.shape[:-1] + (block_size, block_size, -1))
         t0 = torch.permute(input_split, (0, 1, 3, 2, 4, 5))
@@ -144,6 +146,7 @@ def space_to_batch_nd_forward(input, *, block_shape, paddings):
     """SpaceToBatchND's formula."""
     block_shape = np.asarray(block_shape, dtype=np.int64)
     paddings = np.asarray(paddings, dtype=np.int64)
+    _check_shapes("SpaceToBatchND", input=(input, "N", "H", "W", "C"))
     t0 = torch.arange(int(block_shape[1]))
     t1 = t0[..., None]
     t2 = input.shape[-2]
@@ -221,6 +224,7 @@ def batch_to_space_nd_forward(input, *, block_shape, crops):
     """BatchToSpaceND's formula."""
     block_shape = np.asarray(block_shape, dtype=np.int64)
     crops = np.asarray(crops, dtype=np.int64)
+    _check_shapes("BatchToSpaceND", input=(input, None, "H", "W", "C"))
     input_split = torch.reshape(
         input, input.shape[:-4] + (block_shape[0], block_shape[1], -1) + input.shape[-3:]
     )
@@ -296,6 +300,7 @@ def space_to_batch(input, *, paddings, block_size):
 def space_to_batch_forward(input, *, paddings, block_size):
     """SpaceToBatch's formula."""
     paddings = np.asarray(paddings, dtype=np.int64)
+    _check_shapes("SpaceToBatch", input=(input, "N", "H", "W", "C"))
     t0 = torch.arange(int(block_size))
     t1 = t0[..., None]
     t2 = input.shape[-2]
@@ -364,6 +369,7 @@ def batch_to_space(input, *, crops, block_size):
 def batch_to_space_forward(input, *, crops, block_size):
     """BatchToSpace's formula."""
     crops = np.asarray(crops, dtype=np.int64)
+    _check_shapes("BatchToSpace", input=(input, None, "H", "W", "C"))
     input_split = torch.reshape(
         input, input.shape[:-4] + (block_size, block_size, -1) + input.shape[-3:]
     )

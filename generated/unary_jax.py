@@ -38,7 +38,7 @@ def sigmoid(x):
 
 def sigmoid_forward(x):
     """Sigmoid's formula."""
-    y = 1 / (1 + jnp.exp(-x))
+    y = jax.scipy.special.expit(x)
     return y
 
 

@@ -26,7 +26,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
 
 def sigmoid(x):
     """Sigmoid: y = 1 / (1 + exp(-x)) (declared at ops/unary.py:24)."""
-    y = 1 / (1 + np.exp(-x))
+    y = _sigmoid(x)
     return y
 
 
@@ -47,17 +47,17 @@ def sigmoid_grad_grad(grad_vjp_x, grad, x, *, vjp_x=None):
     """Second order of Sigmoid: the gradient of sigmoid_grad: one array per input (grad, x)."""
     grad = _conj(grad)
     tmp0 = _sigmoid(x)
-    tmp1 = _sigmoid(-x)
-    tmp2 = tmp0 * tmp1
+    tmp1 = 1 - tmp0
     grad_grad = _sum_product_to_shape(
         (
             grad_vjp_x,
-            tmp2,
+            tmp0,
+            tmp1,
         ),
         np.shape(grad),
     )
     grad_x = _sum_to_shape(
-        grad_vjp_x * (grad * tmp0 * tmp1 * (1 - tmp0) - grad * tmp2 * (1 - tmp1)), np.shape(x)
+        grad_vjp_x * (-grad * tmp0**2 * tmp1 + grad * tmp0 * tmp1**2), np.shape(x)
     )
     grad_x = _conj(grad_x)
     return grad_grad, grad_x
@@ -978,6 +978,14 @@ def floor_grad(grad, x, *, y=None):
     return (None,)
 
 
+def floor_grad_grad(grad_vjp_x, grad, x):
+    """Second order of Floor: the gradient of floor_grad: one array per input (grad, x).
+
+    Floor has no gradient, so its second order is zero.
+    """
+    return None, None
+
+
 def ceil(x):
     """Ceil: y = the smallest integer >= x (declared at ops/unary.py:261)."""
     y = np.ceil(x)
@@ -987,6 +995,14 @@ def ceil(x):
 def ceil_grad(grad, x, *, y=None):
     """Gradient of Ceil: one array per input (x)."""
     return (None,)
+
+
+def ceil_grad_grad(grad_vjp_x, grad, x):
+    """Second order of Ceil: the gradient of ceil_grad: one array per input (grad, x).
+
+    Ceil has no gradient, so its second order is zero.
+    """
+    return None, None
 
 
 def round_to_int(x):
@@ -1000,6 +1016,14 @@ def round_to_int_grad(grad, x, *, y=None):
     return (None,)
 
 
+def round_to_int_grad_grad(grad_vjp_x, grad, x):
+    """Second order of Rint: the gradient of round_to_int_grad: one array per input (grad, x).
+
+    Rint has no gradient, so its second order is zero.
+    """
+    return None, None
+
+
 def round_half_even(x):
     """Round: y = x rounded to the nearest integer, ties to even (as Rint, for floats) (declared at ops/unary.py:273)."""
     y = np.rint(x)
@@ -1011,6 +1035,14 @@ def round_half_even_grad(grad, x, *, y=None):
     return (None,)
 
 
+def round_half_even_grad_grad(grad_vjp_x, grad, x):
+    """Second order of Round: the gradient of round_half_even_grad: one array per input (grad, x).
+
+    Round has no gradient, so its second order is zero.
+    """
+    return None, None
+
+
 def sign(x):
     """Sign: y = -1, 0 or 1 as x is negative, zero or positive (declared at ops/unary.py:279)."""
     y = np.sign(x)
@@ -1020,3 +1052,11 @@ def sign(x):
 def sign_grad(grad, x, *, y=None):
     """Gradient of Sign: one array per input (x)."""
     return (None,)
+
+
+def sign_grad_grad(grad_vjp_x, grad, x):
+    """Second order of Sign: the gradient of sign_grad: one array per input (grad, x).
+
+    Sign has no gradient, so its second order is zero.
+    """
+    return None, None

@@ -45,7 +45,7 @@ def sigmoid(x):
 
 def sigmoid_forward(x):
     """Sigmoid's formula."""
-    y = 1 / (1 + tf.math.exp(-x))
+    y = tf.math.sigmoid(x)
     return y
 
 

@@ -15,7 +15,7 @@ import torch
 import torch.special
 
 if __package__:  # a module of a package: its runtime module is a sibling
-    from ._symgrad_torch import _autograd_function, _conj
+    from ._symgrad_torch import _autograd_function, _conj, _sigmoid
 else:  # a top-level module (its folder on sys.path, or loaded by its file path)
     import importlib.util
     import sys
@@ -26,7 +26,7 @@ else:  # a top-level module (its folder on sys.path, or loaded by its file path)
         _runtime_spec = importlib.util.spec_from_file_location("_symgrad_torch", _runtime_file)
         sys.modules["_symgrad_torch"] = importlib.util.module_from_spec(_runtime_spec)
         _runtime_spec.loader.exec_module(sys.modules["_symgrad_torch"])
-    from _symgrad_torch import _autograd_function, _conj
+    from _symgrad_torch import _autograd_function, _conj, _sigmoid
 
 UNAVAILABLE = {}  # op type -> why this module has no function of it
 
@@ -38,7 +38,7 @@ def sigmoid(x):
 
 def sigmoid_forward(x):
     """Sigmoid's formula."""
-    y = 1 / (1 + torch.exp(-x))
+    y = _sigmoid(x)
     return y
 
 

@@ -56,9 +56,15 @@ class Variants:
         return " and ".join(parts)
 
 
-def chain(branches: list[tuple[tuple[tuple[str, Any], ...], list[str]]], error: str) -> list[str]:
+def chain(branches: list[tuple[tuple[tuple[str, Any], ...], list[str]]], error: str, entries: list | None = None) -> list[str]:
     """Lines of the if/elif chain over `branches` ((attribute values, statements) each), with
-    `error` raised when none applies; merged and hoisted as the module docstring says."""
+    `error` raised when none applies; merged and hoisted as the module docstring says.
+    `entries`: per branch, the statements it runs first (its inputs' shapes checked), apart
+    from the merging: once before the chain where every branch's are the same, else first in
+    each merged body (`_entered`)."""
+    entries = entries or [()] * len(branches)
+    if len(set(entries)) == 1 and entries[0]:
+        return list(entries[0]) + chain(branches, error)
     groups = [Variants((values,), tuple(statements)) for values, statements in branches]
     for position in range(len(branches[0][0])):
         groups = _merged_over(groups, position, _unified)
@@ -70,11 +76,25 @@ def chain(branches: list[tuple[tuple[tuple[str, Any], ...], list[str]]], error: 
     lines += list(hoisted)
     conditions = [group.condition(frozenset(fixed)) for group in groups]
     every_value = _complementary(conditions)
+    entered = dict(zip((values for values, _ in branches), entries))
     for n, (group, condition) in enumerate(zip(groups, conditions)):
         lines.append("else:" if every_value and n == len(groups) - 1 else f"{'if' if n == 0 else 'elif'} {condition}:")
-        lines += ["    " + line for s in group.statements for line in s.split("\n")] or ["    pass"]
+        statements = _entered(group, entered, fixed) + group.statements
+        lines += ["    " + line for s in statements for line in s.split("\n")] or ["    pass"]
     unsupported = [] if every_value else ["else:", f"    {error}"]
     return lines + unsupported + [line for s in tail for line in s.split("\n")]
+
+
+def _entered(group: Variants, entered: dict, fixed: dict) -> tuple[str, ...]:
+    """The statements each branch of `group` runs first: once where all are the same, else
+    each under an inner if on its own attribute values."""
+    runs = {}
+    for values in group.values:
+        runs.setdefault(entered[values], []).append(values)
+    if len(runs) == 1:
+        return next(iter(runs))
+    tests = [Variants(tuple(values), ()).condition(frozenset(fixed)) for values in runs.values()]
+    return (inner_if(list(zip(tests, map(list, runs))), complete=True),)
 
 
 def _complementary(conditions: list[str]) -> bool:

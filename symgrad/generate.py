@@ -62,6 +62,8 @@ def _second_order(raw: list) -> OpCode | LinearSecondOrder | None:
     """The gradient op's code, for every variant or none (see `symgrad.second_order`); where
     it does not derive, an op linear in each input has its second order composed of its own
     functions."""
+    if all(v is None for d in raw for v in d.vjp.values()):  # piecewise constant (Floor, Sign):
+        return LinearSecondOrder(())  # no gradient, so a zero second order: linear in nothing
     code = _gradient_op_code(raw)
     if code is None:
         linear = {linear_inputs(d) for d in raw}

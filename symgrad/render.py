@@ -312,15 +312,28 @@ def print_function_body(function: ir.Function, printer, op: ir.OpCode, prologue:
     printed = [] if printed is None else printed
     if len(function.branches) == 1 and not function.branches[0].attr_values:
         printed.append({})
+        lines += _shapes_checked(function.branches[0], op)
         lines += [line for s in _body(function.branches[0], printer) for line in _lines(s, printer, op, printed[-1])]
         return "\n".join(lines)
-    branches = []
+    branches, entries = [], []
     for branch in function.branches:
         printed.append({})
         statements = ["\n".join(_lines(s, printer, op, printed[-1])) for s in _body(branch, printer)]
         branches.append((branch.attr_values, statements))
+        entries.append(tuple(_shapes_checked(branch, op)))
     names = ", ".join(f"{name}={{{name}!r}}" for name, _ in function.branches[0].attr_values)
-    return "\n".join(lines + dispatch.chain(branches, f'raise ValueError(f"{op.name}: unsupported attributes {names}")'))
+    error = f'raise ValueError(f"{op.name}: unsupported attributes {names}")'
+    return "\n".join(lines + dispatch.chain(branches, error, entries))
+
+
+def _shapes_checked(branch: ir.Branch, op: ir.OpCode) -> list[str]:
+    """The call of the runtime's `_check_shapes` on the inputs of a branch's `entry_shapes`
+    (each as `(x, ..., "M", 3)`, as declared), or none where nothing would be checked: the
+    same Python in every target."""
+    declared = [s for s in branch.entry_shapes if s.sizes or not s.batched]
+    axes = lambda shape: ("...",) * shape.batched + tuple(repr(size) for size in shape.sizes)
+    arguments = ", ".join(f"{s.x}=({', '.join((s.x,) + axes(s))}{',' * (not axes(s))})" for s in declared)
+    return [f"_check_shapes({op.name!r}, {arguments})"] if declared else []
 
 
 def _body(branch: ir.Branch, printer) -> tuple:

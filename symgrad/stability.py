@@ -38,7 +38,8 @@ overflow; `stabilized` applies every rule to an expression of a real op, bottom-
 
 A declaration is rewritten before it is differentiated (its derivatives are then those of
 `sigmoid` and `softplus`, which are bounded), and each derived gradient again (a derivative
-may build the forms anew). Complex ops are left as declared: these identities are for reals.
+may build the forms anew). A complex op's declaration is rewritten by `logistic` alone, with
+whole powers, the one rule whose rewrite holds for complex values: the others are for reals.
 """
 
 from __future__ import annotations
@@ -73,9 +74,10 @@ def softplus_rule(node) -> sp.Expr | None:
     return None
 
 
-def logistic(factors: list) -> sp.Expr | None:
+def logistic(factors: list, whole: bool = False) -> sp.Expr | None:
     """exp(u)**p / (1 + exp(u))**q -> sigmoid forms, q a number or a symbol (an attribute:
-    a focal loss's `(1 - p)**gamma`)."""
+    a focal loss's `(1 - p)**gamma`); `whole`: only where p and q are whole numbers, for
+    which the rewrite is an identity of complex values too."""
     for k, factor in enumerate(factors):
         base, power = factor.as_base_exp()
         u = _one_plus_exp(base)
@@ -83,8 +85,16 @@ def logistic(factors: list) -> sp.Expr | None:
             continue
         rest = factors[:k] + factors[k + 1 :]
         p, rest = _exp_power_of(u, rest)
+        if whole and not (p.is_integer and power.is_integer):
+            continue
         return sp.Mul(*rest) * _logistic(u, p, -power)
     return None
+
+
+def whole_logistic(factors: list) -> sp.Expr | None:
+    """`logistic` where its powers are whole numbers: a complex op's sigmoid, `1/(1 + exp(-x))`,
+    is one function, computed without overflow, whose derivative is bounded."""
+    return logistic(factors, whole=True)
 
 
 def _exp_power_of(u, factors: list) -> tuple[sp.Expr, list]:
@@ -326,19 +336,21 @@ RULES = (
 )
 
 
-def stabilized(expr: sp.Expr) -> sp.Expr:
+COMPLEX_RULES = on_products(whole_logistic)  # those whose rewrites are identities of complex values
+
+
+def stabilized(expr: sp.Expr, rules: tuple = RULES) -> sp.Expr:
     """`expr` with every rule applied wherever it matches, innermost first."""
     if not isinstance(expr, sp.Basic):
         return expr
-    for rule in RULES:
+    for rule in rules:
         expr = expr.replace(lambda node: rule(node) is not None, rule)
     return expr
 
 
 def stabilized_outputs(variant):
-    """`variant` (an `OpVariant`) with its outputs' and stages' expressions stabilized; as
-    declared where the op is complex."""
-    if variant.decl.complex_ok or variant.decl.wirtinger:
-        return variant
-    restate = lambda outputs: tuple(dataclasses.replace(o, expr=stabilized(o.expr)) for o in outputs)
+    """`variant` (an `OpVariant`) with its outputs' and stages' expressions stabilized; where
+    the op is complex, by the rules whose rewrites hold for complex values."""
+    rules = COMPLEX_RULES if variant.decl.complex_ok or variant.decl.wirtinger else RULES
+    restate = lambda outputs: tuple(dataclasses.replace(o, expr=stabilized(o.expr, rules)) for o in outputs)
     return dataclasses.replace(variant, outputs=restate(variant.outputs), stages=restate(variant.stages))

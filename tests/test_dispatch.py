@@ -45,6 +45,31 @@ def test_bodies_differing_in_the_axis_become_one_reading_it():
     ]
 
 
+def test_entry_statements_stay_out_of_the_merging():
+    """A branch's entry statements (its inputs' shapes checked) run first: once before the
+    chain where every branch's are the same; where the branches merged check other shapes,
+    each its own under an inner if, and the bodies still merge."""
+    same = [("check(x, 'N')",)] * len(AXES)
+    assert chain(AXES, ERROR, same) == ["check(x, 'N')"] + chain(AXES, ERROR)
+    own = [(f"check(x, {a})",) for a in (-1, -2, -3)]
+    assert chain(AXES, ERROR, own) == [
+        "if axis in (-1, -2, -3):",
+        "    if axis == -1:",
+        "        check(x, -1)",
+        "    elif axis == -2:",
+        "        check(x, -2)",
+        "    else:",
+        "        check(x, -3)",
+        "    t0 = len(x)",
+        "    out = x[axis] + t0",
+        "else:",
+        f"    {ERROR}",
+    ]
+    check = lambda x, a: None
+    for axis in (-1, -2, -3):
+        assert _run(chain(AXES, ERROR, own), axis=axis, check=check) == _run(_per_variant(AXES), axis=axis)
+
+
 def test_a_literal_offset_from_the_attribute_is_read_as_such():
     branches = [((("axis", a),), [f"out = x[{a - 2}]"]) for a in (0, 1)]
     assert chain(branches, ERROR)[:2] == ["if axis in (0, 1):", "    out = x[axis - 2]"]

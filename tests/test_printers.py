@@ -104,7 +104,7 @@ def test_a_size_scalar_keeps_its_parentheses_inside_a_product(printer):
 
 
 # IR classes that are not values: statements and the functions and ops they make up
-STRUCTURE = {"Assign", "Branch", "Convention", "Formula", "Function", "LinearSecondOrder", "OpCode", "Recompute", "Requested", "Unset"}
+STRUCTURE = {"Assign", "Branch", "Convention", "DeclaredShape", "Formula", "Function", "LinearSecondOrder", "OpCode", "Recompute", "Requested", "Unset"}
 IR_VALUES = sorted(
     name for name, cls in inspect.getmembers(ir, inspect.isclass)
     if cls.__module__.startswith(ir.__name__ + ".") and dataclasses.is_dataclass(cls) and name not in STRUCTURE

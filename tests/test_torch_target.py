@@ -81,6 +81,26 @@ def test_gradcheck_and_gradgradcheck(torch, torch_module, stem, op, shapes, attr
     assert torch.autograd.gradgradcheck(lambda *x: function(*x, **attrs), inputs)
 
 
+@pytest.mark.parametrize("grad_mode", ["no input requires grad", "under no_grad", "requires grad"])
+def test_compiled_with_fullgraph_for_inference_too(torch, torch_module, grad_mode):
+    """torch.compile(fullgraph=True) of generated ops (MatMul; LayerNorm, with stages) where no
+    input requires grad, as in inference: dynamo calls a Function's forward with a ctx first
+    unless its arguments are as many as the forward's parameters, so the Function's forward
+    has one per input (it failed with TypeError: 'Function' object is not iterable)."""
+    import contextlib
+
+    matmul, composed = torch_module("matmul"), torch_module("composed")
+    grad = grad_mode == "requires grad"
+    x = torch.tensor(RNG.normal(size=(3, 5)), requires_grad=grad)
+    w, gamma, beta = (torch.tensor(RNG.normal(size=shape)) for shape in ((5, 4), (4,), (4,)))
+    model = lambda x: composed.layer_norm(matmul.matmul(x, w), gamma, beta).sum()
+    reference = lambda x: torch.nn.functional.layer_norm(x @ w, (4,), gamma, beta).sum()
+    torch._dynamo.reset()
+    with torch.no_grad() if grad_mode == "under no_grad" else contextlib.nullcontext():
+        got = torch.compile(model, fullgraph=True)(x)
+    _close(got.detach(), reference(x).detach(), 1e-10)
+
+
 def test_second_order_through_the_derived_gradient(torch, torch_module):
     """The Hessian of a composed op with stages (LayerNorm) through its derived backward equals
     PyTorch's second derivative of the formula itself, and is not silently zero."""

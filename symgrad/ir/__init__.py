@@ -39,7 +39,7 @@ from symgrad.ir.arrays import (
     Transpose,
     ZerosLike,
 )
-from symgrad.ir.code import Assign, Branch, Convention, Formula, Function, LinearSecondOrder, OpCode, Recompute, Requested, Unset, statements
+from symgrad.ir.code import Assign, Branch, Convention, DeclaredShape, Formula, Function, LinearSecondOrder, OpCode, Recompute, Requested, Unset, statements
 from symgrad.ir.kernels import Convolution, Gather, MaxPoolBackprop, ScatterAdd
 from symgrad.ir.shapes import (
     Arange,
@@ -60,7 +60,7 @@ from symgrad.ir.values import Value, names_in, reads
 
 __all__ = [
     "Arange", "AsTuple", "AsValues", "Assign", "Branch", "BroadcastTo", "BroadcastToShape", "Conj", "Constant", "Convention", "Convolution",
-    "DiagPart", "DimSize", "Einsum", "Elementwise", "Expand", "Eye", "Flip", "Formula", "Function", "FusedCall", "Gather",
+    "DeclaredShape", "DiagPart", "DimSize", "Einsum", "Elementwise", "Expand", "Eye", "Flip", "Formula", "Function", "FusedCall", "Gather",
     "IndexArith", "IntArray", "IntSize", "Iota", "Length", "LinearSecondOrder", "MatMul", "MaxPoolBackprop",
     "MergeAxes", "NegativeAxes", "NegativeAxis", "OpCode", "Rank", "Recompute", "Reduce", "Requested", "Scan", "ScatterAdd",
     "Softmax", "SoftmaxBackward", "SplitAxis", "Squeeze", "Stack", "SumToShape", "Transpose", "Unset", "Value", "ZerosLike", "axis_size", "names_in", "reads",

@@ -82,6 +82,21 @@ class Formula:
 
 
 @dataclass(frozen=True)
+class DeclaredShape:
+    """An input's shape as its declaration gives it, checked where the op is entered: per axis
+    a dim's name (one size wherever the dim appears), a size, or None (not checked: a product
+    of sizes, an attribute)."""
+
+    x: str  # input
+    sizes: tuple[str | int | None, ...]  # its axes', after any leading batch axes
+    batched: bool = False  # any number of leading batch axes come first (`...`)
+
+    def __str__(self) -> str:
+        sizes = ("...",) * self.batched + tuple("?" if s is None else str(s) for s in self.sizes)
+        return f"{self.x}: ({', '.join(sizes)}{',' if len(sizes) == 1 else ''})"
+
+
+@dataclass(frozen=True)
 class Branch:
     """The statements for one combination of enumerated attribute values."""
 
@@ -94,6 +109,7 @@ class Branch:
     # target whose code is differentiated again (`guards.guarded`); None: `body` is that
     guarded_body: tuple[Assign | Recompute, ...] | None = None
     formulas: tuple[Formula, ...] = ()  # a gradient's values in index notation (its docstring's)
+    entry_shapes: tuple[DeclaredShape, ...] = ()  # a forward's inputs', checked before its statements
 
 
 @dataclass(frozen=True)
@@ -130,7 +146,8 @@ class LinearSecondOrder:
     the upstream gradient, sum_x op(inputs with x := v_x) (a Jacobian-vector product); w.r.t.
     input x, sum_{y != x} op_grad(grad, inputs with y := v_y)[x] (a Hessian-vector product)."""
 
-    linear_in: tuple[str, ...]  # the inputs with a gradient, in op order
+    linear_in: tuple[str, ...]  # the inputs with a gradient, in op order (none: an op with no
+    # gradient at all, Floor, whose second order is zero)
 
     def __str__(self) -> str:
         return f"linear in {', '.join(self.linear_in)}"

@@ -23,6 +23,7 @@ from symgrad.ir import (
     Assign,
     ScatterAdd,
     Branch,
+    DeclaredShape,
     Elementwise,
     Function,
     OpCode,
@@ -51,7 +52,7 @@ def lower_op(op: OpSignature, derivations: list[Derivation]) -> OpCode:
     forward = Function(
         params=inputs,
         prologue=axes,
-        branches=tuple(_cast_outputs(op, _unpacked(op, d, _lower_forward(op, d))) for d in derivations),
+        branches=tuple(_entry_checked(op, d, _cast_outputs(op, _unpacked(op, d, _lower_forward(op, d)))) for d in derivations),
         results=outputs,
     )
     vjp, used = _vjp_function(op, derivations, grads + inputs + outputs, axes)
@@ -116,6 +117,31 @@ def _promoted_upstream(op: OpSignature, derivation: Derivation, grads: tuple) ->
         for g, out in zip(grads, derivation.variant.outputs)
         if kinds.get(out.name) not in ("complex", None)
     )
+
+
+def _entry_checked(op: OpSignature, derivation: Derivation, branch: Branch) -> Branch:
+    """A tensor op's forward, checking first that its inputs have the shapes declared (an
+    elementwise op's broadcast, and a list input's tensors are unpacked in the branch)."""
+    if op.elementwise:
+        return branch
+    params = set(_params(op, derivation))
+    shapes = tuple(_declared_shape(op, t) for t in derivation.variant.inputs if t.name in params)
+    return dataclasses.replace(branch, entry_shapes=shapes)
+
+
+def _declared_shape(op: OpSignature, tensor) -> DeclaredShape:
+    """The shape `tensor`'s declaration gives: a dim by its name, a size as an int; a product
+    of sizes (a group of axes), an attribute or an expression is not checked."""
+    sizes = tuple(tensor.merged_shape)
+    batched = bool(sizes) and sizes[0] == BATCH_DIM
+    attrs = {a.name for a in op.numeric_attrs}
+
+    def declared(size):
+        if isinstance(size, sp.Integer):
+            return int(size)
+        return size.name if isinstance(size, sp.Symbol) and size.name not in attrs else None
+
+    return DeclaredShape(tensor.name, tuple(map(declared, sizes[batched:])), batched)
 
 
 def _cast_to_input_dtypes(derivation: Derivation, branch: Branch) -> Branch:

@@ -45,7 +45,7 @@ from symgrad.verify.compare import (
 from symgrad.verify.ops_under_test import DerivedOp, Variant
 from symgrad.verify.differences import STEP, differences, judge, stacked, unit
 from symgrad.verify.report import UNSTABLE_FORWARD, Result, summarize
-from symgrad.verify.sources import Gradients, Skipped, derived_sources
+from symgrad.verify.sources import FrameworkLimit, Gradients, Skipped, derived_sources
 
 FULL_JACOBIAN_MAX = 64
 PROJECTIONS = 6
@@ -124,9 +124,10 @@ def _check_row(
     row: Result, variant, forward, boundary, cases: list[Case], source, outcomes, quick: bool = False,
     memos: list[dict] | None = None,
 ) -> Result:
-    diffs, findings, compared, skipped = [], [], 0, 0
+    diffs, findings, compared, skipped, limits = [], [], 0, 0, []
     for case, outcome, memo in zip(cases, outcomes, memos or [None] * len(cases)):
         if isinstance(outcome, Skipped):
+            limits += [outcome] if isinstance(outcome, FrameworkLimit) else []
             continue
         if isinstance(outcome, GradientCallError):
             findings.append(Finding("error", case, f"{source.label} {outcome}"))
@@ -143,7 +144,10 @@ def _check_row(
         if quick and f:
             d, f, s = check_case(variant, forward, boundary, case, outcome.grads, FULL_JACOBIAN_MAX, memo)
         diffs, findings, skipped = diffs + d, findings + f, skipped + s
-    chosen = summarize(row, diffs, findings, compared, skipped)
+    if limits and not compared and not findings:  # the framework computes none of them
+        row.status, row.skipped, row.message = "unavailable", len(limits), f"{source.label} {limits[0].reason}"
+        return row
+    chosen = summarize(row, diffs, findings, compared, skipped + len(limits))
     if chosen is not None:
         row.detail.update(expected_from=row.reference, got_from=source.label)
         _pinpoint(row, chosen, variant, forward, boundary, source)

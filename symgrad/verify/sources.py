@@ -38,6 +38,26 @@ class Skipped:
 
 
 @dataclass(frozen=True)
+class FrameworkLimit(Skipped):
+    """The framework computes no such value itself: a derivative it does not implement
+    (PyTorch's of `zeta`), a kernel it lacks for these attributes (TensorFlow's CPU
+    convolutions differentiate no dilated backprop again). Not the derived gradient's fault: a
+    row with nothing else to compare is `unavailable`, saying why."""
+
+
+# how PyTorch, TensorFlow and JAX say they do not implement something
+_NOT_IMPLEMENTED = ("is not implemented", "not yet support", "Unimplemented")
+
+
+def call_failed(exc: BaseException, what: str = "") -> "Skipped | GradientCallError":
+    """The outcome of a gradient function that raised `exc` (in `what`, a derivative): a
+    `FrameworkLimit` where the framework says it does not implement it, else an error."""
+    text = f"raised{f', in {what},' if what else ''} {_error_text(exc)}"
+    limit = isinstance(exc, NotImplementedError) or any(p in f"{type(exc).__name__}: {exc}" for p in _NOT_IMPLEMENTED)
+    return FrameworkLimit(text) if limit else GradientCallError(text)
+
+
+@dataclass(frozen=True)
 class Unavailable:
     """A target that cannot express the op (JAX has no Bessel K): no source, a row saying why."""
 
@@ -135,7 +155,7 @@ class NumpyFunction:
                 inputs = _input_args(variant, case.inputs)
                 result = self.fn(*_upstream_args(variant, case.upstream), *inputs, **self._kwargs(variant, case))
         except Exception as exc:  # the function under test failed: report it, go on
-            return GradientCallError(f"raised {_error_text(exc)}")
+            return call_failed(exc)
         if isinstance(result, np.ndarray) and len(variant.inputs) == 1:
             result = [result]
         if not isinstance(result, (list, tuple)):

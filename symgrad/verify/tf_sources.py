@@ -11,7 +11,7 @@ from symgrad.dtypes import output_dtype
 from symgrad.verify.cases import Case, call_forward
 from symgrad.verify.compare import GradientCallError, upstream_names
 from symgrad.verify.ops_under_test import Variant, import_tf
-from symgrad.verify.sources import Gradients, Skipped, _as_list, _error_text
+from symgrad.verify.sources import Gradients, Skipped, _as_list, _error_text, call_failed
 
 
 def tf_raw_op(variant: Variant):
@@ -125,7 +125,7 @@ class TfGradientFunction:
     def _halves(self, tf, items: list[tuple], exc: Exception) -> list:
         """Each half of items that failed together (with `exc`) run on its own."""
         if len(items) == 1:
-            return [GradientCallError(f"raised {_error_text(exc)}")]
+            return [call_failed(exc)]
         middle = len(items) // 2
         return self._run_halving(tf, items[:middle]) + self._run_halving(tf, items[middle:])
 
@@ -162,7 +162,7 @@ class TfGradientFunction:
             grads = _as_list(self.fn(outs[0].op, *upstream))
             return [None if g is None else tf.convert_to_tensor(g) for g in grads]
         except Exception as exc:  # the function under test failed
-            failures[k] = GradientCallError(f"raised {_error_text(exc)}")
+            failures[k] = call_failed(exc)
             return []
 
     def _finish(self, variant: Variant, grads: list):
@@ -197,7 +197,7 @@ class TfGradientFunction:
         except GradientCallError as exc:
             return exc
         except Exception as exc:  # the function under test failed
-            return GradientCallError(f"raised {_error_text(exc)}")
+            return call_failed(exc)
 
     def call_lines(self, variant: Variant) -> list[str]:
         if self.stand_in or tf_raw_op(variant) is None:
@@ -310,7 +310,7 @@ class TfRegistered:
         except tf.errors.OpError as exc:  # a kernel of TensorFlow's gradient refuses the inputs
             return Skipped(f"{self.label} fails: {_error_text(exc)}")
         except Exception as exc:  # TensorFlow's gradient failed
-            return GradientCallError(f"raised {_error_text(exc)}")
+            return call_failed(exc)
         grads = [tf.convert_to_tensor(g) for g in grads]
         return Gradients(_numpy(grads), tuple(o.numpy() for o in outs))
 

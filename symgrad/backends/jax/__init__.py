@@ -24,7 +24,7 @@ from symgrad.render import (
 )
 from symgrad.verify.sources import Unavailable
 
-RUNTIME = (Path(__file__).with_name("runtime.py"), Path(__file__).parent.parent / "leading_axes.py")  # the helpers of the runtime module generated modules import
+RUNTIME = (Path(__file__).with_name("runtime.py"),) + tuple(Path(__file__).parent.parent / name for name in ("leading_axes.py", "shape_checks.py"))  # the helpers of the runtime module generated modules import
 PRINTER = JaxPrinter  # prints the IR and SymPy expressions as this target's code
 
 

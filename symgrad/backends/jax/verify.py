@@ -14,8 +14,8 @@ import os
 
 import numpy as np
 
-from symgrad.verify.compare import GradientCallError, upstream_names
-from symgrad.verify.sources import Gradients, Skipped, _error_text, _input_args, accepted_kwargs, derived_import_lines
+from symgrad.verify.compare import upstream_names
+from symgrad.verify.sources import Gradients, Skipped, _error_text, _input_args, accepted_kwargs, call_failed, derived_import_lines
 
 
 def tracing_errors() -> tuple:
@@ -103,7 +103,7 @@ class JaxFunction(_JaxSource):
                 raise
             return Skipped(f"{self.label}: {_error_text(exc)}")
         except Exception as exc:  # the function under test failed: report it, go on
-            return GradientCallError(f"raised {_error_text(exc)}")
+            return call_failed(exc)
         result = [None] * len(inputs)
         for k, g in zip(free, grads):
             result[k] = np.asarray(g)
@@ -198,7 +198,7 @@ class JaxSecondOrder(_JaxSource):
             cotangents = [jax.numpy.asarray(case.upstream[k]) for k in free]
             grad_ups, grad_xs = _tensorflow_vjp(jax, gradient, first, (ups, [xs[k] for k in free]), cotangents)
         except Exception as exc:  # the function under test failed: report it, go on
-            return GradientCallError(f"raised {_error_text(exc)}")
+            return call_failed(exc)
         # an integer output's upstream gradient has none: JAX's float0 cotangent
         as_array = lambda g: None if g.dtype == jax.dtypes.float0 else np.asarray(g)
         result = [as_array(g) for g in grad_ups] + [None] * len(xs)

@@ -21,7 +21,7 @@ from symgrad.render import (
 from symgrad.second_order import PREFIX
 from symgrad.verify.sources import NumpyFunction, derived_import_lines
 
-RUNTIME = (Path(__file__).with_name("runtime.py"),)  # the helpers of the runtime module generated modules import
+RUNTIME = (Path(__file__).with_name("runtime.py"), Path(__file__).parent.parent / "shape_checks.py")  # the helpers of the runtime module generated modules import
 PRINTER = NumpyPrinter  # prints the IR and SymPy expressions as this target's code
 
 
@@ -83,13 +83,15 @@ def linear_second_order(op: ir.OpCode, linear_in: tuple[str, ...]) -> dict:
         lines.append(f"grad_{x} = {' + '.join(terms)}" if terms else f"grad_{x} = None  # {op.func_name}_grad does not read {x}")
     results = [f"grad_{grad}"] + [f"grad_{x}" if x in linear_in else "None" for x in op.inputs]
     inputs = ", ".join(linear_in)
+    if not linear_in:  # no gradient: the second order is zero (None), whatever the cotangents
+        lines, results = [], ["None"] * len(results)
     return {
         "linear": True,
         "func_name": op.func_name,
         "grad_signature": signature(
             [f"grad_{PREFIX}{x}" for x in op.inputs] + list(op.grads) + list(op.inputs), attr_params(op)
         ),
-        "doc": f"{op.name} is linear in {inputs}{' separately' if len(linear_in) > 1 else ''}: its "
+        "doc": f"{op.name} has no gradient, so its second order is zero" if not linear_in else f"{op.name} is linear in {inputs}{' separately' if len(linear_in) > 1 else ''}: its "
         f"second order is its own forward (w.r.t. {grad}) and gradient (w.r.t. {inputs}), each at "
         "the inputs with one replaced by its cotangent",
         "inputs": ", ".join([grad] + list(op.inputs)),

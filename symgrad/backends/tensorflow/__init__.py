@@ -24,7 +24,7 @@ from symgrad.render import (
 from symgrad.verify.sources import derived_import_lines
 from symgrad.verify.tf_sources import TfGradientFunction
 
-RUNTIME = tuple(Path(__file__).with_name(name) for name in ("runtime.py", "kernels.py"))  # the helpers of the runtime module generated modules import
+RUNTIME = tuple(Path(__file__).with_name(name) for name in ("runtime.py", "kernels.py")) + (Path(__file__).parent.parent / "shape_checks.py",)  # the helpers of the runtime module generated modules import
 PRINTER = TensorflowPrinter  # prints the IR and SymPy expressions as this target's code
 
 

@@ -31,6 +31,7 @@ from symgrad.verify.sources import Unavailable
 
 RUNTIME = tuple(Path(__file__).with_name(name) for name in ("autograd.py", "runtime.py")) + (
     Path(__file__).parent.parent / "leading_axes.py",
+    Path(__file__).parent.parent / "shape_checks.py",
 )  # the helpers of the runtime module generated modules import
 PRINTER = TorchPrinter  # prints the IR and SymPy expressions as this target's code
 

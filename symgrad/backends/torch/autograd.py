@@ -42,6 +42,18 @@ def _kept(reads, needed):
     return {name for x, n in zip(reads, needed) if n for name in reads[x].split()}
 
 
+def _run_signature(forward, run) -> inspect.Signature:
+    """`run(attrs, *inputs)`'s signature: (attrs, one parameter per input of `forward`), or
+    `run`'s own where `forward` takes a list input (any number of tensors)."""
+    parameters = inspect.signature(forward).parameters.values()
+    if any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return inspect.signature(run)
+    only = inspect.Parameter.POSITIONAL_ONLY
+    inputs = [p.replace(kind=only) for p in parameters if p.kind == p.POSITIONAL_OR_KEYWORD]
+    first = "attrs" if all(p.name != "attrs" for p in inputs) else "attrs_"  # an input named attrs
+    return inspect.Signature([inspect.Parameter(first, only), *inputs])
+
+
 def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_only="", reads=None):
     """`forward(*inputs, **attrs)` as a `torch.autograd.Function` (`_<name>Function`) whose
     backward is the derived `vjp(cotangents..., *inputs, **outputs read, **stages, **attrs)`:
@@ -100,8 +112,10 @@ def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_o
 
     # `Function.apply` binds its arguments to `forward`'s signature on every call: computed
     # once here instead (`inspect.signature` reads `__signature__`), a third of a small op's
-    # Python overhead
-    run.__signature__ = inspect.signature(run)
+    # Python overhead. One parameter per input where the inputs are fixed: torch.compile, given
+    # no input that requires grad, passes `forward` a ctx unless the arguments are as many as
+    # its parameters
+    run.__signature__ = _run_signature(forward, run)
     methods = {"forward": run, "setup_context": setup_context, "backward": backward}
     members = {k: staticmethod(m) for k, m in methods.items()}
     members["generate_vmap_rule"] = True  # torch.func.vmap, grad and jacrev run it as it is

@@ -36,6 +36,15 @@ class TorchPrinter(NamesakePrinter):
     missing = frozenset(f"scipy.special.{name}" for name in MISSING)
     computes_requested = True  # the backward passes `ctx.needs_input_grad` as `needs_grad`
 
+    def begin_function(self, op) -> None:
+        super().begin_function(op)
+        self._complex_op = op.complex_ok
+
+    def _print_sigmoid(self, expr):  # torch's complex sigmoid is NaN where exp(-x) overflows
+        if getattr(self, "_complex_op", False):
+            return f"_sigmoid({self._print(expr.args[0])})"
+        return super()._print_sigmoid(expr)
+
     # --- fused elementwise kernels (`symgrad.lowering.pointwise_kernels`) ---
 
     def _print_gelu_tanh(self, expr):

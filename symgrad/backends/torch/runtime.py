@@ -18,6 +18,17 @@ def _conj(x):
     return torch.conj(x) if torch.is_complex(x) else x
 
 
+def _sigmoid(x):
+    """torch's sigmoid for real x; for complex x the formula with an exponential of modulus at
+    most 1 (`exp(x) / (1 + exp(x))` where the real part is negative): torch's own is NaN where
+    exp(-x) overflows (x = -1000 + 0.4j), though the value is finite (0)."""
+    if not x.is_complex():
+        return torch.sigmoid(x)
+    right = x.real >= 0
+    e = torch.exp(torch.where(right, -x, x))
+    return torch.where(right, torch.ones_like(e), e) / (1 + e)
+
+
 def _tensors(a, b):
     """`a` and `b` as tensors: a Python number in the dtype of the other."""
     like = a if isinstance(a, torch.Tensor) else b

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from symgrad.verify.compare import GradientCallError, upstream_names
-from symgrad.verify.sources import Gradients, Skipped, _error_text, _input_args, accepted_kwargs, derived_import_lines
+from symgrad.verify.compare import upstream_names
+from symgrad.verify.sources import Gradients, Skipped, _error_text, _input_args, accepted_kwargs, call_failed, derived_import_lines
 
 
 class _TorchSource:
@@ -33,7 +33,7 @@ class _TorchSource:
         try:
             return self._gradients(variant, case)
         except Exception as exc:  # the function under test failed: report it, go on
-            return GradientCallError(f"raised {_error_text(exc)}")
+            return call_failed(exc)
 
     def _outputs(self, variant, inputs: list) -> list:
         """The function's outputs at `inputs` (tensors) as one flat list."""
