@@ -83,17 +83,20 @@ def linear_second_order(op: ir.OpCode, linear_in: tuple[str, ...]) -> dict:
         lines.append(f"grad_{x} = {' + '.join(terms)}" if terms else f"grad_{x} = None  # {op.func_name}_grad does not read {x}")
     results = [f"grad_{grad}"] + [f"grad_{x}" if x in linear_in else "None" for x in op.inputs]
     inputs = ", ".join(linear_in)
-    if not linear_in:  # no gradient: the second order is zero (None), whatever the cotangents
+    if linear_in:
+        doc = (f"{op.name} is linear in {inputs}{' separately' if len(linear_in) > 1 else ''}: its second "
+               f"order is its own forward (w.r.t. {grad}) and gradient (w.r.t. {inputs}), each at the "
+               "inputs with one replaced by its cotangent")
+    else:  # no gradient: the second order is zero (None), whatever the cotangents
         lines, results = [], ["None"] * len(results)
+        doc = f"{op.name} has no gradient, so its second order is zero"
     return {
         "linear": True,
         "func_name": op.func_name,
         "grad_signature": signature(
             [f"grad_{PREFIX}{x}" for x in op.inputs] + list(op.grads) + list(op.inputs), attr_params(op)
         ),
-        "doc": f"{op.name} has no gradient, so its second order is zero" if not linear_in else f"{op.name} is linear in {inputs}{' separately' if len(linear_in) > 1 else ''}: its "
-        f"second order is its own forward (w.r.t. {grad}) and gradient (w.r.t. {inputs}), each at "
-        "the inputs with one replaced by its cotangent",
+        "doc": doc,
         "inputs": ", ".join([grad] + list(op.inputs)),
         "body": "\n".join(lines),
         "results": ", ".join(results),
