@@ -7,7 +7,8 @@ with that bias, and `F.scaled_dot_product_attention(is_causal=True)`, in one pro
     python benchmarks/causal_attention.py [--threads N] [--repeats N] [--json FILE]
 
 Derived into a temporary folder first (every target verified, as `symgrad derive` does).
-Printed: the median milliseconds of each and its ratio to the additive-bias op. No time is
+Printed: the median milliseconds of each over interleaved rounds, and its ratio to the
+additive-bias op. No time is
 asserted anywhere.
 """
 
@@ -53,15 +54,19 @@ def cases(torch, module):
     return {name: (lambda call=call: torch.autograd.grad(call(), (q, k, v), grad)) for name, call in calls.items()}
 
 
-def timed(step, repeats: int) -> float:
-    for _ in range(3):
-        step()
-    times = []
+def timed(steps: dict, repeats: int) -> dict:
+    """The median milliseconds of each step, the steps run in turn in each of `repeats`
+    rounds (interleaved: a slow spell of the machine falls on all of them)."""
+    for step in steps.values():
+        for _ in range(3):
+            step()
+    times = {name: [] for name in steps}
     for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) * 1e3 for name, t in times.items()}
 
 
 def main() -> None:
@@ -75,7 +80,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as folder:
         steps = cases(torch, derived(Path(folder)))
-        results = {name: timed(step, args.repeats) for name, step in steps.items()}
+        results = timed(steps, args.repeats)
     reference = results["additive bias (ScaledDotProductAttention)"]
     for name, ms in results.items():
         print(f"{name:50s} {ms:8.2f} ms  {ms / reference:5.2f}x")

@@ -3,6 +3,8 @@
 * `combine_powers`: `x**y / x` becomes `x**(y - 1)`, finite at x == 0 (Pow's gradient).
 * `merge_equal_branches`: a `Piecewise` whose branches are one rational function is that
   function (Softplus, declared in two overflow-free branches, has one derivative).
+* `without_vanishing_ends`: a triangular range (`s <= t`) cut short at an end where its
+  terms vanish (a decay's gradient, finite at a decay of 0).
 * `avoid_overflow`: the rules of `symgrad.stability` (ratios of `exp` as `sigmoid` and
   `softplus`, finite where `exp` overflows) on each gradient.
 * `reuse.reuse_forward_outputs` and `reuse.reuse_tensor_outputs`: partials written in terms
@@ -38,6 +40,7 @@ def simplify(derivation: Derivation, reuse_outputs: bool = True) -> Derivation:
         if reuse_outputs:
             derivation = reuse_forward_outputs(derivation)
     else:
+        derivation = _map_tensor_values(derivation, without_vanishing_ends)
         derivation = reuse_tensor_outputs(derivation)
         derivation = fold_stage_gradients(derivation)
     return plain_point_values(derivation)
@@ -57,6 +60,48 @@ def _map_vjp(derivation: Derivation, rewrite) -> Derivation:
     """`derivation` with `rewrite` applied to every non-zero elementwise gradient."""
     vjp = {n: None if e is None else rewrite(e) for n, e in derivation.vjp.items()}
     return dataclasses.replace(derivation, vjp=vjp)
+
+
+def _map_tensor_values(derivation: Derivation, rewrite) -> Derivation:
+    """`derivation` with `rewrite` applied to every tensor gradient, a stage's too."""
+    vjp = {n: None if v is None else rewrite(v) for n, v in derivation.vjp.items()}
+    staging = derivation.staging
+    if staging is not None:
+        staging = dataclasses.replace(staging, grads={n: None if v is None else rewrite(v) for n, v in staging.grads.items()})
+    return dataclasses.replace(derivation, vjp=vjp, staging=staging)
+
+
+def without_vanishing_ends(value: TensorValue) -> TensorValue:
+    """`value` with each range bounded by another index (`s <= t`) cut short at an end where
+    its terms, taken together, vanish, where that lets their powers combine: a decay's gradient
+    `sum_{s <= t} (t - s) * a**(t - s) / a * x[s]` (SymPy's derivative of `a**(t - s)`, split
+    into a term in t and one in s) is `sum_{s < t} (t - s) * a**(t - s - 1) * x[s]`, finite at
+    a == 0 (the term at s == t is 0 * a**-1 there), and an exclusive scan."""
+    groups: dict = {}
+    for term in value.terms:
+        groups.setdefault(term.sums, []).append(term)
+    terms = []
+    for sums, group in groups.items():
+        combined = [sp.powsimp(t.factor, deep=True, combine="exp") for t in group]
+        total = sp.Add(*(t.factor for t in group))
+        if all(c == t.factor for c, t in zip(combined, group)) or total.atoms(ExprWithLimits):
+            terms += group  # no power to combine (or a reduction inside): as it was
+            continue
+        cut = tuple(_cut_end(limit, total, sums) for limit in sums)
+        terms += group if cut == sums else [Term(c, cut) for c in combined]
+    return TensorValue(value.indices, tuple(terms))
+
+
+def _cut_end(limit: tuple, total: sp.Expr, sums: tuple) -> tuple:
+    """`limit`, a bound naming another index moved in by one where `total` is 0 at it."""
+    index, low, high = limit
+    others = {k for k, _, _ in sums} | total.free_symbols
+    depends = lambda bound: bool(sp.sympify(bound).free_symbols & others - {index})
+    if depends(high) and sp.expand(total.xreplace({index: high})) == 0:
+        return index, low, high - 1
+    if depends(low) and sp.expand(total.xreplace({index: low})) == 0:
+        return index, low + 1, high
+    return limit
 
 
 def combine_powers(derivation: Derivation) -> Derivation:

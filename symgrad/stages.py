@@ -28,7 +28,7 @@ import sympy as sp
 from symgrad.declare import BATCH, BATCH_DIM, Tensor
 from symgrad.declaration import OpVariant, Output, TensorInput
 from symgrad.derivation import TensorValue, Term
-from symgrad.functions import logsumexp
+from symgrad.functions import indicator, logsumexp
 from symgrad.extrema import _Extremum, extremum_from
 from symgrad.validate import index_ranges, index_symbols
 
@@ -112,6 +112,7 @@ class _Stager:
         self.stages: list[Output] = []
         self.tensors: list[TensorInput] = []
         self.keys: dict = {}  # canonical form -> (stage tensor, its indices)
+        self.normalisers: set[str] = set()  # the stages made of a reduction
         self.taken = {t.name for t in variant.inputs} | {o.name for o in variant.outputs}
         self.taken |= {a.name for a in variant.decl.attrs} | {s.name for s in variant.stages}
         differentiable = {t.name for t in variant.inputs if not t.integer} | {s.name for s in variant.stages}
@@ -139,7 +140,10 @@ class _Stager:
             for lim in expr.limits:
                 self.ranges.setdefault(lim[0], (lim[1], lim[2]))
             body = self._visit(expr.function, context + bound, linear=False)
-            expr = expr.func(body, *expr.limits)
+            limits = expr.limits
+            if isinstance(expr, sp.Sum):
+                body, limits = self._weights_staged(body, context, limits)
+            expr = expr.func(body, *limits)
             # a cumulative log-sum-exp, even at the top: its gradient reads it inside a sum
             return self._as_stage(expr, context, create=not linear)
         if not expr.args or isinstance(expr, sp.Indexed):
@@ -162,8 +166,46 @@ class _Stager:
             return expr.func(*args)
         return expr.func(*[self._visit(a, context, False) for a in expr.args])
 
-    def _as_stage(self, reduction, context: tuple, create: bool):
-        """A read of the stage `reduction` is (made if `create`), else `reduction` itself."""
+    def _weights_staged(self, body: sp.Expr, context: tuple, limits: tuple) -> tuple:
+        """(`body`, `limits`), a Sum's summand and limits, with the summand's weights read from
+        a stage where the Sum is a weighted contraction, as attention's `sum_j w[i, j] * v[j, e]`
+        with `w[i, j] = exp(s[i, j] - m[i]) / sum_l exp(s[i, l] - m[i])`, masked or not:
+
+        * the weights: the summand's factors over indices that are not plain entries, together,
+          reading a summed index;
+        * a contraction: another factor reads an index the weights do not;
+        * normalised: the weights read a staged reduction over the summed index (a row's sum or
+          maximum; `tanh(sum1[i, h])` in `sum_h tanh(sum1[i, h]) * w[h, j]` is no weights).
+
+        Differentiated in place, such weights' row sum couples the summed index with the other
+        factor's (a product of three tensors, or an intermediate over both); through a stage the
+        gradient is a matmul and a softmax's row kernel, as a hand-written one is. A range
+        bounded by another index (`(j, 0, i)`) is the stage's mask, the stage 0 outside it, and
+        the Sum then runs over the whole axis."""
+        bound = tuple(lim[0] for lim in limits)
+        weighted = [f for f in sp.Mul.make_args(body) if index_symbols(f) and not isinstance(f, sp.Indexed)]
+        weights = sp.Mul(*weighted)
+        axes = index_symbols(weights)
+        summed = axes & set(bound)
+        if not summed or axes >= index_symbols(body) or not self._reads_normaliser(weights, summed):
+            return body, limits
+        masked = weights * sp.Mul(*(_range_mask(lim) for lim in limits if lim[0] in axes))
+        read = self._as_stage(masked, context + bound, create=True, kind="weights")
+        if read is masked:
+            return body, limits
+        whole = tuple((i, 0, self._highest(i)) if i in axes else (i, low, high) for i, low, high in limits)
+        return sp.Mul(*(f for f in sp.Mul.make_args(body) if f not in weighted)) * read, whole
+
+    def _reads_normaliser(self, weights: sp.Expr, summed: set) -> bool:
+        """`weights` read a staged reduction over the summed indices: a stage indexed by
+        neither of them (a row's sum or maximum), where the weights read them elsewhere."""
+        reads = [e for e in weights.atoms(sp.Indexed) if str(e.base.label) in self.normalisers]
+        scalars = {s.name for s in weights.free_symbols if isinstance(s, sp.Symbol)} - {str(e.base.label) for e in reads}
+        return bool(scalars & self.normalisers) or any(not summed & index_symbols(read) for read in reads)
+
+    def _as_stage(self, reduction, context: tuple, create: bool, kind: str | None = None):
+        """A read of the stage `reduction` is (made if `create`), else `reduction` itself;
+        `kind` names it (by default, the kind of reduction)."""
         free = index_symbols(reduction)
         indices = self._laid_out(tuple(i for i in context if i in free))
         if set(indices) != free or not self._reads_differentiable(reduction) or _running(reduction):
@@ -172,7 +214,9 @@ class _Stager:
         if key not in self.keys:
             if not create or not all(self._rectangular(i) for i in indices):
                 return reduction
-            name = self._fresh_name(reduction)
+            name = self._fresh_name(kind or next((AUTO_NAMES[c] for c in AUTO_NAMES if isinstance(reduction, c)), "affine"))
+            if isinstance(reduction, REDUCTIONS):
+                self.normalisers.add(name)
             own = {i: self._own_axis(i, name) for i in indices}  # computed over 0 to its highest
             sizes = tuple((own[i], self._highest(i) + 1) for i in indices if not self._subscripts_axis(reduction, i))
             self.add(Output(name, tuple(own.values()), reduction.xreplace(own), sizes))
@@ -237,13 +281,24 @@ class _Stager:
     def _subscripts_axis(expr, index) -> bool:
         return any(index in e.indices for e in expr.atoms(sp.Indexed))
 
-    def _fresh_name(self, reduction) -> str:
-        kind = next((AUTO_NAMES[c] for c in AUTO_NAMES if isinstance(reduction, c)), "affine")
+    def _fresh_name(self, kind: str) -> str:
         for n in itertools.count(1):
             name = f"{kind}{n}"
             if name not in self.taken:
                 self.taken.add(name)
                 return name
+
+
+def _range_mask(limit) -> sp.Expr:
+    """1 inside the range of `limit` where a bound names another index (`indicator(j <= i)`),
+    else 1."""
+    index, low, high = limit
+    mask = sp.S.One
+    if index_symbols(sp.sympify(low)):
+        mask *= indicator(index >= low)
+    if index_symbols(sp.sympify(high)):
+        mask *= indicator(index <= high)
+    return mask
 
 
 def _running(reduction) -> bool:

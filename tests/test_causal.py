@@ -64,3 +64,37 @@ def test_a_triangular_sum_is_a_masked_whole_axis_not_a_scan(causal):
     source = (causal / "causal_attention_numpy.py").read_text()
     forward = source[source.index("def causal_limits("):source.index("def causal_limits_grad(")]
     assert "np.where(" in forward and "@ v" in forward and "cumsum" not in forward
+
+
+@pytest.mark.parametrize("form", ("limits", "apart", "mask", "unstaged"))
+def test_the_masked_weights_are_a_stage_and_the_gradient_a_softmax_kernel(causal, form):
+    """However the mask is written, the normalised weights of the weighted sum over j are one
+    stage (0 outside the mask): the gradient is `grad @ v.T`, softmax's row kernel and matmuls,
+    as the additive-bias op's; no three-tensor product and no `exp` of the scores again."""
+    source = (causal / "causal_attention_torch.py").read_text()
+    name = FUNCTIONS[form]
+    code = source[source.index(f"def {name}_vjp("):].split("\n\n\n")[0].split('"""')[2]
+    given = code.split("if needs_grad")[0]  # the forward's statements, where a stage is not given
+    needed = code[len(given):]
+    assert "grad_weights1 = grad @ torch.swapaxes(v, -1, -2)" in needed
+    assert "torch._softmax_backward_data(grad_weights1, weights1, -1, weights1.dtype)" in needed
+    assert "grad_v = torch.swapaxes(weights1, -1, -2) @ grad" in needed
+    assert "einsum" not in needed and "torch.exp" not in needed
+
+
+@pytest.mark.parametrize("form", ("limits", "apart", "mask"))
+def test_the_masked_forms_save_what_the_additive_bias_op_saves(torch, causal, form):
+    """q, k, v and the weights, measured with saved_tensors_hooks: no more than the library's
+    ScaledDotProductAttention given an additive causal bias saves (which keeps the bias too)."""
+    from conftest import import_path
+    from symgrad.backends.torch.costs import saved_bytes
+
+    module = import_path(causal / "causal_attention_torch.py")
+    composed = import_path(ROOT / "generated" / "composed_torch.py")
+    q, k, v = (torch.randn(2, T, D, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    bias = torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), 1)
+    ours, out = saved_bytes(lambda: getattr(module, FUNCTIONS[form])(q, k, v))
+    theirs, expected = saved_bytes(lambda: composed.scaled_dot_product_attention(q, k, v, bias))
+    torch.testing.assert_close(out, expected)
+    assert ours == (3 * q.numel() + 2 * T * T) * 8
+    assert ours <= theirs

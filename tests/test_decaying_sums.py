@@ -150,3 +150,20 @@ def test_no_quadratic_mask(decays):
     comparisons = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Compare)]
     assert source.count("_linear_scan(") >= 8
     assert not [ast.unparse(n) for n in comparisons if any(isinstance(o, (ast.LtE, ast.GtE)) for o in n.ops)]
+
+
+@pytest.mark.parametrize("decay", [0.0, -0.6])
+def test_a_decay_per_channel_of_zero_has_a_finite_gradient(torch, jax, tf, decays, decay):
+    """d/da of sum_{s <= t} a**(t - s) x[s] is sum_{s < t} (t - s) a**(t - s - 1) x[s]: the
+    term at s == t vanishes, so the range stops short of it and no `1 / a` is left (it was
+    0 * inf, NaN, at a == 0). Every target against autograd of the loop, a channel at 0."""
+    x, a = inputs("channel_decay")
+    a = a.copy()
+    a[0], a[1] = 0.0, decay
+    grad = np.random.default_rng(3).standard_normal(x.shape)
+    tensors = [torch.tensor(v, requires_grad=True) for v in (x, a)]
+    expected = [g.numpy() for g in torch.autograd.grad(by_loop(torch, "channel_decay", *tensors), tensors, torch.tensor(grad))]
+    for target, (_, grads) in vjps_in_every_target(decays, "decays", "channel_decay", [x, a], grad).items():
+        assert np.isfinite(np.asarray(grads[1])).all(), target
+        for got_grad, want in zip(grads, expected):
+            np.testing.assert_allclose(np.asarray(got_grad), want, rtol=1e-10, atol=1e-12, err_msg=target)

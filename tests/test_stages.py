@@ -71,6 +71,18 @@ def attention_scores():
     return {"p": ((i, j), sp.exp(s(i, j) - m) / sp.Sum(sp.exp(s(i, l) - m), (l, 0, N - 1)))}
 
 
+@op("AttentionNatural")
+def attention_natural():
+    # softmax(q k.T) v with nothing staged: the weights of the sum over j are a stage
+    q = tensor("q", (M, D))
+    kk = tensor("k", (N, D))
+    v = tensor("v", (N, H))
+    s = lambda a, b: sp.Sum(q[a, d] * kk[b, d], (d, 0, D - 1))
+    m = stop_gradient(maximum(s(i, l), (l, 0, N - 1)))
+    weights = sp.exp(s(i, j) - m) / sp.Sum(sp.exp(s(i, l) - m), (l, 0, N - 1))
+    return {"y": ((i, h), sp.Sum(weights * v[j, h], (j, 0, N - 1)))}
+
+
 @op("TanhMlp")
 def tanh_mlp():
     x = tensor("x", (M, D))
@@ -163,6 +175,7 @@ SHAPES = {
     "layer_norm_moments_natural": {"x": (2, 6)},
     "attention_scores": {"q": (3, 4), "k": (5, 4)},
     "tanh_mlp": {"x": (3, 4), "w1": (4, 5), "w2": (5, 2)},
+    "attention_natural": {"q": (3, 4), "k": (5, 4), "v": (5, 2)},
     "bilinear": {"x": (2, 3, 4), "w": (4, 5), "z": (2, 3, 5)},
     "tanh_mlp_staged": {"x": (3, 4), "w1": (4, 5), "w2": (5, 2)},
     "scaled_by_variance": {"x": (3,), "z": (4,)},
@@ -244,6 +257,20 @@ def test_nested_reductions_become_stages_and_the_gradient_reads_them(natural):
     assert "grad_sum1 @ k" in attention and "grad_sum1.T @ q" in attention
     mlp = text[text.index("def tanh_mlp_grad(") :].split("\n\n\n")[0]
     assert "einsum" not in mlp and "grad_sum1 @ w1.T" in mlp
+
+
+def test_normalised_weights_of_a_weighted_sum_are_a_stage(natural):
+    """Attention written with nothing staged: its softmax weights, which read the row sum over
+    j, are one stage `weights1`; the gradient goes through it (`grad @ v.T`, softmax's
+    gradient, `weights1.T @ grad`), with no product of three tensors. TanhMlp's
+    `tanh(sum1[i, h])` reads no sum over h and stays in place."""
+    files, _, _ = natural
+    text = files["natural_numpy.py"]
+    grad = text[text.index("def attention_natural_grad(") :].split("\n\n\n")[0]
+    code = grad.split('"""')[2]
+    assert "grad_weights1 = grad @ v.T" in code and "weights1.T @ grad" in code
+    assert "einsum" not in code
+    assert "weights1" not in text[text.index("def tanh_mlp(") :].split("\n\n\n")[0]
 
 
 def test_a_reduction_over_every_axis_inside_a_function_is_a_scalar_stage(natural):

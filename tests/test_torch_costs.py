@@ -94,7 +94,7 @@ def test_a_gradient_nobody_asked_for_is_never_computed(torch, torch_module):
 
 ROW_WEIGHTS = """
 import sympy as sp
-from symgrad import dims, indices, maximum, op, stop_gradient, tensor
+from symgrad import dims, indicator, indices, maximum, op, stop_gradient, tensor
 
 (N,) = dims("N")
 i, k = indices("i k")
@@ -112,6 +112,15 @@ def row_log_weights():
     x = tensor("x", (..., N))
     top = stop_gradient(maximum(x[..., k], (k, 0, N - 1)))
     return {"p": ((..., i), x[..., i] - top - sp.log(sp.Sum(sp.exp(x[..., k] - top), (k, 0, N - 1))))}
+
+
+@op("RowMaskedWeights")
+def row_masked_weights():
+    x = tensor("x", (..., N))
+    keep = tensor("keep", (..., N), boolean=True)
+    top = stop_gradient(maximum(x[..., k], (k, 0, N - 1)))
+    kept = lambda n: indicator(keep[..., n]) * sp.exp(x[..., n] - top)
+    return {"p": ((..., i), kept(i) / sp.Sum(kept(k), (k, 0, N - 1)))}
 """
 
 
@@ -146,6 +155,43 @@ def test_a_softmax_gradient_is_pytorchs_kernel_by_its_form(torch, tmp_path):
         direction = torch.randn_like(x)
         second = [torch.autograd.grad((g * direction).sum(), x)[0] for g in (ours, theirs)]
         torch.testing.assert_close(*second)
+
+
+def test_a_masked_softmax_is_pytorchs_kernel_by_its_form(torch, tmp_path):
+    """A softmax over the entries a boolean mask keeps, the whole row's maximum subtracted:
+    its forward is one `torch.softmax` of the row with -inf outside the mask (which subtracts
+    the kept entries' maximum: the same quotient), 0 outside it (in a row it leaves empty too,
+    as the formula is); its backward `_softmax_backward_data`. Both equal autograd's of
+    `torch.softmax(x.masked_fill(~keep, -inf))` where a row keeps an entry, twice
+    differentiated too, and are 0 in a row that keeps none."""
+    import inspect
+
+    from symgrad.generate import generate
+    from symgrad.runtime_module import import_generated
+
+    (tmp_path / "weights.py").write_text(ROW_WEIGHTS)
+    for name, text in generate([tmp_path / "weights.py"], ("numpy", "torch")).items():
+        (tmp_path / name).write_text(text)
+    module = import_generated(tmp_path / "weights_torch.py", "_row_masked_weights_torch")
+    source = inspect.getsource(module.row_masked_weights_forward)
+    assert 'torch.softmax(torch.where(keep, x, float("-inf")), -1)' in source and "exp" not in source, source
+    x = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
+    keep = torch.rand(3, 7) < 0.6
+    keep[:, 0] = True
+    upstream = torch.randn(3, 7, dtype=torch.float64)
+    stock = lambda: torch.softmax(x.masked_fill(~keep, float("-inf")), -1)
+    torch.testing.assert_close(module.row_masked_weights(x, keep), stock())
+    empty = torch.zeros_like(keep)
+    (grad,) = torch.autograd.grad(module.row_masked_weights(x, empty), x, upstream)
+    assert not module.row_masked_weights(x, empty).any() and not grad.any()
+    counts = _count_calls(torch, lambda: torch.autograd.grad(module.row_masked_weights(x, keep), x, upstream), ["_softmax_backward_data"])
+    assert counts == {"_softmax_backward_data": 1}, counts
+    (ours,) = torch.autograd.grad(module.row_masked_weights(x, keep), x, upstream, create_graph=True)
+    (theirs,) = torch.autograd.grad(stock(), x, upstream, create_graph=True)
+    torch.testing.assert_close(ours, theirs)
+    direction = torch.randn_like(x)
+    second = [torch.autograd.grad((g * direction).sum(), x)[0] for g in (ours, theirs)]
+    torch.testing.assert_close(*second)
 
 
 GELUS = """
@@ -230,6 +276,30 @@ def test_an_op_saves_only_what_its_backward_reads(torch, torch_module):
         torch.testing.assert_close(gx, torch.full((8, 16), 3.0, dtype=torch.float64))
     saved, _ = saved_bytes(lambda: torch_module("matmul").matmul(x, x.T))
     assert saved == x.numel() * 8
+
+
+def test_no_zeros_are_filled_in_for_a_stages_cotangent(torch, torch_module):
+    """A Function returns its stages for its backward (non-differentiable): autograd would fill
+    a zero cotangent in for each, a pass over attention's (b, h, T, T) weights per call. None is
+    filled; an output's cotangent that autograd leaves out is zeros still (FusedBatchNorm with
+    its y alone used: the gradients equal those given zeros for the other outputs)."""
+    attention = torch_module("composed").scaled_dot_product_attention
+    q, k, v = (torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    bias = torch.zeros(5, 5, dtype=torch.float64)
+    out = attention(q, k, v, bias)
+    counts = _count_calls(torch, lambda: torch.autograd.grad(out, (q, k, v), torch.ones_like(out)), ["fill_", "zeros"])
+    assert counts == {"fill_": 0, "zeros": 0}, counts
+    norm = torch_module("nn_more").fused_batch_norm
+    x = torch.randn(2, 3, 3, 4, dtype=torch.float64, requires_grad=True)
+    scale, offset = (torch.randn(4, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    moments = torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64)
+    outputs = norm(x, scale, offset, *moments, epsilon=0.001, is_training=True)
+    upstream = torch.randn_like(outputs[0])
+    alone = torch.autograd.grad(outputs[0], (x, scale, offset), upstream, retain_graph=True)
+    zeros = [upstream] + [torch.zeros_like(o) for o in outputs[1:]]
+    given = torch.autograd.grad(list(outputs), (x, scale, offset), zeros, allow_unused=True)
+    for one, other in zip(alone, given):
+        torch.testing.assert_close(one, other)
 
 
 def test_what_only_an_unrequested_gradient_reads_is_not_saved(torch, torch_module):

@@ -6,7 +6,7 @@ import sympy as sp
 from sympy.printing.precedence import PRECEDENCE
 
 from symgrad import ir
-from symgrad.functions import scaled_besseli
+from symgrad.functions import indicator, scaled_besseli
 from symgrad.guards import safe_where
 
 
@@ -41,11 +41,13 @@ class ArrayCodeMixin:
 
     def _print_Softmax(self, value: ir.Softmax):
         """As its formula: the row maximum kept for broadcasting and subtracted, exp of that
-        over its row sum (a log-softmax: the shifted row minus the log of the sum)."""
+        over its row sum (a log-softmax: the shifted row minus the log of the sum; masked: the
+        exponentials outside the mask 0)."""
         x = sp.Symbol(value.x)
         top = sp.Symbol(self._print(ir.Reduce("max", ir.Elementwise(x), (value.axis,), True)))
-        total = sp.Symbol(self._print(ir.Reduce("sum", ir.Elementwise(sp.exp(x - top)), (value.axis,), True)))
-        return self._print(x - top - sp.log(total) if value.log else sp.exp(x - top) / total)
+        shifted = sp.exp(x - top) * (indicator(sp.Symbol(value.mask)) if value.mask else 1)
+        total = sp.Symbol(self._print(ir.Reduce("sum", ir.Elementwise(shifted), (value.axis,), True)))
+        return self._print(x - top - sp.log(total) if value.log else shifted / total)
 
     def _print_SoftmaxBackward(self, value: ir.SoftmaxBackward):
         """As its formula: a row sum kept for broadcasting, then one elementwise expression."""

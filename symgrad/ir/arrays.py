@@ -20,14 +20,17 @@ class Elementwise:
 class Softmax:
     """A softmax (or log-softmax) of `x` along `axis`, its row maximum subtracted: one kernel
     where a framework has it (`torch.softmax`). Softmax: `exp(x - max) / sum(exp(x - max))`;
-    log-softmax: `x - max - log(sum(exp(x - max)))`."""
+    log-softmax: `x - max - log(sum(exp(x - max)))`. Masked: `exp(x - max) * mask` over the
+    row sum of that (a causal attention's weights)."""
 
     x: str
     axis: int  # negative: counted from the last
     log: bool = False
+    mask: str | None = None  # a bool variable: a softmax over the entries where it holds, 0 elsewhere
 
     def __str__(self) -> str:
-        return f"{'log_' if self.log else ''}softmax({self.x}, axis={self.axis})"
+        masked = f", mask={self.mask}" if self.mask else ""
+        return f"{'log_' if self.log else ''}softmax({self.x}, axis={self.axis}{masked})"
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ def reads(value: Value) -> set[str]:
         return {value.a, value.b}
     if isinstance(value, SoftmaxBackward):
         return {value.grad, value.output}
+    if isinstance(value, Softmax):
+        return {value.x} | ({value.mask} if value.mask else set())
     if isinstance(value, (Einsum, Convolution, MaxPoolBackprop)):
         return set(value.operands)
     if isinstance(value, Stack):

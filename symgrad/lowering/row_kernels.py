@@ -2,8 +2,9 @@
 gradient `y * (g - sum(g * y, axis))`, a log-softmax's `g - exp(y) * sum(g, axis)`, each one
 `SoftmaxBackward` (PyTorch's `_softmax_backward_data`, one pass over the rows instead of four);
 a softmax `exp(x - m) / sum(exp(x - m))` with `m = max(x)` (a log-softmax
-`x - m - log(sum(exp(x - m)))`), one `Softmax` (`torch.softmax`, one pass instead of five),
-where nothing else reads its maximum, exponentials or sum.
+`x - m - log(sum(exp(x - m)))`; masked, `exp(x - m) * mask` over its sum), one `Softmax`
+(`torch.softmax`, one pass instead of five), where nothing else reads its maximum,
+exponentials or sum.
 
 Found by the form of the statements, never by the op's name: a reduction kept for broadcasting,
 read by one elementwise statement alone, whose expression is the kernel's formula over the
@@ -18,6 +19,7 @@ import dataclasses
 import sympy as sp
 
 from symgrad import ir
+from symgrad.functions import holds, indicator
 from symgrad.lowering.requested import names_read
 
 
@@ -61,22 +63,39 @@ def _softmax(statement: ir.Assign, by_target: dict):
         if total is None:
             continue
         axis, summand, total_name = total
-        if summand.func == sp.exp:  # a log-softmax's sum(exp(x - m)), inline
-            exponential, via = summand, set()
-        elif summand.is_Symbol:  # a softmax's sum(e), e = exp(x - m) its numerator
-            exponential, via = _elementwise_value(str(summand), by_target), {str(summand)}
-        else:
-            continue
+        if summand.is_Symbol:  # a softmax's sum(e), e = exp(x - m) its numerator
+            numerator, via = _elementwise_value(str(summand), by_target), {str(summand)}
+        else:  # inline: a log-softmax's sum(exp(x - m)), or a softmax's
+            numerator, via = summand, set()
+        exponential, mask = _unmasked(numerator)
         found = exponential is not None and _shifted_by_maximum(exponential, axis, by_target)
         if not found:
             continue
         x, maximum_view, inner = found
         inner |= via | {str(total_view), total_name}
-        if summand.is_Symbol and expr == summand / total_view:
-            return ir.Softmax(str(x), axis), inner
-        if not summand.is_Symbol and sp.expand(expr - (x - maximum_view - sp.log(total_view))) == 0:
+        if expr == summand / total_view:
+            return ir.Softmax(str(x), axis, mask=mask), inner
+        if mask is None and not via and sp.expand(expr - (x - maximum_view - sp.log(total_view))) == 0:
             return ir.Softmax(str(x), axis, log=True), inner
     return None
+
+
+def _unmasked(numerator: sp.Expr | None) -> tuple:
+    """(the exponential, the mask's name) where `numerator` is `exp(...) * indicator(mask)`, a
+    masked softmax's (any maximum along the row may be subtracted: the masked row's, which the
+    kernel subtracts, gives the same quotient); else (`numerator`, None)."""
+    factors = sp.Mul.make_args(numerator) if numerator is not None else ()
+    masks = [f for f in factors if isinstance(f, indicator) and _bool_variable(f.args[0])]
+    if len(factors) != 2 or len(masks) != 1:
+        return numerator, None
+    return numerator / masks[0], _bool_variable(masks[0].args[0])
+
+
+def _bool_variable(condition) -> str | None:
+    """The name of the bool variable `condition` is (a comparison's, a bool input's), or None."""
+    if isinstance(condition, holds):
+        condition = condition.args[0]
+    return str(condition) if condition.is_Symbol else None
 
 
 def _expanded_reduction(name: str, kind: str, by_target: dict):

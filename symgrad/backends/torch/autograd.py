@@ -28,6 +28,11 @@ def _views(stages):
     return tuple(None if s is None else s.view_as(s) for s in stages)
 
 
+def _zeros_for(cotangent, shape, dtype, device):
+    """`cotangent`, or zeros of an output's `shape`, `dtype` and `device` where it is None."""
+    return torch.zeros(shape, dtype=dtype, device=device) if cotangent is None else cotangent
+
+
 def _standin(shape, dtype, device):
     """A tensor of `shape`, `dtype` and `device` holding one element, broadcast: what a
     gradient that reads an input's shape alone is given in the input's place."""
@@ -88,6 +93,11 @@ def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_o
         given = values if list_output and read else [values[outputs.index(o)] for o in read]
         if stages:
             ctx.mark_non_differentiable(*(s for s in found if s is not None))
+            # no zeros filled in for the stages' cotangents, which the backward drops (a
+            # stage as big as attention's weights: a pass over it per call); an output's
+            # cotangent autograd leaves out is made zeros in the backward instead
+            ctx.set_materialize_grads(False)
+            ctx.outputs_like = [(v.shape, v.dtype, v.device) for v in values]
         kept = _kept(reads, ctx.needs_input_grad[1:])
         if kept is not None:
             given = [v if o in kept else None for v, o in zip(given, read)]
@@ -105,6 +115,8 @@ def _autograd_function(name, forward, vjp, outputs, read="", stages="", shapes_o
         # twice differentiated: the stages computed again, differentiably, from the inputs
         found = {} if torch.is_grad_enabled() else dict(zip(stages, found))
         cotangents = cotangents[: len(cotangents) - staged]
+        if stages:
+            cotangents = [_zeros_for(c, *like) for c, like in zip(cotangents, ctx.outputs_like)]
         cotangents = [list(cotangents)] if list_output else cotangents
         needs = {"needs_grad": ctx.needs_input_grad[1:]} if takes_needs else {}
         grads = vjp(*cotangents, *inputs, **given, **found, **ctx.attrs, **needs)

@@ -131,6 +131,11 @@ class TorchPrinter(NamesakePrinter):
         return f"_flip({value.x}, {value.axis})"
 
     def _print_Softmax(self, value: ir.Softmax):
+        """`torch.softmax`; masked, of the row with `-inf` outside the mask, and 0 there (a row
+        the mask leaves empty too, where the softmax is NaN and the formula 0)."""
+        if value.mask:
+            row = f'torch.where({value.mask}, {value.x}, float("-inf"))'
+            return f"torch.where({value.mask}, torch.softmax({row}, {value.axis}), 0)"
         return f"torch.{'log_softmax' if value.log else 'softmax'}({value.x}, {value.axis})"
 
     def _print_SoftmaxBackward(self, value: ir.SoftmaxBackward):
