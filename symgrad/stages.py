@@ -9,7 +9,10 @@ forward's intermediates and applies the chain rule one stage at a time. Here a s
   another reduction's body, where differentiating the whole would couple the two reductions'
   indices (a product of sums over different bound indices, built jointly: a Jacobian). Each
   such reduction is staged over the indices of its context it depends on; equal reductions
-  (up to the names of their indices) are one stage, wherever they occur.
+  (up to the names of their indices) are one stage, wherever they occur; or
+* made automatically from the normalised weights of a weighted sum (attention's softmax
+  weights, masked or not, in `sum_j w[i, j] * v[j, e]`), whose gradient is then a matmul and
+  a softmax's, not a product of three tensors.
 
 Reductions at the top of an expression (Softmax's denominator) are left in place: the
 single-stage engine differentiates them exactly, in O(n), and output reuse then reads them
