@@ -26,6 +26,7 @@ from symgrad.guards import guarded, safe_where
 from symgrad.stability import point_value, stabilized
 from symgrad.reuse import reuse_forward_outputs, reuse_in_factor, reuse_tensor_outputs
 from symgrad.stages import is_read_of, tensors_read
+from symgrad.validate import index_symbols
 
 
 
@@ -87,16 +88,15 @@ def without_vanishing_ends(value: TensorValue) -> TensorValue:
         if all(c == t.factor for c, t in zip(combined, group)) or total.atoms(ExprWithLimits):
             terms += group  # no power to combine (or a reduction inside): as it was
             continue
-        cut = tuple(_cut_end(limit, total, sums) for limit in sums)
+        cut = tuple(_cut_end(limit, total) for limit in sums)
         terms += group if cut == sums else [Term(c, cut) for c in combined]
     return TensorValue(value.indices, tuple(terms))
 
 
-def _cut_end(limit: tuple, total: sp.Expr, sums: tuple) -> tuple:
+def _cut_end(limit: tuple, total: sp.Expr) -> tuple:
     """`limit`, a bound naming another index moved in by one where `total` is 0 at it."""
     index, low, high = limit
-    others = {k for k, _, _ in sums} | total.free_symbols
-    depends = lambda bound: bool(sp.sympify(bound).free_symbols & others - {index})
+    depends = lambda bound: bool(index_symbols(sp.sympify(bound)) - {index})
     if depends(high) and sp.expand(total.xreplace({index: high})) == 0:
         return index, low, high - 1
     if depends(low) and sp.expand(total.xreplace({index: low})) == 0:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, import_path
 from verify_support import derived_folder, vjps_in_every_target
 
 EXAMPLE = ROOT / "examples" / "causal_attention.py"
@@ -86,7 +86,6 @@ def test_the_masked_weights_are_a_stage_and_the_gradient_a_softmax_kernel(causal
 def test_the_masked_forms_save_what_the_additive_bias_op_saves(torch, causal, form):
     """q, k, v and the weights, measured with saved_tensors_hooks: no more than the library's
     ScaledDotProductAttention given an additive causal bias saves (which keeps the bias too)."""
-    from conftest import import_path
     from symgrad.backends.torch.costs import saved_bytes
 
     module = import_path(causal / "causal_attention_torch.py")

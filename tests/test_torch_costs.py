@@ -124,20 +124,35 @@ def row_masked_weights():
 """
 
 
-def test_a_softmax_gradient_is_pytorchs_kernel_by_its_form(torch, tmp_path):
+@pytest.fixture(scope="module")
+def row_weights(tmp_path_factory):
+    """ROW_WEIGHTS derived (numpy and torch, verified) once, its torch module imported."""
+    from symgrad.generate import generate
+    from symgrad.runtime_module import import_generated
+
+    folder = tmp_path_factory.mktemp("row_weights")
+    (folder / "weights.py").write_text(ROW_WEIGHTS)
+    for name, text in generate([folder / "weights.py"], ("numpy", "torch")).items():
+        (folder / name).write_text(text)
+    return import_generated(folder / "weights_torch.py", "_row_weights_torch")
+
+
+def _same_second_order(torch, x, ours, theirs) -> None:
+    """The gradients `ours` and `theirs` of x (taken with create_graph) have equal gradients
+    along a random direction."""
+    direction = torch.randn_like(x)
+    second = [torch.autograd.grad((g * direction).sum(), x)[0] for g in (ours, theirs)]
+    torch.testing.assert_close(*second)
+
+
+def test_a_softmax_gradient_is_pytorchs_kernel_by_its_form(torch, row_weights):
     """A softmax and a log-softmax declared under other names: their forward is one
     `torch.softmax` (`log_softmax`) call, their derived backward one `_softmax_backward_data`
     (`_log_softmax_backward_data`) call, no reduction of its own, and both equal autograd's of
     `torch.softmax` (`log_softmax`), twice differentiated too."""
     import inspect
 
-    from symgrad.generate import generate
-    from symgrad.runtime_module import import_generated
-
-    (tmp_path / "weights.py").write_text(ROW_WEIGHTS)
-    for name, text in generate([tmp_path / "weights.py"], ("numpy", "torch")).items():
-        (tmp_path / name).write_text(text)
-    module = import_generated(tmp_path / "weights_torch.py", "_row_weights_torch")
+    module = row_weights
     for forward, call in ((module.row_weights_forward, "torch.softmax(x, -1)"),
                           (module.row_log_weights_forward, "torch.log_softmax(x, -1)")):
         source = inspect.getsource(forward)  # the forward too: one kernel, not max, exp, sum, divide
@@ -152,12 +167,10 @@ def test_a_softmax_gradient_is_pytorchs_kernel_by_its_form(torch, tmp_path):
         (ours,) = torch.autograd.grad(op(x), x, upstream, create_graph=True)
         (theirs,) = torch.autograd.grad(stock(x, -1), x, upstream, create_graph=True)
         torch.testing.assert_close(ours, theirs)
-        direction = torch.randn_like(x)
-        second = [torch.autograd.grad((g * direction).sum(), x)[0] for g in (ours, theirs)]
-        torch.testing.assert_close(*second)
+        _same_second_order(torch, x, ours, theirs)
 
 
-def test_a_masked_softmax_is_pytorchs_kernel_by_its_form(torch, tmp_path):
+def test_a_masked_softmax_is_pytorchs_kernel_by_its_form(torch, row_weights):
     """A softmax over the entries a boolean mask keeps, the whole row's maximum subtracted:
     its forward is one `torch.softmax` of the row with -inf outside the mask (which subtracts
     the kept entries' maximum: the same quotient), 0 outside it (in a row it leaves empty too,
@@ -166,13 +179,7 @@ def test_a_masked_softmax_is_pytorchs_kernel_by_its_form(torch, tmp_path):
     differentiated too, and are 0 in a row that keeps none."""
     import inspect
 
-    from symgrad.generate import generate
-    from symgrad.runtime_module import import_generated
-
-    (tmp_path / "weights.py").write_text(ROW_WEIGHTS)
-    for name, text in generate([tmp_path / "weights.py"], ("numpy", "torch")).items():
-        (tmp_path / name).write_text(text)
-    module = import_generated(tmp_path / "weights_torch.py", "_row_masked_weights_torch")
+    module = row_weights
     source = inspect.getsource(module.row_masked_weights_forward)
     assert 'torch.softmax(torch.where(keep, x, float("-inf")), -1)' in source and "exp" not in source, source
     x = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
@@ -189,9 +196,7 @@ def test_a_masked_softmax_is_pytorchs_kernel_by_its_form(torch, tmp_path):
     (ours,) = torch.autograd.grad(module.row_masked_weights(x, keep), x, upstream, create_graph=True)
     (theirs,) = torch.autograd.grad(stock(), x, upstream, create_graph=True)
     torch.testing.assert_close(ours, theirs)
-    direction = torch.randn_like(x)
-    second = [torch.autograd.grad((g * direction).sum(), x)[0] for g in (ours, theirs)]
-    torch.testing.assert_close(*second)
+    _same_second_order(torch, x, ours, theirs)
 
 
 GELUS = """
