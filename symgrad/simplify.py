@@ -73,24 +73,24 @@ def _map_tensor_values(derivation: Derivation, rewrite) -> Derivation:
 
 
 def without_vanishing_ends(value: TensorValue) -> TensorValue:
-    """`value` with each range bounded by another index (`s <= t`) cut short at an end where
-    its terms, taken together, vanish, where that lets their powers combine: a decay's gradient
-    `sum_{s <= t} (t - s) * a**(t - s) / a * x[s]` (SymPy's derivative of `a**(t - s)`, split
-    into a term in t and one in s) is `sum_{s < t} (t - s) * a**(t - s - 1) * x[s]`, finite at
-    a == 0 (the term at s == t is 0 * a**-1 there), and an exclusive scan."""
-    groups: dict = {}
+    """`value` with the terms whose powers combine (`a**(t - s) / a`) summed over a range
+    bounded by another index (`s <= t`) cut short at an end where those terms, taken together,
+    vanish: a decay's gradient `sum_{s <= t} (t - s) * a**(t - s) / a * x[s]` (SymPy's
+    derivative of `a**(t - s)`, split into a term in t and one in s) is
+    `sum_{s < t} (t - s) * a**(t - s - 1) * x[s]`, finite at a == 0 (the term at s == t is
+    0 * a**-1 there), and an exclusive scan. Other terms, over the same sums or not (an EMA's
+    `(1 - a)` differentiated), are left as they are, in their place."""
+    combining: dict = {}  # sums -> [(term, its factor with powers combined)]
     for term in value.terms:
-        groups.setdefault(term.sums, []).append(term)
-    terms = []
-    for sums, group in groups.items():
-        combined = [sp.powsimp(t.factor, deep=True, combine="exp") for t in group]
-        total = sp.Add(*(t.factor for t in group))
-        if all(c == t.factor for c, t in zip(combined, group)) or total.atoms(ExprWithLimits):
-            terms += group  # no power to combine (or a reduction inside): as it was
-            continue
-        cut = tuple(_cut_end(limit, total) for limit in sums)
-        terms += group if cut == sums else [Term(c, cut) for c in combined]
-    return TensorValue(value.indices, tuple(terms))
+        combined = sp.powsimp(term.factor, deep=True, combine="exp")
+        if combined != term.factor and not term.factor.atoms(ExprWithLimits):
+            combining.setdefault(term.sums, []).append((term, combined))
+    replaced = {}
+    for sums, group in combining.items():
+        cut = tuple(_cut_end(limit, sp.Add(*(t.factor for t, _ in group))) for limit in sums)
+        if cut != sums:
+            replaced |= {id(t): Term(c, cut) for t, c in group}
+    return TensorValue(value.indices, tuple(replaced.get(id(t), t) for t in value.terms))
 
 
 def _cut_end(limit: tuple, total: sp.Expr) -> tuple:

@@ -1,6 +1,6 @@
 """Decaying and weighted cumulative sums as a new user writes them (issue 41): an exponential
-moving average `sum_{s <= t} a**(t - s) * (1 - a) * x[s]` with an attribute for a, a decay per
-channel, a discounted return summed forwards in time, a decay per step (a running product), and a
+moving average `sum_{s <= t} a**(t - s) * (1 - a) * x[s]` with an attribute for a, a decay and
+an EMA per channel, a discounted return summed forwards in time, a decay per step (a running product), and a
 sum masked by `indicator(s <= t)` (a cumulative sum). Each is a linear recurrence, lowered to the scans (`_linear_scan`), its gradient
 and second order too: never a T x T mask. Every target against autodiff of a loop in
 PyTorch and JAX.
@@ -36,6 +36,14 @@ def channel_decay():
     x = tensor("x", (..., T, C))
     a = tensor("a", (C,))
     return {"y": ((..., t, c), sp.Sum(a[c] ** (t - s) * x[..., s, c], (s, 0, t)))}
+
+
+@op("ChannelEma")
+def channel_ema():
+    """y[t, c] = sum_{s <= t} a[c]**(t - s) * (1 - a[c]) * x[s, c]: an EMA per channel."""
+    x = tensor("x", (..., T, C))
+    a = tensor("a", (C,))
+    return {"y": ((..., t, c), sp.Sum(a[c] ** (t - s) * (1 - a[c]) * x[..., s, c], (s, 0, t)))}
 
 
 @op("DiscountedReturn", attrs={"gamma": float}, defaults={"gamma": 0.99})
@@ -78,11 +86,11 @@ def by_loop(ops, name, *inputs):
             y = 0.9 * y + 0.1 * x[..., k]
             out.append(y)
         return ops.stack(out, -1)
-    if name == "channel_decay":
+    if name in ("channel_decay", "channel_ema"):
         x, a = inputs
         y, out = 0.0, []
         for k in range(T):
-            y = a * y + x[..., k, :]
+            y = a * y + (1 - a if name == "channel_ema" else 1) * x[..., k, :]
             out.append(y)
         return ops.stack(out, -2)
     if name == "discounted_return":
@@ -104,14 +112,14 @@ def by_loop(ops, name, *inputs):
 
 def inputs(name):
     rng = np.random.default_rng(0)
-    if name == "channel_decay":
+    if name in ("channel_decay", "channel_ema"):
         return [rng.standard_normal((2, T, C)), rng.uniform(0.5, 1.0, C)]
     if name == "step_decay":
         return [rng.standard_normal((2, T)), rng.uniform(0.5, 1.0, (2, T))]
     return [rng.standard_normal((2, T))]
 
 
-NAMES = ["moving_average", "channel_decay", "discounted_return", "step_decay", "masked_cumsum"]
+NAMES = ["moving_average", "channel_decay", "channel_ema", "discounted_return", "step_decay", "masked_cumsum"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -152,18 +160,20 @@ def test_no_quadratic_mask(decays):
     assert not [ast.unparse(n) for n in comparisons if any(isinstance(o, (ast.LtE, ast.GtE)) for o in n.ops)]
 
 
+@pytest.mark.parametrize("name", ["channel_decay", "channel_ema"])
 @pytest.mark.parametrize("decay", [0.0, -0.6])
-def test_a_decay_per_channel_of_zero_has_a_finite_gradient(torch, jax, tf, decays, decay):
+def test_a_decay_per_channel_of_zero_has_a_finite_gradient(torch, jax, tf, decays, decay, name):
     """d/da of sum_{s <= t} a**(t - s) x[s] is sum_{s < t} (t - s) a**(t - s - 1) x[s]: the
     term at s == t vanishes, so the range stops short of it and no `1 / a` is left (it was
-    0 * inf, NaN, at a == 0). Every target against autograd of the loop, a channel at 0."""
-    x, a = inputs("channel_decay")
+    0 * inf, NaN, at a == 0); an EMA's (1 - a) adds a term over the same sums that does not
+    vanish there, and stays. Every target against autograd of the loop, a channel at 0."""
+    x, a = inputs(name)
     a = a.copy()
     a[0], a[1] = 0.0, decay
     grad = np.random.default_rng(3).standard_normal(x.shape)
     tensors = [torch.tensor(v, requires_grad=True) for v in (x, a)]
-    expected = [g.numpy() for g in torch.autograd.grad(by_loop(torch, "channel_decay", *tensors), tensors, torch.tensor(grad))]
-    for target, (_, grads) in vjps_in_every_target(decays, "decays", "channel_decay", [x, a], grad).items():
+    expected = [g.numpy() for g in torch.autograd.grad(by_loop(torch, name, *tensors), tensors, torch.tensor(grad))]
+    for target, (_, grads) in vjps_in_every_target(decays, "decays", name, [x, a], grad).items():
         assert np.isfinite(np.asarray(grads[1])).all(), target
         for got_grad, want in zip(grads, expected):
             np.testing.assert_allclose(np.asarray(got_grad), want, rtol=1e-10, atol=1e-12, err_msg=target)
